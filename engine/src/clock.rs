@@ -1,0 +1,336 @@
+//! Instants, days and the closed vocabularies (clocks, lanes, sources) of the as-of model.
+//!
+//! Every timestamp in and out is RFC 3339 UTC with a literal `Z`. Parsing refuses offsets and
+//! bare dates by name instead of converting them: a caller who sent `+02:00` or `2024-01-05`
+//! has a bug we must surface, not guess around.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+use time::{Date, Month, OffsetDateTime, PrimitiveDateTime, Time};
+
+use crate::error::{ClockFault, Error, Result};
+
+/// An instant in UTC with microsecond precision (the precision of the Parquet columns).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Instant(i64);
+
+const MICROS_PER_SEC: i64 = 1_000_000;
+const MICROS_PER_DAY: i64 = 86_400 * MICROS_PER_SEC;
+
+impl Instant {
+    pub const fn from_micros(micros: i64) -> Self {
+        Instant(micros)
+    }
+    pub const fn micros(self) -> i64 {
+        self.0
+    }
+    pub fn from_unix_seconds(secs: i64) -> Self {
+        Instant(secs * MICROS_PER_SEC)
+    }
+
+    /// Parses a clock parameter per the spec's pattern
+    /// `^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?Z$`.
+    /// `param` names the parameter in the error so the caller can report it.
+    pub fn parse_param(param: &str, s: &str) -> Result<Self> {
+        Self::parse(s).map_err(|fault| Error::InvalidClock { param: param.to_owned(), fault })
+    }
+
+    /// Parses an RFC 3339 UTC instant with a literal `Z`; says which rule was broken.
+    pub fn parse(s: &str) -> Result<Self, ClockFault> {
+        let b = s.as_bytes();
+        let digits = |r: std::ops::Range<usize>| b.get(r.clone()).is_some_and(|x| x.iter().all(u8::is_ascii_digit));
+        let date_ok = b.len() >= 10 && digits(0..4) && b[4] == b'-' && digits(5..7) && b[7] == b'-' && digits(8..10);
+        if !date_ok {
+            return Err(ClockFault::Malformed);
+        }
+        if b.len() == 10 {
+            return Err(ClockFault::BareDate);
+        }
+        let time_ok = b.len() >= 19 && (b[10] == b'T') && digits(11..13) && b[13] == b':' && digits(14..16) && b[16] == b':' && digits(17..19);
+        if !time_ok {
+            return Err(ClockFault::Malformed);
+        }
+        let mut i = 19;
+        let mut frac_micros = 0i64;
+        if b.get(i) == Some(&b'.') {
+            let start = i + 1;
+            let mut end = start;
+            while end < b.len() && b[end].is_ascii_digit() {
+                end += 1;
+            }
+            if end == start {
+                return Err(ClockFault::Malformed);
+            }
+            // Truncate below the microsecond: stored clocks have microsecond precision, so
+            // `row <= as_of` is the same comparison against the truncated instant.
+            for (k, d) in b[start..end].iter().take(6).enumerate() {
+                frac_micros += i64::from(d - b'0') * 10i64.pow(5 - k as u32);
+            }
+            i = end;
+        }
+        match &b[i..] {
+            b"Z" => {}
+            rest if looks_like_offset(rest) => return Err(ClockFault::Offset),
+            _ => return Err(ClockFault::Malformed),
+        }
+        let num = |r: std::ops::Range<usize>| s[r].parse::<u32>().map_err(|_| ClockFault::Malformed);
+        let year = num(0..4)? as i32;
+        let month = Month::try_from(num(5..7)? as u8).map_err(|_| ClockFault::Malformed)?;
+        let date = Date::from_calendar_date(year, month, num(8..10)? as u8).map_err(|_| ClockFault::Malformed)?;
+        let time = Time::from_hms(num(11..13)? as u8, num(14..16)? as u8, num(17..19)? as u8)
+            .map_err(|_| ClockFault::Malformed)?;
+        let secs = PrimitiveDateTime::new(date, time).assume_utc().unix_timestamp();
+        Ok(Instant(secs * MICROS_PER_SEC + frac_micros))
+    }
+
+    /// Parses any RFC 3339 timestamp (offsets allowed) and converts it to UTC. Only for source
+    /// files whose format carries an offset (e.g. the EDGAR Atom feed); never for user input.
+    pub fn parse_rfc3339_any(s: &str) -> Option<Self> {
+        let dt = OffsetDateTime::parse(s, &time::format_description::well_known::Rfc3339).ok()?;
+        Some(Self::from_offset(dt))
+    }
+
+    pub fn from_offset(dt: OffsetDateTime) -> Self {
+        let nanos = dt.unix_timestamp_nanos();
+        Instant((nanos.div_euclid(1000)) as i64)
+    }
+
+    pub fn now() -> Self {
+        Self::from_offset(OffsetDateTime::now_utc())
+    }
+
+    /// The UTC calendar day of this instant.
+    pub fn day(self) -> Day {
+        Day(self.0.div_euclid(MICROS_PER_DAY) as i32)
+    }
+}
+
+fn looks_like_offset(rest: &[u8]) -> bool {
+    matches!(rest.first(), Some(b'+' | b'-'))
+        && rest.len() >= 3
+        && rest[1..].iter().all(|c| c.is_ascii_digit() || *c == b':')
+}
+
+impl fmt::Display for Instant {
+    /// `YYYY-MM-DDTHH:MM:SSZ`, with a fraction (trailing zeros trimmed) only when non-zero.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let secs = self.0.div_euclid(MICROS_PER_SEC);
+        let micros = self.0.rem_euclid(MICROS_PER_SEC);
+        let dt = OffsetDateTime::from_unix_timestamp(secs).map_err(|_| fmt::Error)?;
+        write!(
+            f,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            dt.year(),
+            u8::from(dt.month()),
+            dt.day(),
+            dt.hour(),
+            dt.minute(),
+            dt.second()
+        )?;
+        if micros != 0 {
+            let frac = format!("{micros:06}");
+            write!(f, ".{}", frac.trim_end_matches('0'))?;
+        }
+        f.write_str("Z")
+    }
+}
+
+impl Serialize for Instant {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Instant {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Instant::parse(&s).map_err(|f| serde::de::Error::custom(format!("{s}: {f}")))
+    }
+}
+
+/// A UTC calendar day (days since 1970-01-01), the unit of partitions and coverage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Day(i32);
+
+impl Day {
+    pub const fn from_days(d: i32) -> Self {
+        Day(d)
+    }
+    pub const fn days(self) -> i32 {
+        self.0
+    }
+    pub fn next(self) -> Self {
+        Day(self.0 + 1)
+    }
+    pub fn prev(self) -> Self {
+        Day(self.0 - 1)
+    }
+    pub fn start(self) -> Instant {
+        Instant(i64::from(self.0) * MICROS_PER_DAY)
+    }
+    /// `23:59:59Z` of this day: the `published_at` of a row known only to the day.
+    pub fn end_of_day(self) -> Instant {
+        Instant(i64::from(self.0) * MICROS_PER_DAY + 86_399 * MICROS_PER_SEC)
+    }
+    pub fn from_date(date: Date) -> Self {
+        Day((date.to_julian_day() - Date::from_calendar_date(1970, Month::January, 1).unwrap().to_julian_day()) as i32)
+    }
+    pub fn to_date(self) -> Date {
+        Date::from_julian_day(Date::from_calendar_date(1970, Month::January, 1).unwrap().to_julian_day() + self.0)
+            .unwrap_or(Date::MAX)
+    }
+    /// Parses `YYYY-MM-DD`; `param` names the parameter in the error.
+    pub fn parse_param(param: &str, s: &str) -> Result<Self> {
+        s.parse().map_err(|()| Error::invalid(param, format!("expected a UTC date YYYY-MM-DD, got {s:?}")))
+    }
+    /// Parses the compact `YYYYMMDD` form used by EDGAR index files and openFDA.
+    pub fn parse_compact(s: &str) -> Option<Self> {
+        if s.len() != 8 || !s.bytes().all(|c| c.is_ascii_digit()) {
+            return None;
+        }
+        format!("{}-{}-{}", &s[0..4], &s[4..6], &s[6..8]).parse().ok()
+    }
+}
+
+impl FromStr for Day {
+    type Err = ();
+    fn from_str(s: &str) -> std::result::Result<Self, ()> {
+        let b = s.as_bytes();
+        if b.len() != 10 || b[4] != b'-' || b[7] != b'-' {
+            return Err(());
+        }
+        let y: i32 = s[0..4].parse().map_err(|_| ())?;
+        let m: u8 = s[5..7].parse().map_err(|_| ())?;
+        let d: u8 = s[8..10].parse().map_err(|_| ())?;
+        let date = Date::from_calendar_date(y, Month::try_from(m).map_err(|_| ())?, d).map_err(|_| ())?;
+        Ok(Day::from_date(date))
+    }
+}
+
+impl fmt::Display for Day {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let d = self.to_date();
+        write!(f, "{:04}-{:02}-{:02}", d.year(), u8::from(d.month()), d.day())
+    }
+}
+
+impl Serialize for Day {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Day {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        s.parse().map_err(|()| serde::de::Error::custom(format!("not a YYYY-MM-DD date: {s}")))
+    }
+}
+
+macro_rules! vocabulary {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal),+ $(,)? }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        pub enum $name { $(#[serde(rename = $text)] $variant),+ }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant),+];
+            pub const fn as_str(self) -> &'static str {
+                match self { $($name::$variant => $text),+ }
+            }
+            /// The accepted spellings, for error messages that list the valid set.
+            pub fn valid_set() -> String {
+                Self::ALL.iter().map(|v| v.as_str()).collect::<Vec<_>>().join(", ")
+            }
+        }
+        impl FromStr for $name {
+            type Err = ();
+            fn from_str(s: &str) -> std::result::Result<Self, ()> {
+                match s { $($text => Ok($name::$variant),)+ _ => Err(()) }
+            }
+        }
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
+        }
+    };
+}
+
+vocabulary!(
+    /// The clocks on which visibility may be evaluated (`visible_by`).
+    VisibleBy { PublishedAt = "published_at", AvailableAt = "available_at", CommittedAt = "committed_at" }
+);
+vocabulary!(
+    /// Corpus lanes; never mixed in one answer.
+    Lane { CertifiedPit = "certified_pit", ForwardFirstSeen = "forward_first_seen" }
+);
+vocabulary!(
+    /// The closed vocabulary of source namespaces.
+    SourceId {
+        SecEdgar = "sec.edgar",
+        FederalRegisterPi = "us.federal_register.pi",
+        CftcCot = "us.cftc.cot",
+        OfacSdn = "us.ofac.sdn",
+        FdaDrug = "us.fda.enforcement.drug",
+        FdaDevice = "us.fda.enforcement.device",
+        FdaFood = "us.fda.enforcement.food",
+        GleifLei = "gleif.lei",
+    }
+);
+
+impl Default for VisibleBy {
+    fn default() -> Self {
+        VisibleBy::PublishedAt
+    }
+}
+impl Default for Lane {
+    fn default() -> Self {
+        Lane::CertifiedPit
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_utc_instants_with_and_without_fraction() {
+        let a = Instant::parse("2026-01-12T16:27:39Z").unwrap();
+        assert_eq!(a.to_string(), "2026-01-12T16:27:39Z");
+        let b = Instant::parse("2026-01-12T16:27:39.250Z").unwrap();
+        assert_eq!(b.to_string(), "2026-01-12T16:27:39.25Z");
+        assert_eq!(b.micros() - a.micros(), 250_000);
+    }
+
+    #[test]
+    fn refuses_offsets_bare_dates_and_malformed_clocks_by_name() {
+        assert_eq!(Instant::parse("2026-01-12T11:27:39-05:00"), Err(ClockFault::Offset));
+        assert_eq!(Instant::parse("2026-01-12T11:27:39+00:00"), Err(ClockFault::Offset));
+        assert_eq!(Instant::parse("2026-01-12"), Err(ClockFault::BareDate));
+        assert_eq!(Instant::parse("2026-01-12 11:27:39Z"), Err(ClockFault::Malformed));
+        assert_eq!(Instant::parse("2026-02-30T00:00:00Z"), Err(ClockFault::Malformed));
+        assert_eq!(Instant::parse("2026-01-12T24:00:00Z"), Err(ClockFault::Malformed));
+        assert_eq!(Instant::parse("2026-01-12T11:27:39.Z"), Err(ClockFault::Malformed));
+        assert_eq!(Instant::parse("yesterday"), Err(ClockFault::Malformed));
+    }
+
+    #[test]
+    fn day_resolution_publication_is_the_last_second_of_the_utc_day() {
+        let d: Day = "2022-10-03".parse().unwrap();
+        assert_eq!(d.end_of_day().to_string(), "2022-10-03T23:59:59Z");
+        assert_eq!(d.end_of_day().day(), d);
+        assert_eq!(Instant::parse("2022-10-03T00:00:00Z").unwrap().day(), d);
+        assert_eq!(Day::parse_compact("20221003"), Some(d));
+    }
+
+    #[test]
+    fn vocabularies_round_trip_and_list_their_valid_set() {
+        for s in SourceId::ALL {
+            assert_eq!(s.as_str().parse::<SourceId>(), Ok(*s));
+        }
+        assert!(SourceId::valid_set().contains("us.fda.enforcement.food"));
+        assert_eq!("forward_first_seen".parse::<Lane>(), Ok(Lane::ForwardFirstSeen));
+        assert!("event_at".parse::<VisibleBy>().is_err());
+    }
+}

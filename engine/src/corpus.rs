@@ -1,0 +1,455 @@
+//! A loaded corpus version and the queries it answers: as-of news, diff, single record,
+//! coverage certificates and identity. No HTTP here: the server and the CLI both call these.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use datafusion::arrow::record_batch::RecordBatch;
+use datafusion::common::ScalarValue;
+use datafusion::datasource::file_format::options::ParquetReadOptions;
+use datafusion::logical_expr::{Expr, col, lit};
+use datafusion::prelude::{SessionConfig, SessionContext};
+use serde::Serialize;
+
+use crate::clock::{Day, Instant, Lane, SourceId, VisibleBy};
+use crate::coverage::{Coverage, DayStatus, Scope, SourceCoverage, day_key};
+use crate::error::{Error, Result};
+use crate::identity::{IdentityFile, IdentityIndex, Mapping, ticker_hole_key};
+use crate::manifest::{Manifest, PartitionEntry};
+use crate::read::read_identity;
+use crate::record::{NewsRow, from_batch, schema};
+use crate::store::CorpusStore;
+
+/// Which entities a news query asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Entity {
+    /// All rows of the selected source.
+    All,
+    /// One CIK (normalised: no leading zeros).
+    Cik(String),
+    /// A ticker, resolved to CIKs through identity-as-of at the cut.
+    Ticker(String),
+}
+
+/// A keyset position: the last row of the previous page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct Position {
+    pub published_at: Option<Instant>,
+    pub id: String,
+}
+
+/// An as-of cut (news) or a became-knowable window (diff, when `start` is set).
+#[derive(Debug, Clone)]
+pub struct NewsQuery {
+    pub source: SourceId,
+    pub lane: Lane,
+    pub visible_by: VisibleBy,
+    /// Exclusive start of a diff window; `None` for a plain cut.
+    pub start: Option<Instant>,
+    /// The cut (inclusive end of a diff window).
+    pub as_of: Instant,
+    pub entity: Entity,
+    pub after: Option<Position>,
+    pub limit: usize,
+}
+
+/// One page of an answer, or a coverage hole.
+#[derive(Debug, Clone)]
+pub enum Answer<T> {
+    Page { rows: Vec<T>, next: Option<Position>, coverage: Coverage },
+    Hole { coverage: Coverage },
+}
+
+/// The outcome of a single-record lookup.
+#[derive(Debug, Clone)]
+pub enum RecordLookup {
+    Visible(Box<NewsRow>),
+    /// The record exists but its clock is after the cut (or null): not knowable yet.
+    NotYetVisible,
+    NotFound,
+}
+
+/// A coverage certificate: one per source-lane-day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Certificate {
+    pub key: String,
+    pub source_id: SourceId,
+    pub lane: Lane,
+    pub date: Day,
+    /// `certified`, or `missing` (never certified, or certified only after the cut).
+    pub status: &'static str,
+    /// Rows of a certified day (0 for a complete empty day); null when missing.
+    pub row_count: Option<u64>,
+    /// Rows the corpus holds for a day it does not certify (partial, never a count).
+    pub rows_held: u64,
+    pub certified_at: Option<Instant>,
+    pub partition: Option<PartitionRef>,
+    pub evidence: Vec<crate::manifest::Evidence>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PartitionRef {
+    pub path: String,
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+/// Coverage listing request.
+#[derive(Debug, Clone)]
+pub struct CoverageQuery {
+    pub source: Option<SourceId>,
+    pub date: Option<Day>,
+    pub as_of: Option<Instant>,
+    /// Position: the last certificate of the previous page.
+    pub after: Option<(SourceId, Lane, Day)>,
+    pub limit: usize,
+}
+
+pub struct Corpus {
+    store: CorpusStore,
+    version: String,
+    manifest: Manifest,
+    identity: IdentityIndex,
+    /// Superseded revision id → commit instant of the revision that superseded it.
+    superseded: HashMap<String, Instant>,
+    ctx: SessionContext,
+}
+
+impl std::fmt::Debug for Corpus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Corpus").field("version", &self.version).field("store", &self.store).finish()
+    }
+}
+
+fn ts(i: Instant) -> Expr {
+    lit(ScalarValue::TimestampMicrosecond(Some(i.micros()), Some("UTC".into())))
+}
+
+impl Corpus {
+    /// Loads the version the store's pointer names.
+    pub async fn open(store: CorpusStore) -> Result<Self> {
+        let version = store.current_version().await?.ok_or_else(|| Error::NoCorpus(store.display().to_owned()))?;
+        Self::open_version(store, &version).await
+    }
+
+    /// Loads one version (its manifest hash-checked, its identity file hash-checked).
+    pub async fn open_version(store: CorpusStore, version: &str) -> Result<Self> {
+        let manifest = store.manifest(version).await?;
+        let identity = match manifest.identity.first() {
+            Some(e) => read_identity(&store, e).await?,
+            None => IdentityFile::default(),
+        };
+        let config = SessionConfig::new().with_target_partitions(2).with_batch_size(8192);
+        let ctx = SessionContext::new_with_config(config);
+        ctx.register_object_store(store.url(), store.object_store());
+        let mut corpus = Corpus { store, version: version.to_owned(), manifest, identity: IdentityIndex::new(identity)?, superseded: HashMap::new(), ctx };
+        corpus.superseded = corpus.load_supersessions().await?;
+        Ok(corpus)
+    }
+
+    pub fn version(&self) -> &str {
+        &self.version
+    }
+    pub fn manifest(&self) -> &Manifest {
+        &self.manifest
+    }
+    pub fn store(&self) -> &CorpusStore {
+        &self.store
+    }
+    pub fn identity(&self) -> &IdentityIndex {
+        &self.identity
+    }
+    pub fn session(&self) -> &SessionContext {
+        &self.ctx
+    }
+
+    fn url_of(&self, p: &PartitionEntry) -> String {
+        format!("{}{}", self.store.url(), p.path)
+    }
+
+    /// Reads `supersedes` of every partition once at load: the (small) set of revisions that
+    /// later revisions replaced.
+    async fn load_supersessions(&self) -> Result<HashMap<String, Instant>> {
+        let files: Vec<String> = self.manifest.partitions.iter().map(|p| self.url_of(p)).collect();
+        let mut map = HashMap::new();
+        if files.is_empty() {
+            return Ok(map);
+        }
+        let df = self.read(files).await?.filter(col("supersedes").is_not_null())?.select_columns(&["supersedes", "committed_at"])?;
+        for batch in df.collect().await? {
+            let sup = batch.column(0).as_any().downcast_ref::<arrow::array::StringArray>().ok_or_else(|| Error::integrity("partitions", "supersedes is not utf8"))?;
+            let at = batch
+                .column(1)
+                .as_any()
+                .downcast_ref::<arrow::array::TimestampMicrosecondArray>()
+                .ok_or_else(|| Error::integrity("partitions", "committed_at is not a timestamp"))?;
+            for i in 0..batch.num_rows() {
+                let when = Instant::from_micros(at.value(i));
+                map.entry(sup.value(i).to_owned()).and_modify(|w: &mut Instant| *w = (*w).min(when)).or_insert(when);
+            }
+        }
+        Ok(map)
+    }
+
+    async fn read(&self, files: Vec<String>) -> Result<datafusion::dataframe::DataFrame> {
+        let schema = schema();
+        let opts = ParquetReadOptions::default().schema(&schema).skip_metadata(false);
+        Ok(self.ctx.read_parquet(files, opts).await?)
+    }
+
+    /// Revisions that are not current at a cut: for `committed_at`, those superseded by a
+    /// revision committed at or before the cut; for other clocks, every superseded revision
+    /// (the corpus version's best knowledge).
+    fn stale_revisions(&self, visible_by: VisibleBy, as_of: Instant) -> Vec<Expr> {
+        self.superseded
+            .iter()
+            .filter(|(_, at)| visible_by != VisibleBy::CommittedAt || **at <= as_of)
+            .map(|(rev, _)| lit(rev.clone()))
+            .collect()
+    }
+
+    /// Coverage view of a source-lane.
+    pub fn source_coverage<'a>(&'a self, source: SourceId, lane: Lane, scope: Scope<'a>) -> SourceCoverage<'a> {
+        SourceCoverage::new(&self.manifest, source, lane, scope)
+    }
+
+    /// The paged as-of query (a diff when `q.start` is set).
+    pub async fn news(&self, q: &NewsQuery, scope: Scope<'_>) -> Result<Answer<NewsRow>> {
+        if let Some(start) = q.start
+            && start >= q.as_of
+        {
+            return Err(Error::invalid("as_of_start", "as_of_start must be before as_of_end"));
+        }
+        let cov_view = self.source_coverage(q.source, q.lane, scope);
+        let mut coverage = match q.start {
+            Some(start) => cov_view.window(q.visible_by, start, q.as_of),
+            None => cov_view.cut(q.visible_by, q.as_of),
+        };
+        let ciks: Option<Vec<String>> = match &q.entity {
+            Entity::All => None,
+            Entity::Cik(c) => Some(vec![c.clone()]),
+            Entity::Ticker(t) => {
+                let found = self.identity.ticker_at(t, q.as_of);
+                let key = ticker_hole_key(t, q.as_of);
+                if found.is_empty() {
+                    coverage.missing.insert(0, key);
+                    coverage.missing_total += 1;
+                    coverage.missing.truncate(crate::coverage::MAX_MISSING_KEYS);
+                } else {
+                    coverage.touch(key);
+                }
+                let mut ciks: Vec<String> = found.into_iter().map(|m| m.cik).collect();
+                ciks.dedup();
+                Some(ciks)
+            }
+        };
+        if !coverage.is_complete() {
+            return Ok(Answer::Hole { coverage });
+        }
+        let clock = q.visible_by.as_str();
+        let files: Vec<String> = self
+            .manifest
+            .partitions
+            .iter()
+            .filter(|p| p.source_id == q.source && p.lane == q.lane)
+            .filter(|p| {
+                let s = &p.clocks[clock];
+                s.min.is_some_and(|m| m <= q.as_of) && q.start.is_none_or(|st| s.max.is_some_and(|m| m > st))
+            })
+            .filter(|p| match &q.after {
+                // Every row of a partition whose newest publication precedes the position is
+                // on an earlier page.
+                Some(Position { published_at: Some(pos), .. }) => {
+                    let s = &p.clocks["published_at"];
+                    s.nulls > 0 || s.max.is_some_and(|m| m >= *pos)
+                }
+                Some(Position { published_at: None, .. }) => p.clocks["published_at"].nulls > 0,
+                None => true,
+            })
+            .map(|p| self.url_of(p))
+            .collect();
+        if files.is_empty() || ciks.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(Answer::Page { rows: vec![], next: None, coverage });
+        }
+        let c = col(clock);
+        let mut pred = c.clone().is_not_null().and(c.clone().lt_eq(ts(q.as_of)));
+        if let Some(start) = q.start {
+            pred = pred.and(c.gt(ts(start)));
+        }
+        if let Some(ciks) = &ciks {
+            pred = pred.and(col("cik").in_list(ciks.iter().map(|c| lit(c.clone())).collect(), false));
+        }
+        let stale = self.stale_revisions(q.visible_by, q.as_of);
+        if !stale.is_empty() {
+            pred = pred.and(col("revision_id").in_list(stale, true));
+        }
+        if q.visible_by == VisibleBy::CommittedAt {
+            // Revisions committed after the cut are unknown at it.
+            pred = pred.and(col("committed_at").lt_eq(ts(q.as_of)));
+        }
+        if let Some(pos) = &q.after {
+            let p = col("published_at");
+            pred = pred.and(match pos.published_at {
+                Some(at) => p
+                    .clone()
+                    .gt(ts(at))
+                    .or(p.clone().eq(ts(at)).and(col("id").gt(lit(pos.id.clone()))))
+                    .or(p.is_null()),
+                None => p.is_null().and(col("id").gt(lit(pos.id.clone()))),
+            });
+        }
+        let df = self
+            .read(files)
+            .await?
+            .filter(pred)?
+            .sort(vec![col("published_at").sort(true, false), col("id").sort(true, true)])?
+            .limit(0, Some(q.limit + 1))?;
+        let mut rows = Vec::with_capacity(q.limit + 1);
+        for b in df.collect().await? {
+            rows.extend(from_batch(&b)?);
+        }
+        let next = if rows.len() > q.limit {
+            rows.truncate(q.limit);
+            rows.last().map(|r| Position { published_at: r.published_at, id: r.id.clone() })
+        } else {
+            None
+        };
+        for r in &rows {
+            if let Some(d) = r.partition_day() {
+                coverage.touch(day_key(r.source_id, d));
+            }
+        }
+        Ok(Answer::Page { rows, next, coverage })
+    }
+
+    /// One record by id, as of a cut on a clock.
+    pub async fn record(&self, id: &str, as_of: Instant, visible_by: VisibleBy) -> Result<RecordLookup> {
+        let files: Vec<String> = self.manifest.partitions.iter().map(|p| self.url_of(p)).collect();
+        if files.is_empty() {
+            return Ok(RecordLookup::NotFound);
+        }
+        let df = self.read(files).await?.filter(col("id").eq(lit(id.to_owned())))?;
+        let mut revisions = Vec::new();
+        for b in df.collect().await? {
+            revisions.extend(from_batch(&b)?);
+        }
+        if revisions.is_empty() {
+            return Ok(RecordLookup::NotFound);
+        }
+        let current = revisions.into_iter().find(|r| {
+            let stale_at = self.superseded.get(&r.revision_id);
+            match visible_by {
+                VisibleBy::CommittedAt => r.committed_at.is_some_and(|c| c <= as_of) && stale_at.is_none_or(|s| *s > as_of),
+                _ => stale_at.is_none(),
+            }
+        });
+        Ok(match current {
+            Some(r) if r.visible_at(as_of, visible_by) => RecordLookup::Visible(Box::new(r)),
+            _ => RecordLookup::NotYetVisible,
+        })
+    }
+
+    /// Coverage certificates, paged by `(source, lane, date)`.
+    pub fn coverage(&self, q: &CoverageQuery) -> Result<(Vec<Certificate>, Option<(SourceId, Lane, Day)>)> {
+        let mut keys: Vec<(SourceId, Lane, Day)> = Vec::new();
+        let sources: Vec<SourceId> = match q.source {
+            Some(s) => vec![s],
+            None => self.manifest.held_sources(),
+        };
+        let as_of_day = q.as_of.map(Instant::day);
+        for &source in &sources {
+            for &lane in Lane::ALL {
+                if let Some(date) = q.date {
+                    if self.manifest.span(source, lane).is_some() || lane == Lane::CertifiedPit {
+                        keys.push((source, lane, date));
+                    }
+                    continue;
+                }
+                if let Some(span) = self.manifest.span(source, lane) {
+                    let mut d = span.first;
+                    let last = as_of_day.map_or(span.last, |a| a.min(span.last));
+                    while d <= last {
+                        keys.push((source, lane, d));
+                        d = d.next();
+                    }
+                }
+            }
+        }
+        keys.sort();
+        let start = match q.after {
+            Some(pos) => keys.partition_point(|k| *k <= pos),
+            None => 0,
+        };
+        let page: Vec<_> = keys[start..].iter().take(q.limit + 1).copied().collect();
+        let more = page.len() > q.limit;
+        let certs: Vec<Certificate> = page.iter().take(q.limit).map(|&(s, l, d)| self.certificate(s, l, d, q.as_of)).collect();
+        let next = if more { page.get(q.limit - 1).copied() } else { None };
+        Ok((certs, next))
+    }
+
+    /// The certificate of one source-lane-day, as known at `as_of` (latest when `None`).
+    pub fn certificate(&self, source: SourceId, lane: Lane, date: Day, as_of: Option<Instant>) -> Certificate {
+        let view = self.source_coverage(source, lane, Scope::Corpus);
+        // Coverage listings are cuts on what the corpus had committed: a certification made
+        // after `as_of` is not yet in force.
+        let status = view.status(date, VisibleBy::CommittedAt, as_of.unwrap_or(Instant::from_micros(i64::MAX)));
+        let part = self.manifest.partitions.iter().find(|p| p.source_id == source && p.lane == lane && p.date == date);
+        let cert = self
+            .manifest
+            .certifications
+            .iter()
+            .filter(|c| c.source_id == source && c.lane == lane && c.from <= date && date <= c.to)
+            .min_by_key(|c| c.certified_at);
+        let certified = status == DayStatus::Certified;
+        Certificate {
+            key: day_key(source, date),
+            source_id: source,
+            lane,
+            date,
+            status: if certified { "certified" } else { "missing" },
+            row_count: certified.then(|| part.map_or(0, |p| p.row_count)),
+            rows_held: part.map_or(0, |p| p.row_count),
+            certified_at: cert.filter(|_| certified).map(|c| c.certified_at),
+            partition: part.map(|p| PartitionRef { path: p.path.clone(), sha256: p.sha256.clone(), bytes: p.bytes }),
+            evidence: cert.filter(|_| certified).map(|c| c.evidence.clone()).unwrap_or_default(),
+        }
+    }
+
+    /// Intervals placing `ticker` at `as_of`; `Err(key)` is an identity hole.
+    pub fn mapping_ticker(&self, ticker: &str, as_of: Instant) -> std::result::Result<Vec<Mapping>, String> {
+        let m = self.identity.ticker_at(ticker, as_of);
+        if m.is_empty() { Err(ticker_hole_key(ticker, as_of)) } else { Ok(m) }
+    }
+
+    /// Intervals placing any ticker on `cik` at `as_of` (may be empty: a CIK with no ticker).
+    pub fn mapping_cik(&self, cik: &str, as_of: Instant) -> Vec<Mapping> {
+        self.identity.cik_at(cik, as_of)
+    }
+
+    /// Runs read-only SQL (see [`crate::sql`]).
+    pub async fn sql(&self, sql: &str) -> Result<Vec<RecordBatch>> {
+        crate::sql::run(self, sql).await
+    }
+
+    /// Partitions of a source-lane, for SQL registration and file delivery.
+    pub fn partitions(&self) -> &[PartitionEntry] {
+        &self.manifest.partitions
+    }
+
+    pub(crate) fn partition_urls(&self, filter: impl Fn(&PartitionEntry) -> bool) -> Vec<String> {
+        self.manifest.partitions.iter().filter(|p| filter(p)).map(|p| self.url_of(p)).collect()
+    }
+
+    pub(crate) fn arc_schema(&self) -> Arc<arrow::datatypes::Schema> {
+        schema()
+    }
+}
+
+/// Normalises a CIK: digits only, leading zeros dropped. `None` when it is not a CIK.
+pub fn normalize_cik(s: &str) -> Option<String> {
+    if s.is_empty() || s.len() > 10 || !s.bytes().all(|c| c.is_ascii_digit()) {
+        return None;
+    }
+    let t = s.trim_start_matches('0');
+    if t.is_empty() { None } else { Some(t.to_owned()) }
+}

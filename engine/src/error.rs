@@ -1,0 +1,80 @@
+//! The engine's one error type: every fallible engine function returns `Result<T>`.
+
+use std::fmt;
+
+/// What went wrong inside the engine. Callers (the server, the CLI) map these to user-facing
+/// messages; the `Display` text of internal variants is for logs, never for clients.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A clock string broke the spec's rules (offset, bare date, malformed).
+    #[error("{param}: {fault}")]
+    InvalidClock { param: String, fault: ClockFault },
+    /// A caller-supplied value other than a clock is not acceptable.
+    #[error("{param}: {message}")]
+    InvalidInput { param: String, message: String },
+    /// The manifest or a partition does not match what was published.
+    #[error("integrity check failed for {object}: {detail}")]
+    Integrity { object: String, detail: String },
+    /// The corpus has no published version at the given location.
+    #[error("no corpus published at {0}")]
+    NoCorpus(String),
+    /// The manifest could not be parsed or is not of a known format.
+    #[error("manifest {path}: {detail}")]
+    Manifest { path: String, detail: String },
+    /// A SQL statement was refused (not a read-only query).
+    #[error("refused: {0}")]
+    Refused(String),
+    #[error("object store: {0}")]
+    Store(#[from] object_store::Error),
+    #[error("parquet: {0}")]
+    Parquet(#[from] parquet::errors::ParquetError),
+    #[error("arrow: {0}")]
+    Arrow(#[from] arrow::error::ArrowError),
+    #[error("query: {0}")]
+    DataFusion(#[from] datafusion::error::DataFusionError),
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Which rule a clock string broke; the message tells the user which of the three it was.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClockFault {
+    /// A numeric offset such as `+02:00` instead of a literal `Z`.
+    Offset,
+    /// A bare `YYYY-MM-DD`, which is an interval, not an instant.
+    BareDate,
+    /// Anything else that does not match the clock pattern or is not a real instant.
+    Malformed,
+}
+
+impl fmt::Display for ClockFault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ClockFault::Offset => {
+                "a numeric UTC offset was sent; send the instant in UTC with a literal Z \
+                 (YYYY-MM-DDTHH:MM:SS[.fraction]Z); offsets are refused, never converted"
+            }
+            ClockFault::BareDate => {
+                "a bare date was sent where an instant is required (a date is an interval, \
+                 not an instant); send YYYY-MM-DDTHH:MM:SS[.fraction]Z"
+            }
+            ClockFault::Malformed => {
+                "malformed timestamp; expected RFC 3339 UTC with a literal Z \
+                 (YYYY-MM-DDTHH:MM:SS[.fraction]Z)"
+            }
+        })
+    }
+}
+
+impl Error {
+    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::InvalidInput { param: param.into(), message: message.into() }
+    }
+    pub fn integrity(object: impl Into<String>, detail: impl Into<String>) -> Self {
+        Error::Integrity { object: object.into(), detail: detail.into() }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,25 @@
+//! asof engine: corpus manifests and partitions, visibility clocks, coverage and identity.
+//!
+//! The engine knows nothing of HTTP. The server maps its answers to envelopes; offline
+//! analysts call it through `asof query` and `asof sql`. See ARCHITECTURE.md for the map.
+
+pub mod clock;
+pub mod corpus;
+pub mod coverage;
+pub mod error;
+pub mod identity;
+pub mod manifest;
+pub mod publish;
+pub mod read;
+pub mod record;
+pub mod sql;
+pub mod store;
+pub mod verify;
+
+pub use clock::{Day, Instant, Lane, SourceId, VisibleBy};
+pub use corpus::{Answer, Certificate, Corpus, CoverageQuery, Entity, NewsQuery, Position, RecordLookup, normalize_cik};
+pub use coverage::{Coverage, Scope};
+pub use error::{ClockFault, Error, Result};
+pub use manifest::Manifest;
+pub use record::NewsRow;
+pub use store::CorpusStore;

@@ -1,0 +1,313 @@
+//! The corpus manifest: canonical JSON listing every object of one corpus version.
+//!
+//! `corpus_version = "sha256:" + hex(sha256(canonical bytes))`. Canonical means: keys sorted
+//! bytewise at every level, no insignificant whitespace, integers only (no floats), strings
+//! escaped as serde_json does, one trailing newline. The hash is over exactly the stored bytes,
+//! so anyone can recompute it with `sha256sum`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+use crate::clock::{Day, Instant, Lane, SourceId};
+use crate::error::{Error, Result};
+
+/// The manifest format this engine reads and writes. Readers refuse other major formats.
+pub const FORMAT: &str = "asof.manifest/1";
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Manifest {
+    pub format: String,
+    /// When this version was published (the publisher's commit time).
+    pub created_at: Instant,
+    /// The version this one was derived from, if any.
+    pub parent: Option<String>,
+    /// One entry per source-lane-day that has at least one row.
+    pub partitions: Vec<PartitionEntry>,
+    /// Statements that source-days are complete, with their evidence.
+    pub certifications: Vec<Certification>,
+    /// The certified span of each source and lane, derived from `certifications` at publish.
+    pub spans: Vec<Span>,
+    /// Identity files (ticker/CIK intervals).
+    pub identity: Vec<ObjectEntry>,
+    /// Derived, hash-checked access files (entity-clustered compactions, sidecar indexes).
+    /// Readers that do not know a `kind` ignore it; source-day partitions stay authoritative.
+    #[serde(default)]
+    pub access: Vec<ObjectEntry>,
+    /// Free-form notes per source (e.g. the scope of a sample corpus).
+    #[serde(default)]
+    pub notes: BTreeMap<String, String>,
+    /// The public sample set, when this corpus ships one.
+    #[serde(default)]
+    pub sample: Option<SampleSet>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartitionEntry {
+    pub source_id: SourceId,
+    pub lane: Lane,
+    pub date: Day,
+    /// Object path relative to the corpus root.
+    pub path: String,
+    pub row_count: u64,
+    pub bytes: u64,
+    pub sha256: String,
+    /// min/max/null count of each clock column, keyed by column name.
+    pub clocks: BTreeMap<String, ClockStats>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClockStats {
+    pub min: Option<Instant>,
+    pub max: Option<Instant>,
+    pub nulls: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Certification {
+    pub source_id: SourceId,
+    pub lane: Lane,
+    /// First and last day (inclusive) stated complete.
+    pub from: Day,
+    pub to: Day,
+    /// When the statement entered the corpus; a `committed_at` cut before it does not see it.
+    pub certified_at: Instant,
+    /// The input files the statement rests on.
+    pub evidence: Vec<Evidence>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Evidence {
+    pub file: String,
+    pub sha256: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Span {
+    pub source_id: SourceId,
+    pub lane: Lane,
+    pub first: Day,
+    pub last: Day,
+    /// Uncertified day ranges inside `[first, last]`, inclusive.
+    pub holes: Vec<DayRange>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DayRange {
+    pub from: Day,
+    pub to: Day,
+}
+
+impl Span {
+    /// Number of uncertified days inside the span.
+    pub fn hole_days(&self) -> i64 {
+        self.holes.iter().map(|h| i64::from(h.to.days() - h.from.days() + 1)).sum()
+    }
+    /// The frontier coverage key of the spec.
+    pub fn frontier_key(&self) -> String {
+        format!("{}/frontier:{}..{};holes={}", self.source_id, self.first, self.last, self.hole_days())
+    }
+}
+
+/// Any other stored object: identity files and derived access files.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObjectEntry {
+    pub kind: String,
+    pub path: String,
+    pub bytes: u64,
+    pub sha256: String,
+    #[serde(default)]
+    pub row_count: u64,
+}
+
+/// The public sample set: a few companies on a few certified days.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleSet {
+    pub source_id: SourceId,
+    pub lane: Lane,
+    /// Days the sample has read (certified for the sample's companies).
+    pub days: Vec<Day>,
+    pub examples: Vec<SampleExample>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SampleExample {
+    /// The identifier used as `example=`.
+    pub id: String,
+    pub ticker: String,
+    pub cik: String,
+    pub name: String,
+    pub note: String,
+}
+
+impl Manifest {
+    /// Canonical bytes: sorted keys, compact, trailing newline.
+    pub fn to_canonical_bytes(&self) -> Result<Vec<u8>> {
+        let value = serde_json::to_value(self)?;
+        let mut out = Vec::with_capacity(4096);
+        write_canonical(&value, &mut out)?;
+        out.push(b'\n');
+        Ok(out)
+    }
+
+    /// Parses stored manifest bytes, refusing unknown formats and non-canonical bytes (a
+    /// non-canonical manifest would hash differently from what its producer published).
+    pub fn from_bytes(path: &str, bytes: &[u8]) -> Result<Self> {
+        let m: Manifest = serde_json::from_slice(bytes).map_err(|e| Error::Manifest { path: path.into(), detail: e.to_string() })?;
+        if m.format != FORMAT {
+            return Err(Error::Manifest { path: path.into(), detail: format!("unknown format {:?}, expected {FORMAT}", m.format) });
+        }
+        if m.to_canonical_bytes()? != bytes {
+            return Err(Error::Manifest { path: path.into(), detail: "not in canonical form".into() });
+        }
+        Ok(m)
+    }
+
+    /// `sha256:<hex>` of the canonical bytes.
+    pub fn version(&self) -> Result<String> {
+        Ok(version_of(&self.to_canonical_bytes()?))
+    }
+
+    pub fn span(&self, source: SourceId, lane: Lane) -> Option<&Span> {
+        self.spans.iter().find(|s| s.source_id == source && s.lane == lane)
+    }
+
+    /// Sources (any lane) this corpus holds rows or certifications for.
+    pub fn held_sources(&self) -> Vec<SourceId> {
+        let mut v: Vec<SourceId> =
+            self.partitions.iter().map(|p| p.source_id).chain(self.spans.iter().map(|s| s.source_id)).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+/// `sha256:` + hex digest of the given manifest bytes.
+pub fn version_of(bytes: &[u8]) -> String {
+    format!("sha256:{}", hex::encode(Sha256::digest(bytes)))
+}
+
+/// Recomputes each source-lane span from certifications: first/last day and uncovered ranges.
+pub fn derive_spans(certs: &[Certification]) -> Vec<Span> {
+    let mut by: BTreeMap<(SourceId, Lane), Vec<(Day, Day)>> = BTreeMap::new();
+    for c in certs {
+        by.entry((c.source_id, c.lane)).or_default().push((c.from, c.to));
+    }
+    by.into_iter()
+        .map(|((source_id, lane), mut ranges)| {
+            ranges.sort();
+            let first = ranges[0].0;
+            let mut last = ranges[0].1;
+            let mut holes = Vec::new();
+            for &(from, to) in &ranges[1..] {
+                if from.days() > last.days() + 1 {
+                    holes.push(DayRange { from: last.next(), to: from.prev() });
+                }
+                if to > last {
+                    last = to;
+                }
+            }
+            Span { source_id, lane, first, last, holes }
+        })
+        .collect()
+}
+
+fn write_canonical(v: &Value, out: &mut Vec<u8>) -> Result<()> {
+    match v {
+        Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push(b'{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                serde_json::to_writer(&mut *out, k)?;
+                out.push(b':');
+                write_canonical(&map[k], out)?;
+            }
+            out.push(b'}');
+        }
+        Value::Array(items) => {
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out)?;
+            }
+            out.push(b']');
+        }
+        Value::Number(n) if !(n.is_i64() || n.is_u64()) => {
+            return Err(Error::Manifest { path: "<canonical>".into(), detail: format!("non-integer number {n}") });
+        }
+        other => serde_json::to_writer(&mut *out, other)?,
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn day(s: &str) -> Day {
+        s.parse().unwrap()
+    }
+
+    fn empty() -> Manifest {
+        Manifest {
+            format: FORMAT.into(),
+            created_at: Instant::parse("2026-02-08T20:20:42Z").unwrap(),
+            parent: None,
+            partitions: vec![],
+            certifications: vec![],
+            spans: vec![],
+            identity: vec![],
+            access: vec![],
+            notes: BTreeMap::from([("z".into(), "last".into()), ("a".into(), "first".into())]),
+            sample: None,
+        }
+    }
+
+    #[test]
+    fn canonical_bytes_sort_keys_and_hash_to_the_version() {
+        let m = empty();
+        let bytes = m.to_canonical_bytes().unwrap();
+        let text = String::from_utf8(bytes.clone()).unwrap();
+        assert!(text.starts_with("{\"access\":[],\"certifications\":[],\"created_at\":"));
+        assert!(text.contains("\"notes\":{\"a\":\"first\",\"z\":\"last\"}"));
+        assert!(text.ends_with("}\n"));
+        assert_eq!(m.version().unwrap(), version_of(&bytes));
+        assert_eq!(Manifest::from_bytes("m", &bytes).unwrap(), m);
+    }
+
+    #[test]
+    fn non_canonical_or_foreign_manifests_are_refused() {
+        let m = empty();
+        let pretty = serde_json::to_vec_pretty(&m).unwrap();
+        assert!(Manifest::from_bytes("m", &pretty).is_err());
+        let mut other = m.clone();
+        other.format = "asof.manifest/2".into();
+        assert!(Manifest::from_bytes("m", &other.to_canonical_bytes().unwrap()).is_err());
+    }
+
+    #[test]
+    fn spans_count_uncertified_days_between_certified_ranges_as_holes() {
+        let cert = |from: &str, to: &str| Certification {
+            source_id: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            from: day(from),
+            to: day(to),
+            certified_at: Instant::parse("2026-02-08T00:00:00Z").unwrap(),
+            evidence: vec![],
+        };
+        let spans = derive_spans(&[cert("2026-01-10", "2026-01-12"), cert("2026-01-01", "2026-01-05"), cert("2026-01-04", "2026-01-06")]);
+        assert_eq!(spans.len(), 1);
+        let s = &spans[0];
+        assert_eq!((s.first, s.last), (day("2026-01-01"), day("2026-01-12")));
+        assert_eq!(s.holes, vec![DayRange { from: day("2026-01-07"), to: day("2026-01-09") }]);
+        assert_eq!(s.frontier_key(), "sec.edgar/frontier:2026-01-01..2026-01-12;holes=3");
+    }
+}

@@ -1,0 +1,325 @@
+//! The news record: one row of the corpus, its Arrow/Parquet schema and conversions.
+//!
+//! Column names are the spec's News record fields, plus `entity_id` and `payload` for sources
+//! other than `sec.edgar` (see docs/sources.md). Clocks are `Timestamp(µs, UTC)`, nullable.
+
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray, TimestampMicrosecondBuilder};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+
+use crate::clock::{Instant, Lane, SourceId, VisibleBy};
+use crate::error::{Error, Result};
+
+/// One revision of one record. `id` is stable across revisions; `revision_id` is not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NewsRow {
+    pub id: String,
+    pub source_id: SourceId,
+    pub lane: Lane,
+    pub form: Option<String>,
+    pub accession: Option<String>,
+    pub cik: Option<String>,
+    pub title: String,
+    pub event_at: Option<Instant>,
+    pub published_at: Option<Instant>,
+    pub available_at: Option<Instant>,
+    pub acceptance_at: Option<Instant>,
+    pub committed_at: Option<Instant>,
+    pub availability_basis: String,
+    pub revision_id: String,
+    pub supersedes: Option<String>,
+    pub content_sha256: String,
+    pub source_locator: String,
+    /// The source's own identifier of the subject (LEI, OFAC entity number, FR document
+    /// number, FDA recall number, CFTC market code); the CIK for `sec.edgar`.
+    pub entity_id: Option<String>,
+    /// The source's original fields as JSON text, for sources other than `sec.edgar`.
+    pub payload: Option<String>,
+}
+
+/// The values of a row that define its content; two revisions differ iff these differ.
+#[derive(Serialize)]
+struct Content<'a> {
+    id: &'a str,
+    source_id: &'a str,
+    lane: &'a str,
+    form: &'a Option<String>,
+    accession: &'a Option<String>,
+    cik: &'a Option<String>,
+    title: &'a str,
+    event_at: Option<String>,
+    published_at: Option<String>,
+    available_at: Option<String>,
+    acceptance_at: Option<String>,
+    availability_basis: &'a str,
+    source_locator: &'a str,
+    entity_id: &'a Option<String>,
+    payload: &'a Option<String>,
+}
+
+impl NewsRow {
+    /// Fills `content_sha256` and `revision_id` from the row's content. Corpus bookkeeping
+    /// (`committed_at`, `supersedes`) is not content: re-ingesting the same facts later must
+    /// give the same hash, so identical re-ingest is a no-op.
+    pub fn seal(mut self) -> Self {
+        let c = Content {
+            id: &self.id,
+            source_id: self.source_id.as_str(),
+            lane: self.lane.as_str(),
+            form: &self.form,
+            accession: &self.accession,
+            cik: &self.cik,
+            title: &self.title,
+            event_at: self.event_at.map(|i| i.to_string()),
+            published_at: self.published_at.map(|i| i.to_string()),
+            available_at: self.available_at.map(|i| i.to_string()),
+            acceptance_at: self.acceptance_at.map(|i| i.to_string()),
+            availability_basis: &self.availability_basis,
+            source_locator: &self.source_locator,
+            entity_id: &self.entity_id,
+            payload: &self.payload,
+        };
+        let bytes = serde_json::to_vec(&c).expect("content serializes");
+        let hash = hex::encode(Sha256::digest(&bytes));
+        self.revision_id = format!("rev_{}", &hash[..24]);
+        self.content_sha256 = hash;
+        self
+    }
+
+    /// The named clock of this row.
+    pub fn clock(&self, by: VisibleBy) -> Option<Instant> {
+        match by {
+            VisibleBy::PublishedAt => self.published_at,
+            VisibleBy::AvailableAt => self.available_at,
+            VisibleBy::CommittedAt => self.committed_at,
+        }
+    }
+
+    /// Visibility rule of the whole service: the named clock is non-null and at or before
+    /// `as_of`. A null clock is never visible (fail closed).
+    pub fn visible_at(&self, as_of: Instant, by: VisibleBy) -> bool {
+        self.clock(by).is_some_and(|c| c <= as_of)
+    }
+
+    /// The UTC day whose partition holds this row: the day of `published_at`, else of
+    /// `available_at`, else of `committed_at`.
+    pub fn partition_day(&self) -> Option<crate::clock::Day> {
+        self.published_at.or(self.available_at).or(self.committed_at).map(Instant::day)
+    }
+
+    /// The sort key of every answer: `(published_at, id)`, rows without `published_at` last.
+    pub fn sort_key(&self) -> (bool, i64, &str) {
+        (self.published_at.is_none(), self.published_at.map_or(0, Instant::micros), &self.id)
+    }
+}
+
+fn ts_type() -> DataType {
+    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}
+
+/// The clock columns, in schema order.
+pub const CLOCK_COLUMNS: [&str; 5] = ["event_at", "published_at", "available_at", "acceptance_at", "committed_at"];
+
+/// The Arrow schema of partitions and compacted access files.
+pub fn schema() -> SchemaRef {
+    let s = |n: &str, null: bool| Field::new(n, DataType::Utf8, null);
+    let t = |n: &str| Field::new(n, ts_type(), true);
+    Arc::new(Schema::new(vec![
+        s("id", false),
+        s("source_id", false),
+        s("lane", false),
+        s("form", true),
+        s("accession", true),
+        s("cik", true),
+        s("title", false),
+        t("event_at"),
+        t("published_at"),
+        t("available_at"),
+        t("acceptance_at"),
+        t("committed_at"),
+        s("availability_basis", false),
+        s("revision_id", false),
+        s("supersedes", true),
+        s("content_sha256", false),
+        s("source_locator", false),
+        s("entity_id", true),
+        s("payload", true),
+    ]))
+}
+
+/// Rows to one Arrow batch in schema order.
+pub fn to_batch(rows: &[NewsRow]) -> Result<RecordBatch> {
+    fn strs<'a>(rows: &'a [NewsRow], f: impl Fn(&'a NewsRow) -> Option<&'a str>) -> ArrayRef {
+        let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 16);
+        for r in rows {
+            b.append_option(f(r));
+        }
+        Arc::new(b.finish())
+    }
+    fn times(rows: &[NewsRow], f: impl Fn(&NewsRow) -> Option<Instant>) -> ArrayRef {
+        let mut b = TimestampMicrosecondBuilder::with_capacity(rows.len()).with_timezone("UTC");
+        for r in rows {
+            b.append_option(f(r).map(Instant::micros));
+        }
+        Arc::new(b.finish())
+    }
+    let cols: Vec<ArrayRef> = vec![
+        strs(rows, |r| Some(r.id.as_str())),
+        strs(rows, |r| Some(r.source_id.as_str())),
+        strs(rows, |r| Some(r.lane.as_str())),
+        strs(rows, |r| r.form.as_deref()),
+        strs(rows, |r| r.accession.as_deref()),
+        strs(rows, |r| r.cik.as_deref()),
+        strs(rows, |r| Some(r.title.as_str())),
+        times(rows, |r| r.event_at),
+        times(rows, |r| r.published_at),
+        times(rows, |r| r.available_at),
+        times(rows, |r| r.acceptance_at),
+        times(rows, |r| r.committed_at),
+        strs(rows, |r| Some(r.availability_basis.as_str())),
+        strs(rows, |r| Some(r.revision_id.as_str())),
+        strs(rows, |r| r.supersedes.as_deref()),
+        strs(rows, |r| Some(r.content_sha256.as_str())),
+        strs(rows, |r| Some(r.source_locator.as_str())),
+        strs(rows, |r| r.entity_id.as_deref()),
+        strs(rows, |r| r.payload.as_deref()),
+    ];
+    Ok(RecordBatch::try_new(schema(), cols)?)
+}
+
+/// An Arrow batch (any column order, extra columns ignored) back to rows.
+pub fn from_batch(batch: &RecordBatch) -> Result<Vec<NewsRow>> {
+    let col = |name: &str| -> Result<&ArrayRef> {
+        batch.column_by_name(name).ok_or_else(|| Error::integrity("batch", format!("missing column {name}")))
+    };
+    let s = |name: &str| -> Result<&StringArray> {
+        col(name)?.as_any().downcast_ref::<StringArray>().ok_or_else(|| Error::integrity("batch", format!("column {name} is not utf8")))
+    };
+    let t = |name: &str| -> Result<&TimestampMicrosecondArray> {
+        col(name)?
+            .as_any()
+            .downcast_ref::<TimestampMicrosecondArray>()
+            .ok_or_else(|| Error::integrity("batch", format!("column {name} is not timestamp(us)")))
+    };
+    let (id, source, lane, form, accession, cik, title) =
+        (s("id")?, s("source_id")?, s("lane")?, s("form")?, s("accession")?, s("cik")?, s("title")?);
+    let (event, published, available, acceptance, committed) =
+        (t("event_at")?, t("published_at")?, t("available_at")?, t("acceptance_at")?, t("committed_at")?);
+    let (basis, revision, supersedes, content, locator, entity, payload) = (
+        s("availability_basis")?,
+        s("revision_id")?,
+        s("supersedes")?,
+        s("content_sha256")?,
+        s("source_locator")?,
+        s("entity_id")?,
+        s("payload")?,
+    );
+    let opt_s = |a: &StringArray, i: usize| (!a.is_null(i)).then(|| a.value(i).to_owned());
+    let opt_t = |a: &TimestampMicrosecondArray, i: usize| (!a.is_null(i)).then(|| Instant::from_micros(a.value(i)));
+    (0..batch.num_rows())
+        .map(|i| {
+            Ok(NewsRow {
+                id: id.value(i).to_owned(),
+                source_id: source.value(i).parse().map_err(|()| Error::integrity("batch", format!("unknown source_id {}", source.value(i))))?,
+                lane: lane.value(i).parse().map_err(|()| Error::integrity("batch", format!("unknown lane {}", lane.value(i))))?,
+                form: opt_s(form, i),
+                accession: opt_s(accession, i),
+                cik: opt_s(cik, i),
+                title: title.value(i).to_owned(),
+                event_at: opt_t(event, i),
+                published_at: opt_t(published, i),
+                available_at: opt_t(available, i),
+                acceptance_at: opt_t(acceptance, i),
+                committed_at: opt_t(committed, i),
+                availability_basis: basis.value(i).to_owned(),
+                revision_id: revision.value(i).to_owned(),
+                supersedes: opt_s(supersedes, i),
+                content_sha256: content.value(i).to_owned(),
+                source_locator: locator.value(i).to_owned(),
+                entity_id: opt_s(entity, i),
+                payload: opt_s(payload, i),
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::clock::Day;
+
+    /// A small EDGAR-like row for tests across the crate.
+    pub fn row(id: &str, cik: &str, published: Option<&str>) -> NewsRow {
+        NewsRow {
+            id: id.into(),
+            source_id: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            form: Some("8-K".into()),
+            accession: Some(id.split('_').next().unwrap().into()),
+            cik: Some(cik.into()),
+            title: format!("8-K {id}"),
+            event_at: None,
+            published_at: published.map(|p| Instant::parse(p).unwrap()),
+            available_at: None,
+            acceptance_at: published.map(|p| Instant::parse(p).unwrap()),
+            committed_at: Some(Instant::parse("2026-02-03T12:07:02Z").unwrap()),
+            availability_basis: "unknown".into(),
+            revision_id: String::new(),
+            supersedes: None,
+            content_sha256: String::new(),
+            source_locator: format!("https://www.sec.gov/Archives/edgar/data/{cik}/{id}"),
+            entity_id: Some(cik.into()),
+            payload: None,
+        }
+        .seal()
+    }
+
+    #[test]
+    fn a_null_clock_is_never_visible() {
+        let r = row("0000000000-26-000001_1", "1", None);
+        let far = Instant::parse("9999-12-31T23:59:59Z").unwrap();
+        assert!(!r.visible_at(far, VisibleBy::PublishedAt));
+        assert!(!r.visible_at(far, VisibleBy::AvailableAt), "available_at is never imputed");
+        assert!(r.visible_at(far, VisibleBy::CommittedAt));
+    }
+
+    #[test]
+    fn a_row_is_visible_exactly_at_its_clock_and_after() {
+        let r = row("0000000000-26-000001_1", "1", Some("2026-01-09T15:00:00Z"));
+        let at = Instant::parse("2026-01-09T15:00:00Z").unwrap();
+        assert!(r.visible_at(at, VisibleBy::PublishedAt));
+        assert!(!r.visible_at(Instant::from_micros(at.micros() - 1), VisibleBy::PublishedAt));
+    }
+
+    #[test]
+    fn intraday_cut_excludes_day_resolution_rows_of_that_date() {
+        let day: Day = "2022-10-03".parse().unwrap();
+        let mut r = row("0001104659-22-105357_1700461", "1700461", None);
+        r.published_at = Some(day.end_of_day());
+        let noon = Instant::parse("2022-10-03T12:00:00Z").unwrap();
+        assert!(!r.visible_at(noon, VisibleBy::PublishedAt));
+        assert!(r.visible_at(day.end_of_day(), VisibleBy::PublishedAt));
+    }
+
+    #[test]
+    fn revision_id_depends_on_content_not_on_commit_time() {
+        let a = row("0000000000-26-000001_1", "1", Some("2026-01-09T15:00:00Z"));
+        let mut b = a.clone();
+        b.committed_at = Some(Instant::parse("2026-03-05T11:20:34Z").unwrap());
+        assert_eq!(a.clone().seal().revision_id, b.seal().revision_id);
+        let mut c = a.clone();
+        c.acceptance_at = Some(Instant::parse("2026-01-09T20:00:00Z").unwrap());
+        assert_ne!(a.revision_id, c.seal().revision_id);
+    }
+
+    #[test]
+    fn rows_survive_an_arrow_round_trip() {
+        let mut r = row("0000000000-26-000001_1", "1", Some("2026-01-09T15:00:00.5Z"));
+        r.payload = Some("{\"a\":1}".into());
+        let back = from_batch(&to_batch(std::slice::from_ref(&r)).unwrap()).unwrap();
+        assert_eq!(back, vec![r]);
+    }
+}

@@ -1,0 +1,199 @@
+//! Where a corpus lives: an `object_store` rooted at a local directory or a cloud URL.
+//!
+//! Layout under the root (the repository root for the shipped sample corpus):
+//! - `manifests/CURRENT`: the pointer, one line `sha256:<hex>`; replaced atomically on publish;
+//! - `manifests/<hex>.json`: one canonical manifest per published version, never rewritten;
+//! - `snapshots/partitions/<source>/<lane>/<YYYY-MM-DD>/<sha256>.parquet`: content-addressed
+//!   source-day partitions, never rewritten (a changed day gets a new object);
+//! - `snapshots/identity/<sha256>.json`, `snapshots/access/...`: identity and access files.
+
+use std::path::{Path as FsPath, PathBuf};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use sha2::{Digest, Sha256};
+use url::Url;
+
+use crate::error::{Error, Result};
+use crate::manifest::{Manifest, version_of};
+
+pub const POINTER: &str = "manifests/CURRENT";
+
+/// A handle on one corpus root. Cheap to clone.
+#[derive(Clone)]
+pub struct CorpusStore {
+    store: Arc<dyn ObjectStore>,
+    /// The URL DataFusion uses to reach `store` (registered on each session context).
+    url: Url,
+    /// What to show a human (a path or a URL without credentials).
+    display: String,
+}
+
+impl std::fmt::Debug for CorpusStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CorpusStore").field("location", &self.display).finish()
+    }
+}
+
+impl CorpusStore {
+    /// Opens a corpus at a local directory (created if absent) or an object-store URL
+    /// (`s3://`, `gs://`, `az://`, `file://`, `memory://`), configured from the environment
+    /// (`AWS_*`, `GOOGLE_*`, `AZURE_*`) where the build includes those backends.
+    pub fn open(location: &str) -> Result<Self> {
+        if let Ok(url) = Url::parse(location)
+            && url.scheme().len() > 1
+        {
+            if url.scheme() == "file" {
+                let path = url.to_file_path().map_err(|()| Error::invalid("corpus", format!("not a file path: {location}")))?;
+                return Self::local(&path);
+            }
+            let opts: Vec<(String, String)> = std::env::vars()
+                .filter(|(k, _)| k.starts_with("AWS_") || k.starts_with("GOOGLE_") || k.starts_with("AZURE_"))
+                .map(|(k, v)| (k.to_ascii_lowercase(), v))
+                .collect();
+            let (store, prefix) = object_store::parse_url_opts(&url, opts)
+                .map_err(|e| Error::invalid("corpus", format!("cannot open {}: {e}", redact(&url))))?;
+            let store: Arc<dyn ObjectStore> = if prefix.as_ref().is_empty() {
+                Arc::from(store)
+            } else {
+                Arc::new(object_store::prefix::PrefixStore::new(store, prefix))
+            };
+            return Ok(Self::from_store(store, redact(&url)));
+        }
+        Self::local(FsPath::new(location))
+    }
+
+    /// A local directory; created if it does not exist.
+    pub fn local(dir: &FsPath) -> Result<Self> {
+        std::fs::create_dir_all(dir)?;
+        let dir: PathBuf = dir.canonicalize()?;
+        let fs = LocalFileSystem::new_with_prefix(&dir)?;
+        Ok(Self::from_store(Arc::new(fs), dir.display().to_string()))
+    }
+
+    /// Wraps any object store (tests use `InMemory`).
+    pub fn from_store(store: Arc<dyn ObjectStore>, display: String) -> Self {
+        // A private scheme: each corpus gets its own registered store, whatever its backend.
+        let url = Url::parse("asof-corpus://root/").expect("static url");
+        CorpusStore { store, url, display }
+    }
+
+    pub fn object_store(&self) -> Arc<dyn ObjectStore> {
+        self.store.clone()
+    }
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+    pub fn display(&self) -> &str {
+        &self.display
+    }
+
+    pub async fn get(&self, path: &str) -> Result<Bytes> {
+        Ok(self.store.get(&Path::from(path)).await?.bytes().await?)
+    }
+
+    pub async fn exists(&self, path: &str) -> Result<bool> {
+        match self.store.head(&Path::from(path)).await {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Writes an immutable object. If it already exists it must hold the same bytes
+    /// (content-addressed paths make that the normal case); published bytes are never replaced.
+    pub async fn put_immutable(&self, path: &str, bytes: Bytes) -> Result<()> {
+        let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
+        match self.store.put_opts(&Path::from(path), PutPayload::from_bytes(bytes.clone()), opts).await {
+            Ok(_) => Ok(()),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                let existing = self.get(path).await?;
+                if existing == bytes {
+                    Ok(())
+                } else {
+                    Err(Error::integrity(path, "an object with this path exists with other bytes; refusing to overwrite"))
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The published version the pointer names, if any.
+    pub async fn current_version(&self) -> Result<Option<String>> {
+        match self.get(POINTER).await {
+            Ok(b) => {
+                let v = String::from_utf8_lossy(&b).trim().to_owned();
+                if !is_version(&v) {
+                    return Err(Error::Manifest { path: POINTER.into(), detail: "pointer does not hold a sha256:<hex> version".into() });
+                }
+                Ok(Some(v))
+            }
+            Err(Error::Store(object_store::Error::NotFound { .. })) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Loads and checks one manifest: its bytes must hash to `version`.
+    pub async fn manifest(&self, version: &str) -> Result<Manifest> {
+        let path = manifest_path(version)?;
+        let bytes = self.get(&path).await?;
+        let actual = version_of(&bytes);
+        if actual != version {
+            return Err(Error::integrity(path, format!("manifest hashes to {actual}, not {version}")));
+        }
+        Manifest::from_bytes(&path, &bytes)
+    }
+
+    /// The current version and its manifest.
+    pub async fn current(&self) -> Result<(String, Manifest)> {
+        let version = self.current_version().await?.ok_or_else(|| Error::NoCorpus(self.display.clone()))?;
+        let m = self.manifest(&version).await?;
+        Ok((version, m))
+    }
+
+    /// Writes a manifest object (immutable) and returns its version. Does not move the pointer.
+    pub async fn put_manifest(&self, m: &Manifest) -> Result<String> {
+        let bytes = m.to_canonical_bytes()?;
+        let version = version_of(&bytes);
+        self.put_immutable(&manifest_path(&version)?, Bytes::from(bytes)).await?;
+        Ok(version)
+    }
+
+    /// Moves the pointer. Object stores replace a whole object atomically (the local backend
+    /// writes a temporary file and renames it), so readers see the old or the new version.
+    pub async fn set_pointer(&self, version: &str) -> Result<()> {
+        if !self.exists(&manifest_path(version)?).await? {
+            return Err(Error::integrity(POINTER, format!("refusing to point at {version}: its manifest is not stored")));
+        }
+        let payload = PutPayload::from(format!("{version}\n").into_bytes());
+        self.store.put(&Path::from(POINTER), payload).await?;
+        Ok(())
+    }
+}
+
+/// `manifests/<hex>.json` for `sha256:<hex>`.
+pub fn manifest_path(version: &str) -> Result<String> {
+    if !is_version(version) {
+        return Err(Error::invalid("corpus_version", format!("not a sha256:<hex> version: {version}")));
+    }
+    Ok(format!("manifests/{}.json", &version[7..]))
+}
+
+fn is_version(v: &str) -> bool {
+    v.len() == 71 && v.starts_with("sha256:") && v[7..].bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+}
+
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+fn redact(url: &Url) -> String {
+    let mut u = url.clone();
+    let _ = u.set_password(None);
+    let _ = u.set_username("");
+    u.set_query(None);
+    u.to_string()
+}

@@ -1,0 +1,20 @@
+//! The ingest crate's one error type: faults name the file and the line or record.
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A source file (or one of its rows) does not parse or breaks a rule.
+    #[error("{file}: {location}: {message}")]
+    Parse { file: String, location: String, message: String },
+    #[error(transparent)]
+    Engine(#[from] asof_engine::Error),
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    pub fn parse(file: impl Into<String>, location: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Parse { file: file.into(), location: location.into(), message: message.into() }
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

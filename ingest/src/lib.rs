@@ -1,0 +1,12 @@
+//! Source adapters: agency files in, corpus rows, identity observations and certified days out.
+//!
+//! Each adapter is a pure function of a file's bytes (plus the capture instant the caller
+//! knows from provenance); publishing goes through `asof_engine::publish`. Sources and their
+//! clock rules are documented in docs/sources.md.
+
+pub mod edgar;
+pub mod error;
+pub mod sample;
+pub mod tickers;
+
+pub use error::{Error, Result};

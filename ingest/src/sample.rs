@@ -1,0 +1,267 @@
+//! `asof build-sample`: the shipped sample corpus, rebuilt from the raw files under
+//! `snapshots/sources/` with fixed commit times, so the same inputs give the same version.
+//!
+//! What it holds (see docs/sources.md for the reasons):
+//! - `sec.edgar` / `certified_pit`: filings of the companies whose submissions JSON we hold,
+//!   published from [`WINDOW_START`], certified complete *for those companies* over the days
+//!   every capture covers; plus the whole-EDGAR daily index of 2022-10-03, certified for that day;
+//! - `sec.edgar` / `forward_first_seen`: the current-filings Atom feed fetched 2026-01-12,
+//!   certified for the UTC days the 51 contiguous pages cover entirely;
+//! - identity intervals from dated ticker-file snapshots and the submissions captures;
+//! - the public sample set (three companies on twelve days).
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use asof_engine::clock::{Day, Instant, Lane, SourceId};
+use asof_engine::identity::{self, EvidenceFile, IdentityFile, NameInterval, Observation};
+use asof_engine::manifest::{Certification, Evidence, SampleExample, SampleSet};
+use asof_engine::publish::{ChangeSet, Published, publish};
+use asof_engine::record::NewsRow;
+use asof_engine::store::{CorpusStore, sha256_hex};
+
+use crate::edgar::{parse_atom, parse_index, parse_submissions};
+use crate::error::{Error, Result};
+use crate::tickers::parse_ticker_file;
+
+/// Submissions rows published before this day are left out of the sample (they would add
+/// thousands of tiny daily partitions and are outside every certified day).
+pub const WINDOW_START: &str = "2025-01-01";
+/// The commit time of the sample build: `committed_at` of rows whose file has no known capture
+/// time, and `created_at` of the manifest.
+pub const SAMPLE_COMMIT_TIME: &str = "2026-11-20T00:00:00Z";
+/// The one daily index file that lists a whole day of EDGAR.
+const DAILY_INDEX: &str = "company.20221003.idx";
+
+/// The default location of the raw inputs: `snapshots/sources` of this repository.
+pub fn default_sources_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../snapshots/sources")
+}
+
+struct Input {
+    rel: String,
+    bytes: Vec<u8>,
+}
+
+fn read_dir_sorted(root: &Path, rel: &str) -> Result<Vec<Input>> {
+    let dir = root.join(rel);
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .map_err(|e| Error::parse(dir.display().to_string(), "directory", e.to_string()))?
+        .filter_map(|e| e.ok().map(|e| e.file_name().to_string_lossy().into_owned()))
+        .collect();
+    names.sort();
+    names
+        .into_iter()
+        .map(|n| {
+            let rel = format!("{rel}/{n}");
+            Ok(Input { bytes: std::fs::read(root.join(&rel))?, rel })
+        })
+        .collect()
+}
+
+fn evidence(inputs: &[&Input]) -> Vec<Evidence> {
+    let mut v: Vec<Evidence> = inputs.iter().map(|i| Evidence { file: i.rel.clone(), sha256: sha256_hex(&i.bytes) }).collect();
+    v.sort();
+    v
+}
+
+/// `CIK0000320193__20260305T112023Z.json` → ("0000320193", false, 2026-03-05T11:20:23Z).
+fn submissions_name(rel: &str) -> Result<(String, bool, Instant)> {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    let bad = || Error::parse(rel, "file name", "expected CIK##########[-submissions-NNN]__YYYYMMDDTHHMMSSZ.json");
+    let stem = name.strip_suffix(".json").ok_or_else(bad)?;
+    let (head, stamp) = stem.split_once("__").ok_or_else(bad)?;
+    let cik = head.strip_prefix("CIK").ok_or_else(bad)?;
+    let (cik, page) = match cik.split_once("-submissions-") {
+        Some((c, _)) => (c, true),
+        None => (cik, false),
+    };
+    if stamp.len() != 16 {
+        return Err(bad());
+    }
+    let iso = format!("{}-{}-{}T{}:{}:{}Z", &stamp[0..4], &stamp[4..6], &stamp[6..8], &stamp[9..11], &stamp[11..13], &stamp[13..15]);
+    let at = Instant::parse(&iso).map_err(|_| bad())?;
+    Ok((cik.to_owned(), page, at))
+}
+
+/// `..._committed_2026-01-29.csv` → 2026-01-29T23:59:59Z (the commit day bounds the capture).
+fn committed_day(rel: &str) -> Result<Instant> {
+    let pos = rel.rfind("committed_").ok_or_else(|| Error::parse(rel, "file name", "expected ..._committed_YYYY-MM-DD..."))?;
+    let day: Day = rel.get(pos + 10..pos + 20).and_then(|d| d.parse().ok()).ok_or_else(|| Error::parse(rel, "file name", "bad committed date"))?;
+    Ok(day.end_of_day())
+}
+
+/// Weekly snapshot commit instants from `COMMITS.txt`, keyed by `YYYY-MM-DDTHHMM` (UTC).
+fn weekly_commits(root: &Path, rel: &str) -> Result<BTreeMap<String, Instant>> {
+    let text = std::fs::read_to_string(root.join(rel))?;
+    let mut map = BTreeMap::new();
+    for (n, line) in text.lines().enumerate() {
+        let when = line.split_whitespace().nth(1).ok_or_else(|| Error::parse(rel, format!("line {}", n + 1), "no commit time"))?;
+        let at = Instant::parse_rfc3339_any(when).ok_or_else(|| Error::parse(rel, format!("line {}", n + 1), format!("{when:?} is not RFC 3339")))?;
+        let s = at.to_string();
+        map.insert(format!("{}{}", &s[..13], &s[14..16]), at);
+    }
+    Ok(map)
+}
+
+fn ticker_observations(root: &Path) -> Result<Vec<Observation>> {
+    let mut out = Vec::new();
+    let commits = weekly_commits(root, "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch/COMMITS.txt")?;
+    for input in read_dir_sorted(root, "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch")? {
+        let Some(stamp) = input.rel.rsplit('/').next().and_then(|n| n.strip_prefix("company_tickers_")).and_then(|n| n.strip_suffix("Z.json")) else {
+            continue; // COMMITS.txt
+        };
+        let at = commits.get(stamp).copied().ok_or_else(|| Error::parse(&input.rel, "file name", format!("no commit in COMMITS.txt at {stamp}")))?;
+        out.push(parse_ticker_file(&input.rel, &input.bytes, at)?);
+    }
+    for dir in ["sec.edgar.ticker_history/company_tickers_exchange_snapshots_edgartools", "sec.edgar.ticker_history/other_snapshots"] {
+        for input in read_dir_sorted(root, dir)? {
+            out.push(parse_ticker_file(&input.rel, &input.bytes, committed_day(&input.rel)?)?);
+        }
+    }
+    Ok(out)
+}
+
+/// Builds the sample corpus into `out` and returns the publish outcome.
+pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
+    let commit_time = Instant::parse(SAMPLE_COMMIT_TIME).expect("constant");
+    let window_start: Day = WINDOW_START.parse().expect("constant");
+    let mut rows: Vec<NewsRow> = Vec::new();
+    let mut certifications = Vec::new();
+
+    // Submissions: every capture, in capture order, so later captures supersede earlier ones.
+    let subs = read_dir_sorted(root, "sec.edgar/submissions")?;
+    let mut parsed = Vec::new();
+    for input in &subs {
+        let (cik, page, at) = submissions_name(&input.rel)?;
+        let s = parse_submissions(&input.rel, &input.bytes, &cik, at)?;
+        parsed.push((input, page, at, s));
+    }
+    parsed.sort_by_key(|(i, _, at, _)| (*at, i.rel.clone()));
+    // Per company: the day from which its captures list every filing, and its captures.
+    let mut complete_from: BTreeMap<String, Day> = BTreeMap::new();
+    let mut captures: BTreeMap<String, Vec<Instant>> = BTreeMap::new();
+    let mut observations: Vec<Observation> = Vec::new();
+    let mut names: Vec<(String, NameInterval)> = Vec::new();
+    let held_pages: BTreeSet<String> = subs.iter().filter_map(|i| submissions_name(&i.rel).ok().filter(|(_, p, _)| *p).map(|_| i.rel.clone())).collect();
+    for (input, page, at, s) in &parsed {
+        rows.extend(s.rows.iter().filter(|r| r.partition_day().is_some_and(|d| d >= window_start)).cloned());
+        if *page {
+            continue;
+        }
+        captures.entry(s.cik.clone()).or_default().push(*at);
+        let missing_pages = s.older_pages.iter().any(|p| !held_pages.iter().any(|h| h.contains(p.trim_end_matches(".json"))));
+        let from = if missing_pages { s.oldest_filing_date.map_or(Day::from_days(0), Day::next) } else { Day::from_days(0) };
+        complete_from.entry(s.cik.clone()).and_modify(|d| *d = (*d).max(from)).or_insert(from);
+        observations.push(Observation {
+            evidence: EvidenceFile { file: input.rel.clone(), sha256: sha256_hex(&input.bytes), observed_at: *at, scope: format!("cik:{}", s.cik) },
+            cik_scope: Some(s.cik.clone()),
+            pairs: s.tickers.iter().map(|t| (t.clone(), s.cik.clone())).collect(),
+        });
+        names.extend(s.names.iter().map(|n| (input.rel.clone(), n.clone())));
+    }
+    // Certified for the sample's companies: from the latest "complete from" day (and the window)
+    // through the day before the earliest latest-capture.
+    let first = complete_from.values().copied().max().unwrap_or(window_start).max(window_start);
+    let last = captures.values().map(|c| c.iter().max().copied().unwrap_or(commit_time).day().prev()).min().unwrap_or(first);
+    let certified_at = captures
+        .values()
+        .filter_map(|c| c.iter().copied().filter(|at| at.day().prev() >= last).min())
+        .max()
+        .unwrap_or(commit_time);
+    let sub_inputs: Vec<&Input> = subs.iter().collect();
+    certifications.push(Certification { source_id: SourceId::SecEdgar, lane: Lane::CertifiedPit, from: first, to: last, certified_at, evidence: evidence(&sub_inputs) });
+
+    // The whole-EDGAR daily index of one day: certified for that day.
+    let idx = read_dir_sorted(root, "sec.edgar/daily-index")?.into_iter().find(|i| i.rel.ends_with(DAILY_INDEX)).ok_or_else(|| Error::parse(DAILY_INDEX, "file", "missing from sources"))?;
+    let (_, days, idx_rows) = parse_index(&idx.rel, &idx.bytes, commit_time)?;
+    if days.len() != 1 {
+        return Err(Error::parse(&idx.rel, "content", "a daily index must list exactly one filing day"));
+    }
+    certifications.push(Certification { source_id: SourceId::SecEdgar, lane: Lane::CertifiedPit, from: days[0], to: days[0], certified_at: commit_time, evidence: evidence(&[&idx]) });
+    rows.extend(idx_rows);
+
+    // The Atom feed: forward lane, first sighting wins.
+    let atom = read_dir_sorted(root, "sec.edgar/current-feed-atom_2026-01-12")?;
+    let mut seen: BTreeMap<String, NewsRow> = BTreeMap::new();
+    let (mut oldest, mut newest, mut fetched_last) = (None::<Instant>, None::<Instant>, None::<Instant>);
+    for input in &atom {
+        let page = parse_atom(&input.rel, &input.bytes)?;
+        oldest = page.oldest.map(|o| oldest.map_or(o, |x| x.min(o)));
+        newest = page.newest.map(|o| newest.map_or(o, |x| x.max(o))).or(newest);
+        fetched_last = Some(fetched_last.map_or(page.fetched_at, |f| f.max(page.fetched_at)));
+        for r in page.rows {
+            match seen.get(&r.id) {
+                Some(prev) if prev.available_at <= r.available_at => {}
+                _ => {
+                    seen.insert(r.id.clone(), r);
+                }
+            }
+        }
+    }
+    if let (Some(o), Some(n), Some(f)) = (oldest, newest, fetched_last)
+        && n.day().days() - o.day().days() >= 2
+    {
+        let atom_inputs: Vec<&Input> = atom.iter().collect();
+        certifications.push(Certification { source_id: SourceId::SecEdgar, lane: Lane::ForwardFirstSeen, from: o.day().next(), to: n.day().prev(), certified_at: f, evidence: evidence(&atom_inputs) });
+    }
+    rows.extend(seen.into_values());
+
+    // Identity.
+    observations.extend(ticker_observations(root)?);
+    let (evidence_files, tickers) = identity::build_intervals(observations);
+    let index_of: BTreeMap<&str, u32> = evidence_files.iter().enumerate().map(|(i, e)| (e.file.as_str(), i as u32)).collect();
+    let names = identity::dedup_names(
+        names
+            .into_iter()
+            .map(|(file, mut n)| {
+                n.evidence = index_of.get(file.as_str()).copied().into_iter().collect();
+                n
+            })
+            .collect(),
+    );
+    let identity = IdentityFile { format: identity::FORMAT.into(), evidence: evidence_files, tickers, names };
+
+    let sample = SampleSet {
+        source_id: SourceId::SecEdgar,
+        lane: Lane::CertifiedPit,
+        days: {
+            let from: Day = "2026-01-26".parse().expect("constant");
+            (0..12).map(|i| Day::from_days(from.days() + i)).collect()
+        },
+        examples: vec![
+            SampleExample {
+                id: "tesla".into(),
+                ticker: "TSLA".into(),
+                cik: "1318605".into(),
+                name: "Tesla, Inc.".into(),
+                note: "8-K and 10-K accepted 2026-01-28/29; a cut before them is a complete answer with no rows".into(),
+            },
+            SampleExample {
+                id: "microsoft".into(),
+                ticker: "MSFT".into(),
+                cik: "789019".into(),
+                name: "MICROSOFT CORP".into(),
+                note: "10-Q and 8-K accepted 2026-01-28, eleven Form 4 filings on 2026-02-03".into(),
+            },
+            SampleExample {
+                id: "siemens-energy".into(),
+                ticker: "SMEGF".into(),
+                cik: "1830056".into(),
+                name: "Siemens Energy AG/ADR".into(),
+                note: "SMEGF first appears in SEC's ticker file on 2026-02-01: before that no interval places it (identity hole)".into(),
+            },
+        ],
+    };
+
+    let mut notes = BTreeMap::new();
+    notes.insert(
+        "sec.edgar".into(),
+        format!(
+            "Sample corpus. certified_pit days {first}..{last} are certified complete for the {} companies whose submissions JSON is under snapshots/sources/sec.edgar/submissions (not for all of EDGAR); 2022-10-03 is certified for all of EDGAR from its daily index. forward_first_seen rows come from one poll of the current-filings feed on 2026-01-12.",
+            captures.len()
+        ),
+    );
+    let changes = ChangeSet { rows, certifications, identity: Some(identity), sample: Some(sample), notes };
+    Ok(publish(out, changes, commit_time).await?)
+}

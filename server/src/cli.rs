@@ -1,0 +1,252 @@
+//! Subcommands and flags of `asof` (every flag has an `ASOF_*` environment equivalent).
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use asof_engine::coverage::Scope;
+use asof_engine::{Answer, Corpus, CorpusStore, Entity, Instant, Lane, NewsQuery, SourceId, VisibleBy, normalize_cik};
+use asof_server::envelope::{CoverageBody, Envelope, ErrorBody, NewsRecord, Status};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+
+/// Exit code when the answer is a coverage hole (409 over HTTP): not an error, not an answer.
+const EXIT_HOLE: u8 = 3;
+
+#[derive(Debug, Parser)]
+#[command(name = "asof", version, about = "What was knowable then: an as-of information service over public records")]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Answer an as-of query (or a diff with --since) from a corpus on disk.
+    Query(QueryArgs),
+    /// Run read-only SQL over a corpus's partitions (tables: news, partitions).
+    Sql(SqlArgs),
+    /// Re-hash every object of the current version against its manifest.
+    Verify(CorpusArg),
+    /// Rebuild the shipped sample corpus from its raw files; prints the corpus_version last.
+    BuildSample(BuildSampleArgs),
+}
+
+/// The shipped sample corpus: the repository root (manifests/ and snapshots/).
+fn default_corpus() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/..").to_owned()
+}
+
+#[derive(Debug, Args)]
+pub struct CorpusArg {
+    /// Corpus location: a directory or an object-store URL (s3://, gs://, az://, file://).
+    #[arg(long, env = "ASOF_CORPUS", default_value_t = default_corpus())]
+    pub corpus: String,
+}
+
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Format {
+    Json,
+    Csv,
+    Table,
+}
+
+#[derive(Debug, Args)]
+pub struct QueryArgs {
+    #[command(flatten)]
+    pub corpus: CorpusArg,
+    /// Ticker, resolved to CIKs through identity as of the cut.
+    #[arg(long, conflicts_with = "cik")]
+    pub ticker: Option<String>,
+    /// CIK, with or without leading zeros.
+    #[arg(long)]
+    pub cik: Option<String>,
+    /// The cut: RFC 3339 UTC with a literal Z.
+    #[arg(long = "as-of")]
+    pub as_of: String,
+    /// published_at, available_at or committed_at.
+    #[arg(long = "visible-by", default_value = "published_at")]
+    pub visible_by: String,
+    /// certified_pit or forward_first_seen.
+    #[arg(long, default_value = "certified_pit")]
+    pub lane: String,
+    /// Source id; defaults to sec.edgar.
+    #[arg(long, default_value = "sec.edgar")]
+    pub source: String,
+    /// Start of a diff window (exclusive): rows that became visible after it, up to --as-of.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Rows to print (1..1000).
+    #[arg(long, default_value_t = 100)]
+    pub limit: usize,
+    #[arg(long, value_enum, default_value = "json")]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct SqlArgs {
+    #[command(flatten)]
+    pub corpus: CorpusArg,
+    /// A read-only SELECT (DDL, DML and other statements are refused).
+    pub sql: String,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct BuildSampleArgs {
+    /// Where to write the corpus (manifests/ and snapshots/ are created under it).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The raw input files (defaults to this repository's snapshots/sources).
+    #[arg(long, env = "ASOF_SAMPLE_SOURCES")]
+    pub sources: Option<PathBuf>,
+}
+
+pub async fn run(cli: Cli) -> ExitCode {
+    let result = match cli.command {
+        Command::Query(a) => query(a).await,
+        Command::Sql(a) => sql(a).await,
+        Command::Verify(a) => verify(a).await,
+        Command::BuildSample(a) => build_sample(a).await,
+    };
+    match result {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
+
+async fn open(corpus: &str) -> Result<Corpus, asof_engine::Error> {
+    Corpus::open(CorpusStore::open(corpus)?).await
+}
+
+fn parse_enum<T: std::str::FromStr>(param: &str, value: &str, valid: String) -> Result<T, asof_engine::Error> {
+    value.parse().map_err(|_| asof_engine::Error::invalid(param, format!("{value:?} is not one of: {valid}")))
+}
+
+async fn query(a: QueryArgs) -> CliResult {
+    let as_of = Instant::parse_param("--as-of", &a.as_of)?;
+    let start = a.since.as_deref().map(|s| Instant::parse_param("--since", s)).transpose()?;
+    let visible_by: VisibleBy = parse_enum("--visible-by", &a.visible_by, VisibleBy::valid_set())?;
+    let lane: Lane = parse_enum("--lane", &a.lane, Lane::valid_set())?;
+    let source: SourceId = parse_enum("--source", &a.source, SourceId::valid_set())?;
+    if !(1..=1000).contains(&a.limit) {
+        return Err(asof_engine::Error::invalid("--limit", "must be within 1..1000").into());
+    }
+    let entity = match (&a.ticker, &a.cik) {
+        (Some(t), None) => Entity::Ticker(t.to_ascii_uppercase()),
+        (None, Some(c)) => Entity::Cik(normalize_cik(c).ok_or_else(|| asof_engine::Error::invalid("--cik", format!("{c:?} is not a CIK (1-10 digits)")))?),
+        _ => return Err(asof_engine::Error::invalid("--ticker/--cik", "give exactly one of --ticker or --cik").into()),
+    };
+    let corpus = open(&a.corpus.corpus).await?;
+    let q = NewsQuery { source, lane, visible_by, start, as_of, entity, after: None, limit: a.limit };
+    let answer = corpus.news(&q, Scope::Corpus).await?;
+    let (rows, next, coverage, hole) = match answer {
+        Answer::Page { rows, next, coverage } => (rows, next, coverage, false),
+        Answer::Hole { coverage } => (vec![], None, coverage, true),
+    };
+    let records: Vec<NewsRecord> = rows.into_iter().map(|r| NewsRecord::from_row(r, false)).collect();
+    let env = Envelope {
+        request_id: String::new(),
+        corpus_version: corpus.version().to_owned(),
+        as_of: Some(as_of),
+        visible_by: Some(visible_by.to_string()),
+        status: if hole { Status::CoverageMissing } else { Status::Ok },
+        count: (!hole).then_some(records.len()),
+        results: records,
+        next_cursor: None,
+        coverage: CoverageBody::from(coverage),
+        error: hole.then(|| ErrorBody {
+            code: "coverage_missing".into(),
+            message: "the cut depends on source-days or identity intervals the corpus does not hold; see coverage.missing".into(),
+            param: None,
+        }),
+        sample: None,
+    };
+    let mut out = std::io::stdout().lock();
+    match a.format {
+        Format::Json => {
+            serde_json::to_writer_pretty(&mut out, &env)?;
+            writeln!(out)?;
+        }
+        Format::Csv => {
+            let mut w = csv::Writer::from_writer(&mut out);
+            w.write_record(["published_at", "id", "form", "cik", "acceptance_at", "available_at", "committed_at", "revision_id", "title", "source_locator"])?;
+            for r in &env.results {
+                let s = |i: Option<Instant>| i.map(|i| i.to_string()).unwrap_or_default();
+                w.write_record([
+                    s(r.published_at),
+                    r.id.clone(),
+                    r.form.clone().unwrap_or_default(),
+                    r.cik.clone().unwrap_or_default(),
+                    s(r.acceptance_at),
+                    s(r.available_at),
+                    s(r.committed_at),
+                    r.revision_id.clone(),
+                    r.title.clone(),
+                    r.source_locator.clone(),
+                ])?;
+            }
+            w.flush()?;
+        }
+        Format::Table => {
+            writeln!(out, "corpus_version {}  as_of {}  visible_by {}  status {:?}", env.corpus_version, as_of, visible_by, env.status)?;
+            for r in &env.results {
+                let p = r.published_at.map(|i| i.to_string()).unwrap_or_else(|| "-".into());
+                writeln!(out, "{p:<22} {:<32} {:<10} {}", r.id, r.form.as_deref().unwrap_or("-"), r.title)?;
+            }
+            if hole {
+                writeln!(out, "coverage missing: {}", env.coverage.missing.join(", "))?;
+            } else {
+                writeln!(out, "{} row(s)", env.results.len())?;
+            }
+        }
+    }
+    let _ = next;
+    Ok(if hole { ExitCode::from(EXIT_HOLE) } else { ExitCode::SUCCESS })
+}
+
+async fn sql(a: SqlArgs) -> CliResult {
+    let corpus = open(&a.corpus.corpus).await?;
+    let batches = corpus.sql(&a.sql).await?;
+    let mut out = std::io::stdout().lock();
+    match a.format {
+        Format::Table => writeln!(out, "{}", arrow::util::pretty::pretty_format_batches(&batches)?)?,
+        Format::Csv => {
+            let mut w = arrow::csv::Writer::new(&mut out);
+            for b in &batches {
+                w.write(b)?;
+            }
+        }
+        Format::Json => {
+            let mut w = arrow::json::ArrayWriter::new(&mut out);
+            for b in &batches {
+                w.write(b)?;
+            }
+            w.finish()?;
+            writeln!(out)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn verify(a: CorpusArg) -> CliResult {
+    let store = CorpusStore::open(&a.corpus)?;
+    let v = asof_engine::verify::verify(&store, None).await?;
+    println!("ok: {} partitions, {} rows, {} other objects", v.partitions, v.rows, v.other_objects);
+    println!("{}", v.version);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn build_sample(a: BuildSampleArgs) -> CliResult {
+    let sources = a.sources.unwrap_or_else(asof_ingest::sample::default_sources_dir);
+    let store = CorpusStore::local(&a.out)?;
+    let p = asof_ingest::sample::build_sample(&sources, &store).await?;
+    eprintln!("published {} rows ({} unchanged)", p.rows_added, p.rows_unchanged);
+    println!("{}", p.version);
+    Ok(ExitCode::SUCCESS)
+}
