@@ -13,9 +13,10 @@ use serde::{Deserialize, Serialize};
 use crate::clock::{Day, Instant};
 use crate::error::{Error, Result};
 
-/// How long one observation keeps a pair placed when no newer observation exists: the weekly
-/// cadence of the ticker-file snapshots plus one day of slack.
-pub const MAX_CARRY_DAYS: i64 = 8;
+/// How long one observation keeps a pair placed when no newer observation exists: two weekly
+/// cadences of the ticker-file snapshots plus a day, so one missed weekly capture does not
+/// open a hole, while a pair unseen for longer is no longer placed.
+pub const MAX_CARRY_DAYS: i64 = 15;
 const MICROS_PER_DAY: i64 = 86_400_000_000;
 
 pub const FORMAT: &str = "asof.identity/1";
@@ -59,6 +60,111 @@ pub struct IdentityFile {
     pub evidence: Vec<EvidenceFile>,
     pub tickers: Vec<TickerInterval>,
     pub names: Vec<NameInterval>,
+}
+
+impl IdentityFile {
+    /// Encodes as Parquet: one row per interval (`kind` = `ticker` or `name`), the evidence
+    /// table as JSON in the file's key-value metadata (`asof.identity.evidence`).
+    pub fn to_parquet(&self) -> Result<Vec<u8>> {
+        use arrow::array::{ArrayRef, Int32Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+        use parquet::arrow::ArrowWriter;
+        use parquet::file::metadata::KeyValue;
+        use std::sync::Arc;
+        let n = self.tickers.len() + self.names.len();
+        let mut kind = Vec::with_capacity(n);
+        let (mut ticker, mut cik, mut name) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
+        let (mut from, mut to, mut from_day, mut to_day, mut ev) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let join = |e: &[u32]| e.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
+        for t in &self.tickers {
+            kind.push("ticker");
+            ticker.push(Some(t.ticker.clone()));
+            cik.push(t.cik.clone());
+            name.push(None);
+            from.push(Some(t.valid_from.micros()));
+            to.push(Some(t.valid_to.micros()));
+            from_day.push(None);
+            to_day.push(None);
+            ev.push(join(&t.evidence));
+        }
+        for nm in &self.names {
+            kind.push("name");
+            ticker.push(None);
+            cik.push(nm.cik.clone());
+            name.push(Some(nm.name.clone()));
+            from.push(None);
+            to.push(None);
+            from_day.push(Some(nm.from.days()));
+            to_day.push(Some(nm.to.days()));
+            ev.push(join(&nm.evidence));
+        }
+        let ts = |v: Vec<Option<i64>>| -> ArrayRef { Arc::new(TimestampMicrosecondArray::from(v).with_timezone("UTC")) };
+        let batch = RecordBatch::try_from_iter(vec![
+            ("kind", Arc::new(StringArray::from(kind)) as ArrayRef),
+            ("ticker", Arc::new(StringArray::from(ticker)) as ArrayRef),
+            ("cik", Arc::new(StringArray::from(cik)) as ArrayRef),
+            ("name", Arc::new(StringArray::from(name)) as ArrayRef),
+            ("valid_from", ts(from)),
+            ("valid_to", ts(to)),
+            ("from_day", Arc::new(Int32Array::from(from_day)) as ArrayRef),
+            ("to_day", Arc::new(Int32Array::from(to_day)) as ArrayRef),
+            ("evidence", Arc::new(StringArray::from(ev)) as ArrayRef),
+        ])?;
+        let meta = vec![
+            KeyValue::new("asof.identity.format".into(), self.format.clone()),
+            KeyValue::new("asof.identity.evidence".into(), serde_json::to_string(&self.evidence)?),
+        ];
+        let props = parquet::file::properties::WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::SNAPPY)
+            .set_created_by("asof".into())
+            .set_key_value_metadata(Some(meta))
+            .build();
+        let mut buf = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))?;
+        w.write(&batch)?;
+        w.close()?;
+        Ok(buf)
+    }
+
+    pub fn from_parquet(path: &str, bytes: bytes::Bytes) -> Result<Self> {
+        use arrow::array::{Array, Int32Array, StringArray, TimestampMicrosecondArray};
+        use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+        let bad = |d: &str| Error::integrity(path, d.to_owned());
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(&format!("not parquet: {e}")))?;
+        let kv = builder.metadata().file_metadata().key_value_metadata().cloned().unwrap_or_default();
+        let get = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
+        let format = get("asof.identity.format").ok_or_else(|| bad("no identity format"))?;
+        let evidence: Vec<EvidenceFile> = serde_json::from_str(&get("asof.identity.evidence").ok_or_else(|| bad("no evidence table"))?)?;
+        let mut file = IdentityFile { format, evidence, tickers: vec![], names: vec![] };
+        for batch in builder.build()? {
+            let b = batch?;
+            let s = |n: &str| b.column_by_name(n).and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned()).ok_or_else(|| bad(n));
+            let t = |n: &str| b.column_by_name(n).and_then(|c| c.as_any().downcast_ref::<TimestampMicrosecondArray>().cloned()).ok_or_else(|| bad(n));
+            let d = |n: &str| b.column_by_name(n).and_then(|c| c.as_any().downcast_ref::<Int32Array>().cloned()).ok_or_else(|| bad(n));
+            let (kind, ticker, cik, name, ev) = (s("kind")?, s("ticker")?, s("cik")?, s("name")?, s("evidence")?);
+            let (from, to, from_day, to_day) = (t("valid_from")?, t("valid_to")?, d("from_day")?, d("to_day")?);
+            for i in 0..b.num_rows() {
+                let evidence: Vec<u32> = ev.value(i).split(',').filter(|x| !x.is_empty()).map(|x| x.parse().map_err(|_| bad("evidence index"))).collect::<Result<_>>()?;
+                match kind.value(i) {
+                    "ticker" if !ticker.is_null(i) && !from.is_null(i) && !to.is_null(i) => file.tickers.push(TickerInterval {
+                        ticker: ticker.value(i).to_owned(),
+                        cik: cik.value(i).to_owned(),
+                        valid_from: Instant::from_micros(from.value(i)),
+                        valid_to: Instant::from_micros(to.value(i)),
+                        evidence,
+                    }),
+                    "name" if !name.is_null(i) && !from_day.is_null(i) && !to_day.is_null(i) => file.names.push(NameInterval {
+                        cik: cik.value(i).to_owned(),
+                        name: name.value(i).to_owned(),
+                        from: Day::from_days(from_day.value(i)),
+                        to: Day::from_days(to_day.value(i)),
+                        evidence,
+                    }),
+                    other => return Err(bad(&format!("row {i}: bad interval of kind {other:?}"))),
+                }
+            }
+        }
+        Ok(file)
+    }
 }
 
 /// A dated observation of ticker → CIK pairs.
@@ -254,7 +360,7 @@ mod tests {
         ]);
         assert_eq!(iv.len(), 1);
         assert_eq!(iv[0].valid_from, t("2025-12-07T06:00:00Z"));
-        assert_eq!(iv[0].valid_to, t("2025-12-22T06:00:00Z"));
+        assert_eq!(iv[0].valid_to, t("2025-12-29T06:00:00Z"));
         assert_eq!(iv[0].evidence, vec![0, 1]);
     }
 
@@ -264,7 +370,7 @@ mod tests {
         let idx = IdentityIndex::new(IdentityFile { format: FORMAT.into(), evidence: ev, tickers: iv, names: vec![] }).unwrap();
         assert!(idx.ticker_at("NEWCO", t("2025-12-07T05:59:59Z")).is_empty());
         assert_eq!(idx.ticker_at("NEWCO", t("2025-12-07T06:00:00Z")).len(), 1);
-        assert!(idx.ticker_at("NEWCO", t("2025-12-15T06:00:00Z")).is_empty(), "carried at most 8 days");
+        assert!(idx.ticker_at("NEWCO", t("2025-12-22T06:00:00Z")).is_empty(), "carried at most 15 days");
         assert_eq!(ticker_hole_key("NEWCO", t("2025-12-20T01:00:00Z")), "identity.ticker/NEWCO@2025-12-20");
     }
 
@@ -280,6 +386,15 @@ mod tests {
         assert_eq!(old[0].valid_to, t("2025-12-09T12:00:00Z"));
         let new: Vec<_> = iv.iter().filter(|i| i.ticker == "NEW").collect();
         assert_eq!(new[0].valid_from, t("2025-12-09T12:00:00Z"));
+    }
+
+    #[test]
+    fn identity_files_survive_a_parquet_round_trip() {
+        let (evidence, tickers) = build_intervals(vec![obs("w1", "2025-12-07T06:00:00Z", None, &[("AAA", "1"), ("BBB", "2")])]);
+        let names = vec![NameInterval { cik: "1".into(), name: "AAA CORP".into(), from: "2020-01-01".parse().unwrap(), to: "2025-12-07".parse().unwrap(), evidence: vec![0] }];
+        let f = IdentityFile { format: FORMAT.into(), evidence, tickers, names };
+        let back = IdentityFile::from_parquet("x", bytes::Bytes::from(f.to_parquet().unwrap())).unwrap();
+        assert_eq!(back, f);
     }
 
     #[test]

@@ -214,10 +214,9 @@ pub fn encode_parquet(rows: &[NewsRow]) -> Result<Vec<u8>> {
 }
 
 async fn write_identity(store: &CorpusStore, identity: &IdentityFile) -> Result<ObjectEntry> {
-    let mut bytes = serde_json::to_vec(identity)?;
-    bytes.push(b'\n');
+    let bytes = identity.to_parquet()?;
     let sha = sha256_hex(&bytes);
-    let path = format!("snapshots/identity/{sha}.json");
+    let path = format!("snapshots/identity/{sha}.parquet");
     let len = bytes.len() as u64;
     store.put_immutable(&path, Bytes::from(bytes)).await?;
     Ok(ObjectEntry { kind: "identity.ticker_intervals".into(), path, bytes: len, sha256: sha, row_count: identity.tickers.len() as u64 })

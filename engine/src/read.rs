@@ -38,5 +38,5 @@ pub fn decode_parquet(path: &str, bytes: Bytes) -> Result<Vec<NewsRow>> {
 
 pub async fn read_identity(store: &CorpusStore, e: &ObjectEntry) -> Result<IdentityFile> {
     let bytes = get_checked(store, &e.path, &e.sha256).await?;
-    serde_json::from_slice(&bytes).map_err(|err| Error::integrity(&e.path, format!("identity file does not parse: {err}")))
+    IdentityFile::from_parquet(&e.path, bytes)
 }

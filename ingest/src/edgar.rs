@@ -66,11 +66,17 @@ pub fn parse_submissions(file: &str, bytes: &[u8], cik_hint: &str, captured_at: 
         let from = f.get("from").and_then(Value::as_str).and_then(|s| s.get(..10)).and_then(|s| s.parse::<Day>().ok());
         let to = f.get("to").and_then(Value::as_str).and_then(|s| s.get(..10)).and_then(|s| s.parse::<Day>().ok());
         match (n, from, to) {
-            (Some(n), Some(from), Some(to)) if from <= to => {
+            (Some(n), Some(from), Some(to)) => {
+                if from > to {
+                    // EDGAR lists a few inverted ranges (test filers); they place the name on
+                    // no day, so they add no interval.
+                    tracing::warn!(file, index = i, "formerNames entry ends before it starts; ignored");
+                    continue;
+                }
                 names.push(NameInterval { cik: cik.clone(), name: n.to_owned(), from, to, evidence: vec![] });
                 last_former_end = Some(last_former_end.map_or(to, |d: Day| d.max(to)));
             }
-            _ => return Err(Error::parse(file, format!("formerNames[{i}]"), "expected name, from and to dates with from <= to")),
+            _ => return Err(Error::parse(file, format!("formerNames[{i}]"), "expected name, from and to dates")),
         }
     }
     if let Some(current) = &name {
@@ -175,11 +181,42 @@ pub enum IndexLayout {
     Form,
 }
 
-/// Rows of one EDGAR index file. `committed_at` is when the file entered the corpus. Returns
-/// the layout and the distinct filing days it lists (a daily file lists exactly one).
-pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<(IndexLayout, Vec<Day>, Vec<NewsRow>)> {
+/// One parsed index file.
+#[derive(Debug, Clone)]
+pub struct IndexFile {
+    pub layout: IndexLayout,
+    /// For a daily index ("Daily Index of EDGAR Dissemination Feed"), the dissemination day
+    /// (`Last Data Received`): every row became public that day, whatever its `Date Filed`.
+    pub daily: Option<Day>,
+    pub rows: Vec<NewsRow>,
+}
+
+/// `Oct  3, 2022` / `December 31, 1993` → the day.
+fn header_date(s: &str) -> Option<Day> {
+    let s = s.replace(',', " ");
+    let mut it = s.split_whitespace();
+    let (m, d, y) = (it.next()?, it.next()?, it.next()?);
+    const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
+    let m = MONTHS.iter().position(|p| m.to_ascii_lowercase().starts_with(p))? + 1;
+    format!("{y}-{m:02}-{:02}", d.parse::<u8>().ok()?).parse().ok()
+}
+
+/// Rows of one EDGAR index file; `committed_at` is when the file entered the corpus.
+///
+/// A daily index lists what was disseminated on its day, including filings whose
+/// `Date Filed` is earlier (e.g. EFFECT notices): `published_at` is the dissemination day at
+/// day resolution and `date_filed` stays in the payload. A quarterly (full) index gives only the
+/// filing date, which becomes `published_at` at day resolution.
+pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<IndexFile> {
     let text = std::str::from_utf8(bytes).map_err(|e| Error::parse(file, format!("byte {}", e.valid_up_to()), "not UTF-8/ASCII text"))?;
     let lines: Vec<&str> = text.lines().collect();
+    let is_daily = lines.iter().take(8).any(|l| l.starts_with("Description:") && l.contains("Daily Index"));
+    let daily = if is_daily {
+        let raw = lines.iter().take(8).find_map(|l| l.strip_prefix("Last Data Received:")).ok_or_else(|| Error::parse(file, "header", "daily index without 'Last Data Received'"))?;
+        Some(header_date(raw).ok_or_else(|| Error::parse(file, "header", format!("'Last Data Received' {:?} is not a date", raw.trim())))?)
+    } else {
+        None
+    };
     let header_at = lines
         .iter()
         .position(|l| l.starts_with("CIK|") || (l.contains("Company Name") && l.contains("Form Type")))
@@ -201,7 +238,6 @@ pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<(I
     .ok_or_else(|| Error::parse(file, "header", "column positions not found"))?;
 
     let mut rows = Vec::new();
-    let mut days = std::collections::BTreeSet::new();
     for (n, line) in lines.iter().enumerate().skip(dashes + 1) {
         if line.trim().is_empty() {
             continue;
@@ -238,7 +274,7 @@ pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<(I
         }
         let day = Day::parse_compact(&date).or_else(|| date.parse().ok()).ok_or_else(|| Error::parse(file, &at, format!("date {date:?} is neither YYYYMMDD nor YYYY-MM-DD")))?;
         let accession = path.rsplit('/').next().and_then(|f| f.strip_suffix(".txt")).filter(|a| is_accession(a)).ok_or_else(|| Error::parse(file, &at, format!("file name {path:?} does not end in <accession>.txt")))?.to_owned();
-        days.insert(day);
+        let published = daily.unwrap_or(day);
         rows.push(NewsRow {
             id: format!("{accession}_{cik}"),
             source_id: SourceId::SecEdgar,
@@ -248,8 +284,8 @@ pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<(I
             cik: Some(cik.clone()),
             title: format!("{form} - {company}"),
             event_at: None,
-            // Index files give the filing date only: day resolution.
-            published_at: Some(day.end_of_day()),
+            // Index files give days only: day resolution.
+            published_at: Some(published.end_of_day()),
             available_at: None,
             acceptance_at: None,
             committed_at: Some(committed_at),
@@ -262,7 +298,7 @@ pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<(I
             payload: Some(json!({"date_filed": day.to_string(), "file_name": path}).to_string()),
         });
     }
-    Ok((layout, days.into_iter().collect(), rows))
+    Ok(IndexFile { layout, daily, rows })
 }
 
 /// One page of the current-filings Atom feed.
@@ -395,15 +431,23 @@ mod tests {
 
     #[test]
     fn index_line_with_spaces_in_form_and_company_parses_by_column() {
-        let text = "Description: x\n\nCompany Name                                                  Form Type   CIK\n      Date Filed  File Name\n-----\n1st stREIT Office Inc.                                        1-A POS     1700461     20221003    edgar/data/1700461/0001104659-22-105357.txt         \n";
-        let (layout, days, rows) = parse_index("company.idx", text.as_bytes(), t("2026-11-01T00:00:00Z")).unwrap();
+        let text = "Description:           Daily Index of EDGAR Dissemination Feed by Company Name\nLast Data Received:    Oct  3, 2022\n\nCompany Name                                                  Form Type   CIK\n      Date Filed  File Name\n-----\n1st stREIT Office Inc.                                        1-A POS     1700461     20221003    edgar/data/1700461/0001104659-22-105357.txt         \n";
+        let IndexFile { layout, daily, rows } = parse_index("company.idx", text.as_bytes(), t("2026-11-01T00:00:00Z")).unwrap();
         assert_eq!(layout, IndexLayout::Company);
-        assert_eq!(days, vec!["2022-10-03".parse().unwrap()]);
+        assert_eq!(daily, Some("2022-10-03".parse().unwrap()));
         assert_eq!(rows[0].form.as_deref(), Some("1-A POS"));
         assert_eq!(rows[0].title, "1-A POS - 1st stREIT Office Inc.");
         assert_eq!(rows[0].published_at, Some(t("2022-10-03T23:59:59Z")));
         assert_eq!(rows[0].acceptance_at, None);
         assert_eq!(rows[0].id, "0001104659-22-105357_1700461");
+    }
+
+    #[test]
+    fn daily_index_rows_filed_earlier_are_published_on_the_dissemination_day() {
+        let text = "Description:           Daily Index of EDGAR Dissemination Feed by Company Name\nLast Data Received:    Oct  3, 2022\n\nCompany Name                                                  Form Type   CIK\n      Date Filed  File Name\n-----\nAEye, Inc.                                                    EFFECT      1818644     20220930    edgar/data/1818644/9999999995-22-002867.txt         \n";
+        let f = parse_index("company.idx", text.as_bytes(), t("2026-11-01T00:00:00Z")).unwrap();
+        assert_eq!(f.rows[0].published_at, Some(t("2022-10-03T23:59:59Z")));
+        assert!(f.rows[0].payload.as_deref().unwrap().contains("\"date_filed\":\"2022-09-30\""));
     }
 
     #[test]

@@ -4,7 +4,8 @@
 //! What it holds (see docs/sources.md for the reasons):
 //! - `sec.edgar` / `certified_pit`: filings of the companies whose submissions JSON we hold,
 //!   published from [`WINDOW_START`], certified complete *for those companies* over the days
-//!   every capture covers; plus the whole-EDGAR daily index of 2022-10-03, certified for that day;
+//!   every capture covers; plus the rows of the whole-EDGAR daily index of 2022-10-03
+//!   (held, not certified: see below);
 //! - `sec.edgar` / `forward_first_seen`: the current-filings Atom feed fetched 2026-01-12,
 //!   certified for the UTC days the 51 contiguous pages cover entirely;
 //! - identity intervals from dated ticker-file snapshots and the submissions captures;
@@ -174,12 +175,14 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
 
     // The whole-EDGAR daily index of one day: certified for that day.
     let idx = read_dir_sorted(root, "sec.edgar/daily-index")?.into_iter().find(|i| i.rel.ends_with(DAILY_INDEX)).ok_or_else(|| Error::parse(DAILY_INDEX, "file", "missing from sources"))?;
-    let (_, days, idx_rows) = parse_index(&idx.rel, &idx.bytes, commit_time)?;
-    if days.len() != 1 {
-        return Err(Error::parse(&idx.rel, "content", "a daily index must list exactly one filing day"));
+    let index = parse_index(&idx.rel, &idx.bytes, commit_time)?;
+    // Its day is complete for all of EDGAR, but it is *not* certified here: certifying one day
+    // of 2022 would open a span whose 800-odd uncertified days make every later cut a hole.
+    // Its rows are held (and queryable with `asof sql`); their day stays outside the claim.
+    if index.daily.is_none() {
+        return Err(Error::parse(&idx.rel, "header", "not a daily index"));
     }
-    certifications.push(Certification { source_id: SourceId::SecEdgar, lane: Lane::CertifiedPit, from: days[0], to: days[0], certified_at: commit_time, evidence: evidence(&[&idx]) });
-    rows.extend(idx_rows);
+    rows.extend(index.rows);
 
     // The Atom feed: forward lane, first sighting wins.
     let atom = read_dir_sorted(root, "sec.edgar/current-feed-atom_2026-01-12")?;
@@ -258,7 +261,7 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
     notes.insert(
         "sec.edgar".into(),
         format!(
-            "Sample corpus. certified_pit days {first}..{last} are certified complete for the {} companies whose submissions JSON is under snapshots/sources/sec.edgar/submissions (not for all of EDGAR); 2022-10-03 is certified for all of EDGAR from its daily index. forward_first_seen rows come from one poll of the current-filings feed on 2026-01-12.",
+            "Sample corpus. certified_pit days {first}..{last} are certified complete for the {} companies whose submissions JSON is under snapshots/sources/sec.edgar/submissions (not for all of EDGAR). Rows of the 2022-10-03 daily index (all of EDGAR, day resolution) are held but that day is outside the certified span. forward_first_seen rows come from one poll of the current-filings feed on 2026-01-12.",
             captures.len()
         ),
     );
