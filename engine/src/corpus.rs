@@ -453,3 +453,188 @@ pub fn normalize_cik(s: &str) -> Option<String> {
     let t = s.trim_start_matches('0');
     if t.is_empty() { None } else { Some(t.to_owned()) }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publish::{ChangeSet, publish};
+    use crate::testkit::{cert, corpus, edgar, t};
+
+    fn q(as_of: &str) -> NewsQuery {
+        NewsQuery {
+            source: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            visible_by: VisibleBy::PublishedAt,
+            start: None,
+            as_of: t(as_of),
+            entity: Entity::All,
+            after: None,
+            limit: 100,
+        }
+    }
+
+    fn ids(a: &Answer<NewsRow>) -> Vec<String> {
+        match a {
+            Answer::Page { rows, .. } => rows.iter().map(|r| r.id.clone()).collect(),
+            Answer::Hole { coverage } => panic!("unexpected hole: {:?}", coverage.missing),
+        }
+    }
+
+    /// January certified in both lanes. Certified (committed) on Jan 1 so that `committed_at`
+    /// cuts during January see the certification; a later `certified_at` would make them holes.
+    fn january() -> Vec<crate::manifest::Certification> {
+        vec![cert(Lane::CertifiedPit, "2026-01-01", "2026-01-31", "2026-01-01T00:00:00Z"), cert(Lane::ForwardFirstSeen, "2026-01-01", "2026-01-31", "2026-01-01T00:00:00Z")]
+    }
+
+    #[tokio::test]
+    async fn cut_returns_rows_at_or_before_as_of_sorted_by_published_then_id() {
+        let rows = vec![
+            edgar("0000000001-26-000003", "1", Some("2026-01-10T15:00:00Z"), "2026-01-20T00:00:00Z"),
+            edgar("0000000001-26-000001", "1", Some("2026-01-10T15:00:00Z"), "2026-01-20T00:00:00Z"),
+            edgar("0000000001-26-000002", "1", Some("2026-01-05T09:00:00Z"), "2026-01-20T00:00:00Z"),
+            edgar("0000000001-26-000004", "1", Some("2026-01-12T09:00:00Z"), "2026-01-20T00:00:00Z"),
+        ];
+        let (_d, _s, c) = corpus(rows, january()).await;
+        let a = c.news(&q("2026-01-10T15:00:00Z"), Scope::Corpus).await.unwrap();
+        assert_eq!(ids(&a), vec!["0000000001-26-000002_1", "0000000001-26-000001_1", "0000000001-26-000003_1"]);
+    }
+
+    #[tokio::test]
+    async fn a_complete_cut_with_no_rows_is_an_empty_page_not_a_hole() {
+        let rows = vec![edgar("0000000001-26-000001", "1", Some("2026-01-20T15:00:00Z"), "2026-01-20T16:00:00Z")];
+        let (_d, _s, c) = corpus(rows, january()).await;
+        let a = c.news(&q("2026-01-15T00:00:00Z"), Scope::Corpus).await.unwrap();
+        assert!(matches!(&a, Answer::Page { rows, coverage, .. } if rows.is_empty() && coverage.is_complete()));
+        let hole = c.news(&q("2026-02-02T00:00:00Z"), Scope::Corpus).await.unwrap();
+        assert!(matches!(&hole, Answer::Hole { coverage } if coverage.missing == vec!["sec.edgar/2026-02-01", "sec.edgar/2026-02-02"]));
+    }
+
+    #[tokio::test]
+    async fn null_clock_rows_are_never_visible_on_that_clock() {
+        let rows = vec![edgar("0000000001-26-000001", "1", Some("2026-01-05T09:00:00Z"), "2026-01-06T00:00:00Z")];
+        let (_d, _s, c) = corpus(rows, january()).await;
+        // available_at is null on these certified rows and is never imputed: the cut is refused
+        // as an availability hole instead of answering as if nothing were available.
+        let mut query = q("2026-01-20T00:00:00Z");
+        query.visible_by = VisibleBy::AvailableAt;
+        let a = c.news(&query, Scope::Corpus).await.unwrap();
+        assert!(matches!(&a, Answer::Hole { coverage } if coverage.missing == vec!["availability.sec.edgar/2026-01-05"]));
+    }
+
+    #[tokio::test]
+    async fn lanes_are_never_mixed_in_one_answer() {
+        let mut fwd = edgar("0000000001-26-000009", "1", Some("2026-01-05T09:00:00Z"), "2026-01-05T09:01:00Z");
+        fwd.lane = Lane::ForwardFirstSeen;
+        fwd.available_at = Some(t("2026-01-05T09:01:00Z"));
+        fwd.availability_basis = "local_first_seen".into();
+        let rows = vec![edgar("0000000001-26-000001", "1", Some("2026-01-05T09:00:00Z"), "2026-01-06T00:00:00Z"), fwd];
+        let (_d, _s, c) = corpus(rows, january()).await;
+        assert_eq!(ids(&c.news(&q("2026-01-20T00:00:00Z"), Scope::Corpus).await.unwrap()), vec!["0000000001-26-000001_1"]);
+        let mut fq = q("2026-01-20T00:00:00Z");
+        fq.lane = Lane::ForwardFirstSeen;
+        assert_eq!(ids(&c.news(&fq, Scope::Corpus).await.unwrap()), vec!["0000000001-26-000009_1"]);
+        fq.visible_by = VisibleBy::AvailableAt;
+        assert_eq!(ids(&c.news(&fq, Scope::Corpus).await.unwrap()), vec!["0000000001-26-000009_1"]);
+    }
+
+    #[tokio::test]
+    async fn diff_excludes_rows_visible_at_start_and_equals_the_set_difference_of_two_cuts() {
+        let rows: Vec<NewsRow> = (1..=9)
+            .map(|i| edgar(&format!("0000000001-26-00000{i}"), "1", Some(&format!("2026-01-0{i}T12:00:00Z")), "2026-01-10T00:00:00Z"))
+            .collect();
+        let (_d, _s, c) = corpus(rows, january()).await;
+        let mut d = q("2026-01-07T12:00:00Z");
+        d.start = Some(t("2026-01-03T12:00:00Z"));
+        let diff = ids(&c.news(&d, Scope::Corpus).await.unwrap());
+        let end = ids(&c.news(&q("2026-01-07T12:00:00Z"), Scope::Corpus).await.unwrap());
+        let start = ids(&c.news(&q("2026-01-03T12:00:00Z"), Scope::Corpus).await.unwrap());
+        let expected: Vec<String> = end.into_iter().filter(|i| !start.contains(i)).collect();
+        assert_eq!(diff, expected);
+        assert_eq!(diff.first().map(String::as_str), Some("0000000001-26-000004_1"), "the row at as_of_start is excluded");
+        assert_eq!(diff.last().map(String::as_str), Some("0000000001-26-000007_1"), "the row at as_of_end is included");
+    }
+
+    #[tokio::test]
+    async fn keyset_pages_walk_to_the_same_rows_as_one_large_page_with_nulls_last() {
+        let mut rows: Vec<NewsRow> = (0..23)
+            .map(|i| edgar(&format!("0000000001-26-0000{i:02}"), "1", Some(&format!("2026-01-{:02}T12:00:00Z", 1 + i % 5)), "2026-01-10T00:00:00Z"))
+            .collect();
+        // A row with no publication instant sorts after every dated row (visible by commit).
+        rows.push(edgar("0000000001-26-000099", "1", None, "2026-01-10T00:00:00Z"));
+        let (_d, _s, c) = corpus(rows, january()).await;
+        let mut all = q("2026-01-20T00:00:00Z");
+        all.visible_by = VisibleBy::CommittedAt;
+        all.limit = 1000;
+        let one = ids(&c.news(&all, Scope::Corpus).await.unwrap());
+        assert_eq!(one.len(), 24);
+        assert_eq!(one.last().map(String::as_str), Some("0000000001-26-000099_1"));
+        let mut walked = Vec::new();
+        let mut page = all.clone();
+        page.limit = 5;
+        loop {
+            match c.news(&page, Scope::Corpus).await.unwrap() {
+                Answer::Page { rows, next, .. } => {
+                    walked.extend(rows.into_iter().map(|r| r.id));
+                    match next {
+                        Some(p) => page.after = Some(p),
+                        None => break,
+                    }
+                }
+                Answer::Hole { .. } => panic!("hole"),
+            }
+        }
+        assert_eq!(walked, one);
+    }
+
+    #[tokio::test]
+    async fn committed_at_cut_before_a_correction_returns_the_old_revision_and_after_it_the_new() {
+        let (_d, store, _) = corpus(vec![edgar("0000000001-26-000001", "1", Some("2026-01-05T16:46:18Z"), "2026-01-06T00:00:00Z")], january()).await;
+        let corrected = edgar("0000000001-26-000001", "1", Some("2026-01-05T21:46:18Z"), "2026-01-20T00:00:00Z");
+        publish(&store, ChangeSet { rows: vec![corrected], ..Default::default() }, t("2026-03-02T00:00:00Z")).await.unwrap();
+        let c = Corpus::open(store).await.unwrap();
+        let by_commit = |at: &str| {
+            let mut query = q(at);
+            query.visible_by = VisibleBy::CommittedAt;
+            query
+        };
+        let before = c.news(&by_commit("2026-01-10T00:00:00Z"), Scope::Corpus).await.unwrap();
+        let after = c.news(&by_commit("2026-01-25T00:00:00Z"), Scope::Corpus).await.unwrap();
+        let (Answer::Page { rows: b, .. }, Answer::Page { rows: a, .. }) = (before, after) else { panic!("hole") };
+        assert_eq!(b.len(), 1);
+        assert_eq!(a.len(), 1);
+        assert_eq!(b[0].published_at, Some(t("2026-01-05T16:46:18Z")));
+        assert_eq!(a[0].published_at, Some(t("2026-01-05T21:46:18Z")));
+        assert_eq!(a[0].supersedes.as_deref(), Some(b[0].revision_id.as_str()));
+        // On the publication clock the current revision answers alone.
+        let p = c.news(&q("2026-01-05T18:00:00Z"), Scope::Corpus).await.unwrap();
+        assert!(ids(&p).is_empty(), "the superseded earlier instant no longer makes the row visible");
+        match c.record("0000000001-26-000001_1", t("2026-01-10T00:00:00Z"), VisibleBy::CommittedAt).await.unwrap() {
+            RecordLookup::Visible(r) => assert_eq!(r.revision_id, b[0].revision_id),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn single_record_tells_not_yet_visible_from_not_found() {
+        let (_d, _s, c) = corpus(vec![edgar("0000000001-26-000001", "1", Some("2026-01-05T09:00:00Z"), "2026-01-06T00:00:00Z")], january()).await;
+        assert!(matches!(c.record("0000000001-26-000001_1", t("2026-01-05T08:59:59Z"), VisibleBy::PublishedAt).await.unwrap(), RecordLookup::NotYetVisible));
+        assert!(matches!(c.record("0000000001-26-000001_1", t("2026-01-05T09:00:00Z"), VisibleBy::PublishedAt).await.unwrap(), RecordLookup::Visible(_)));
+        assert!(matches!(c.record("nope", t("2026-01-05T09:00:00Z"), VisibleBy::PublishedAt).await.unwrap(), RecordLookup::NotFound));
+    }
+
+    #[tokio::test]
+    async fn coverage_certificates_give_zero_for_empty_certified_days_and_null_for_holes() {
+        let rows = vec![edgar("0000000001-26-000001", "1", Some("2026-01-05T09:00:00Z"), "2026-01-06T00:00:00Z")];
+        let (_d, _s, c) = corpus(rows, vec![cert(Lane::CertifiedPit, "2026-01-04", "2026-01-05", "2026-01-06T00:00:00Z"), cert(Lane::CertifiedPit, "2026-01-07", "2026-01-07", "2026-01-08T00:00:00Z")]).await;
+        let (certs, next) = c.coverage(&CoverageQuery { source: Some(SourceId::SecEdgar), date: None, as_of: None, after: None, limit: 10 }).unwrap();
+        let got: Vec<(String, Option<u64>)> = certs.iter().map(|c| (c.date.to_string(), c.row_count)).collect();
+        assert_eq!(got, vec![("2026-01-04".into(), Some(0)), ("2026-01-05".into(), Some(1)), ("2026-01-06".into(), None), ("2026-01-07".into(), Some(0))]);
+        assert!(next.is_none());
+        let (page, next) = c.coverage(&CoverageQuery { source: Some(SourceId::SecEdgar), date: None, as_of: None, after: None, limit: 2 }).unwrap();
+        assert_eq!(page.len(), 2);
+        let (rest, _) = c.coverage(&CoverageQuery { source: Some(SourceId::SecEdgar), date: None, as_of: None, after: next, limit: 10 }).unwrap();
+        assert_eq!(rest.iter().map(|c| c.date.to_string()).collect::<Vec<_>>(), vec!["2026-01-06", "2026-01-07"]);
+        let (one, _) = c.coverage(&CoverageQuery { source: Some(SourceId::SecEdgar), date: Some("2025-06-01".parse().unwrap()), as_of: None, after: None, limit: 10 }).unwrap();
+        assert_eq!((one[0].status, one[0].row_count), ("missing", None), "an uningested day is a missing certificate");
+    }
+}

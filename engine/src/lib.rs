@@ -23,3 +23,6 @@ pub use error::{ClockFault, Error, Result};
 pub use manifest::Manifest;
 pub use record::NewsRow;
 pub use store::CorpusStore;
+
+#[cfg(test)]
+pub(crate) mod testkit;

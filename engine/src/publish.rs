@@ -221,3 +221,71 @@ async fn write_identity(store: &CorpusStore, identity: &IdentityFile) -> Result<
     store.put_immutable(&path, Bytes::from(bytes)).await?;
     Ok(ObjectEntry { kind: "identity.ticker_intervals".into(), path, bytes: len, sha256: sha, row_count: identity.tickers.len() as u64 })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::{cert, edgar, t};
+    use crate::verify::verify;
+
+    fn changes(n: usize) -> ChangeSet {
+        ChangeSet {
+            rows: (0..n).map(|i| edgar(&format!("0000000001-26-00000{i}"), "1", Some("2026-01-05T09:00:00Z"), "2026-01-06T00:00:00Z")).collect(),
+            certifications: vec![cert(Lane::CertifiedPit, "2026-01-01", "2026-01-31", "2026-02-01T00:00:00Z")],
+            ..Default::default()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_crash_at_any_publish_step_leaves_the_previous_version_served() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let first = publish(&store, changes(1), t("2026-03-01T00:00:00Z")).await.unwrap();
+        for step in [PublishStep::PartitionsWritten, PublishStep::ManifestWritten] {
+            let crash = move |s: PublishStep| if s == step { Err(Error::invalid("test", "simulated crash")) } else { Ok(()) };
+            assert!(publish_with_hook(&store, changes(3), t("2026-03-02T00:00:00Z"), &crash).await.is_err());
+            assert_eq!(store.current_version().await.unwrap().as_deref(), Some(first.version.as_str()));
+            verify(&store, None).await.unwrap();
+        }
+        // A retry after the crash publishes normally (content-addressed objects are rewritten
+        // with the same bytes).
+        let second = publish(&store, changes(3), t("2026-03-02T00:00:00Z")).await.unwrap();
+        assert_ne!(second.version, first.version);
+        assert_eq!(store.manifest(&second.version).await.unwrap().parent.as_deref(), Some(first.version.as_str()));
+    }
+
+    #[tokio::test]
+    async fn identical_reingest_publishes_no_new_version() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let first = publish(&store, changes(2), t("2026-03-01T00:00:00Z")).await.unwrap();
+        let again = publish(&store, changes(2), t("2026-03-05T00:00:00Z")).await.unwrap();
+        assert!(!again.changed);
+        assert_eq!(again.version, first.version);
+        assert_eq!(again.rows_unchanged, 2);
+    }
+
+    #[tokio::test]
+    async fn published_objects_are_never_overwritten_with_other_bytes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        store.put_immutable("snapshots/x", Bytes::from_static(b"one")).await.unwrap();
+        store.put_immutable("snapshots/x", Bytes::from_static(b"one")).await.unwrap();
+        assert!(store.put_immutable("snapshots/x", Bytes::from_static(b"two")).await.is_err());
+        assert_eq!(store.get("snapshots/x").await.unwrap(), Bytes::from_static(b"one"));
+    }
+
+    #[tokio::test]
+    async fn verify_names_the_partition_whose_bytes_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        publish(&store, changes(2), t("2026-03-01T00:00:00Z")).await.unwrap();
+        let (_, m) = store.current().await.unwrap();
+        let path = dir.path().join(&m.partitions[0].path);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[10] ^= 0x01;
+        std::fs::write(&path, bytes).unwrap();
+        let err = verify(&store, None).await.unwrap_err().to_string();
+        assert!(err.contains(&m.partitions[0].path), "{err}");
+    }
+}

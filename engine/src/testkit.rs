@@ -1,0 +1,54 @@
+//! Test helpers: small corpora published through the real publish path into a temp directory.
+
+use crate::clock::{Day, Instant, Lane, SourceId};
+use crate::corpus::Corpus;
+use crate::manifest::Certification;
+use crate::publish::{ChangeSet, publish};
+use crate::record::NewsRow;
+use crate::store::CorpusStore;
+
+pub fn t(s: &str) -> Instant {
+    Instant::parse(s).unwrap()
+}
+
+pub fn day(s: &str) -> Day {
+    s.parse().unwrap()
+}
+
+/// An EDGAR-like certified-lane row; `published` doubles as acceptance time.
+pub fn edgar(accession: &str, cik: &str, published: Option<&str>, committed: &str) -> NewsRow {
+    NewsRow {
+        id: format!("{accession}_{cik}"),
+        source_id: SourceId::SecEdgar,
+        lane: Lane::CertifiedPit,
+        form: Some("8-K".into()),
+        accession: Some(accession.into()),
+        cik: Some(cik.into()),
+        title: format!("8-K - company {cik}"),
+        event_at: None,
+        published_at: published.map(t),
+        available_at: None,
+        acceptance_at: published.map(t),
+        committed_at: Some(t(committed)),
+        availability_basis: "unknown".into(),
+        revision_id: String::new(),
+        supersedes: None,
+        content_sha256: String::new(),
+        source_locator: format!("https://www.sec.gov/Archives/edgar/data/{cik}/{accession}-index.htm"),
+        entity_id: Some(cik.into()),
+        payload: None,
+    }
+}
+
+pub fn cert(lane: Lane, from: &str, to: &str, at: &str) -> Certification {
+    Certification { source_id: SourceId::SecEdgar, lane, from: day(from), to: day(to), certified_at: t(at), evidence: vec![] }
+}
+
+/// Publishes one change set into a fresh temp corpus and opens it.
+pub async fn corpus(rows: Vec<NewsRow>, certifications: Vec<Certification>) -> (tempfile::TempDir, CorpusStore, Corpus) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    publish(&store, ChangeSet { rows, certifications, ..Default::default() }, t("2026-03-01T00:00:00Z")).await.unwrap();
+    let c = Corpus::open(store.clone()).await.unwrap();
+    (dir, store, c)
+}
