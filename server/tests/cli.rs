@@ -1,0 +1,163 @@
+//! End-to-end tests of the offline CLI (`asof query`, `sql`, `verify`, `build-sample`) against
+//! the shipped sample corpus, spawning the real binary.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().unwrap()
+}
+
+fn asof(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_asof")).args(args).env("ASOF_LOG", "error").output().expect("asof runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn json(o: &Output) -> Value {
+    assert!(o.status.code().is_some(), "killed");
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", stdout(o), String::from_utf8_lossy(&o.stderr)))
+}
+
+fn committed_version() -> String {
+    std::fs::read_to_string(repo().join("manifests/CURRENT")).unwrap().trim().to_owned()
+}
+
+fn ids(v: &Value) -> Vec<String> {
+    v["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_owned()).collect()
+}
+
+#[test]
+fn build_sample_reproduces_the_committed_corpus_version() {
+    let out = tempfile::tempdir().unwrap();
+    let o = asof(&["build-sample", "--out", out.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let last = stdout(&o).lines().last().unwrap().to_owned();
+    assert_eq!(last, committed_version());
+}
+
+#[test]
+fn verify_passes_on_the_shipped_corpus() {
+    let o = asof(&["verify"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(stdout(&o).lines().last().unwrap(), committed_version());
+}
+
+#[test]
+fn verify_fails_on_a_corrupted_copy_and_names_the_partition() {
+    let copy = tempfile::tempdir().unwrap();
+    let src = repo();
+    let manifest: Value = serde_json::from_slice(&std::fs::read(src.join(format!("manifests/{}.json", &committed_version()[7..]))).unwrap()).unwrap();
+    let victim = manifest["partitions"][7]["path"].as_str().unwrap().to_owned();
+    for entry in ["manifests/CURRENT".to_owned(), format!("manifests/{}.json", &committed_version()[7..])]
+        .into_iter()
+        .chain(manifest["partitions"].as_array().unwrap().iter().map(|p| p["path"].as_str().unwrap().to_owned()))
+        .chain(manifest["identity"].as_array().unwrap().iter().map(|p| p["path"].as_str().unwrap().to_owned()))
+    {
+        let to = copy.path().join(&entry);
+        std::fs::create_dir_all(to.parent().unwrap()).unwrap();
+        std::fs::copy(src.join(&entry), &to).unwrap();
+    }
+    let corpus = copy.path().to_str().unwrap();
+    assert!(asof(&["verify", "--corpus", corpus]).status.success(), "the untouched copy verifies");
+    let path = copy.path().join(&victim);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0x20;
+    std::fs::write(&path, bytes).unwrap();
+    let o = asof(&["verify", "--corpus", corpus]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains(&victim), "{err}");
+}
+
+#[test]
+fn query_answers_teslas_filings_as_of_an_instant_matching_the_raw_submissions() {
+    // From snapshots/sources/sec.edgar/submissions/CIK0001318605__20260203T120702Z.json:
+    // 0001628280-26-003837 8-K accepted 2026-01-28T21:11:04Z, 0001628280-26-003952 10-K
+    // accepted 2026-01-29T01:55:03Z.
+    let v = json(&asof(&["query", "--ticker", "TSLA", "--as-of", "2026-01-29T12:00:00Z", "--limit", "1000"]));
+    assert_eq!(v["status"], "ok");
+    assert_eq!(v["corpus_version"], committed_version().as_str());
+    let rows = v["results"].as_array().unwrap();
+    let last = &rows[rows.len() - 1];
+    assert_eq!(last["id"], "0001628280-26-003952_1318605");
+    assert_eq!(last["form"], "10-K");
+    assert_eq!(last["acceptance_at"], "2026-01-29T01:55:03Z");
+    assert_eq!(last["published_at"], "2026-01-29T01:55:03Z");
+    assert_eq!(last["available_at"], Value::Null, "available_at is never imputed");
+    assert_eq!(last["source_locator"], "https://www.sec.gov/Archives/edgar/data/1318605/000162828026003952/tsla-20251231.htm");
+    assert_eq!(rows[rows.len() - 2]["id"], "0001628280-26-003837_1318605");
+    assert_eq!(v["count"].as_u64().unwrap() as usize, rows.len());
+    assert!(v["coverage"]["touched"].as_array().unwrap().iter().any(|k| k == "identity.ticker/TSLA@2026-01-29"));
+
+    // One second before the 8-K's acceptance it is not knowable.
+    let before = json(&asof(&["query", "--cik", "0001318605", "--as-of", "2026-01-28T21:11:03Z", "--limit", "1000"]));
+    assert!(!ids(&before).contains(&"0001628280-26-003837_1318605".to_owned()));
+}
+
+#[test]
+fn query_diff_lists_only_what_became_knowable_in_the_window() {
+    let v = json(&asof(&["query", "--cik", "1318605", "--since", "2026-01-27T00:00:00Z", "--as-of", "2026-01-29T12:00:00Z"]));
+    assert_eq!(ids(&v), vec!["0001628280-26-003837_1318605", "0001628280-26-003952_1318605"]);
+    let edge = json(&asof(&["query", "--cik", "1318605", "--since", "2026-01-28T21:11:04Z", "--as-of", "2026-01-29T12:00:00Z"]));
+    assert_eq!(ids(&edge), vec!["0001628280-26-003952_1318605"], "a row visible at the start is excluded");
+}
+
+#[test]
+fn query_after_the_certified_span_is_a_hole_with_exit_code_3() {
+    let o = asof(&["query", "--cik", "1318605", "--as-of", "2026-03-01T00:00:00Z"]);
+    assert_eq!(o.status.code(), Some(3));
+    let v = json(&o);
+    assert_eq!(v["status"], "coverage_missing");
+    assert_eq!(v["count"], Value::Null);
+    assert_eq!(v["coverage"]["missing"][0], "sec.edgar/2026-02-08");
+    assert_eq!(v["coverage"]["missing_total"], 22);
+}
+
+#[test]
+fn query_for_a_ticker_no_interval_places_is_an_identity_hole() {
+    let o = asof(&["query", "--ticker", "SMEGF", "--as-of", "2026-01-28T00:00:00Z"]);
+    assert_eq!(o.status.code(), Some(3));
+    assert_eq!(json(&o)["coverage"]["missing"][0], "identity.ticker/SMEGF@2026-01-28");
+    let placed = json(&asof(&["query", "--ticker", "SMEGF", "--as-of", "2026-02-03T00:00:00Z"]));
+    assert_eq!(placed["status"], "ok");
+    // From CIK0001830056__20260208T202041Z.json: F-6 accepted 2026-01-16, EFFECT 2026-02-02.
+    assert_eq!(ids(&placed), vec!["0001193805-26-000032_1830056", "9999999995-26-000414_1830056"]);
+}
+
+#[test]
+fn query_refuses_offsets_and_bare_dates_saying_which() {
+    let o = asof(&["query", "--cik", "1318605", "--as-of", "2026-01-29T12:00:00+01:00"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("numeric UTC offset"));
+    let o = asof(&["query", "--cik", "1318605", "--as-of", "2026-01-29"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("bare date"));
+}
+
+#[test]
+fn committed_at_revisions_of_a_disputed_acceptance_time_are_both_held() {
+    // Alzamend's 2026-03-10 capture lists acceptance 16:46:18Z for 0001214659-26-002941, the
+    // 2026-06-20 capture 21:46:18Z: the later capture supersedes, both stay queryable by SQL.
+    let o = asof(&["sql", "--format", "json", "SELECT revision_id, supersedes, acceptance_at, committed_at FROM news WHERE id = '0001214659-26-002941_1677077' ORDER BY committed_at"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v: Value = serde_json::from_slice(&o.stdout).unwrap();
+    let rows = v.as_array().unwrap();
+    assert_eq!(rows.len(), 2);
+    assert_eq!(rows[1]["supersedes"], rows[0]["revision_id"]);
+}
+
+#[test]
+fn sql_refuses_statements_that_are_not_read_only() {
+    for stmt in ["DROP TABLE news", "CREATE TABLE x AS SELECT 1", "INSERT INTO news SELECT * FROM news", "SET datafusion.execution.batch_size = 1"] {
+        let o = asof(&["sql", stmt]);
+        assert!(!o.status.success(), "{stmt} was accepted");
+    }
+    let o = asof(&["sql", "--format", "csv", "SELECT count(*) AS n FROM partitions"]);
+    assert!(o.status.success());
+    assert!(stdout(&o).starts_with("n\n"));
+}
