@@ -252,6 +252,11 @@ impl Corpus {
             .partitions
             .iter()
             .filter(|p| p.source_id == q.source && p.lane == q.lane)
+            // The public sample answers only from the days it has read.
+            .filter(|p| match scope {
+                Scope::Sample(set) => set.days.contains(&p.date),
+                Scope::Corpus => true,
+            })
             .filter(|p| {
                 let s = &p.clocks[clock];
                 s.min.is_some_and(|m| m <= q.as_of) && q.start.is_none_or(|st| s.max.is_some_and(|m| m > st))
