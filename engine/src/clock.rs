@@ -34,21 +34,38 @@ impl Instant {
     /// `^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?Z$`.
     /// `param` names the parameter in the error so the caller can report it.
     pub fn parse_param(param: &str, s: &str) -> Result<Self> {
-        Self::parse(s).map_err(|fault| Error::InvalidClock { param: param.to_owned(), fault })
+        Self::parse(s).map_err(|fault| Error::InvalidClock {
+            param: param.to_owned(),
+            fault,
+        })
     }
 
     /// Parses an RFC 3339 UTC instant with a literal `Z`; says which rule was broken.
     pub fn parse(s: &str) -> Result<Self, ClockFault> {
         let b = s.as_bytes();
-        let digits = |r: std::ops::Range<usize>| b.get(r.clone()).is_some_and(|x| x.iter().all(u8::is_ascii_digit));
-        let date_ok = b.len() >= 10 && digits(0..4) && b[4] == b'-' && digits(5..7) && b[7] == b'-' && digits(8..10);
+        let digits = |r: std::ops::Range<usize>| {
+            b.get(r.clone())
+                .is_some_and(|x| x.iter().all(u8::is_ascii_digit))
+        };
+        let date_ok = b.len() >= 10
+            && digits(0..4)
+            && b[4] == b'-'
+            && digits(5..7)
+            && b[7] == b'-'
+            && digits(8..10);
         if !date_ok {
             return Err(ClockFault::Malformed);
         }
         if b.len() == 10 {
             return Err(ClockFault::BareDate);
         }
-        let time_ok = b.len() >= 19 && (b[10] == b'T') && digits(11..13) && b[13] == b':' && digits(14..16) && b[16] == b':' && digits(17..19);
+        let time_ok = b.len() >= 19
+            && (b[10] == b'T')
+            && digits(11..13)
+            && b[13] == b':'
+            && digits(14..16)
+            && b[16] == b':'
+            && digits(17..19);
         if !time_ok {
             return Err(ClockFault::Malformed);
         }
@@ -75,13 +92,17 @@ impl Instant {
             rest if looks_like_offset(rest) => return Err(ClockFault::Offset),
             _ => return Err(ClockFault::Malformed),
         }
-        let num = |r: std::ops::Range<usize>| s[r].parse::<u32>().map_err(|_| ClockFault::Malformed);
+        let num =
+            |r: std::ops::Range<usize>| s[r].parse::<u32>().map_err(|_| ClockFault::Malformed);
         let year = num(0..4)? as i32;
         let month = Month::try_from(num(5..7)? as u8).map_err(|_| ClockFault::Malformed)?;
-        let date = Date::from_calendar_date(year, month, num(8..10)? as u8).map_err(|_| ClockFault::Malformed)?;
+        let date = Date::from_calendar_date(year, month, num(8..10)? as u8)
+            .map_err(|_| ClockFault::Malformed)?;
         let time = Time::from_hms(num(11..13)? as u8, num(14..16)? as u8, num(17..19)? as u8)
             .map_err(|_| ClockFault::Malformed)?;
-        let secs = PrimitiveDateTime::new(date, time).assume_utc().unix_timestamp();
+        let secs = PrimitiveDateTime::new(date, time)
+            .assume_utc()
+            .unix_timestamp();
         Ok(Instant(secs * MICROS_PER_SEC + frac_micros))
     }
 
@@ -175,22 +196,34 @@ impl Day {
         Instant(i64::from(self.0) * MICROS_PER_DAY + 86_399 * MICROS_PER_SEC)
     }
     pub fn from_date(date: Date) -> Self {
-        Day((date.to_julian_day() - Date::from_calendar_date(1970, Month::January, 1).unwrap().to_julian_day()) as i32)
+        Day((date.to_julian_day()
+            - Date::from_calendar_date(1970, Month::January, 1)
+                .unwrap()
+                .to_julian_day()) as i32)
     }
     pub fn to_date(self) -> Date {
-        Date::from_julian_day(Date::from_calendar_date(1970, Month::January, 1).unwrap().to_julian_day() + self.0)
-            .unwrap_or(Date::MAX)
+        Date::from_julian_day(
+            Date::from_calendar_date(1970, Month::January, 1)
+                .unwrap()
+                .to_julian_day()
+                + self.0,
+        )
+        .unwrap_or(Date::MAX)
     }
     /// Parses `YYYY-MM-DD`; `param` names the parameter in the error.
     pub fn parse_param(param: &str, s: &str) -> Result<Self> {
-        s.parse().map_err(|()| Error::invalid(param, format!("expected a UTC date YYYY-MM-DD, got {s:?}")))
+        s.parse().map_err(|()| {
+            Error::invalid(param, format!("expected a UTC date YYYY-MM-DD, got {s:?}"))
+        })
     }
     /// Parses the compact `YYYYMMDD` form used by EDGAR index files and openFDA.
     pub fn parse_compact(s: &str) -> Option<Self> {
         if s.len() != 8 || !s.bytes().all(|c| c.is_ascii_digit()) {
             return None;
         }
-        format!("{}-{}-{}", &s[0..4], &s[4..6], &s[6..8]).parse().ok()
+        format!("{}-{}-{}", &s[0..4], &s[4..6], &s[6..8])
+            .parse()
+            .ok()
     }
 }
 
@@ -204,7 +237,8 @@ impl FromStr for Day {
         let y: i32 = s[0..4].parse().map_err(|_| ())?;
         let m: u8 = s[5..7].parse().map_err(|_| ())?;
         let d: u8 = s[8..10].parse().map_err(|_| ())?;
-        let date = Date::from_calendar_date(y, Month::try_from(m).map_err(|_| ())?, d).map_err(|_| ())?;
+        let date =
+            Date::from_calendar_date(y, Month::try_from(m).map_err(|_| ())?, d).map_err(|_| ())?;
         Ok(Day::from_date(date))
     }
 }
@@ -212,7 +246,13 @@ impl FromStr for Day {
 impl fmt::Display for Day {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let d = self.to_date();
-        write!(f, "{:04}-{:02}-{:02}", d.year(), u8::from(d.month()), d.day())
+        write!(
+            f,
+            "{:04}-{:02}-{:02}",
+            d.year(),
+            u8::from(d.month()),
+            d.day()
+        )
     }
 }
 
@@ -225,7 +265,8 @@ impl Serialize for Day {
 impl<'de> Deserialize<'de> for Day {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
         let s = String::deserialize(d)?;
-        s.parse().map_err(|()| serde::de::Error::custom(format!("not a YYYY-MM-DD date: {s}")))
+        s.parse()
+            .map_err(|()| serde::de::Error::custom(format!("not a YYYY-MM-DD date: {s}")))
     }
 }
 
@@ -305,13 +346,31 @@ mod tests {
 
     #[test]
     fn refuses_offsets_bare_dates_and_malformed_clocks_by_name() {
-        assert_eq!(Instant::parse("2026-01-12T11:27:39-05:00"), Err(ClockFault::Offset));
-        assert_eq!(Instant::parse("2026-01-12T11:27:39+00:00"), Err(ClockFault::Offset));
+        assert_eq!(
+            Instant::parse("2026-01-12T11:27:39-05:00"),
+            Err(ClockFault::Offset)
+        );
+        assert_eq!(
+            Instant::parse("2026-01-12T11:27:39+00:00"),
+            Err(ClockFault::Offset)
+        );
         assert_eq!(Instant::parse("2026-01-12"), Err(ClockFault::BareDate));
-        assert_eq!(Instant::parse("2026-01-12 11:27:39Z"), Err(ClockFault::Malformed));
-        assert_eq!(Instant::parse("2026-02-30T00:00:00Z"), Err(ClockFault::Malformed));
-        assert_eq!(Instant::parse("2026-01-12T24:00:00Z"), Err(ClockFault::Malformed));
-        assert_eq!(Instant::parse("2026-01-12T11:27:39.Z"), Err(ClockFault::Malformed));
+        assert_eq!(
+            Instant::parse("2026-01-12 11:27:39Z"),
+            Err(ClockFault::Malformed)
+        );
+        assert_eq!(
+            Instant::parse("2026-02-30T00:00:00Z"),
+            Err(ClockFault::Malformed)
+        );
+        assert_eq!(
+            Instant::parse("2026-01-12T24:00:00Z"),
+            Err(ClockFault::Malformed)
+        );
+        assert_eq!(
+            Instant::parse("2026-01-12T11:27:39.Z"),
+            Err(ClockFault::Malformed)
+        );
         assert_eq!(Instant::parse("yesterday"), Err(ClockFault::Malformed));
     }
 
@@ -330,7 +389,10 @@ mod tests {
             assert_eq!(s.as_str().parse::<SourceId>(), Ok(*s));
         }
         assert!(SourceId::valid_set().contains("us.fda.enforcement.food"));
-        assert_eq!("forward_first_seen".parse::<Lane>(), Ok(Lane::ForwardFirstSeen));
+        assert_eq!(
+            "forward_first_seen".parse::<Lane>(),
+            Ok(Lane::ForwardFirstSeen)
+        );
         assert!("event_at".parse::<VisibleBy>().is_err());
     }
 }

@@ -56,8 +56,14 @@ pub struct NewsQuery {
 /// One page of an answer, or a coverage hole.
 #[derive(Debug, Clone)]
 pub enum Answer<T> {
-    Page { rows: Vec<T>, next: Option<Position>, coverage: Coverage },
-    Hole { coverage: Coverage },
+    Page {
+        rows: Vec<T>,
+        next: Option<Position>,
+        coverage: Coverage,
+    },
+    Hole {
+        coverage: Coverage,
+    },
 }
 
 /// The outcome of a single-record lookup.
@@ -117,18 +123,27 @@ pub struct Corpus {
 
 impl std::fmt::Debug for Corpus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Corpus").field("version", &self.version).field("store", &self.store).finish()
+        f.debug_struct("Corpus")
+            .field("version", &self.version)
+            .field("store", &self.store)
+            .finish()
     }
 }
 
 fn ts(i: Instant) -> Expr {
-    lit(ScalarValue::TimestampMicrosecond(Some(i.micros()), Some("UTC".into())))
+    lit(ScalarValue::TimestampMicrosecond(
+        Some(i.micros()),
+        Some("UTC".into()),
+    ))
 }
 
 impl Corpus {
     /// Loads the version the store's pointer names.
     pub async fn open(store: CorpusStore) -> Result<Self> {
-        let version = store.current_version().await?.ok_or_else(|| Error::NoCorpus(store.display().to_owned()))?;
+        let version = store
+            .current_version()
+            .await?
+            .ok_or_else(|| Error::NoCorpus(store.display().to_owned()))?;
         Self::open_version(store, &version).await
     }
 
@@ -139,10 +154,19 @@ impl Corpus {
             Some(e) => read_identity(&store, e).await?,
             None => IdentityFile::default(),
         };
-        let config = SessionConfig::new().with_target_partitions(2).with_batch_size(8192);
+        let config = SessionConfig::new()
+            .with_target_partitions(2)
+            .with_batch_size(8192);
         let ctx = SessionContext::new_with_config(config);
         ctx.register_object_store(store.url(), store.object_store());
-        let mut corpus = Corpus { store, version: version.to_owned(), manifest, identity: IdentityIndex::new(identity)?, superseded: HashMap::new(), ctx };
+        let mut corpus = Corpus {
+            store,
+            version: version.to_owned(),
+            manifest,
+            identity: IdentityIndex::new(identity)?,
+            superseded: HashMap::new(),
+            ctx,
+        };
         corpus.superseded = corpus.load_supersessions().await?;
         Ok(corpus)
     }
@@ -170,14 +194,27 @@ impl Corpus {
     /// Reads `supersedes` of every partition once at load: the (small) set of revisions that
     /// later revisions replaced.
     async fn load_supersessions(&self) -> Result<HashMap<String, Instant>> {
-        let files: Vec<String> = self.manifest.partitions.iter().map(|p| self.url_of(p)).collect();
+        let files: Vec<String> = self
+            .manifest
+            .partitions
+            .iter()
+            .map(|p| self.url_of(p))
+            .collect();
         let mut map = HashMap::new();
         if files.is_empty() {
             return Ok(map);
         }
-        let df = self.read(files).await?.filter(col("supersedes").is_not_null())?.select_columns(&["supersedes", "committed_at"])?;
+        let df = self
+            .read(files)
+            .await?
+            .filter(col("supersedes").is_not_null())?
+            .select_columns(&["supersedes", "committed_at"])?;
         for batch in df.collect().await? {
-            let sup = batch.column(0).as_any().downcast_ref::<arrow::array::StringArray>().ok_or_else(|| Error::integrity("partitions", "supersedes is not utf8"))?;
+            let sup = batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<arrow::array::StringArray>()
+                .ok_or_else(|| Error::integrity("partitions", "supersedes is not utf8"))?;
             let at = batch
                 .column(1)
                 .as_any()
@@ -185,7 +222,9 @@ impl Corpus {
                 .ok_or_else(|| Error::integrity("partitions", "committed_at is not a timestamp"))?;
             for i in 0..batch.num_rows() {
                 let when = Instant::from_micros(at.value(i));
-                map.entry(sup.value(i).to_owned()).and_modify(|w: &mut Instant| *w = (*w).min(when)).or_insert(when);
+                map.entry(sup.value(i).to_owned())
+                    .and_modify(|w: &mut Instant| *w = (*w).min(when))
+                    .or_insert(when);
             }
         }
         Ok(map)
@@ -193,7 +232,9 @@ impl Corpus {
 
     async fn read(&self, files: Vec<String>) -> Result<datafusion::dataframe::DataFrame> {
         let schema = schema();
-        let opts = ParquetReadOptions::default().schema(&schema).skip_metadata(false);
+        let opts = ParquetReadOptions::default()
+            .schema(&schema)
+            .skip_metadata(false);
         Ok(self.ctx.read_parquet(files, opts).await?)
     }
 
@@ -209,7 +250,12 @@ impl Corpus {
     }
 
     /// Coverage view of a source-lane.
-    pub fn source_coverage<'a>(&'a self, source: SourceId, lane: Lane, scope: Scope<'a>) -> SourceCoverage<'a> {
+    pub fn source_coverage<'a>(
+        &'a self,
+        source: SourceId,
+        lane: Lane,
+        scope: Scope<'a>,
+    ) -> SourceCoverage<'a> {
         SourceCoverage::new(&self.manifest, source, lane, scope)
     }
 
@@ -218,7 +264,10 @@ impl Corpus {
         if let Some(start) = q.start
             && start >= q.as_of
         {
-            return Err(Error::invalid("as_of_start", "as_of_start must be before as_of_end"));
+            return Err(Error::invalid(
+                "as_of_start",
+                "as_of_start must be before as_of_end",
+            ));
         }
         let cov_view = self.source_coverage(q.source, q.lane, scope);
         let mut coverage = match q.start {
@@ -259,22 +308,32 @@ impl Corpus {
             })
             .filter(|p| {
                 let s = &p.clocks[clock];
-                s.min.is_some_and(|m| m <= q.as_of) && q.start.is_none_or(|st| s.max.is_some_and(|m| m > st))
+                s.min.is_some_and(|m| m <= q.as_of)
+                    && q.start.is_none_or(|st| s.max.is_some_and(|m| m > st))
             })
             .filter(|p| match &q.after {
                 // Every row of a partition whose newest publication precedes the position is
                 // on an earlier page.
-                Some(Position { published_at: Some(pos), .. }) => {
+                Some(Position {
+                    published_at: Some(pos),
+                    ..
+                }) => {
                     let s = &p.clocks["published_at"];
                     s.nulls > 0 || s.max.is_some_and(|m| m >= *pos)
                 }
-                Some(Position { published_at: None, .. }) => p.clocks["published_at"].nulls > 0,
+                Some(Position {
+                    published_at: None, ..
+                }) => p.clocks["published_at"].nulls > 0,
                 None => true,
             })
             .map(|p| self.url_of(p))
             .collect();
         if files.is_empty() || ciks.as_ref().is_some_and(Vec::is_empty) {
-            return Ok(Answer::Page { rows: vec![], next: None, coverage });
+            return Ok(Answer::Page {
+                rows: vec![],
+                next: None,
+                coverage,
+            });
         }
         let c = col(clock);
         let mut pred = c.clone().is_not_null().and(c.clone().lt_eq(ts(q.as_of)));
@@ -282,7 +341,8 @@ impl Corpus {
             pred = pred.and(c.gt(ts(start)));
         }
         if let Some(ciks) = &ciks {
-            pred = pred.and(col("cik").in_list(ciks.iter().map(|c| lit(c.clone())).collect(), false));
+            pred =
+                pred.and(col("cik").in_list(ciks.iter().map(|c| lit(c.clone())).collect(), false));
         }
         let stale = self.stale_revisions(q.visible_by, q.as_of);
         if !stale.is_empty() {
@@ -307,7 +367,10 @@ impl Corpus {
             .read(files)
             .await?
             .filter(pred)?
-            .sort(vec![col("published_at").sort(true, false), col("id").sort(true, true)])?
+            .sort(vec![
+                col("published_at").sort(true, false),
+                col("id").sort(true, true),
+            ])?
             .limit(0, Some(q.limit + 1))?;
         let mut rows = Vec::with_capacity(q.limit + 1);
         for b in df.collect().await? {
@@ -315,7 +378,10 @@ impl Corpus {
         }
         let next = if rows.len() > q.limit {
             rows.truncate(q.limit);
-            rows.last().map(|r| Position { published_at: r.published_at, id: r.id.clone() })
+            rows.last().map(|r| Position {
+                published_at: r.published_at,
+                id: r.id.clone(),
+            })
         } else {
             None
         };
@@ -324,16 +390,33 @@ impl Corpus {
                 coverage.touch(day_key(r.source_id, d));
             }
         }
-        Ok(Answer::Page { rows, next, coverage })
+        Ok(Answer::Page {
+            rows,
+            next,
+            coverage,
+        })
     }
 
     /// One record by id, as of a cut on a clock.
-    pub async fn record(&self, id: &str, as_of: Instant, visible_by: VisibleBy) -> Result<RecordLookup> {
-        let files: Vec<String> = self.manifest.partitions.iter().map(|p| self.url_of(p)).collect();
+    pub async fn record(
+        &self,
+        id: &str,
+        as_of: Instant,
+        visible_by: VisibleBy,
+    ) -> Result<RecordLookup> {
+        let files: Vec<String> = self
+            .manifest
+            .partitions
+            .iter()
+            .map(|p| self.url_of(p))
+            .collect();
         if files.is_empty() {
             return Ok(RecordLookup::NotFound);
         }
-        let df = self.read(files).await?.filter(col("id").eq(lit(id.to_owned())))?;
+        let df = self
+            .read(files)
+            .await?
+            .filter(col("id").eq(lit(id.to_owned())))?;
         let mut revisions = Vec::new();
         for b in df.collect().await? {
             revisions.extend(from_batch(&b)?);
@@ -344,7 +427,10 @@ impl Corpus {
         let current = revisions.into_iter().find(|r| {
             let stale_at = self.superseded.get(&r.revision_id);
             match visible_by {
-                VisibleBy::CommittedAt => r.committed_at.is_some_and(|c| c <= as_of) && stale_at.is_none_or(|s| *s > as_of),
+                VisibleBy::CommittedAt => {
+                    r.committed_at.is_some_and(|c| c <= as_of)
+                        && stale_at.is_none_or(|s| *s > as_of)
+                }
                 _ => stale_at.is_none(),
             }
         });
@@ -355,7 +441,10 @@ impl Corpus {
     }
 
     /// Coverage certificates, paged by `(source, lane, date)`.
-    pub fn coverage(&self, q: &CoverageQuery) -> Result<(Vec<Certificate>, Option<(SourceId, Lane, Day)>)> {
+    pub fn coverage(
+        &self,
+        q: &CoverageQuery,
+    ) -> Result<(Vec<Certificate>, Option<(SourceId, Lane, Day)>)> {
         let mut keys: Vec<(SourceId, Lane, Day)> = Vec::new();
         let sources: Vec<SourceId> = match q.source {
             Some(s) => vec![s],
@@ -387,18 +476,40 @@ impl Corpus {
         };
         let page: Vec<_> = keys[start..].iter().take(q.limit + 1).copied().collect();
         let more = page.len() > q.limit;
-        let certs: Vec<Certificate> = page.iter().take(q.limit).map(|&(s, l, d)| self.certificate(s, l, d, q.as_of)).collect();
-        let next = if more { page.get(q.limit - 1).copied() } else { None };
+        let certs: Vec<Certificate> = page
+            .iter()
+            .take(q.limit)
+            .map(|&(s, l, d)| self.certificate(s, l, d, q.as_of))
+            .collect();
+        let next = if more {
+            page.get(q.limit - 1).copied()
+        } else {
+            None
+        };
         Ok((certs, next))
     }
 
     /// The certificate of one source-lane-day, as known at `as_of` (latest when `None`).
-    pub fn certificate(&self, source: SourceId, lane: Lane, date: Day, as_of: Option<Instant>) -> Certificate {
+    pub fn certificate(
+        &self,
+        source: SourceId,
+        lane: Lane,
+        date: Day,
+        as_of: Option<Instant>,
+    ) -> Certificate {
         let view = self.source_coverage(source, lane, Scope::Corpus);
         // Coverage listings are cuts on what the corpus had committed: a certification made
         // after `as_of` is not yet in force.
-        let status = view.status(date, VisibleBy::CommittedAt, as_of.unwrap_or(Instant::from_micros(i64::MAX)));
-        let part = self.manifest.partitions.iter().find(|p| p.source_id == source && p.lane == lane && p.date == date);
+        let status = view.status(
+            date,
+            VisibleBy::CommittedAt,
+            as_of.unwrap_or(Instant::from_micros(i64::MAX)),
+        );
+        let part = self
+            .manifest
+            .partitions
+            .iter()
+            .find(|p| p.source_id == source && p.lane == lane && p.date == date);
         let cert = self
             .manifest
             .certifications
@@ -415,15 +526,30 @@ impl Corpus {
             row_count: certified.then(|| part.map_or(0, |p| p.row_count)),
             rows_held: part.map_or(0, |p| p.row_count),
             certified_at: cert.filter(|_| certified).map(|c| c.certified_at),
-            partition: part.map(|p| PartitionRef { path: p.path.clone(), sha256: p.sha256.clone(), bytes: p.bytes }),
-            evidence: cert.filter(|_| certified).map(|c| c.evidence.clone()).unwrap_or_default(),
+            partition: part.map(|p| PartitionRef {
+                path: p.path.clone(),
+                sha256: p.sha256.clone(),
+                bytes: p.bytes,
+            }),
+            evidence: cert
+                .filter(|_| certified)
+                .map(|c| c.evidence.clone())
+                .unwrap_or_default(),
         }
     }
 
     /// Intervals placing `ticker` at `as_of`; `Err(key)` is an identity hole.
-    pub fn mapping_ticker(&self, ticker: &str, as_of: Instant) -> std::result::Result<Vec<Mapping>, String> {
+    pub fn mapping_ticker(
+        &self,
+        ticker: &str,
+        as_of: Instant,
+    ) -> std::result::Result<Vec<Mapping>, String> {
         let m = self.identity.ticker_at(ticker, as_of);
-        if m.is_empty() { Err(ticker_hole_key(ticker, as_of)) } else { Ok(m) }
+        if m.is_empty() {
+            Err(ticker_hole_key(ticker, as_of))
+        } else {
+            Ok(m)
+        }
     }
 
     /// Intervals placing any ticker on `cik` at `as_of` (may be empty: a CIK with no ticker).
@@ -442,7 +568,12 @@ impl Corpus {
     }
 
     pub(crate) fn partition_urls(&self, filter: impl Fn(&PartitionEntry) -> bool) -> Vec<String> {
-        self.manifest.partitions.iter().filter(|p| filter(p)).map(|p| self.url_of(p)).collect()
+        self.manifest
+            .partitions
+            .iter()
+            .filter(|p| filter(p))
+            .map(|p| self.url_of(p))
+            .collect()
     }
 
     pub(crate) fn arc_schema(&self) -> Arc<arrow::datatypes::Schema> {
@@ -456,7 +587,11 @@ pub fn normalize_cik(s: &str) -> Option<String> {
         return None;
     }
     let t = s.trim_start_matches('0');
-    if t.is_empty() { None } else { Some(t.to_owned()) }
+    if t.is_empty() {
+        None
+    } else {
+        Some(t.to_owned())
+    }
 }
 
 #[cfg(test)]
@@ -488,91 +623,217 @@ mod tests {
     /// January certified in both lanes. Certified (committed) on Jan 1 so that `committed_at`
     /// cuts during January see the certification; a later `certified_at` would make them holes.
     fn january() -> Vec<crate::manifest::Certification> {
-        vec![cert(Lane::CertifiedPit, "2026-01-01", "2026-01-31", "2026-01-01T00:00:00Z"), cert(Lane::ForwardFirstSeen, "2026-01-01", "2026-01-31", "2026-01-01T00:00:00Z")]
+        vec![
+            cert(
+                Lane::CertifiedPit,
+                "2026-01-01",
+                "2026-01-31",
+                "2026-01-01T00:00:00Z",
+            ),
+            cert(
+                Lane::ForwardFirstSeen,
+                "2026-01-01",
+                "2026-01-31",
+                "2026-01-01T00:00:00Z",
+            ),
+        ]
     }
 
     #[tokio::test]
     async fn cut_returns_rows_at_or_before_as_of_sorted_by_published_then_id() {
         let rows = vec![
-            edgar("0000000001-26-000003", "1", Some("2026-01-10T15:00:00Z"), "2026-01-20T00:00:00Z"),
-            edgar("0000000001-26-000001", "1", Some("2026-01-10T15:00:00Z"), "2026-01-20T00:00:00Z"),
-            edgar("0000000001-26-000002", "1", Some("2026-01-05T09:00:00Z"), "2026-01-20T00:00:00Z"),
-            edgar("0000000001-26-000004", "1", Some("2026-01-12T09:00:00Z"), "2026-01-20T00:00:00Z"),
+            edgar(
+                "0000000001-26-000003",
+                "1",
+                Some("2026-01-10T15:00:00Z"),
+                "2026-01-20T00:00:00Z",
+            ),
+            edgar(
+                "0000000001-26-000001",
+                "1",
+                Some("2026-01-10T15:00:00Z"),
+                "2026-01-20T00:00:00Z",
+            ),
+            edgar(
+                "0000000001-26-000002",
+                "1",
+                Some("2026-01-05T09:00:00Z"),
+                "2026-01-20T00:00:00Z",
+            ),
+            edgar(
+                "0000000001-26-000004",
+                "1",
+                Some("2026-01-12T09:00:00Z"),
+                "2026-01-20T00:00:00Z",
+            ),
         ];
         let (_d, _s, c) = corpus(rows, january()).await;
-        let a = c.news(&q("2026-01-10T15:00:00Z"), Scope::Corpus).await.unwrap();
-        assert_eq!(ids(&a), vec!["0000000001-26-000002_1", "0000000001-26-000001_1", "0000000001-26-000003_1"]);
+        let a = c
+            .news(&q("2026-01-10T15:00:00Z"), Scope::Corpus)
+            .await
+            .unwrap();
+        assert_eq!(
+            ids(&a),
+            vec![
+                "0000000001-26-000002_1",
+                "0000000001-26-000001_1",
+                "0000000001-26-000003_1"
+            ]
+        );
     }
 
     #[tokio::test]
     async fn a_complete_cut_with_no_rows_is_an_empty_page_not_a_hole() {
-        let rows = vec![edgar("0000000001-26-000001", "1", Some("2026-01-20T15:00:00Z"), "2026-01-20T16:00:00Z")];
+        let rows = vec![edgar(
+            "0000000001-26-000001",
+            "1",
+            Some("2026-01-20T15:00:00Z"),
+            "2026-01-20T16:00:00Z",
+        )];
         let (_d, _s, c) = corpus(rows, january()).await;
-        let a = c.news(&q("2026-01-15T00:00:00Z"), Scope::Corpus).await.unwrap();
-        assert!(matches!(&a, Answer::Page { rows, coverage, .. } if rows.is_empty() && coverage.is_complete()));
-        let hole = c.news(&q("2026-02-02T00:00:00Z"), Scope::Corpus).await.unwrap();
-        assert!(matches!(&hole, Answer::Hole { coverage } if coverage.missing == vec!["sec.edgar/2026-02-01", "sec.edgar/2026-02-02"]));
+        let a = c
+            .news(&q("2026-01-15T00:00:00Z"), Scope::Corpus)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&a, Answer::Page { rows, coverage, .. } if rows.is_empty() && coverage.is_complete())
+        );
+        let hole = c
+            .news(&q("2026-02-02T00:00:00Z"), Scope::Corpus)
+            .await
+            .unwrap();
+        assert!(
+            matches!(&hole, Answer::Hole { coverage } if coverage.missing == vec!["sec.edgar/2026-02-01", "sec.edgar/2026-02-02"])
+        );
     }
 
     #[tokio::test]
     async fn null_clock_rows_are_never_visible_on_that_clock() {
-        let rows = vec![edgar("0000000001-26-000001", "1", Some("2026-01-05T09:00:00Z"), "2026-01-06T00:00:00Z")];
+        let rows = vec![edgar(
+            "0000000001-26-000001",
+            "1",
+            Some("2026-01-05T09:00:00Z"),
+            "2026-01-06T00:00:00Z",
+        )];
         let (_d, _s, c) = corpus(rows, january()).await;
         // available_at is null on these certified rows and is never imputed: the cut is refused
         // as an availability hole instead of answering as if nothing were available.
         let mut query = q("2026-01-20T00:00:00Z");
         query.visible_by = VisibleBy::AvailableAt;
         let a = c.news(&query, Scope::Corpus).await.unwrap();
-        assert!(matches!(&a, Answer::Hole { coverage } if coverage.missing == vec!["availability.sec.edgar/2026-01-05"]));
+        assert!(
+            matches!(&a, Answer::Hole { coverage } if coverage.missing == vec!["availability.sec.edgar/2026-01-05"])
+        );
     }
 
     #[tokio::test]
     async fn lanes_are_never_mixed_in_one_answer() {
-        let mut fwd = edgar("0000000001-26-000009", "1", Some("2026-01-05T09:00:00Z"), "2026-01-05T09:01:00Z");
+        let mut fwd = edgar(
+            "0000000001-26-000009",
+            "1",
+            Some("2026-01-05T09:00:00Z"),
+            "2026-01-05T09:01:00Z",
+        );
         fwd.lane = Lane::ForwardFirstSeen;
         fwd.available_at = Some(t("2026-01-05T09:01:00Z"));
         fwd.availability_basis = "local_first_seen".into();
-        let rows = vec![edgar("0000000001-26-000001", "1", Some("2026-01-05T09:00:00Z"), "2026-01-06T00:00:00Z"), fwd];
+        let rows = vec![
+            edgar(
+                "0000000001-26-000001",
+                "1",
+                Some("2026-01-05T09:00:00Z"),
+                "2026-01-06T00:00:00Z",
+            ),
+            fwd,
+        ];
         let (_d, _s, c) = corpus(rows, january()).await;
-        assert_eq!(ids(&c.news(&q("2026-01-20T00:00:00Z"), Scope::Corpus).await.unwrap()), vec!["0000000001-26-000001_1"]);
+        assert_eq!(
+            ids(&c
+                .news(&q("2026-01-20T00:00:00Z"), Scope::Corpus)
+                .await
+                .unwrap()),
+            vec!["0000000001-26-000001_1"]
+        );
         let mut fq = q("2026-01-20T00:00:00Z");
         fq.lane = Lane::ForwardFirstSeen;
-        assert_eq!(ids(&c.news(&fq, Scope::Corpus).await.unwrap()), vec!["0000000001-26-000009_1"]);
+        assert_eq!(
+            ids(&c.news(&fq, Scope::Corpus).await.unwrap()),
+            vec!["0000000001-26-000009_1"]
+        );
         fq.visible_by = VisibleBy::AvailableAt;
-        assert_eq!(ids(&c.news(&fq, Scope::Corpus).await.unwrap()), vec!["0000000001-26-000009_1"]);
+        assert_eq!(
+            ids(&c.news(&fq, Scope::Corpus).await.unwrap()),
+            vec!["0000000001-26-000009_1"]
+        );
     }
 
     #[tokio::test]
     async fn diff_excludes_rows_visible_at_start_and_equals_the_set_difference_of_two_cuts() {
         let rows: Vec<NewsRow> = (1..=9)
-            .map(|i| edgar(&format!("0000000001-26-00000{i}"), "1", Some(&format!("2026-01-0{i}T12:00:00Z")), "2026-01-10T00:00:00Z"))
+            .map(|i| {
+                edgar(
+                    &format!("0000000001-26-00000{i}"),
+                    "1",
+                    Some(&format!("2026-01-0{i}T12:00:00Z")),
+                    "2026-01-10T00:00:00Z",
+                )
+            })
             .collect();
         let (_d, _s, c) = corpus(rows, january()).await;
         let mut d = q("2026-01-07T12:00:00Z");
         d.start = Some(t("2026-01-03T12:00:00Z"));
         let diff = ids(&c.news(&d, Scope::Corpus).await.unwrap());
-        let end = ids(&c.news(&q("2026-01-07T12:00:00Z"), Scope::Corpus).await.unwrap());
-        let start = ids(&c.news(&q("2026-01-03T12:00:00Z"), Scope::Corpus).await.unwrap());
+        let end = ids(&c
+            .news(&q("2026-01-07T12:00:00Z"), Scope::Corpus)
+            .await
+            .unwrap());
+        let start = ids(&c
+            .news(&q("2026-01-03T12:00:00Z"), Scope::Corpus)
+            .await
+            .unwrap());
         let expected: Vec<String> = end.into_iter().filter(|i| !start.contains(i)).collect();
         assert_eq!(diff, expected);
-        assert_eq!(diff.first().map(String::as_str), Some("0000000001-26-000004_1"), "the row at as_of_start is excluded");
-        assert_eq!(diff.last().map(String::as_str), Some("0000000001-26-000007_1"), "the row at as_of_end is included");
+        assert_eq!(
+            diff.first().map(String::as_str),
+            Some("0000000001-26-000004_1"),
+            "the row at as_of_start is excluded"
+        );
+        assert_eq!(
+            diff.last().map(String::as_str),
+            Some("0000000001-26-000007_1"),
+            "the row at as_of_end is included"
+        );
     }
 
     #[tokio::test]
     async fn keyset_pages_walk_to_the_same_rows_as_one_large_page_with_nulls_last() {
         let mut rows: Vec<NewsRow> = (0..23)
-            .map(|i| edgar(&format!("0000000001-26-0000{i:02}"), "1", Some(&format!("2026-01-{:02}T12:00:00Z", 1 + i % 5)), "2026-01-10T00:00:00Z"))
+            .map(|i| {
+                edgar(
+                    &format!("0000000001-26-0000{i:02}"),
+                    "1",
+                    Some(&format!("2026-01-{:02}T12:00:00Z", 1 + i % 5)),
+                    "2026-01-10T00:00:00Z",
+                )
+            })
             .collect();
         // A row with no publication instant sorts after every dated row (visible by commit).
-        rows.push(edgar("0000000001-26-000099", "1", None, "2026-01-10T00:00:00Z"));
+        rows.push(edgar(
+            "0000000001-26-000099",
+            "1",
+            None,
+            "2026-01-10T00:00:00Z",
+        ));
         let (_d, _s, c) = corpus(rows, january()).await;
         let mut all = q("2026-01-20T00:00:00Z");
         all.visible_by = VisibleBy::CommittedAt;
         all.limit = 1000;
         let one = ids(&c.news(&all, Scope::Corpus).await.unwrap());
         assert_eq!(one.len(), 24);
-        assert_eq!(one.last().map(String::as_str), Some("0000000001-26-000099_1"));
+        assert_eq!(
+            one.last().map(String::as_str),
+            Some("0000000001-26-000099_1")
+        );
         let mut walked = Vec::new();
         let mut page = all.clone();
         page.limit = 5;
@@ -593,27 +854,72 @@ mod tests {
 
     #[tokio::test]
     async fn committed_at_cut_before_a_correction_returns_the_old_revision_and_after_it_the_new() {
-        let (_d, store, _) = corpus(vec![edgar("0000000001-26-000001", "1", Some("2026-01-05T16:46:18Z"), "2026-01-06T00:00:00Z")], january()).await;
-        let corrected = edgar("0000000001-26-000001", "1", Some("2026-01-05T21:46:18Z"), "2026-01-20T00:00:00Z");
-        publish(&store, ChangeSet { rows: vec![corrected], ..Default::default() }, t("2026-03-02T00:00:00Z")).await.unwrap();
+        let (_d, store, _) = corpus(
+            vec![edgar(
+                "0000000001-26-000001",
+                "1",
+                Some("2026-01-05T16:46:18Z"),
+                "2026-01-06T00:00:00Z",
+            )],
+            january(),
+        )
+        .await;
+        let corrected = edgar(
+            "0000000001-26-000001",
+            "1",
+            Some("2026-01-05T21:46:18Z"),
+            "2026-01-20T00:00:00Z",
+        );
+        publish(
+            &store,
+            ChangeSet {
+                rows: vec![corrected],
+                ..Default::default()
+            },
+            t("2026-03-02T00:00:00Z"),
+        )
+        .await
+        .unwrap();
         let c = Corpus::open(store).await.unwrap();
         let by_commit = |at: &str| {
             let mut query = q(at);
             query.visible_by = VisibleBy::CommittedAt;
             query
         };
-        let before = c.news(&by_commit("2026-01-10T00:00:00Z"), Scope::Corpus).await.unwrap();
-        let after = c.news(&by_commit("2026-01-25T00:00:00Z"), Scope::Corpus).await.unwrap();
-        let (Answer::Page { rows: b, .. }, Answer::Page { rows: a, .. }) = (before, after) else { panic!("hole") };
+        let before = c
+            .news(&by_commit("2026-01-10T00:00:00Z"), Scope::Corpus)
+            .await
+            .unwrap();
+        let after = c
+            .news(&by_commit("2026-01-25T00:00:00Z"), Scope::Corpus)
+            .await
+            .unwrap();
+        let (Answer::Page { rows: b, .. }, Answer::Page { rows: a, .. }) = (before, after) else {
+            panic!("hole")
+        };
         assert_eq!(b.len(), 1);
         assert_eq!(a.len(), 1);
         assert_eq!(b[0].published_at, Some(t("2026-01-05T16:46:18Z")));
         assert_eq!(a[0].published_at, Some(t("2026-01-05T21:46:18Z")));
         assert_eq!(a[0].supersedes.as_deref(), Some(b[0].revision_id.as_str()));
         // On the publication clock the current revision answers alone.
-        let p = c.news(&q("2026-01-05T18:00:00Z"), Scope::Corpus).await.unwrap();
-        assert!(ids(&p).is_empty(), "the superseded earlier instant no longer makes the row visible");
-        match c.record("0000000001-26-000001_1", t("2026-01-10T00:00:00Z"), VisibleBy::CommittedAt).await.unwrap() {
+        let p = c
+            .news(&q("2026-01-05T18:00:00Z"), Scope::Corpus)
+            .await
+            .unwrap();
+        assert!(
+            ids(&p).is_empty(),
+            "the superseded earlier instant no longer makes the row visible"
+        );
+        match c
+            .record(
+                "0000000001-26-000001_1",
+                t("2026-01-10T00:00:00Z"),
+                VisibleBy::CommittedAt,
+            )
+            .await
+            .unwrap()
+        {
             RecordLookup::Visible(r) => assert_eq!(r.revision_id, b[0].revision_id),
             other => panic!("{other:?}"),
         }
@@ -621,25 +927,129 @@ mod tests {
 
     #[tokio::test]
     async fn single_record_tells_not_yet_visible_from_not_found() {
-        let (_d, _s, c) = corpus(vec![edgar("0000000001-26-000001", "1", Some("2026-01-05T09:00:00Z"), "2026-01-06T00:00:00Z")], january()).await;
-        assert!(matches!(c.record("0000000001-26-000001_1", t("2026-01-05T08:59:59Z"), VisibleBy::PublishedAt).await.unwrap(), RecordLookup::NotYetVisible));
-        assert!(matches!(c.record("0000000001-26-000001_1", t("2026-01-05T09:00:00Z"), VisibleBy::PublishedAt).await.unwrap(), RecordLookup::Visible(_)));
-        assert!(matches!(c.record("nope", t("2026-01-05T09:00:00Z"), VisibleBy::PublishedAt).await.unwrap(), RecordLookup::NotFound));
+        let (_d, _s, c) = corpus(
+            vec![edgar(
+                "0000000001-26-000001",
+                "1",
+                Some("2026-01-05T09:00:00Z"),
+                "2026-01-06T00:00:00Z",
+            )],
+            january(),
+        )
+        .await;
+        assert!(matches!(
+            c.record(
+                "0000000001-26-000001_1",
+                t("2026-01-05T08:59:59Z"),
+                VisibleBy::PublishedAt
+            )
+            .await
+            .unwrap(),
+            RecordLookup::NotYetVisible
+        ));
+        assert!(matches!(
+            c.record(
+                "0000000001-26-000001_1",
+                t("2026-01-05T09:00:00Z"),
+                VisibleBy::PublishedAt
+            )
+            .await
+            .unwrap(),
+            RecordLookup::Visible(_)
+        ));
+        assert!(matches!(
+            c.record("nope", t("2026-01-05T09:00:00Z"), VisibleBy::PublishedAt)
+                .await
+                .unwrap(),
+            RecordLookup::NotFound
+        ));
     }
 
     #[tokio::test]
     async fn coverage_certificates_give_zero_for_empty_certified_days_and_null_for_holes() {
-        let rows = vec![edgar("0000000001-26-000001", "1", Some("2026-01-05T09:00:00Z"), "2026-01-06T00:00:00Z")];
-        let (_d, _s, c) = corpus(rows, vec![cert(Lane::CertifiedPit, "2026-01-04", "2026-01-05", "2026-01-06T00:00:00Z"), cert(Lane::CertifiedPit, "2026-01-07", "2026-01-07", "2026-01-08T00:00:00Z")]).await;
-        let (certs, next) = c.coverage(&CoverageQuery { source: Some(SourceId::SecEdgar), date: None, as_of: None, after: None, limit: 10 }).unwrap();
-        let got: Vec<(String, Option<u64>)> = certs.iter().map(|c| (c.date.to_string(), c.row_count)).collect();
-        assert_eq!(got, vec![("2026-01-04".into(), Some(0)), ("2026-01-05".into(), Some(1)), ("2026-01-06".into(), None), ("2026-01-07".into(), Some(0))]);
+        let rows = vec![edgar(
+            "0000000001-26-000001",
+            "1",
+            Some("2026-01-05T09:00:00Z"),
+            "2026-01-06T00:00:00Z",
+        )];
+        let (_d, _s, c) = corpus(
+            rows,
+            vec![
+                cert(
+                    Lane::CertifiedPit,
+                    "2026-01-04",
+                    "2026-01-05",
+                    "2026-01-06T00:00:00Z",
+                ),
+                cert(
+                    Lane::CertifiedPit,
+                    "2026-01-07",
+                    "2026-01-07",
+                    "2026-01-08T00:00:00Z",
+                ),
+            ],
+        )
+        .await;
+        let (certs, next) = c
+            .coverage(&CoverageQuery {
+                source: Some(SourceId::SecEdgar),
+                date: None,
+                as_of: None,
+                after: None,
+                limit: 10,
+            })
+            .unwrap();
+        let got: Vec<(String, Option<u64>)> = certs
+            .iter()
+            .map(|c| (c.date.to_string(), c.row_count))
+            .collect();
+        assert_eq!(
+            got,
+            vec![
+                ("2026-01-04".into(), Some(0)),
+                ("2026-01-05".into(), Some(1)),
+                ("2026-01-06".into(), None),
+                ("2026-01-07".into(), Some(0))
+            ]
+        );
         assert!(next.is_none());
-        let (page, next) = c.coverage(&CoverageQuery { source: Some(SourceId::SecEdgar), date: None, as_of: None, after: None, limit: 2 }).unwrap();
+        let (page, next) = c
+            .coverage(&CoverageQuery {
+                source: Some(SourceId::SecEdgar),
+                date: None,
+                as_of: None,
+                after: None,
+                limit: 2,
+            })
+            .unwrap();
         assert_eq!(page.len(), 2);
-        let (rest, _) = c.coverage(&CoverageQuery { source: Some(SourceId::SecEdgar), date: None, as_of: None, after: next, limit: 10 }).unwrap();
-        assert_eq!(rest.iter().map(|c| c.date.to_string()).collect::<Vec<_>>(), vec!["2026-01-06", "2026-01-07"]);
-        let (one, _) = c.coverage(&CoverageQuery { source: Some(SourceId::SecEdgar), date: Some("2025-06-01".parse().unwrap()), as_of: None, after: None, limit: 10 }).unwrap();
-        assert_eq!((one[0].status, one[0].row_count), ("missing", None), "an uningested day is a missing certificate");
+        let (rest, _) = c
+            .coverage(&CoverageQuery {
+                source: Some(SourceId::SecEdgar),
+                date: None,
+                as_of: None,
+                after: next,
+                limit: 10,
+            })
+            .unwrap();
+        assert_eq!(
+            rest.iter().map(|c| c.date.to_string()).collect::<Vec<_>>(),
+            vec!["2026-01-06", "2026-01-07"]
+        );
+        let (one, _) = c
+            .coverage(&CoverageQuery {
+                source: Some(SourceId::SecEdgar),
+                date: Some("2025-06-01".parse().unwrap()),
+                as_of: None,
+                after: None,
+                limit: 10,
+            })
+            .unwrap();
+        assert_eq!(
+            (one[0].status, one[0].row_count),
+            ("missing", None),
+            "an uningested day is a missing certificate"
+        );
     }
 }

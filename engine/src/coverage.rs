@@ -93,13 +93,22 @@ impl<'a> SourceCoverage<'a> {
                 let first = set.days.iter().min().copied();
                 let last = set.days.iter().max().copied();
                 let frontier = first.zip(last).map(|(f, l)| {
-                    let holes = (l.days() - f.days() + 1) as usize - set.days.iter().collect::<BTreeSet<_>>().len();
+                    let holes = (l.days() - f.days() + 1) as usize
+                        - set.days.iter().collect::<BTreeSet<_>>().len();
                     format!("{source}/frontier:{f}..{l};holes={holes}")
                 });
                 (first, last, frontier)
             }
         };
-        SourceCoverage { manifest, source, lane, scope, first, last, frontier }
+        SourceCoverage {
+            manifest,
+            source,
+            lane,
+            scope,
+            first,
+            last,
+            frontier,
+        }
     }
 
     pub fn frontier_key(&self) -> Option<&str> {
@@ -125,7 +134,11 @@ impl<'a> SourceCoverage<'a> {
             Scope::Corpus => {
                 let mut best = DayStatus::Missing;
                 for c in &self.manifest.certifications {
-                    if c.source_id == self.source && c.lane == self.lane && c.from <= day && day <= c.to {
+                    if c.source_id == self.source
+                        && c.lane == self.lane
+                        && c.from <= day
+                        && day <= c.to
+                    {
                         if visible_by != VisibleBy::CommittedAt || c.certified_at <= as_of {
                             return DayStatus::Certified;
                         }
@@ -186,7 +199,12 @@ impl<'a> SourceCoverage<'a> {
 
     /// Coverage of a point cut at `as_of`.
     pub fn cut(&self, visible_by: VisibleBy, as_of: Instant) -> Coverage {
-        self.needed(self.first.unwrap_or(as_of.day()), as_of.day(), visible_by, as_of)
+        self.needed(
+            self.first.unwrap_or(as_of.day()),
+            as_of.day(),
+            visible_by,
+            as_of,
+        )
     }
 
     /// Coverage of a diff `(start, end]`.
@@ -238,15 +256,26 @@ mod tests {
     #[test]
     fn a_cut_inside_a_fully_certified_span_misses_nothing() {
         let m = manifest(&[("2026-01-01", "2026-01-31", "2026-02-01T00:00:00Z")]);
-        let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus).cut(VisibleBy::PublishedAt, t("2026-01-15T12:00:00Z"));
+        let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus)
+            .cut(VisibleBy::PublishedAt, t("2026-01-15T12:00:00Z"));
         assert!(c.is_complete());
-        assert_eq!(c.touched, vec!["sec.edgar/frontier:2026-01-01..2026-01-31;holes=0", "sec.edgar/2026-01-15"]);
+        assert_eq!(
+            c.touched,
+            vec![
+                "sec.edgar/frontier:2026-01-01..2026-01-31;holes=0",
+                "sec.edgar/2026-01-15"
+            ]
+        );
     }
 
     #[test]
     fn a_cut_over_a_hole_inside_the_span_is_missing_that_day() {
-        let m = manifest(&[("2026-01-01", "2026-01-09", "2026-02-01T00:00:00Z"), ("2026-01-11", "2026-01-31", "2026-02-01T00:00:00Z")]);
-        let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus).cut(VisibleBy::PublishedAt, t("2026-01-15T12:00:00Z"));
+        let m = manifest(&[
+            ("2026-01-01", "2026-01-09", "2026-02-01T00:00:00Z"),
+            ("2026-01-11", "2026-01-31", "2026-02-01T00:00:00Z"),
+        ]);
+        let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus)
+            .cut(VisibleBy::PublishedAt, t("2026-01-15T12:00:00Z"));
         assert_eq!(c.missing, vec!["sec.edgar/2026-01-10"]);
         assert!(c.touched[0].ends_with(";holes=1"));
     }
@@ -254,7 +283,8 @@ mod tests {
     #[test]
     fn days_after_the_last_certified_day_are_holes_and_the_list_stays_bounded() {
         let m = manifest(&[("2026-01-01", "2026-01-31", "2026-02-01T00:00:00Z")]);
-        let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus).cut(VisibleBy::PublishedAt, t("2126-01-01T00:00:00Z"));
+        let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus)
+            .cut(VisibleBy::PublishedAt, t("2126-01-01T00:00:00Z"));
         assert_eq!(c.missing.len(), MAX_MISSING_KEYS);
         assert_eq!(c.missing[0], "sec.edgar/2026-02-01");
         let expected = (day("2126-01-01").days() - day("2026-02-01").days() + 1) as usize;
@@ -264,7 +294,8 @@ mod tests {
     #[test]
     fn a_cut_before_the_span_is_a_hole_on_its_own_day() {
         let m = manifest(&[("2026-01-01", "2026-01-31", "2026-02-01T00:00:00Z")]);
-        let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus).cut(VisibleBy::PublishedAt, t("2025-06-01T00:00:00Z"));
+        let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus)
+            .cut(VisibleBy::PublishedAt, t("2025-06-01T00:00:00Z"));
         assert_eq!(c.missing, vec!["sec.edgar/2025-06-01"]);
     }
 
@@ -272,23 +303,56 @@ mod tests {
     fn committed_at_cut_before_certification_treats_the_day_as_missing() {
         let m = manifest(&[("2026-01-01", "2026-01-31", "2026-01-15T00:00:00Z")]);
         let cov = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus);
-        assert!(!cov.cut(VisibleBy::CommittedAt, t("2026-01-10T00:00:00Z")).is_complete());
-        assert!(cov.cut(VisibleBy::PublishedAt, t("2026-01-10T00:00:00Z")).is_complete());
-        assert!(cov.cut(VisibleBy::CommittedAt, t("2026-01-20T00:00:00Z")).is_complete());
+        assert!(
+            !cov.cut(VisibleBy::CommittedAt, t("2026-01-10T00:00:00Z"))
+                .is_complete()
+        );
+        assert!(
+            cov.cut(VisibleBy::PublishedAt, t("2026-01-10T00:00:00Z"))
+                .is_complete()
+        );
+        assert!(
+            cov.cut(VisibleBy::CommittedAt, t("2026-01-20T00:00:00Z"))
+                .is_complete()
+        );
     }
 
     #[test]
     fn a_lane_never_certified_is_a_hole_not_an_empty_answer() {
         let m = manifest(&[("2026-01-01", "2026-01-31", "2026-02-01T00:00:00Z")]);
-        let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::ForwardFirstSeen, Scope::Corpus).cut(VisibleBy::PublishedAt, t("2026-01-20T00:00:00Z"));
+        let c = SourceCoverage::new(
+            &m,
+            SourceId::SecEdgar,
+            Lane::ForwardFirstSeen,
+            Scope::Corpus,
+        )
+        .cut(VisibleBy::PublishedAt, t("2026-01-20T00:00:00Z"));
         assert_eq!(c.missing, vec!["sec.edgar/2026-01-20"]);
     }
 
     #[test]
     fn diff_window_needs_only_the_days_from_start_to_end() {
-        let m = manifest(&[("2026-01-01", "2026-01-04", "2026-02-01T00:00:00Z"), ("2026-01-06", "2026-01-31", "2026-02-01T00:00:00Z")]);
+        let m = manifest(&[
+            ("2026-01-01", "2026-01-04", "2026-02-01T00:00:00Z"),
+            ("2026-01-06", "2026-01-31", "2026-02-01T00:00:00Z"),
+        ]);
         let cov = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus);
-        assert!(cov.window(VisibleBy::PublishedAt, t("2026-01-07T00:00:00Z"), t("2026-01-09T00:00:00Z")).is_complete());
-        assert_eq!(cov.window(VisibleBy::PublishedAt, t("2026-01-04T00:00:00Z"), t("2026-01-09T00:00:00Z")).missing, vec!["sec.edgar/2026-01-05"]);
+        assert!(
+            cov.window(
+                VisibleBy::PublishedAt,
+                t("2026-01-07T00:00:00Z"),
+                t("2026-01-09T00:00:00Z")
+            )
+            .is_complete()
+        );
+        assert_eq!(
+            cov.window(
+                VisibleBy::PublishedAt,
+                t("2026-01-04T00:00:00Z"),
+                t("2026-01-09T00:00:00Z")
+            )
+            .missing,
+            vec!["sec.edgar/2026-01-05"]
+        );
     }
 }

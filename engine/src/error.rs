@@ -70,10 +70,16 @@ impl fmt::Display for ClockFault {
 
 impl Error {
     pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::InvalidInput { param: param.into(), message: message.into() }
+        Error::InvalidInput {
+            param: param.into(),
+            message: message.into(),
+        }
     }
     pub fn integrity(object: impl Into<String>, detail: impl Into<String>) -> Self {
-        Error::Integrity { object: object.into(), detail: detail.into() }
+        Error::Integrity {
+            object: object.into(),
+            detail: detail.into(),
+        }
     }
 }
 

@@ -66,14 +66,21 @@ impl IdentityFile {
     /// Encodes as Parquet: one row per interval (`kind` = `ticker` or `name`), the evidence
     /// table as JSON in the file's key-value metadata (`asof.identity.evidence`).
     pub fn to_parquet(&self) -> Result<Vec<u8>> {
-        use arrow::array::{ArrayRef, Int32Array, RecordBatch, StringArray, TimestampMicrosecondArray};
+        use arrow::array::{
+            ArrayRef, Int32Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+        };
         use parquet::arrow::ArrowWriter;
         use parquet::file::metadata::KeyValue;
         use std::sync::Arc;
         let n = self.tickers.len() + self.names.len();
         let mut kind = Vec::with_capacity(n);
-        let (mut ticker, mut cik, mut name) = (Vec::with_capacity(n), Vec::with_capacity(n), Vec::with_capacity(n));
-        let (mut from, mut to, mut from_day, mut to_day, mut ev) = (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let (mut ticker, mut cik, mut name) = (
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+            Vec::with_capacity(n),
+        );
+        let (mut from, mut to, mut from_day, mut to_day, mut ev) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let join = |e: &[u32]| e.iter().map(u32::to_string).collect::<Vec<_>>().join(",");
         for t in &self.tickers {
             kind.push("ticker");
@@ -97,7 +104,9 @@ impl IdentityFile {
             to_day.push(Some(nm.to.days()));
             ev.push(join(&nm.evidence));
         }
-        let ts = |v: Vec<Option<i64>>| -> ArrayRef { Arc::new(TimestampMicrosecondArray::from(v).with_timezone("UTC")) };
+        let ts = |v: Vec<Option<i64>>| -> ArrayRef {
+            Arc::new(TimestampMicrosecondArray::from(v).with_timezone("UTC"))
+        };
         let batch = RecordBatch::try_from_iter(vec![
             ("kind", Arc::new(StringArray::from(kind)) as ArrayRef),
             ("ticker", Arc::new(StringArray::from(ticker)) as ArrayRef),
@@ -111,7 +120,10 @@ impl IdentityFile {
         ])?;
         let meta = vec![
             KeyValue::new("asof.identity.format".into(), self.format.clone()),
-            KeyValue::new("asof.identity.evidence".into(), serde_json::to_string(&self.evidence)?),
+            KeyValue::new(
+                "asof.identity.evidence".into(),
+                serde_json::to_string(&self.evidence)?,
+            ),
         ];
         let props = parquet::file::properties::WriterProperties::builder()
             .set_compression(parquet::basic::Compression::SNAPPY)
@@ -129,36 +141,85 @@ impl IdentityFile {
         use arrow::array::{Array, Int32Array, StringArray, TimestampMicrosecondArray};
         use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
         let bad = |d: &str| Error::integrity(path, d.to_owned());
-        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| bad(&format!("not parquet: {e}")))?;
-        let kv = builder.metadata().file_metadata().key_value_metadata().cloned().unwrap_or_default();
+        let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .map_err(|e| bad(&format!("not parquet: {e}")))?;
+        let kv = builder
+            .metadata()
+            .file_metadata()
+            .key_value_metadata()
+            .cloned()
+            .unwrap_or_default();
         let get = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
         let format = get("asof.identity.format").ok_or_else(|| bad("no identity format"))?;
-        let evidence: Vec<EvidenceFile> = serde_json::from_str(&get("asof.identity.evidence").ok_or_else(|| bad("no evidence table"))?)?;
-        let mut file = IdentityFile { format, evidence, tickers: vec![], names: vec![] };
+        let evidence: Vec<EvidenceFile> = serde_json::from_str(
+            &get("asof.identity.evidence").ok_or_else(|| bad("no evidence table"))?,
+        )?;
+        let mut file = IdentityFile {
+            format,
+            evidence,
+            tickers: vec![],
+            names: vec![],
+        };
         for batch in builder.build()? {
             let b = batch?;
-            let s = |n: &str| b.column_by_name(n).and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned()).ok_or_else(|| bad(n));
-            let t = |n: &str| b.column_by_name(n).and_then(|c| c.as_any().downcast_ref::<TimestampMicrosecondArray>().cloned()).ok_or_else(|| bad(n));
-            let d = |n: &str| b.column_by_name(n).and_then(|c| c.as_any().downcast_ref::<Int32Array>().cloned()).ok_or_else(|| bad(n));
-            let (kind, ticker, cik, name, ev) = (s("kind")?, s("ticker")?, s("cik")?, s("name")?, s("evidence")?);
-            let (from, to, from_day, to_day) = (t("valid_from")?, t("valid_to")?, d("from_day")?, d("to_day")?);
+            let s = |n: &str| {
+                b.column_by_name(n)
+                    .and_then(|c| c.as_any().downcast_ref::<StringArray>().cloned())
+                    .ok_or_else(|| bad(n))
+            };
+            let t = |n: &str| {
+                b.column_by_name(n)
+                    .and_then(|c| {
+                        c.as_any()
+                            .downcast_ref::<TimestampMicrosecondArray>()
+                            .cloned()
+                    })
+                    .ok_or_else(|| bad(n))
+            };
+            let d = |n: &str| {
+                b.column_by_name(n)
+                    .and_then(|c| c.as_any().downcast_ref::<Int32Array>().cloned())
+                    .ok_or_else(|| bad(n))
+            };
+            let (kind, ticker, cik, name, ev) = (
+                s("kind")?,
+                s("ticker")?,
+                s("cik")?,
+                s("name")?,
+                s("evidence")?,
+            );
+            let (from, to, from_day, to_day) = (
+                t("valid_from")?,
+                t("valid_to")?,
+                d("from_day")?,
+                d("to_day")?,
+            );
             for i in 0..b.num_rows() {
-                let evidence: Vec<u32> = ev.value(i).split(',').filter(|x| !x.is_empty()).map(|x| x.parse().map_err(|_| bad("evidence index"))).collect::<Result<_>>()?;
+                let evidence: Vec<u32> = ev
+                    .value(i)
+                    .split(',')
+                    .filter(|x| !x.is_empty())
+                    .map(|x| x.parse().map_err(|_| bad("evidence index")))
+                    .collect::<Result<_>>()?;
                 match kind.value(i) {
-                    "ticker" if !ticker.is_null(i) && !from.is_null(i) && !to.is_null(i) => file.tickers.push(TickerInterval {
-                        ticker: ticker.value(i).to_owned(),
-                        cik: cik.value(i).to_owned(),
-                        valid_from: Instant::from_micros(from.value(i)),
-                        valid_to: Instant::from_micros(to.value(i)),
-                        evidence,
-                    }),
-                    "name" if !name.is_null(i) && !from_day.is_null(i) && !to_day.is_null(i) => file.names.push(NameInterval {
-                        cik: cik.value(i).to_owned(),
-                        name: name.value(i).to_owned(),
-                        from: Day::from_days(from_day.value(i)),
-                        to: Day::from_days(to_day.value(i)),
-                        evidence,
-                    }),
+                    "ticker" if !ticker.is_null(i) && !from.is_null(i) && !to.is_null(i) => {
+                        file.tickers.push(TickerInterval {
+                            ticker: ticker.value(i).to_owned(),
+                            cik: cik.value(i).to_owned(),
+                            valid_from: Instant::from_micros(from.value(i)),
+                            valid_to: Instant::from_micros(to.value(i)),
+                            evidence,
+                        })
+                    }
+                    "name" if !name.is_null(i) && !from_day.is_null(i) && !to_day.is_null(i) => {
+                        file.names.push(NameInterval {
+                            cik: cik.value(i).to_owned(),
+                            name: name.value(i).to_owned(),
+                            from: Day::from_days(from_day.value(i)),
+                            to: Day::from_days(to_day.value(i)),
+                            evidence,
+                        })
+                    }
                     other => return Err(bad(&format!("row {i}: bad interval of kind {other:?}"))),
                 }
             }
@@ -177,20 +238,32 @@ pub struct Observation {
 }
 
 /// Builds knowable-then intervals from observations (any order).
-pub fn build_intervals(mut observations: Vec<Observation>) -> (Vec<EvidenceFile>, Vec<TickerInterval>) {
-    observations.sort_by(|a, b| (a.evidence.observed_at, &a.evidence.file).cmp(&(b.evidence.observed_at, &b.evidence.file)));
+pub fn build_intervals(
+    mut observations: Vec<Observation>,
+) -> (Vec<EvidenceFile>, Vec<TickerInterval>) {
+    observations.sort_by(|a, b| {
+        (a.evidence.observed_at, &a.evidence.file).cmp(&(b.evidence.observed_at, &b.evidence.file))
+    });
     let carry = MAX_CARRY_DAYS * MICROS_PER_DAY;
     let evidence: Vec<EvidenceFile> = observations.iter().map(|o| o.evidence.clone()).collect();
-    let all_pairs: BTreeSet<&(String, String)> = observations.iter().flat_map(|o| o.pairs.iter()).collect();
+    let all_pairs: BTreeSet<&(String, String)> =
+        observations.iter().flat_map(|o| o.pairs.iter()).collect();
     let mut out = Vec::new();
     for pair in all_pairs {
         let (ticker, cik) = pair;
         // (start, last_seen, evidence) of the run being built.
         let mut open: Option<(Instant, Instant, Vec<u32>)> = None;
-        let close = |run: (Instant, Instant, Vec<u32>), until: Instant, out: &mut Vec<TickerInterval>| {
-            let end = until.min(Instant::from_micros(run.1.micros() + carry));
-            out.push(TickerInterval { ticker: ticker.clone(), cik: cik.clone(), valid_from: run.0, valid_to: end, evidence: run.2 });
-        };
+        let close =
+            |run: (Instant, Instant, Vec<u32>), until: Instant, out: &mut Vec<TickerInterval>| {
+                let end = until.min(Instant::from_micros(run.1.micros() + carry));
+                out.push(TickerInterval {
+                    ticker: ticker.clone(),
+                    cik: cik.clone(),
+                    valid_from: run.0,
+                    valid_to: end,
+                    evidence: run.2,
+                });
+            };
         for (i, o) in observations.iter().enumerate() {
             let relevant = o.cik_scope.as_ref().is_none_or(|c| c == cik);
             if !relevant {
@@ -243,9 +316,15 @@ pub struct Mapping {
 impl IdentityIndex {
     pub fn new(file: IdentityFile) -> Result<Self> {
         if !file.format.is_empty() && file.format != FORMAT {
-            return Err(Error::Manifest { path: "identity".into(), detail: format!("unknown identity format {}", file.format) });
+            return Err(Error::Manifest {
+                path: "identity".into(),
+                detail: format!("unknown identity format {}", file.format),
+            });
         }
-        let mut idx = IdentityIndex { file, ..Default::default() };
+        let mut idx = IdentityIndex {
+            file,
+            ..Default::default()
+        };
         for (i, t) in idx.file.tickers.iter().enumerate() {
             idx.by_ticker.entry(t.ticker.clone()).or_default().push(i);
             idx.by_cik.entry(t.cik.clone()).or_default().push(i);
@@ -303,7 +382,11 @@ impl IdentityIndex {
                 name: self.name_at(&t.cik, as_of),
                 valid_from: t.valid_from,
                 valid_to: t.valid_to,
-                evidence: t.evidence.iter().filter_map(|&e| self.file.evidence.get(e as usize).cloned()).collect(),
+                evidence: t
+                    .evidence
+                    .iter()
+                    .filter_map(|&e| self.file.evidence.get(e as usize).cloned())
+                    .collect(),
             })
             .collect();
         v.sort_by(|a, b| (&a.ticker, &a.cik).cmp(&(&b.ticker, &b.cik)));
@@ -320,13 +403,21 @@ pub fn ticker_hole_key(ticker: &str, as_of: Instant) -> String {
 pub fn dedup_names(names: Vec<NameInterval>) -> Vec<NameInterval> {
     let mut map: BTreeMap<(String, Day, Day, String), Vec<u32>> = BTreeMap::new();
     for n in names {
-        map.entry((n.cik, n.from, n.to, n.name)).or_default().extend(n.evidence);
+        map.entry((n.cik, n.from, n.to, n.name))
+            .or_default()
+            .extend(n.evidence);
     }
     map.into_iter()
         .map(|((cik, from, to, name), mut evidence)| {
             evidence.sort_unstable();
             evidence.dedup();
-            NameInterval { cik, name, from, to, evidence }
+            NameInterval {
+                cik,
+                name,
+                from,
+                to,
+                evidence,
+            }
         })
         .collect()
 }
@@ -344,7 +435,10 @@ mod tests {
                 scope: scope.map_or("full".into(), |c| format!("cik:{c}")),
             },
             cik_scope: scope.map(Into::into),
-            pairs: pairs.iter().map(|(t, c)| ((*t).into(), (*c).into())).collect(),
+            pairs: pairs
+                .iter()
+                .map(|(t, c)| ((*t).into(), (*c).into()))
+                .collect(),
         }
     }
 
@@ -366,12 +460,29 @@ mod tests {
 
     #[test]
     fn a_ticker_is_never_placed_before_the_first_observation_that_showed_it() {
-        let (ev, iv) = build_intervals(vec![obs("w1", "2025-12-07T06:00:00Z", None, &[("NEWCO", "1")])]);
-        let idx = IdentityIndex::new(IdentityFile { format: FORMAT.into(), evidence: ev, tickers: iv, names: vec![] }).unwrap();
+        let (ev, iv) = build_intervals(vec![obs(
+            "w1",
+            "2025-12-07T06:00:00Z",
+            None,
+            &[("NEWCO", "1")],
+        )]);
+        let idx = IdentityIndex::new(IdentityFile {
+            format: FORMAT.into(),
+            evidence: ev,
+            tickers: iv,
+            names: vec![],
+        })
+        .unwrap();
         assert!(idx.ticker_at("NEWCO", t("2025-12-07T05:59:59Z")).is_empty());
         assert_eq!(idx.ticker_at("NEWCO", t("2025-12-07T06:00:00Z")).len(), 1);
-        assert!(idx.ticker_at("NEWCO", t("2025-12-22T06:00:00Z")).is_empty(), "carried at most 15 days");
-        assert_eq!(ticker_hole_key("NEWCO", t("2025-12-20T01:00:00Z")), "identity.ticker/NEWCO@2025-12-20");
+        assert!(
+            idx.ticker_at("NEWCO", t("2025-12-22T06:00:00Z")).is_empty(),
+            "carried at most 15 days"
+        );
+        assert_eq!(
+            ticker_hole_key("NEWCO", t("2025-12-20T01:00:00Z")),
+            "identity.ticker/NEWCO@2025-12-20"
+        );
     }
 
     #[test]
@@ -390,10 +501,27 @@ mod tests {
 
     #[test]
     fn identity_files_survive_a_parquet_round_trip() {
-        let (evidence, tickers) = build_intervals(vec![obs("w1", "2025-12-07T06:00:00Z", None, &[("AAA", "1"), ("BBB", "2")])]);
-        let names = vec![NameInterval { cik: "1".into(), name: "AAA CORP".into(), from: "2020-01-01".parse().unwrap(), to: "2025-12-07".parse().unwrap(), evidence: vec![0] }];
-        let f = IdentityFile { format: FORMAT.into(), evidence, tickers, names };
-        let back = IdentityFile::from_parquet("x", bytes::Bytes::from(f.to_parquet().unwrap())).unwrap();
+        let (evidence, tickers) = build_intervals(vec![obs(
+            "w1",
+            "2025-12-07T06:00:00Z",
+            None,
+            &[("AAA", "1"), ("BBB", "2")],
+        )]);
+        let names = vec![NameInterval {
+            cik: "1".into(),
+            name: "AAA CORP".into(),
+            from: "2020-01-01".parse().unwrap(),
+            to: "2025-12-07".parse().unwrap(),
+            evidence: vec![0],
+        }];
+        let f = IdentityFile {
+            format: FORMAT.into(),
+            evidence,
+            tickers,
+            names,
+        };
+        let back =
+            IdentityFile::from_parquet("x", bytes::Bytes::from(f.to_parquet().unwrap())).unwrap();
         assert_eq!(back, f);
     }
 
@@ -405,6 +533,10 @@ mod tests {
             obs("w2", "2025-12-14T06:00:00Z", None, &[("AAA", "1")]),
         ]);
         let aaa: Vec<_> = iv.iter().filter(|i| i.ticker == "AAA").collect();
-        assert_eq!(aaa.len(), 1, "the capture of CIK 2 does not split AAA's interval");
+        assert_eq!(
+            aaa.len(),
+            1,
+            "the capture of CIK 2 does not split AAA's interval"
+        );
     }
 }

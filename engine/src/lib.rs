@@ -17,7 +17,10 @@ pub mod store;
 pub mod verify;
 
 pub use clock::{Day, Instant, Lane, SourceId, VisibleBy};
-pub use corpus::{Answer, Certificate, Corpus, CoverageQuery, Entity, NewsQuery, Position, RecordLookup, normalize_cik};
+pub use corpus::{
+    Answer, Certificate, Corpus, CoverageQuery, Entity, NewsQuery, Position, RecordLookup,
+    normalize_cik,
+};
 pub use coverage::{Coverage, Scope};
 pub use error::{ClockFault, Error, Result};
 pub use manifest::Manifest;

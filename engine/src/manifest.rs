@@ -103,11 +103,20 @@ pub struct DayRange {
 impl Span {
     /// Number of uncertified days inside the span.
     pub fn hole_days(&self) -> i64 {
-        self.holes.iter().map(|h| i64::from(h.to.days() - h.from.days() + 1)).sum()
+        self.holes
+            .iter()
+            .map(|h| i64::from(h.to.days() - h.from.days() + 1))
+            .sum()
     }
     /// The frontier coverage key of the spec.
     pub fn frontier_key(&self) -> String {
-        format!("{}/frontier:{}..{};holes={}", self.source_id, self.first, self.last, self.hole_days())
+        format!(
+            "{}/frontier:{}..{};holes={}",
+            self.source_id,
+            self.first,
+            self.last,
+            self.hole_days()
+        )
     }
 }
 
@@ -155,12 +164,21 @@ impl Manifest {
     /// Parses stored manifest bytes, refusing unknown formats and non-canonical bytes (a
     /// non-canonical manifest would hash differently from what its producer published).
     pub fn from_bytes(path: &str, bytes: &[u8]) -> Result<Self> {
-        let m: Manifest = serde_json::from_slice(bytes).map_err(|e| Error::Manifest { path: path.into(), detail: e.to_string() })?;
+        let m: Manifest = serde_json::from_slice(bytes).map_err(|e| Error::Manifest {
+            path: path.into(),
+            detail: e.to_string(),
+        })?;
         if m.format != FORMAT {
-            return Err(Error::Manifest { path: path.into(), detail: format!("unknown format {:?}, expected {FORMAT}", m.format) });
+            return Err(Error::Manifest {
+                path: path.into(),
+                detail: format!("unknown format {:?}, expected {FORMAT}", m.format),
+            });
         }
         if m.to_canonical_bytes()? != bytes {
-            return Err(Error::Manifest { path: path.into(), detail: "not in canonical form".into() });
+            return Err(Error::Manifest {
+                path: path.into(),
+                detail: "not in canonical form".into(),
+            });
         }
         Ok(m)
     }
@@ -171,13 +189,19 @@ impl Manifest {
     }
 
     pub fn span(&self, source: SourceId, lane: Lane) -> Option<&Span> {
-        self.spans.iter().find(|s| s.source_id == source && s.lane == lane)
+        self.spans
+            .iter()
+            .find(|s| s.source_id == source && s.lane == lane)
     }
 
     /// Sources (any lane) this corpus holds rows or certifications for.
     pub fn held_sources(&self) -> Vec<SourceId> {
-        let mut v: Vec<SourceId> =
-            self.partitions.iter().map(|p| p.source_id).chain(self.spans.iter().map(|s| s.source_id)).collect();
+        let mut v: Vec<SourceId> = self
+            .partitions
+            .iter()
+            .map(|p| p.source_id)
+            .chain(self.spans.iter().map(|s| s.source_id))
+            .collect();
         v.sort();
         v.dedup();
         v
@@ -193,7 +217,9 @@ pub fn version_of(bytes: &[u8]) -> String {
 pub fn derive_spans(certs: &[Certification]) -> Vec<Span> {
     let mut by: BTreeMap<(SourceId, Lane), Vec<(Day, Day)>> = BTreeMap::new();
     for c in certs {
-        by.entry((c.source_id, c.lane)).or_default().push((c.from, c.to));
+        by.entry((c.source_id, c.lane))
+            .or_default()
+            .push((c.from, c.to));
     }
     by.into_iter()
         .map(|((source_id, lane), mut ranges)| {
@@ -203,13 +229,22 @@ pub fn derive_spans(certs: &[Certification]) -> Vec<Span> {
             let mut holes = Vec::new();
             for &(from, to) in &ranges[1..] {
                 if from.days() > last.days() + 1 {
-                    holes.push(DayRange { from: last.next(), to: from.prev() });
+                    holes.push(DayRange {
+                        from: last.next(),
+                        to: from.prev(),
+                    });
                 }
                 if to > last {
                     last = to;
                 }
             }
-            Span { source_id, lane, first, last, holes }
+            Span {
+                source_id,
+                lane,
+                first,
+                last,
+                holes,
+            }
         })
         .collect()
 }
@@ -241,7 +276,10 @@ fn write_canonical(v: &Value, out: &mut Vec<u8>) -> Result<()> {
             out.push(b']');
         }
         Value::Number(n) if !(n.is_i64() || n.is_u64()) => {
-            return Err(Error::Manifest { path: "<canonical>".into(), detail: format!("non-integer number {n}") });
+            return Err(Error::Manifest {
+                path: "<canonical>".into(),
+                detail: format!("non-integer number {n}"),
+            });
         }
         other => serde_json::to_writer(&mut *out, other)?,
     }
@@ -303,11 +341,24 @@ mod tests {
             certified_at: Instant::parse("2026-02-08T00:00:00Z").unwrap(),
             evidence: vec![],
         };
-        let spans = derive_spans(&[cert("2026-01-10", "2026-01-12"), cert("2026-01-01", "2026-01-05"), cert("2026-01-04", "2026-01-06")]);
+        let spans = derive_spans(&[
+            cert("2026-01-10", "2026-01-12"),
+            cert("2026-01-01", "2026-01-05"),
+            cert("2026-01-04", "2026-01-06"),
+        ]);
         assert_eq!(spans.len(), 1);
         let s = &spans[0];
         assert_eq!((s.first, s.last), (day("2026-01-01"), day("2026-01-12")));
-        assert_eq!(s.holes, vec![DayRange { from: day("2026-01-07"), to: day("2026-01-09") }]);
-        assert_eq!(s.frontier_key(), "sec.edgar/frontier:2026-01-01..2026-01-12;holes=3");
+        assert_eq!(
+            s.holes,
+            vec![DayRange {
+                from: day("2026-01-07"),
+                to: day("2026-01-09")
+            }]
+        );
+        assert_eq!(
+            s.frontier_key(),
+            "sec.edgar/frontier:2026-01-01..2026-01-12;holes=3"
+        );
     }
 }

@@ -16,7 +16,10 @@ use parquet::schema::types::ColumnPath;
 use crate::clock::{Day, Instant, Lane, SourceId};
 use crate::error::{Error, Result};
 use crate::identity::IdentityFile;
-use crate::manifest::{Certification, ClockStats, FORMAT, Manifest, ObjectEntry, PartitionEntry, SampleSet, derive_spans};
+use crate::manifest::{
+    Certification, ClockStats, FORMAT, Manifest, ObjectEntry, PartitionEntry, SampleSet,
+    derive_spans,
+};
 use crate::read::read_partition;
 use crate::record::{CLOCK_COLUMNS, NewsRow, to_batch};
 use crate::store::{CorpusStore, sha256_hex};
@@ -54,17 +57,30 @@ pub enum PublishStep {
 }
 
 /// Publishes `changes` on top of the store's current version (if any) at `created_at`.
-pub async fn publish(store: &CorpusStore, changes: ChangeSet, created_at: Instant) -> Result<Published> {
+pub async fn publish(
+    store: &CorpusStore,
+    changes: ChangeSet,
+    created_at: Instant,
+) -> Result<Published> {
     publish_with_hook(store, changes, created_at, &|_| Ok(())).await
 }
 
-pub async fn publish_with_hook(store: &CorpusStore, changes: ChangeSet, created_at: Instant, hook: StepHook<'_>) -> Result<Published> {
+pub async fn publish_with_hook(
+    store: &CorpusStore,
+    changes: ChangeSet,
+    created_at: Instant,
+    hook: StepHook<'_>,
+) -> Result<Published> {
     let parent = match store.current_version().await? {
         Some(v) => Some((v.clone(), store.manifest(&v).await?)),
         None => None,
     };
     let mut manifest = match &parent {
-        Some((v, m)) => Manifest { parent: Some(v.clone()), created_at, ..m.clone() },
+        Some((v, m)) => Manifest {
+            parent: Some(v.clone()),
+            created_at,
+            ..m.clone()
+        },
         None => Manifest {
             format: FORMAT.into(),
             created_at,
@@ -95,7 +111,10 @@ pub async fn publish_with_hook(store: &CorpusStore, changes: ChangeSet, created_
         }
         for r in parent_rows.values().flatten() {
             if !superseded.contains(&r.revision_id) {
-                current.insert(r.id.clone(), (r.revision_id.clone(), r.content_sha256.clone()));
+                current.insert(
+                    r.id.clone(),
+                    (r.revision_id.clone(), r.content_sha256.clone()),
+                );
             }
         }
     }
@@ -104,7 +123,10 @@ pub async fn publish_with_hook(store: &CorpusStore, changes: ChangeSet, created_
     let mut new_by_day: BTreeMap<(SourceId, Lane, Day), Vec<NewsRow>> = BTreeMap::new();
     for row in changes.rows {
         if row.committed_at.is_none() {
-            return Err(Error::invalid("rows", format!("row {} has no committed_at", row.id)));
+            return Err(Error::invalid(
+                "rows",
+                format!("row {} has no committed_at", row.id),
+            ));
         }
         let mut row = row.seal();
         match current.get(&row.id) {
@@ -115,9 +137,20 @@ pub async fn publish_with_hook(store: &CorpusStore, changes: ChangeSet, created_
             Some((rev, _)) => row.supersedes = Some(rev.clone()),
             None => row.supersedes = None,
         }
-        current.insert(row.id.clone(), (row.revision_id.clone(), row.content_sha256.clone()));
-        let day = row.partition_day().ok_or_else(|| Error::invalid("rows", format!("row {} has no clock to place it on a day", row.id)))?;
-        new_by_day.entry((row.source_id, row.lane, day)).or_default().push(row);
+        current.insert(
+            row.id.clone(),
+            (row.revision_id.clone(), row.content_sha256.clone()),
+        );
+        let day = row.partition_day().ok_or_else(|| {
+            Error::invalid(
+                "rows",
+                format!("row {} has no clock to place it on a day", row.id),
+            )
+        })?;
+        new_by_day
+            .entry((row.source_id, row.lane, day))
+            .or_default()
+            .push(row);
         added += 1;
     }
 
@@ -127,10 +160,14 @@ pub async fn publish_with_hook(store: &CorpusStore, changes: ChangeSet, created_
             rows.extend(old);
         }
         let entry = write_partition(store, source, lane, day, rows).await?;
-        manifest.partitions.retain(|p| !(p.source_id == source && p.lane == lane && p.date == day));
+        manifest
+            .partitions
+            .retain(|p| !(p.source_id == source && p.lane == lane && p.date == day));
         manifest.partitions.push(entry);
     }
-    manifest.partitions.sort_by(|a, b| (a.source_id, a.lane, a.date).cmp(&(b.source_id, b.lane, b.date)));
+    manifest
+        .partitions
+        .sort_by(|a, b| (a.source_id, a.lane, a.date).cmp(&(b.source_id, b.lane, b.date)));
     if let Some(identity) = changes.identity {
         manifest.identity = vec![write_identity(store, &identity).await?];
     }
@@ -142,7 +179,15 @@ pub async fn publish_with_hook(store: &CorpusStore, changes: ChangeSet, created_
             manifest.certifications.push(c);
         }
     }
-    manifest.certifications.sort_by(|a, b| (a.source_id, a.lane, a.from, a.to, a.certified_at).cmp(&(b.source_id, b.lane, b.from, b.to, b.certified_at)));
+    manifest.certifications.sort_by(|a, b| {
+        (a.source_id, a.lane, a.from, a.to, a.certified_at).cmp(&(
+            b.source_id,
+            b.lane,
+            b.from,
+            b.to,
+            b.certified_at,
+        ))
+    });
     manifest.spans = derive_spans(&manifest.certifications);
     if changes.sample.is_some() {
         manifest.sample = changes.sample;
@@ -151,16 +196,31 @@ pub async fn publish_with_hook(store: &CorpusStore, changes: ChangeSet, created_
     // Nothing new (identical re-ingest): keep the parent; no version is written.
     if let Some((v, m)) = &parent
         && added == 0
-        && *m == (Manifest { parent: m.parent.clone(), created_at: m.created_at, ..manifest.clone() })
+        && *m
+            == (Manifest {
+                parent: m.parent.clone(),
+                created_at: m.created_at,
+                ..manifest.clone()
+            })
     {
-        return Ok(Published { version: v.clone(), changed: false, rows_added: 0, rows_unchanged: unchanged });
+        return Ok(Published {
+            version: v.clone(),
+            changed: false,
+            rows_added: 0,
+            rows_unchanged: unchanged,
+        });
     }
     let version = store.put_manifest(&manifest).await?;
     hook(PublishStep::ManifestWritten)?;
 
     // Step 3: flip the pointer.
     store.set_pointer(&version).await?;
-    Ok(Published { version, changed: true, rows_added: added, rows_unchanged: unchanged })
+    Ok(Published {
+        version,
+        changed: true,
+        rows_added: added,
+        rows_unchanged: unchanged,
+    })
 }
 
 /// Parquet writer settings shared by partitions: snappy, statistics per page, the offset index,
@@ -171,7 +231,14 @@ pub fn writer_properties() -> WriterProperties {
         .set_statistics_enabled(EnabledStatistics::Page)
         .set_dictionary_enabled(false)
         .set_created_by("asof".into());
-    for c in ["source_id", "lane", "form", "availability_basis", "cik", "entity_id"] {
+    for c in [
+        "source_id",
+        "lane",
+        "form",
+        "availability_basis",
+        "cik",
+        "entity_id",
+    ] {
         b = b.set_column_dictionary_enabled(ColumnPath::from(c), true);
     }
     b.build()
@@ -179,8 +246,19 @@ pub fn writer_properties() -> WriterProperties {
 
 /// Sorts rows by `(published_at, id)` (nulls last; revisions of one id by commit time) and
 /// writes them as one content-addressed Parquet object.
-pub async fn write_partition(store: &CorpusStore, source: SourceId, lane: Lane, day: Day, mut rows: Vec<NewsRow>) -> Result<PartitionEntry> {
-    rows.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()).then(a.committed_at.cmp(&b.committed_at)).then(a.revision_id.cmp(&b.revision_id)));
+pub async fn write_partition(
+    store: &CorpusStore,
+    source: SourceId,
+    lane: Lane,
+    day: Day,
+    mut rows: Vec<NewsRow>,
+) -> Result<PartitionEntry> {
+    rows.sort_by(|a, b| {
+        a.sort_key()
+            .cmp(&b.sort_key())
+            .then(a.committed_at.cmp(&b.committed_at))
+            .then(a.revision_id.cmp(&b.revision_id))
+    });
     let bytes = encode_parquet(&rows)?;
     let sha = sha256_hex(&bytes);
     let path = format!("snapshots/partitions/{source}/{lane}/{day}/{sha}.parquet");
@@ -197,17 +275,34 @@ pub async fn write_partition(store: &CorpusStore, source: SourceId, lane: Lane, 
                 _ => r.committed_at,
             };
             let vals: Vec<Instant> = rows.iter().filter_map(by).collect();
-            let stats = ClockStats { min: vals.iter().min().copied(), max: vals.iter().max().copied(), nulls: (rows.len() - vals.len()) as u64 };
+            let stats = ClockStats {
+                min: vals.iter().min().copied(),
+                max: vals.iter().max().copied(),
+                nulls: (rows.len() - vals.len()) as u64,
+            };
             (c.to_owned(), stats)
         })
         .collect();
-    Ok(PartitionEntry { source_id: source, lane, date: day, path, row_count: rows.len() as u64, bytes: len, sha256: sha, clocks })
+    Ok(PartitionEntry {
+        source_id: source,
+        lane,
+        date: day,
+        path,
+        row_count: rows.len() as u64,
+        bytes: len,
+        sha256: sha,
+        clocks,
+    })
 }
 
 pub fn encode_parquet(rows: &[NewsRow]) -> Result<Vec<u8>> {
     let batch = to_batch(rows)?;
     let mut buf = Vec::with_capacity(rows.len() * 256 + 4096);
-    let mut w = ArrowWriter::try_new(&mut buf, Arc::clone(batch.schema_ref()), Some(writer_properties()))?;
+    let mut w = ArrowWriter::try_new(
+        &mut buf,
+        Arc::clone(batch.schema_ref()),
+        Some(writer_properties()),
+    )?;
     w.write(&batch)?;
     w.close()?;
     Ok(buf)
@@ -219,7 +314,13 @@ async fn write_identity(store: &CorpusStore, identity: &IdentityFile) -> Result<
     let path = format!("snapshots/identity/{sha}.parquet");
     let len = bytes.len() as u64;
     store.put_immutable(&path, Bytes::from(bytes)).await?;
-    Ok(ObjectEntry { kind: "identity.ticker_intervals".into(), path, bytes: len, sha256: sha, row_count: identity.tickers.len() as u64 })
+    Ok(ObjectEntry {
+        kind: "identity.ticker_intervals".into(),
+        path,
+        bytes: len,
+        sha256: sha,
+        row_count: identity.tickers.len() as u64,
+    })
 }
 
 #[cfg(test)]
@@ -230,8 +331,22 @@ mod tests {
 
     fn changes(n: usize) -> ChangeSet {
         ChangeSet {
-            rows: (0..n).map(|i| edgar(&format!("0000000001-26-00000{i}"), "1", Some("2026-01-05T09:00:00Z"), "2026-01-06T00:00:00Z")).collect(),
-            certifications: vec![cert(Lane::CertifiedPit, "2026-01-01", "2026-01-31", "2026-02-01T00:00:00Z")],
+            rows: (0..n)
+                .map(|i| {
+                    edgar(
+                        &format!("0000000001-26-00000{i}"),
+                        "1",
+                        Some("2026-01-05T09:00:00Z"),
+                        "2026-01-06T00:00:00Z",
+                    )
+                })
+                .collect(),
+            certifications: vec![cert(
+                Lane::CertifiedPit,
+                "2026-01-01",
+                "2026-01-31",
+                "2026-02-01T00:00:00Z",
+            )],
             ..Default::default()
         }
     }
@@ -240,26 +355,55 @@ mod tests {
     async fn a_crash_at_any_publish_step_leaves_the_previous_version_served() {
         let dir = tempfile::tempdir().unwrap();
         let store = CorpusStore::local(dir.path()).unwrap();
-        let first = publish(&store, changes(1), t("2026-03-01T00:00:00Z")).await.unwrap();
+        let first = publish(&store, changes(1), t("2026-03-01T00:00:00Z"))
+            .await
+            .unwrap();
         for step in [PublishStep::PartitionsWritten, PublishStep::ManifestWritten] {
-            let crash = move |s: PublishStep| if s == step { Err(Error::invalid("test", "simulated crash")) } else { Ok(()) };
-            assert!(publish_with_hook(&store, changes(3), t("2026-03-02T00:00:00Z"), &crash).await.is_err());
-            assert_eq!(store.current_version().await.unwrap().as_deref(), Some(first.version.as_str()));
+            let crash = move |s: PublishStep| {
+                if s == step {
+                    Err(Error::invalid("test", "simulated crash"))
+                } else {
+                    Ok(())
+                }
+            };
+            assert!(
+                publish_with_hook(&store, changes(3), t("2026-03-02T00:00:00Z"), &crash)
+                    .await
+                    .is_err()
+            );
+            assert_eq!(
+                store.current_version().await.unwrap().as_deref(),
+                Some(first.version.as_str())
+            );
             verify(&store, None).await.unwrap();
         }
         // A retry after the crash publishes normally (content-addressed objects are rewritten
         // with the same bytes).
-        let second = publish(&store, changes(3), t("2026-03-02T00:00:00Z")).await.unwrap();
+        let second = publish(&store, changes(3), t("2026-03-02T00:00:00Z"))
+            .await
+            .unwrap();
         assert_ne!(second.version, first.version);
-        assert_eq!(store.manifest(&second.version).await.unwrap().parent.as_deref(), Some(first.version.as_str()));
+        assert_eq!(
+            store
+                .manifest(&second.version)
+                .await
+                .unwrap()
+                .parent
+                .as_deref(),
+            Some(first.version.as_str())
+        );
     }
 
     #[tokio::test]
     async fn identical_reingest_publishes_no_new_version() {
         let dir = tempfile::tempdir().unwrap();
         let store = CorpusStore::local(dir.path()).unwrap();
-        let first = publish(&store, changes(2), t("2026-03-01T00:00:00Z")).await.unwrap();
-        let again = publish(&store, changes(2), t("2026-03-05T00:00:00Z")).await.unwrap();
+        let first = publish(&store, changes(2), t("2026-03-01T00:00:00Z"))
+            .await
+            .unwrap();
+        let again = publish(&store, changes(2), t("2026-03-05T00:00:00Z"))
+            .await
+            .unwrap();
         assert!(!again.changed);
         assert_eq!(again.version, first.version);
         assert_eq!(again.rows_unchanged, 2);
@@ -269,17 +413,33 @@ mod tests {
     async fn published_objects_are_never_overwritten_with_other_bytes() {
         let dir = tempfile::tempdir().unwrap();
         let store = CorpusStore::local(dir.path()).unwrap();
-        store.put_immutable("snapshots/x", Bytes::from_static(b"one")).await.unwrap();
-        store.put_immutable("snapshots/x", Bytes::from_static(b"one")).await.unwrap();
-        assert!(store.put_immutable("snapshots/x", Bytes::from_static(b"two")).await.is_err());
-        assert_eq!(store.get("snapshots/x").await.unwrap(), Bytes::from_static(b"one"));
+        store
+            .put_immutable("snapshots/x", Bytes::from_static(b"one"))
+            .await
+            .unwrap();
+        store
+            .put_immutable("snapshots/x", Bytes::from_static(b"one"))
+            .await
+            .unwrap();
+        assert!(
+            store
+                .put_immutable("snapshots/x", Bytes::from_static(b"two"))
+                .await
+                .is_err()
+        );
+        assert_eq!(
+            store.get("snapshots/x").await.unwrap(),
+            Bytes::from_static(b"one")
+        );
     }
 
     #[tokio::test]
     async fn verify_names_the_partition_whose_bytes_changed() {
         let dir = tempfile::tempdir().unwrap();
         let store = CorpusStore::local(dir.path()).unwrap();
-        publish(&store, changes(2), t("2026-03-01T00:00:00Z")).await.unwrap();
+        publish(&store, changes(2), t("2026-03-01T00:00:00Z"))
+            .await
+            .unwrap();
         let (_, m) = store.current().await.unwrap();
         let path = dir.path().join(&m.partitions[0].path);
         let mut bytes = std::fs::read(&path).unwrap();

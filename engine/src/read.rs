@@ -14,7 +14,10 @@ pub async fn get_checked(store: &CorpusStore, path: &str, sha256: &str) -> Resul
     let bytes = store.get(path).await?;
     let actual = sha256_hex(&bytes);
     if actual != sha256 {
-        return Err(Error::integrity(path, format!("sha256 is {actual}, manifest says {sha256}")));
+        return Err(Error::integrity(
+            path,
+            format!("sha256 is {actual}, manifest says {sha256}"),
+        ));
     }
     Ok(bytes)
 }

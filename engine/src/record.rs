@@ -5,7 +5,10 @@
 
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray, TimestampMicrosecondBuilder};
+use arrow::array::{
+    Array, ArrayRef, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
+    TimestampMicrosecondBuilder,
+};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
@@ -107,12 +110,19 @@ impl NewsRow {
     /// The UTC day whose partition holds this row: the day of `published_at`, else of
     /// `available_at`, else of `committed_at`.
     pub fn partition_day(&self) -> Option<crate::clock::Day> {
-        self.published_at.or(self.available_at).or(self.committed_at).map(Instant::day)
+        self.published_at
+            .or(self.available_at)
+            .or(self.committed_at)
+            .map(Instant::day)
     }
 
     /// The sort key of every answer: `(published_at, id)`, rows without `published_at` last.
     pub fn sort_key(&self) -> (bool, i64, &str) {
-        (self.published_at.is_none(), self.published_at.map_or(0, Instant::micros), &self.id)
+        (
+            self.published_at.is_none(),
+            self.published_at.map_or(0, Instant::micros),
+            &self.id,
+        )
     }
 }
 
@@ -121,7 +131,13 @@ fn ts_type() -> DataType {
 }
 
 /// The clock columns, in schema order.
-pub const CLOCK_COLUMNS: [&str; 5] = ["event_at", "published_at", "available_at", "acceptance_at", "committed_at"];
+pub const CLOCK_COLUMNS: [&str; 5] = [
+    "event_at",
+    "published_at",
+    "available_at",
+    "acceptance_at",
+    "committed_at",
+];
 
 /// The Arrow schema of partitions and compacted access files.
 pub fn schema() -> SchemaRef {
@@ -193,10 +209,15 @@ pub fn to_batch(rows: &[NewsRow]) -> Result<RecordBatch> {
 /// An Arrow batch (any column order, extra columns ignored) back to rows.
 pub fn from_batch(batch: &RecordBatch) -> Result<Vec<NewsRow>> {
     let col = |name: &str| -> Result<&ArrayRef> {
-        batch.column_by_name(name).ok_or_else(|| Error::integrity("batch", format!("missing column {name}")))
+        batch
+            .column_by_name(name)
+            .ok_or_else(|| Error::integrity("batch", format!("missing column {name}")))
     };
     let s = |name: &str| -> Result<&StringArray> {
-        col(name)?.as_any().downcast_ref::<StringArray>().ok_or_else(|| Error::integrity("batch", format!("column {name} is not utf8")))
+        col(name)?
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| Error::integrity("batch", format!("column {name} is not utf8")))
     };
     let t = |name: &str| -> Result<&TimestampMicrosecondArray> {
         col(name)?
@@ -204,10 +225,22 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<NewsRow>> {
             .downcast_ref::<TimestampMicrosecondArray>()
             .ok_or_else(|| Error::integrity("batch", format!("column {name} is not timestamp(us)")))
     };
-    let (id, source, lane, form, accession, cik, title) =
-        (s("id")?, s("source_id")?, s("lane")?, s("form")?, s("accession")?, s("cik")?, s("title")?);
-    let (event, published, available, acceptance, committed) =
-        (t("event_at")?, t("published_at")?, t("available_at")?, t("acceptance_at")?, t("committed_at")?);
+    let (id, source, lane, form, accession, cik, title) = (
+        s("id")?,
+        s("source_id")?,
+        s("lane")?,
+        s("form")?,
+        s("accession")?,
+        s("cik")?,
+        s("title")?,
+    );
+    let (event, published, available, acceptance, committed) = (
+        t("event_at")?,
+        t("published_at")?,
+        t("available_at")?,
+        t("acceptance_at")?,
+        t("committed_at")?,
+    );
     let (basis, revision, supersedes, content, locator, entity, payload) = (
         s("availability_basis")?,
         s("revision_id")?,
@@ -218,13 +251,19 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<NewsRow>> {
         s("payload")?,
     );
     let opt_s = |a: &StringArray, i: usize| (!a.is_null(i)).then(|| a.value(i).to_owned());
-    let opt_t = |a: &TimestampMicrosecondArray, i: usize| (!a.is_null(i)).then(|| Instant::from_micros(a.value(i)));
+    let opt_t = |a: &TimestampMicrosecondArray, i: usize| {
+        (!a.is_null(i)).then(|| Instant::from_micros(a.value(i)))
+    };
     (0..batch.num_rows())
         .map(|i| {
             Ok(NewsRow {
                 id: id.value(i).to_owned(),
-                source_id: source.value(i).parse().map_err(|()| Error::integrity("batch", format!("unknown source_id {}", source.value(i))))?,
-                lane: lane.value(i).parse().map_err(|()| Error::integrity("batch", format!("unknown lane {}", lane.value(i))))?,
+                source_id: source.value(i).parse().map_err(|()| {
+                    Error::integrity("batch", format!("unknown source_id {}", source.value(i)))
+                })?,
+                lane: lane.value(i).parse().map_err(|()| {
+                    Error::integrity("batch", format!("unknown lane {}", lane.value(i)))
+                })?,
                 form: opt_s(form, i),
                 accession: opt_s(accession, i),
                 cik: opt_s(cik, i),
@@ -282,7 +321,10 @@ pub(crate) mod tests {
         let r = row("0000000000-26-000001_1", "1", None);
         let far = Instant::parse("9999-12-31T23:59:59Z").unwrap();
         assert!(!r.visible_at(far, VisibleBy::PublishedAt));
-        assert!(!r.visible_at(far, VisibleBy::AvailableAt), "available_at is never imputed");
+        assert!(
+            !r.visible_at(far, VisibleBy::AvailableAt),
+            "available_at is never imputed"
+        );
         assert!(r.visible_at(far, VisibleBy::CommittedAt));
     }
 
@@ -291,7 +333,10 @@ pub(crate) mod tests {
         let r = row("0000000000-26-000001_1", "1", Some("2026-01-09T15:00:00Z"));
         let at = Instant::parse("2026-01-09T15:00:00Z").unwrap();
         assert!(r.visible_at(at, VisibleBy::PublishedAt));
-        assert!(!r.visible_at(Instant::from_micros(at.micros() - 1), VisibleBy::PublishedAt));
+        assert!(!r.visible_at(
+            Instant::from_micros(at.micros() - 1),
+            VisibleBy::PublishedAt
+        ));
     }
 
     #[test]
@@ -317,7 +362,11 @@ pub(crate) mod tests {
 
     #[test]
     fn rows_survive_an_arrow_round_trip() {
-        let mut r = row("0000000000-26-000001_1", "1", Some("2026-01-09T15:00:00.5Z"));
+        let mut r = row(
+            "0000000000-26-000001_1",
+            "1",
+            Some("2026-01-09T15:00:00.5Z"),
+        );
         r.payload = Some("{\"a\":1}".into());
         let back = from_batch(&to_batch(std::slice::from_ref(&r)).unwrap()).unwrap();
         assert_eq!(back, vec![r]);

@@ -34,7 +34,9 @@ pub struct CorpusStore {
 
 impl std::fmt::Debug for CorpusStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CorpusStore").field("location", &self.display).finish()
+        f.debug_struct("CorpusStore")
+            .field("location", &self.display)
+            .finish()
     }
 }
 
@@ -47,15 +49,20 @@ impl CorpusStore {
             && url.scheme().len() > 1
         {
             if url.scheme() == "file" {
-                let path = url.to_file_path().map_err(|()| Error::invalid("corpus", format!("not a file path: {location}")))?;
+                let path = url.to_file_path().map_err(|()| {
+                    Error::invalid("corpus", format!("not a file path: {location}"))
+                })?;
                 return Self::local(&path);
             }
             let opts: Vec<(String, String)> = std::env::vars()
-                .filter(|(k, _)| k.starts_with("AWS_") || k.starts_with("GOOGLE_") || k.starts_with("AZURE_"))
+                .filter(|(k, _)| {
+                    k.starts_with("AWS_") || k.starts_with("GOOGLE_") || k.starts_with("AZURE_")
+                })
                 .map(|(k, v)| (k.to_ascii_lowercase(), v))
                 .collect();
-            let (store, prefix) = object_store::parse_url_opts(&url, opts)
-                .map_err(|e| Error::invalid("corpus", format!("cannot open {}: {e}", redact(&url))))?;
+            let (store, prefix) = object_store::parse_url_opts(&url, opts).map_err(|e| {
+                Error::invalid("corpus", format!("cannot open {}: {e}", redact(&url)))
+            })?;
             let store: Arc<dyn ObjectStore> = if prefix.as_ref().is_empty() {
                 Arc::from(store)
             } else {
@@ -78,7 +85,11 @@ impl CorpusStore {
     pub fn from_store(store: Arc<dyn ObjectStore>, display: String) -> Self {
         // A private scheme: each corpus gets its own registered store, whatever its backend.
         let url = Url::parse("asof-corpus://root/").expect("static url");
-        CorpusStore { store, url, display }
+        CorpusStore {
+            store,
+            url,
+            display,
+        }
     }
 
     pub fn object_store(&self) -> Arc<dyn ObjectStore> {
@@ -106,15 +117,29 @@ impl CorpusStore {
     /// Writes an immutable object. If it already exists it must hold the same bytes
     /// (content-addressed paths make that the normal case); published bytes are never replaced.
     pub async fn put_immutable(&self, path: &str, bytes: Bytes) -> Result<()> {
-        let opts = PutOptions { mode: PutMode::Create, ..Default::default() };
-        match self.store.put_opts(&Path::from(path), PutPayload::from_bytes(bytes.clone()), opts).await {
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..Default::default()
+        };
+        match self
+            .store
+            .put_opts(
+                &Path::from(path),
+                PutPayload::from_bytes(bytes.clone()),
+                opts,
+            )
+            .await
+        {
             Ok(_) => Ok(()),
             Err(object_store::Error::AlreadyExists { .. }) => {
                 let existing = self.get(path).await?;
                 if existing == bytes {
                     Ok(())
                 } else {
-                    Err(Error::integrity(path, "an object with this path exists with other bytes; refusing to overwrite"))
+                    Err(Error::integrity(
+                        path,
+                        "an object with this path exists with other bytes; refusing to overwrite",
+                    ))
                 }
             }
             Err(e) => Err(e.into()),
@@ -127,7 +152,10 @@ impl CorpusStore {
             Ok(b) => {
                 let v = String::from_utf8_lossy(&b).trim().to_owned();
                 if !is_version(&v) {
-                    return Err(Error::Manifest { path: POINTER.into(), detail: "pointer does not hold a sha256:<hex> version".into() });
+                    return Err(Error::Manifest {
+                        path: POINTER.into(),
+                        detail: "pointer does not hold a sha256:<hex> version".into(),
+                    });
                 }
                 Ok(Some(v))
             }
@@ -142,14 +170,20 @@ impl CorpusStore {
         let bytes = self.get(&path).await?;
         let actual = version_of(&bytes);
         if actual != version {
-            return Err(Error::integrity(path, format!("manifest hashes to {actual}, not {version}")));
+            return Err(Error::integrity(
+                path,
+                format!("manifest hashes to {actual}, not {version}"),
+            ));
         }
         Manifest::from_bytes(&path, &bytes)
     }
 
     /// The current version and its manifest.
     pub async fn current(&self) -> Result<(String, Manifest)> {
-        let version = self.current_version().await?.ok_or_else(|| Error::NoCorpus(self.display.clone()))?;
+        let version = self
+            .current_version()
+            .await?
+            .ok_or_else(|| Error::NoCorpus(self.display.clone()))?;
         let m = self.manifest(&version).await?;
         Ok((version, m))
     }
@@ -158,7 +192,8 @@ impl CorpusStore {
     pub async fn put_manifest(&self, m: &Manifest) -> Result<String> {
         let bytes = m.to_canonical_bytes()?;
         let version = version_of(&bytes);
-        self.put_immutable(&manifest_path(&version)?, Bytes::from(bytes)).await?;
+        self.put_immutable(&manifest_path(&version)?, Bytes::from(bytes))
+            .await?;
         Ok(version)
     }
 
@@ -166,7 +201,10 @@ impl CorpusStore {
     /// writes a temporary file and renames it), so readers see the old or the new version.
     pub async fn set_pointer(&self, version: &str) -> Result<()> {
         if !self.exists(&manifest_path(version)?).await? {
-            return Err(Error::integrity(POINTER, format!("refusing to point at {version}: its manifest is not stored")));
+            return Err(Error::integrity(
+                POINTER,
+                format!("refusing to point at {version}: its manifest is not stored"),
+            ));
         }
         let payload = PutPayload::from(format!("{version}\n").into_bytes());
         self.store.put(&Path::from(POINTER), payload).await?;
@@ -177,13 +215,20 @@ impl CorpusStore {
 /// `manifests/<hex>.json` for `sha256:<hex>`.
 pub fn manifest_path(version: &str) -> Result<String> {
     if !is_version(version) {
-        return Err(Error::invalid("corpus_version", format!("not a sha256:<hex> version: {version}")));
+        return Err(Error::invalid(
+            "corpus_version",
+            format!("not a sha256:<hex> version: {version}"),
+        ));
     }
     Ok(format!("manifests/{}.json", &version[7..]))
 }
 
 fn is_version(v: &str) -> bool {
-    v.len() == 71 && v.starts_with("sha256:") && v[7..].bytes().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    v.len() == 71
+        && v.starts_with("sha256:")
+        && v[7..]
+            .bytes()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {

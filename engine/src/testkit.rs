@@ -34,21 +34,43 @@ pub fn edgar(accession: &str, cik: &str, published: Option<&str>, committed: &st
         revision_id: String::new(),
         supersedes: None,
         content_sha256: String::new(),
-        source_locator: format!("https://www.sec.gov/Archives/edgar/data/{cik}/{accession}-index.htm"),
+        source_locator: format!(
+            "https://www.sec.gov/Archives/edgar/data/{cik}/{accession}-index.htm"
+        ),
         entity_id: Some(cik.into()),
         payload: None,
     }
 }
 
 pub fn cert(lane: Lane, from: &str, to: &str, at: &str) -> Certification {
-    Certification { source_id: SourceId::SecEdgar, lane, from: day(from), to: day(to), certified_at: t(at), evidence: vec![] }
+    Certification {
+        source_id: SourceId::SecEdgar,
+        lane,
+        from: day(from),
+        to: day(to),
+        certified_at: t(at),
+        evidence: vec![],
+    }
 }
 
 /// Publishes one change set into a fresh temp corpus and opens it.
-pub async fn corpus(rows: Vec<NewsRow>, certifications: Vec<Certification>) -> (tempfile::TempDir, CorpusStore, Corpus) {
+pub async fn corpus(
+    rows: Vec<NewsRow>,
+    certifications: Vec<Certification>,
+) -> (tempfile::TempDir, CorpusStore, Corpus) {
     let dir = tempfile::tempdir().unwrap();
     let store = CorpusStore::local(dir.path()).unwrap();
-    publish(&store, ChangeSet { rows, certifications, ..Default::default() }, t("2026-03-01T00:00:00Z")).await.unwrap();
+    publish(
+        &store,
+        ChangeSet {
+            rows,
+            certifications,
+            ..Default::default()
+        },
+        t("2026-03-01T00:00:00Z"),
+    )
+    .await
+    .unwrap();
     let c = Corpus::open(store.clone()).await.unwrap();
     (dir, store, c)
 }

@@ -18,18 +18,30 @@ pub struct Verified {
 pub async fn verify(store: &CorpusStore, version: Option<&str>) -> Result<Verified> {
     let version = match version {
         Some(v) => v.to_owned(),
-        None => store.current_version().await?.ok_or_else(|| Error::NoCorpus(store.display().to_owned()))?,
+        None => store
+            .current_version()
+            .await?
+            .ok_or_else(|| Error::NoCorpus(store.display().to_owned()))?,
     };
     let m = store.manifest(&version).await?;
-    let mut out = Verified { version, ..Default::default() };
+    let mut out = Verified {
+        version,
+        ..Default::default()
+    };
     for p in &m.partitions {
         let bytes = get_checked(store, &p.path, &p.sha256).await?;
         if bytes.len() as u64 != p.bytes {
-            return Err(Error::integrity(&p.path, format!("{} bytes, manifest says {}", bytes.len(), p.bytes)));
+            return Err(Error::integrity(
+                &p.path,
+                format!("{} bytes, manifest says {}", bytes.len(), p.bytes),
+            ));
         }
         let rows = decode_parquet(&p.path, bytes)?.len() as u64;
         if rows != p.row_count {
-            return Err(Error::integrity(&p.path, format!("{rows} rows, manifest says {}", p.row_count)));
+            return Err(Error::integrity(
+                &p.path,
+                format!("{rows} rows, manifest says {}", p.row_count),
+            ));
         }
         out.partitions += 1;
         out.rows += rows;

@@ -28,34 +28,81 @@ pub struct Submissions {
 }
 
 fn archive_base(cik: &str, accession: &str) -> String {
-    format!("https://www.sec.gov/Archives/edgar/data/{cik}/{}", accession.replace('-', ""))
+    format!(
+        "https://www.sec.gov/Archives/edgar/data/{cik}/{}",
+        accession.replace('-', "")
+    )
 }
 
 fn is_accession(s: &str) -> bool {
     let b = s.as_bytes();
-    b.len() == 20 && b[10] == b'-' && b[13] == b'-' && b.iter().enumerate().all(|(i, c)| i == 10 || i == 13 || c.is_ascii_digit())
+    b.len() == 20
+        && b[10] == b'-'
+        && b[13] == b'-'
+        && b.iter()
+            .enumerate()
+            .all(|(i, c)| i == 10 || i == 13 || c.is_ascii_digit())
 }
 
 /// Parses `CIK##########.json` or `CIK##########-submissions-NNN.json` bytes captured at
 /// `captured_at`. `cik_hint` is the CIK from the file name (pages do not carry it).
-pub fn parse_submissions(file: &str, bytes: &[u8], cik_hint: &str, captured_at: Instant) -> Result<Submissions> {
-    let v: Value = serde_json::from_slice(bytes).map_err(|e| Error::parse(file, format!("line {} column {}", e.line(), e.column()), format!("not valid JSON: {e}")))?;
-    let obj = v.as_object().ok_or_else(|| Error::parse(file, "top level", "expected a JSON object"))?;
-    let (cik, name, tickers, filings, older_pages, former) = if let Some(filings) = obj.get("filings") {
-        let cik_raw = obj.get("cik").and_then(Value::as_str).ok_or_else(|| Error::parse(file, "cik", "missing"))?;
-        let cik = normalize_cik(cik_raw).ok_or_else(|| Error::parse(file, "cik", format!("not a CIK: {cik_raw:?}")))?;
+pub fn parse_submissions(
+    file: &str,
+    bytes: &[u8],
+    cik_hint: &str,
+    captured_at: Instant,
+) -> Result<Submissions> {
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| {
+        Error::parse(
+            file,
+            format!("line {} column {}", e.line(), e.column()),
+            format!("not valid JSON: {e}"),
+        )
+    })?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| Error::parse(file, "top level", "expected a JSON object"))?;
+    let (cik, name, tickers, filings, older_pages, former) = if let Some(filings) =
+        obj.get("filings")
+    {
+        let cik_raw = obj
+            .get("cik")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::parse(file, "cik", "missing"))?;
+        let cik = normalize_cik(cik_raw)
+            .ok_or_else(|| Error::parse(file, "cik", format!("not a CIK: {cik_raw:?}")))?;
         let name = obj.get("name").and_then(Value::as_str).map(str::to_owned);
-        let tickers = obj.get("tickers").and_then(Value::as_array).map(|a| a.iter().filter_map(|t| t.as_str().map(str::to_owned)).collect()).unwrap_or_default();
-        let recent = filings.get("recent").and_then(Value::as_object).ok_or_else(|| Error::parse(file, "filings.recent", "missing"))?;
+        let tickers = obj
+            .get("tickers")
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|t| t.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let recent = filings
+            .get("recent")
+            .and_then(Value::as_object)
+            .ok_or_else(|| Error::parse(file, "filings.recent", "missing"))?;
         let pages = filings
             .get("files")
             .and_then(Value::as_array)
-            .map(|a| a.iter().filter_map(|f| f.get("name").and_then(Value::as_str).map(str::to_owned)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|f| f.get("name").and_then(Value::as_str).map(str::to_owned))
+                    .collect()
+            })
             .unwrap_or_default();
-        let former = obj.get("formerNames").and_then(Value::as_array).cloned().unwrap_or_default();
+        let former = obj
+            .get("formerNames")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         (cik, name, tickers, recent.clone(), pages, former)
     } else {
-        let cik = normalize_cik(cik_hint).ok_or_else(|| Error::parse(file, "file name", format!("no CIK in {cik_hint:?}")))?;
+        let cik = normalize_cik(cik_hint)
+            .ok_or_else(|| Error::parse(file, "file name", format!("no CIK in {cik_hint:?}")))?;
         (cik, None, vec![], obj.clone(), vec![], vec![])
     };
 
@@ -63,39 +110,87 @@ pub fn parse_submissions(file: &str, bytes: &[u8], cik_hint: &str, captured_at: 
     let mut last_former_end: Option<Day> = None;
     for (i, f) in former.iter().enumerate() {
         let n = f.get("name").and_then(Value::as_str);
-        let from = f.get("from").and_then(Value::as_str).and_then(|s| s.get(..10)).and_then(|s| s.parse::<Day>().ok());
-        let to = f.get("to").and_then(Value::as_str).and_then(|s| s.get(..10)).and_then(|s| s.parse::<Day>().ok());
+        let from = f
+            .get("from")
+            .and_then(Value::as_str)
+            .and_then(|s| s.get(..10))
+            .and_then(|s| s.parse::<Day>().ok());
+        let to = f
+            .get("to")
+            .and_then(Value::as_str)
+            .and_then(|s| s.get(..10))
+            .and_then(|s| s.parse::<Day>().ok());
         match (n, from, to) {
             (Some(n), Some(from), Some(to)) => {
                 if from > to {
                     // EDGAR lists a few inverted ranges (test filers); they place the name on
                     // no day, so they add no interval.
-                    tracing::warn!(file, index = i, "formerNames entry ends before it starts; ignored");
+                    tracing::warn!(
+                        file,
+                        index = i,
+                        "formerNames entry ends before it starts; ignored"
+                    );
                     continue;
                 }
-                names.push(NameInterval { cik: cik.clone(), name: n.to_owned(), from, to, evidence: vec![] });
+                names.push(NameInterval {
+                    cik: cik.clone(),
+                    name: n.to_owned(),
+                    from,
+                    to,
+                    evidence: vec![],
+                });
                 last_former_end = Some(last_former_end.map_or(to, |d: Day| d.max(to)));
             }
-            _ => return Err(Error::parse(file, format!("formerNames[{i}]"), "expected name, from and to dates")),
+            _ => {
+                return Err(Error::parse(
+                    file,
+                    format!("formerNames[{i}]"),
+                    "expected name, from and to dates",
+                ));
+            }
         }
     }
     if let Some(current) = &name {
         let from = last_former_end.map_or(Day::from_days(0), Day::next);
         if from <= captured_at.day() {
-            names.push(NameInterval { cik: cik.clone(), name: current.clone(), from, to: captured_at.day(), evidence: vec![] });
+            names.push(NameInterval {
+                cik: cik.clone(),
+                name: current.clone(),
+                from,
+                to: captured_at.day(),
+                evidence: vec![],
+            });
         }
     }
 
-    let col = |k: &str| -> Result<&Vec<Value>> { filings.get(k).and_then(Value::as_array).ok_or_else(|| Error::parse(file, format!("filings.{k}"), "missing column")) };
+    let col = |k: &str| -> Result<&Vec<Value>> {
+        filings
+            .get(k)
+            .and_then(Value::as_array)
+            .ok_or_else(|| Error::parse(file, format!("filings.{k}"), "missing column"))
+    };
     let acc = col("accessionNumber")?;
     let n = acc.len();
-    let columns: BTreeMap<&str, &Vec<Value>> = filings.iter().filter_map(|(k, v)| v.as_array().map(|a| (k.as_str(), a))).collect();
+    let columns: BTreeMap<&str, &Vec<Value>> = filings
+        .iter()
+        .filter_map(|(k, v)| v.as_array().map(|a| (k.as_str(), a)))
+        .collect();
     for (k, a) in &columns {
         if a.len() != n {
-            return Err(Error::parse(file, format!("filings.{k}"), format!("{} entries, accessionNumber has {n}", a.len())));
+            return Err(Error::parse(
+                file,
+                format!("filings.{k}"),
+                format!("{} entries, accessionNumber has {n}", a.len()),
+            ));
         }
     }
-    let text = |k: &str, i: usize| -> String { columns.get(k).and_then(|a| a[i].as_str()).unwrap_or("").to_owned() };
+    let text = |k: &str, i: usize| -> String {
+        columns
+            .get(k)
+            .and_then(|a| a[i].as_str())
+            .unwrap_or("")
+            .to_owned()
+    };
     let company = name.clone();
     let mut rows = Vec::with_capacity(n);
     let mut oldest: Option<Day> = None;
@@ -103,21 +198,48 @@ pub fn parse_submissions(file: &str, bytes: &[u8], cik_hint: &str, captured_at: 
         let at = format!("filings[{i}]");
         let accession = text("accessionNumber", i);
         if !is_accession(&accession) {
-            return Err(Error::parse(file, at, format!("accessionNumber {accession:?} is not NNNNNNNNNN-NN-NNNNNN")));
+            return Err(Error::parse(
+                file,
+                at,
+                format!("accessionNumber {accession:?} is not NNNNNNNNNN-NN-NNNNNN"),
+            ));
         }
-        let filing_date: Day = text("filingDate", i).parse().map_err(|()| Error::parse(file, &at, format!("filingDate {:?} is not YYYY-MM-DD", text("filingDate", i))))?;
+        let filing_date: Day = text("filingDate", i).parse().map_err(|()| {
+            Error::parse(
+                file,
+                &at,
+                format!("filingDate {:?} is not YYYY-MM-DD", text("filingDate", i)),
+            )
+        })?;
         oldest = Some(oldest.map_or(filing_date, |d: Day| d.min(filing_date)));
         let acceptance_raw = text("acceptanceDateTime", i);
         let acceptance_at = if acceptance_raw.is_empty() {
             None
         } else {
-            Some(Instant::parse(&acceptance_raw).map_err(|f| Error::parse(file, &at, format!("acceptanceDateTime {acceptance_raw:?}: {f}")))?)
+            Some(Instant::parse(&acceptance_raw).map_err(|f| {
+                Error::parse(
+                    file,
+                    &at,
+                    format!("acceptanceDateTime {acceptance_raw:?}: {f}"),
+                )
+            })?)
         };
         let report = text("reportDate", i);
         let event_at = if report.is_empty() {
             None
         } else {
-            Some(report.parse::<Day>().map_err(|()| Error::parse(file, &at, format!("reportDate {report:?} is not YYYY-MM-DD")))?.end_of_day())
+            Some(
+                report
+                    .parse::<Day>()
+                    .map_err(|()| {
+                        Error::parse(
+                            file,
+                            &at,
+                            format!("reportDate {report:?} is not YYYY-MM-DD"),
+                        )
+                    })?
+                    .end_of_day(),
+            )
         };
         let form = text("form", i);
         if form.is_empty() {
@@ -125,16 +247,38 @@ pub fn parse_submissions(file: &str, bytes: &[u8], cik_hint: &str, captured_at: 
         }
         let primary = text("primaryDocument", i);
         let description = text("primaryDocDescription", i);
-        let filer = company.as_deref().map(|c| name_on(&names, filing_date).unwrap_or(c)).unwrap_or("");
-        let title = match (filer.is_empty(), description.is_empty() || description.eq_ignore_ascii_case(&form)) {
+        let filer = company
+            .as_deref()
+            .map(|c| name_on(&names, filing_date).unwrap_or(c))
+            .unwrap_or("");
+        let title = match (
+            filer.is_empty(),
+            description.is_empty() || description.eq_ignore_ascii_case(&form),
+        ) {
             (true, true) => form.clone(),
             (true, false) => format!("{form}: {description}"),
             (false, true) => format!("{form} - {filer}"),
             (false, false) => format!("{form} - {filer}: {description}"),
         };
-        let locator = if primary.is_empty() { format!("{}/{accession}-index.htm", archive_base(&cik, &accession)) } else { format!("{}/{primary}", archive_base(&cik, &accession)) };
+        let locator = if primary.is_empty() {
+            format!("{}/{accession}-index.htm", archive_base(&cik, &accession))
+        } else {
+            format!("{}/{primary}", archive_base(&cik, &accession))
+        };
         let mut payload = Map::new();
-        for k in ["filingDate", "reportDate", "act", "fileNumber", "filmNumber", "items", "size", "isXBRL", "isInlineXBRL", "primaryDocument", "primaryDocDescription"] {
+        for k in [
+            "filingDate",
+            "reportDate",
+            "act",
+            "fileNumber",
+            "filmNumber",
+            "items",
+            "size",
+            "isXBRL",
+            "isInlineXBRL",
+            "primaryDocument",
+            "primaryDocDescription",
+        ] {
             if let Some(v) = columns.get(k).map(|a| a[i].clone()) {
                 payload.insert(k.to_owned(), v);
             }
@@ -163,11 +307,23 @@ pub fn parse_submissions(file: &str, bytes: &[u8], cik_hint: &str, captured_at: 
             payload: Some(Value::Object(payload).to_string()),
         });
     }
-    Ok(Submissions { cik, name, tickers, names, rows, older_pages, oldest_filing_date: oldest })
+    Ok(Submissions {
+        cik,
+        name,
+        tickers,
+        names,
+        rows,
+        older_pages,
+        oldest_filing_date: oldest,
+    })
 }
 
 fn name_on(names: &[NameInterval], day: Day) -> Option<&str> {
-    names.iter().filter(|n| n.from <= day && day <= n.to).max_by_key(|n| n.from).map(|n| n.name.as_str())
+    names
+        .iter()
+        .filter(|n| n.from <= day && day <= n.to)
+        .max_by_key(|n| n.from)
+        .map(|n| n.name.as_str())
 }
 
 /// The kind of index file, by header.
@@ -196,9 +352,16 @@ fn header_date(s: &str) -> Option<Day> {
     let s = s.replace(',', " ");
     let mut it = s.split_whitespace();
     let (m, d, y) = (it.next()?, it.next()?, it.next()?);
-    const MONTHS: [&str; 12] = ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"];
-    let m = MONTHS.iter().position(|p| m.to_ascii_lowercase().starts_with(p))? + 1;
-    format!("{y}-{m:02}-{:02}", d.parse::<u8>().ok()?).parse().ok()
+    const MONTHS: [&str; 12] = [
+        "jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec",
+    ];
+    let m = MONTHS
+        .iter()
+        .position(|p| m.to_ascii_lowercase().starts_with(p))?
+        + 1;
+    format!("{y}-{m:02}-{:02}", d.parse::<u8>().ok()?)
+        .parse()
+        .ok()
 }
 
 /// Rows of one EDGAR index file; `committed_at` is when the file entered the corpus.
@@ -208,19 +371,48 @@ fn header_date(s: &str) -> Option<Day> {
 /// day resolution and `date_filed` stays in the payload. A quarterly (full) index gives only the
 /// filing date, which becomes `published_at` at day resolution.
 pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<IndexFile> {
-    let text = std::str::from_utf8(bytes).map_err(|e| Error::parse(file, format!("byte {}", e.valid_up_to()), "not UTF-8/ASCII text"))?;
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        Error::parse(
+            file,
+            format!("byte {}", e.valid_up_to()),
+            "not UTF-8/ASCII text",
+        )
+    })?;
     let lines: Vec<&str> = text.lines().collect();
-    let is_daily = lines.iter().take(8).any(|l| l.starts_with("Description:") && l.contains("Daily Index"));
+    let is_daily = lines
+        .iter()
+        .take(8)
+        .any(|l| l.starts_with("Description:") && l.contains("Daily Index"));
     let daily = if is_daily {
-        let raw = lines.iter().take(8).find_map(|l| l.strip_prefix("Last Data Received:")).ok_or_else(|| Error::parse(file, "header", "daily index without 'Last Data Received'"))?;
-        Some(header_date(raw).ok_or_else(|| Error::parse(file, "header", format!("'Last Data Received' {:?} is not a date", raw.trim())))?)
+        let raw = lines
+            .iter()
+            .take(8)
+            .find_map(|l| l.strip_prefix("Last Data Received:"))
+            .ok_or_else(|| {
+                Error::parse(file, "header", "daily index without 'Last Data Received'")
+            })?;
+        Some(header_date(raw).ok_or_else(|| {
+            Error::parse(
+                file,
+                "header",
+                format!("'Last Data Received' {:?} is not a date", raw.trim()),
+            )
+        })?)
     } else {
         None
     };
     let header_at = lines
         .iter()
-        .position(|l| l.starts_with("CIK|") || (l.contains("Company Name") && l.contains("Form Type")))
-        .ok_or_else(|| Error::parse(file, "header", "no column header line (CIK|... or Company Name/Form Type)"))?;
+        .position(|l| {
+            l.starts_with("CIK|") || (l.contains("Company Name") && l.contains("Form Type"))
+        })
+        .ok_or_else(|| {
+            Error::parse(
+                file,
+                "header",
+                "no column header line (CIK|... or Company Name/Form Type)",
+            )
+        })?;
     let header = lines[header_at];
     let layout = if header.starts_with("CIK|") {
         IndexLayout::Master
@@ -229,7 +421,12 @@ pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<In
     } else {
         IndexLayout::Company
     };
-    let dashes = lines.iter().skip(header_at).position(|l| l.starts_with("----")).map(|p| p + header_at).ok_or_else(|| Error::parse(file, "header", "no ---- separator after the header"))?;
+    let dashes = lines
+        .iter()
+        .skip(header_at)
+        .position(|l| l.starts_with("----"))
+        .map(|p| p + header_at)
+        .ok_or_else(|| Error::parse(file, "header", "no ---- separator after the header"))?;
     let split_col = match layout {
         IndexLayout::Company => header.find("Form Type"),
         IndexLayout::Form => header.find("Company Name"),
@@ -247,33 +444,85 @@ pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<In
             IndexLayout::Master => {
                 let f: Vec<&str> = line.split('|').collect();
                 if f.len() != 5 {
-                    return Err(Error::parse(file, at, format!("expected 5 |-separated fields, found {}", f.len())));
+                    return Err(Error::parse(
+                        file,
+                        at,
+                        format!("expected 5 |-separated fields, found {}", f.len()),
+                    ));
                 }
-                (f[1].trim().to_owned(), f[2].trim().to_owned(), f[0].trim().to_owned(), f[3].trim().to_owned(), f[4].trim().to_owned())
+                (
+                    f[1].trim().to_owned(),
+                    f[2].trim().to_owned(),
+                    f[0].trim().to_owned(),
+                    f[3].trim().to_owned(),
+                    f[4].trim().to_owned(),
+                )
             }
             _ => {
                 // Right to left: file name, date, CIK are single tokens; the rest splits at the
                 // header's column (company names and form types both contain spaces).
                 let mut toks = line.split_whitespace().rev();
-                let (Some(path), Some(date), Some(cik)) = (toks.next(), toks.next(), toks.next()) else {
-                    return Err(Error::parse(file, at, "expected company, form, CIK, date and file name"));
+                let (Some(path), Some(date), Some(cik)) = (toks.next(), toks.next(), toks.next())
+                else {
+                    return Err(Error::parse(
+                        file,
+                        at,
+                        "expected company, form, CIK, date and file name",
+                    ));
                 };
-                let cik_pos = line.rfind(&format!(" {cik} ")).ok_or_else(|| Error::parse(file, &at, "CIK column not found"))?;
+                let cik_pos = line
+                    .rfind(&format!(" {cik} "))
+                    .ok_or_else(|| Error::parse(file, &at, "CIK column not found"))?;
                 let left = &line[..cik_pos];
                 if left.len() < split_col {
-                    return Err(Error::parse(file, at, "line shorter than the header's columns"));
+                    return Err(Error::parse(
+                        file,
+                        at,
+                        "line shorter than the header's columns",
+                    ));
                 }
                 let (a, b) = left.split_at(split_col);
-                let (company, form) = if layout == IndexLayout::Company { (a, b) } else { (b, a) };
-                (company.trim().to_owned(), form.trim().to_owned(), cik.to_owned(), date.to_owned(), path.to_owned())
+                let (company, form) = if layout == IndexLayout::Company {
+                    (a, b)
+                } else {
+                    (b, a)
+                };
+                (
+                    company.trim().to_owned(),
+                    form.trim().to_owned(),
+                    cik.to_owned(),
+                    date.to_owned(),
+                    path.to_owned(),
+                )
             }
         };
-        let cik = normalize_cik(&cik).ok_or_else(|| Error::parse(file, &at, format!("CIK {cik:?} is not a number")))?;
+        let cik = normalize_cik(&cik)
+            .ok_or_else(|| Error::parse(file, &at, format!("CIK {cik:?} is not a number")))?;
         if form.is_empty() {
             return Err(Error::parse(file, at, "empty form type"));
         }
-        let day = Day::parse_compact(&date).or_else(|| date.parse().ok()).ok_or_else(|| Error::parse(file, &at, format!("date {date:?} is neither YYYYMMDD nor YYYY-MM-DD")))?;
-        let accession = path.rsplit('/').next().and_then(|f| f.strip_suffix(".txt")).filter(|a| is_accession(a)).ok_or_else(|| Error::parse(file, &at, format!("file name {path:?} does not end in <accession>.txt")))?.to_owned();
+        let day = Day::parse_compact(&date)
+            .or_else(|| date.parse().ok())
+            .ok_or_else(|| {
+                Error::parse(
+                    file,
+                    &at,
+                    format!("date {date:?} is neither YYYYMMDD nor YYYY-MM-DD"),
+                )
+            })?;
+        let accession = path
+            .rsplit('/')
+            .next()
+            .and_then(|f| f.strip_suffix(".txt"))
+            .filter(|a| is_accession(a))
+            .ok_or_else(|| {
+                Error::parse(
+                    file,
+                    &at,
+                    format!("file name {path:?} does not end in <accession>.txt"),
+                )
+            })?
+            .to_owned();
         let published = daily.unwrap_or(day);
         rows.push(NewsRow {
             id: format!("{accession}_{cik}"),
@@ -298,7 +547,11 @@ pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<In
             payload: Some(json!({"date_filed": day.to_string(), "file_name": path}).to_string()),
         });
     }
-    Ok(IndexFile { layout, daily, rows })
+    Ok(IndexFile {
+        layout,
+        daily,
+        rows,
+    })
 }
 
 /// One page of the current-filings Atom feed.
@@ -324,7 +577,13 @@ pub fn parse_atom(file: &str, bytes: &[u8]) -> Result<AtomPage> {
     let mut entries: Vec<BTreeMap<String, String>> = Vec::new();
     let mut cur: Option<BTreeMap<String, String>> = None;
     loop {
-        let ev = reader.read_event_into(&mut buf).map_err(|e| Error::parse(file, format!("byte {}", reader.buffer_position()), format!("malformed XML: {e}")))?;
+        let ev = reader.read_event_into(&mut buf).map_err(|e| {
+            Error::parse(
+                file,
+                format!("byte {}", reader.buffer_position()),
+                format!("malformed XML: {e}"),
+            )
+        })?;
         match ev {
             Event::Start(ref e) | Event::Empty(ref e) => {
                 let name = String::from_utf8_lossy(e.name().as_ref()).into_owned();
@@ -333,7 +592,10 @@ pub fn parse_atom(file: &str, bytes: &[u8]) -> Result<AtomPage> {
                 }
                 if let Some(c) = cur.as_mut() {
                     for a in e.attributes().flatten() {
-                        let v = a.decode_and_unescape_value(reader.decoder()).map(|v| v.into_owned()).unwrap_or_default();
+                        let v = a
+                            .decode_and_unescape_value(reader.decoder())
+                            .map(|v| v.into_owned())
+                            .unwrap_or_default();
                         match (name.as_str(), a.key.as_ref()) {
                             ("link", b"href") => c.insert("link".into(), v),
                             ("category", b"term") => c.insert("form".into(), v),
@@ -356,7 +618,9 @@ pub fn parse_atom(file: &str, bytes: &[u8]) -> Result<AtomPage> {
             }
             Event::Text(t) => {
                 let text = t.decode().map(|s| s.into_owned()).unwrap_or_default();
-                let text = quick_xml::escape::unescape(&text).map(|s| s.into_owned()).unwrap_or(text);
+                let text = quick_xml::escape::unescape(&text)
+                    .map(|s| s.into_owned())
+                    .unwrap_or(text);
                 let leaf = path.last().map(String::as_str);
                 match (cur.as_mut(), leaf) {
                     (Some(c), Some(k @ ("title" | "updated" | "summary" | "id"))) => {
@@ -372,28 +636,63 @@ pub fn parse_atom(file: &str, bytes: &[u8]) -> Result<AtomPage> {
         buf.clear();
     }
     let fetched_raw = feed_updated.ok_or_else(|| Error::parse(file, "feed/updated", "missing"))?;
-    let fetched_at = Instant::parse_rfc3339_any(&fetched_raw).ok_or_else(|| Error::parse(file, "feed/updated", format!("{fetched_raw:?} is not RFC 3339")))?;
-    let minute = Instant::from_micros(fetched_at.micros() - fetched_at.micros().rem_euclid(60_000_000));
+    let fetched_at = Instant::parse_rfc3339_any(&fetched_raw).ok_or_else(|| {
+        Error::parse(
+            file,
+            "feed/updated",
+            format!("{fetched_raw:?} is not RFC 3339"),
+        )
+    })?;
+    let minute =
+        Instant::from_micros(fetched_at.micros() - fetched_at.micros().rem_euclid(60_000_000));
     let mut rows = Vec::with_capacity(entries.len());
     let (mut oldest, mut newest): (Option<Instant>, Option<Instant>) = (None, None);
     for (i, e) in entries.iter().enumerate() {
         let at = format!("entry {}", i + 1);
-        let get = |k: &str| e.get(k).map(String::as_str).ok_or_else(|| Error::parse(file, &at, format!("missing <{k}>")));
+        let get = |k: &str| {
+            e.get(k)
+                .map(String::as_str)
+                .ok_or_else(|| Error::parse(file, &at, format!("missing <{k}>")))
+        };
         let title = get("title")?;
         let updated = get("updated")?;
         let id = get("id")?;
-        let accession = id.rsplit('=').next().filter(|a| is_accession(a)).ok_or_else(|| Error::parse(file, &at, format!("<id> {id:?} has no accession number")))?;
-        let accepted = Instant::parse_rfc3339_any(updated).ok_or_else(|| Error::parse(file, &at, format!("<updated> {updated:?} is not RFC 3339")))?;
+        let accession = id
+            .rsplit('=')
+            .next()
+            .filter(|a| is_accession(a))
+            .ok_or_else(|| {
+                Error::parse(file, &at, format!("<id> {id:?} has no accession number"))
+            })?;
+        let accepted = Instant::parse_rfc3339_any(updated).ok_or_else(|| {
+            Error::parse(file, &at, format!("<updated> {updated:?} is not RFC 3339"))
+        })?;
         // Title: "FORM - COMPANY (0001234567) (Role)".
-        let (head, role) = title.rsplit_once(" (").ok_or_else(|| Error::parse(file, &at, format!("title {title:?} lacks (CIK) (Role)")))?;
+        let (head, role) = title.rsplit_once(" (").ok_or_else(|| {
+            Error::parse(file, &at, format!("title {title:?} lacks (CIK) (Role)"))
+        })?;
         let role = role.trim_end_matches(')');
-        let (head, cik_raw) = head.rsplit_once(" (").ok_or_else(|| Error::parse(file, &at, format!("title {title:?} lacks (CIK)")))?;
-        let cik = normalize_cik(cik_raw.trim_end_matches(')')).ok_or_else(|| Error::parse(file, &at, format!("CIK {cik_raw:?} is not a number")))?;
-        let form = e.get("form").cloned().unwrap_or_else(|| head.split(" - ").next().unwrap_or("").to_owned());
+        let (head, cik_raw) = head
+            .rsplit_once(" (")
+            .ok_or_else(|| Error::parse(file, &at, format!("title {title:?} lacks (CIK)")))?;
+        let cik = normalize_cik(cik_raw.trim_end_matches(')'))
+            .ok_or_else(|| Error::parse(file, &at, format!("CIK {cik_raw:?} is not a number")))?;
+        let form = e
+            .get("form")
+            .cloned()
+            .unwrap_or_else(|| head.split(" - ").next().unwrap_or("").to_owned());
         let company = head.split_once(" - ").map_or(head, |(_, c)| c);
-        let link = e.get("link").cloned().unwrap_or_else(|| format!("{}/{accession}-index.htm", archive_base(&cik, accession)));
+        let link = e
+            .get("link")
+            .cloned()
+            .unwrap_or_else(|| format!("{}/{accession}-index.htm", archive_base(&cik, accession)));
         let summary = e.get("summary").cloned().unwrap_or_default();
-        let field = |label: &str| summary.split(&format!("<b>{label}:</b>")).nth(1).map(|s| s.split('<').next().unwrap_or("").trim().to_owned());
+        let field = |label: &str| {
+            summary
+                .split(&format!("<b>{label}:</b>"))
+                .nth(1)
+                .map(|s| s.split('<').next().unwrap_or("").trim().to_owned())
+        };
         oldest = Some(oldest.map_or(accepted, |o| o.min(accepted)));
         newest = Some(newest.map_or(accepted, |o| o.max(accepted)));
         rows.push(NewsRow {
@@ -418,7 +717,12 @@ pub fn parse_atom(file: &str, bytes: &[u8]) -> Result<AtomPage> {
             payload: Some(json!({"role": role, "filed": field("Filed"), "size": field("Size"), "feed_updated": updated}).to_string()),
         });
     }
-    Ok(AtomPage { fetched_at, rows, oldest, newest })
+    Ok(AtomPage {
+        fetched_at,
+        rows,
+        oldest,
+        newest,
+    })
 }
 
 #[cfg(test)]
@@ -432,7 +736,11 @@ mod tests {
     #[test]
     fn index_line_with_spaces_in_form_and_company_parses_by_column() {
         let text = "Description:           Daily Index of EDGAR Dissemination Feed by Company Name\nLast Data Received:    Oct  3, 2022\n\nCompany Name                                                  Form Type   CIK\n      Date Filed  File Name\n-----\n1st stREIT Office Inc.                                        1-A POS     1700461     20221003    edgar/data/1700461/0001104659-22-105357.txt         \n";
-        let IndexFile { layout, daily, rows } = parse_index("company.idx", text.as_bytes(), t("2026-11-01T00:00:00Z")).unwrap();
+        let IndexFile {
+            layout,
+            daily,
+            rows,
+        } = parse_index("company.idx", text.as_bytes(), t("2026-11-01T00:00:00Z")).unwrap();
         assert_eq!(layout, IndexLayout::Company);
         assert_eq!(daily, Some("2022-10-03".parse().unwrap()));
         assert_eq!(rows[0].form.as_deref(), Some("1-A POS"));
@@ -447,12 +755,20 @@ mod tests {
         let text = "Description:           Daily Index of EDGAR Dissemination Feed by Company Name\nLast Data Received:    Oct  3, 2022\n\nCompany Name                                                  Form Type   CIK\n      Date Filed  File Name\n-----\nAEye, Inc.                                                    EFFECT      1818644     20220930    edgar/data/1818644/9999999995-22-002867.txt         \n";
         let f = parse_index("company.idx", text.as_bytes(), t("2026-11-01T00:00:00Z")).unwrap();
         assert_eq!(f.rows[0].published_at, Some(t("2022-10-03T23:59:59Z")));
-        assert!(f.rows[0].payload.as_deref().unwrap().contains("\"date_filed\":\"2022-09-30\""));
+        assert!(
+            f.rows[0]
+                .payload
+                .as_deref()
+                .unwrap()
+                .contains("\"date_filed\":\"2022-09-30\"")
+        );
     }
 
     #[test]
     fn index_without_header_is_refused_with_its_name() {
-        let err = parse_index("bad.idx", b"hello\nworld\n", t("2026-11-01T00:00:00Z")).unwrap_err().to_string();
+        let err = parse_index("bad.idx", b"hello\nworld\n", t("2026-11-01T00:00:00Z"))
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("bad.idx: header:"), "{err}");
     }
 }

@@ -4,7 +4,11 @@
 pub enum Error {
     /// A source file (or one of its rows) does not parse or breaks a rule.
     #[error("{file}: {location}: {message}")]
-    Parse { file: String, location: String, message: String },
+    Parse {
+        file: String,
+        location: String,
+        message: String,
+    },
     #[error(transparent)]
     Engine(#[from] asof_engine::Error),
     #[error("io: {0}")]
@@ -12,8 +16,16 @@ pub enum Error {
 }
 
 impl Error {
-    pub fn parse(file: impl Into<String>, location: impl Into<String>, message: impl Into<String>) -> Self {
-        Error::Parse { file: file.into(), location: location.into(), message: message.into() }
+    pub fn parse(
+        file: impl Into<String>,
+        location: impl Into<String>,
+        message: impl Into<String>,
+    ) -> Self {
+        Error::Parse {
+            file: file.into(),
+            location: location.into(),
+            message: message.into(),
+        }
     }
 }
 

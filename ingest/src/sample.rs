@@ -55,13 +55,22 @@ fn read_dir_sorted(root: &Path, rel: &str) -> Result<Vec<Input>> {
         .into_iter()
         .map(|n| {
             let rel = format!("{rel}/{n}");
-            Ok(Input { bytes: std::fs::read(root.join(&rel))?, rel })
+            Ok(Input {
+                bytes: std::fs::read(root.join(&rel))?,
+                rel,
+            })
         })
         .collect()
 }
 
 fn evidence(inputs: &[&Input]) -> Vec<Evidence> {
-    let mut v: Vec<Evidence> = inputs.iter().map(|i| Evidence { file: i.rel.clone(), sha256: sha256_hex(&i.bytes) }).collect();
+    let mut v: Vec<Evidence> = inputs
+        .iter()
+        .map(|i| Evidence {
+            file: i.rel.clone(),
+            sha256: sha256_hex(&i.bytes),
+        })
+        .collect();
     v.sort();
     v
 }
@@ -69,7 +78,13 @@ fn evidence(inputs: &[&Input]) -> Vec<Evidence> {
 /// `CIK0000320193__20260305T112023Z.json` → ("0000320193", false, 2026-03-05T11:20:23Z).
 fn submissions_name(rel: &str) -> Result<(String, bool, Instant)> {
     let name = rel.rsplit('/').next().unwrap_or(rel);
-    let bad = || Error::parse(rel, "file name", "expected CIK##########[-submissions-NNN]__YYYYMMDDTHHMMSSZ.json");
+    let bad = || {
+        Error::parse(
+            rel,
+            "file name",
+            "expected CIK##########[-submissions-NNN]__YYYYMMDDTHHMMSSZ.json",
+        )
+    };
     let stem = name.strip_suffix(".json").ok_or_else(bad)?;
     let (head, stamp) = stem.split_once("__").ok_or_else(bad)?;
     let cik = head.strip_prefix("CIK").ok_or_else(bad)?;
@@ -80,15 +95,28 @@ fn submissions_name(rel: &str) -> Result<(String, bool, Instant)> {
     if stamp.len() != 16 {
         return Err(bad());
     }
-    let iso = format!("{}-{}-{}T{}:{}:{}Z", &stamp[0..4], &stamp[4..6], &stamp[6..8], &stamp[9..11], &stamp[11..13], &stamp[13..15]);
+    let iso = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &stamp[0..4],
+        &stamp[4..6],
+        &stamp[6..8],
+        &stamp[9..11],
+        &stamp[11..13],
+        &stamp[13..15]
+    );
     let at = Instant::parse(&iso).map_err(|_| bad())?;
     Ok((cik.to_owned(), page, at))
 }
 
 /// `..._committed_2026-01-29.csv` → 2026-01-29T23:59:59Z (the commit day bounds the capture).
 fn committed_day(rel: &str) -> Result<Instant> {
-    let pos = rel.rfind("committed_").ok_or_else(|| Error::parse(rel, "file name", "expected ..._committed_YYYY-MM-DD..."))?;
-    let day: Day = rel.get(pos + 10..pos + 20).and_then(|d| d.parse().ok()).ok_or_else(|| Error::parse(rel, "file name", "bad committed date"))?;
+    let pos = rel
+        .rfind("committed_")
+        .ok_or_else(|| Error::parse(rel, "file name", "expected ..._committed_YYYY-MM-DD..."))?;
+    let day: Day = rel
+        .get(pos + 10..pos + 20)
+        .and_then(|d| d.parse().ok())
+        .ok_or_else(|| Error::parse(rel, "file name", "bad committed date"))?;
     Ok(day.end_of_day())
 }
 
@@ -97,8 +125,17 @@ fn weekly_commits(root: &Path, rel: &str) -> Result<BTreeMap<String, Instant>> {
     let text = std::fs::read_to_string(root.join(rel))?;
     let mut map = BTreeMap::new();
     for (n, line) in text.lines().enumerate() {
-        let when = line.split_whitespace().nth(1).ok_or_else(|| Error::parse(rel, format!("line {}", n + 1), "no commit time"))?;
-        let at = Instant::parse_rfc3339_any(when).ok_or_else(|| Error::parse(rel, format!("line {}", n + 1), format!("{when:?} is not RFC 3339")))?;
+        let when = line
+            .split_whitespace()
+            .nth(1)
+            .ok_or_else(|| Error::parse(rel, format!("line {}", n + 1), "no commit time"))?;
+        let at = Instant::parse_rfc3339_any(when).ok_or_else(|| {
+            Error::parse(
+                rel,
+                format!("line {}", n + 1),
+                format!("{when:?} is not RFC 3339"),
+            )
+        })?;
         let s = at.to_string();
         map.insert(format!("{}{}", &s[..13], &s[14..16]), at);
     }
@@ -107,17 +144,42 @@ fn weekly_commits(root: &Path, rel: &str) -> Result<BTreeMap<String, Instant>> {
 
 fn ticker_observations(root: &Path) -> Result<Vec<Observation>> {
     let mut out = Vec::new();
-    let commits = weekly_commits(root, "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch/COMMITS.txt")?;
-    for input in read_dir_sorted(root, "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch")? {
-        let Some(stamp) = input.rel.rsplit('/').next().and_then(|n| n.strip_prefix("company_tickers_")).and_then(|n| n.strip_suffix("Z.json")) else {
+    let commits = weekly_commits(
+        root,
+        "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch/COMMITS.txt",
+    )?;
+    for input in read_dir_sorted(
+        root,
+        "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch",
+    )? {
+        let Some(stamp) = input
+            .rel
+            .rsplit('/')
+            .next()
+            .and_then(|n| n.strip_prefix("company_tickers_"))
+            .and_then(|n| n.strip_suffix("Z.json"))
+        else {
             continue; // COMMITS.txt
         };
-        let at = commits.get(stamp).copied().ok_or_else(|| Error::parse(&input.rel, "file name", format!("no commit in COMMITS.txt at {stamp}")))?;
+        let at = commits.get(stamp).copied().ok_or_else(|| {
+            Error::parse(
+                &input.rel,
+                "file name",
+                format!("no commit in COMMITS.txt at {stamp}"),
+            )
+        })?;
         out.push(parse_ticker_file(&input.rel, &input.bytes, at)?);
     }
-    for dir in ["sec.edgar.ticker_history/company_tickers_exchange_snapshots_edgartools", "sec.edgar.ticker_history/other_snapshots"] {
+    for dir in [
+        "sec.edgar.ticker_history/company_tickers_exchange_snapshots_edgartools",
+        "sec.edgar.ticker_history/other_snapshots",
+    ] {
         for input in read_dir_sorted(root, dir)? {
-            out.push(parse_ticker_file(&input.rel, &input.bytes, committed_day(&input.rel)?)?);
+            out.push(parse_ticker_file(
+                &input.rel,
+                &input.bytes,
+                committed_day(&input.rel)?,
+            )?);
         }
     }
     Ok(out)
@@ -144,37 +206,89 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
     let mut captures: BTreeMap<String, Vec<Instant>> = BTreeMap::new();
     let mut observations: Vec<Observation> = Vec::new();
     let mut names: Vec<(String, NameInterval)> = Vec::new();
-    let held_pages: BTreeSet<String> = subs.iter().filter_map(|i| submissions_name(&i.rel).ok().filter(|(_, p, _)| *p).map(|_| i.rel.clone())).collect();
+    let held_pages: BTreeSet<String> = subs
+        .iter()
+        .filter_map(|i| {
+            submissions_name(&i.rel)
+                .ok()
+                .filter(|(_, p, _)| *p)
+                .map(|_| i.rel.clone())
+        })
+        .collect();
     for (input, page, at, s) in &parsed {
-        rows.extend(s.rows.iter().filter(|r| r.partition_day().is_some_and(|d| d >= window_start)).cloned());
+        rows.extend(
+            s.rows
+                .iter()
+                .filter(|r| r.partition_day().is_some_and(|d| d >= window_start))
+                .cloned(),
+        );
         if *page {
             continue;
         }
         captures.entry(s.cik.clone()).or_default().push(*at);
-        let missing_pages = s.older_pages.iter().any(|p| !held_pages.iter().any(|h| h.contains(p.trim_end_matches(".json"))));
-        let from = if missing_pages { s.oldest_filing_date.map_or(Day::from_days(0), Day::next) } else { Day::from_days(0) };
-        complete_from.entry(s.cik.clone()).and_modify(|d| *d = (*d).max(from)).or_insert(from);
+        let missing_pages = s.older_pages.iter().any(|p| {
+            !held_pages
+                .iter()
+                .any(|h| h.contains(p.trim_end_matches(".json")))
+        });
+        let from = if missing_pages {
+            s.oldest_filing_date.map_or(Day::from_days(0), Day::next)
+        } else {
+            Day::from_days(0)
+        };
+        complete_from
+            .entry(s.cik.clone())
+            .and_modify(|d| *d = (*d).max(from))
+            .or_insert(from);
         observations.push(Observation {
-            evidence: EvidenceFile { file: input.rel.clone(), sha256: sha256_hex(&input.bytes), observed_at: *at, scope: format!("cik:{}", s.cik) },
+            evidence: EvidenceFile {
+                file: input.rel.clone(),
+                sha256: sha256_hex(&input.bytes),
+                observed_at: *at,
+                scope: format!("cik:{}", s.cik),
+            },
             cik_scope: Some(s.cik.clone()),
-            pairs: s.tickers.iter().map(|t| (t.clone(), s.cik.clone())).collect(),
+            pairs: s
+                .tickers
+                .iter()
+                .map(|t| (t.clone(), s.cik.clone()))
+                .collect(),
         });
         names.extend(s.names.iter().map(|n| (input.rel.clone(), n.clone())));
     }
     // Certified for the sample's companies: from the latest "complete from" day (and the window)
     // through the day before the earliest latest-capture.
-    let first = complete_from.values().copied().max().unwrap_or(window_start).max(window_start);
-    let last = captures.values().map(|c| c.iter().max().copied().unwrap_or(commit_time).day().prev()).min().unwrap_or(first);
+    let first = complete_from
+        .values()
+        .copied()
+        .max()
+        .unwrap_or(window_start)
+        .max(window_start);
+    let last = captures
+        .values()
+        .map(|c| c.iter().max().copied().unwrap_or(commit_time).day().prev())
+        .min()
+        .unwrap_or(first);
     let certified_at = captures
         .values()
         .filter_map(|c| c.iter().copied().filter(|at| at.day().prev() >= last).min())
         .max()
         .unwrap_or(commit_time);
     let sub_inputs: Vec<&Input> = subs.iter().collect();
-    certifications.push(Certification { source_id: SourceId::SecEdgar, lane: Lane::CertifiedPit, from: first, to: last, certified_at, evidence: evidence(&sub_inputs) });
+    certifications.push(Certification {
+        source_id: SourceId::SecEdgar,
+        lane: Lane::CertifiedPit,
+        from: first,
+        to: last,
+        certified_at,
+        evidence: evidence(&sub_inputs),
+    });
 
     // The whole-EDGAR daily index of one day: certified for that day.
-    let idx = read_dir_sorted(root, "sec.edgar/daily-index")?.into_iter().find(|i| i.rel.ends_with(DAILY_INDEX)).ok_or_else(|| Error::parse(DAILY_INDEX, "file", "missing from sources"))?;
+    let idx = read_dir_sorted(root, "sec.edgar/daily-index")?
+        .into_iter()
+        .find(|i| i.rel.ends_with(DAILY_INDEX))
+        .ok_or_else(|| Error::parse(DAILY_INDEX, "file", "missing from sources"))?;
     let index = parse_index(&idx.rel, &idx.bytes, commit_time)?;
     // Its day is complete for all of EDGAR, but it is *not* certified here: certifying one day
     // of 2022 would open a span whose 800-odd uncertified days make every later cut a hole.
@@ -187,11 +301,15 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
     // The Atom feed: forward lane, first sighting wins.
     let atom = read_dir_sorted(root, "sec.edgar/current-feed-atom_2026-01-12")?;
     let mut seen: BTreeMap<String, NewsRow> = BTreeMap::new();
-    let (mut oldest, mut newest, mut fetched_last) = (None::<Instant>, None::<Instant>, None::<Instant>);
+    let (mut oldest, mut newest, mut fetched_last) =
+        (None::<Instant>, None::<Instant>, None::<Instant>);
     for input in &atom {
         let page = parse_atom(&input.rel, &input.bytes)?;
         oldest = page.oldest.map(|o| oldest.map_or(o, |x| x.min(o)));
-        newest = page.newest.map(|o| newest.map_or(o, |x| x.max(o))).or(newest);
+        newest = page
+            .newest
+            .map(|o| newest.map_or(o, |x| x.max(o)))
+            .or(newest);
         fetched_last = Some(fetched_last.map_or(page.fetched_at, |f| f.max(page.fetched_at)));
         for r in page.rows {
             match seen.get(&r.id) {
@@ -206,14 +324,25 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
         && n.day().days() - o.day().days() >= 2
     {
         let atom_inputs: Vec<&Input> = atom.iter().collect();
-        certifications.push(Certification { source_id: SourceId::SecEdgar, lane: Lane::ForwardFirstSeen, from: o.day().next(), to: n.day().prev(), certified_at: f, evidence: evidence(&atom_inputs) });
+        certifications.push(Certification {
+            source_id: SourceId::SecEdgar,
+            lane: Lane::ForwardFirstSeen,
+            from: o.day().next(),
+            to: n.day().prev(),
+            certified_at: f,
+            evidence: evidence(&atom_inputs),
+        });
     }
     rows.extend(seen.into_values());
 
     // Identity.
     observations.extend(ticker_observations(root)?);
     let (evidence_files, tickers) = identity::build_intervals(observations);
-    let index_of: BTreeMap<&str, u32> = evidence_files.iter().enumerate().map(|(i, e)| (e.file.as_str(), i as u32)).collect();
+    let index_of: BTreeMap<&str, u32> = evidence_files
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.file.as_str(), i as u32))
+        .collect();
     let names = identity::dedup_names(
         names
             .into_iter()
@@ -223,7 +352,12 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
             })
             .collect(),
     );
-    let identity = IdentityFile { format: identity::FORMAT.into(), evidence: evidence_files, tickers, names };
+    let identity = IdentityFile {
+        format: identity::FORMAT.into(),
+        evidence: evidence_files,
+        tickers,
+        names,
+    };
 
     let sample = SampleSet {
         source_id: SourceId::SecEdgar,
@@ -265,6 +399,12 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
             captures.len()
         ),
     );
-    let changes = ChangeSet { rows, certifications, identity: Some(identity), sample: Some(sample), notes };
+    let changes = ChangeSet {
+        rows,
+        certifications,
+        identity: Some(identity),
+        sample: Some(sample),
+        notes,
+    };
     Ok(publish(out, changes, commit_time).await?)
 }

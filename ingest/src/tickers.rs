@@ -15,12 +15,21 @@ use crate::error::{Error, Result};
 /// `{"0": {"cik_str", "ticker", "title"}, ...}` form, the `{"fields": [...], "data": [[...]]}`
 /// exchange form, and CSV with `cik` and `ticker` columns.
 pub fn parse_ticker_file(file: &str, bytes: &[u8], observed_at: Instant) -> Result<Observation> {
-    let pairs = if file.ends_with(".csv") { parse_csv(file, bytes)? } else { parse_json(file, bytes)? };
+    let pairs = if file.ends_with(".csv") {
+        parse_csv(file, bytes)?
+    } else {
+        parse_json(file, bytes)?
+    };
     if pairs.is_empty() {
         return Err(Error::parse(file, "content", "no ticker rows"));
     }
     Ok(Observation {
-        evidence: EvidenceFile { file: file.to_owned(), sha256: sha256_hex(bytes), observed_at, scope: "full".into() },
+        evidence: EvidenceFile {
+            file: file.to_owned(),
+            sha256: sha256_hex(bytes),
+            observed_at,
+            scope: "full".into(),
+        },
         cik_scope: None,
         pairs,
     })
@@ -28,10 +37,20 @@ pub fn parse_ticker_file(file: &str, bytes: &[u8], observed_at: Instant) -> Resu
 
 fn pair(file: &str, at: &str, ticker: &str, cik: &str) -> Result<(String, String)> {
     let ticker = ticker.trim().to_ascii_uppercase();
-    if ticker.is_empty() || ticker.len() > 16 || !ticker.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-') {
-        return Err(Error::parse(file, at, format!("ticker {ticker:?} is not 1-16 letters, digits, '.' or '-'")));
+    if ticker.is_empty()
+        || ticker.len() > 16
+        || !ticker
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-')
+    {
+        return Err(Error::parse(
+            file,
+            at,
+            format!("ticker {ticker:?} is not 1-16 letters, digits, '.' or '-'"),
+        ));
     }
-    let cik = normalize_cik(cik.trim()).ok_or_else(|| Error::parse(file, at, format!("CIK {cik:?} is not a number")))?;
+    let cik = normalize_cik(cik.trim())
+        .ok_or_else(|| Error::parse(file, at, format!("CIK {cik:?} is not a number")))?;
     Ok((ticker, cik))
 }
 
@@ -44,24 +63,56 @@ fn num_or_str(v: &Value) -> Option<String> {
 }
 
 fn parse_json(file: &str, bytes: &[u8]) -> Result<BTreeSet<(String, String)>> {
-    let v: Value = serde_json::from_slice(bytes).map_err(|e| Error::parse(file, format!("line {}", e.line()), format!("not valid JSON: {e}")))?;
+    let v: Value = serde_json::from_slice(bytes).map_err(|e| {
+        Error::parse(
+            file,
+            format!("line {}", e.line()),
+            format!("not valid JSON: {e}"),
+        )
+    })?;
     let mut out = BTreeSet::new();
-    if let (Some(fields), Some(data)) = (v.get("fields").and_then(Value::as_array), v.get("data").and_then(Value::as_array)) {
-        let idx = |name: &str| fields.iter().position(|f| f.as_str() == Some(name)).ok_or_else(|| Error::parse(file, "fields", format!("no {name} field")));
+    if let (Some(fields), Some(data)) = (
+        v.get("fields").and_then(Value::as_array),
+        v.get("data").and_then(Value::as_array),
+    ) {
+        let idx = |name: &str| {
+            fields
+                .iter()
+                .position(|f| f.as_str() == Some(name))
+                .ok_or_else(|| Error::parse(file, "fields", format!("no {name} field")))
+        };
         let (ci, ti) = (idx("cik")?, idx("ticker")?);
         for (i, row) in data.iter().enumerate() {
             let at = format!("data[{i}]");
-            let cik = row.get(ci).and_then(num_or_str).ok_or_else(|| Error::parse(file, &at, "no cik"))?;
-            let ticker = row.get(ti).and_then(Value::as_str).ok_or_else(|| Error::parse(file, &at, "no ticker"))?;
+            let cik = row
+                .get(ci)
+                .and_then(num_or_str)
+                .ok_or_else(|| Error::parse(file, &at, "no cik"))?;
+            let ticker = row
+                .get(ti)
+                .and_then(Value::as_str)
+                .ok_or_else(|| Error::parse(file, &at, "no ticker"))?;
             out.insert(pair(file, &at, ticker, &cik)?);
         }
         return Ok(out);
     }
-    let obj = v.as_object().ok_or_else(|| Error::parse(file, "top level", "expected an object of entries or {fields, data}"))?;
+    let obj = v.as_object().ok_or_else(|| {
+        Error::parse(
+            file,
+            "top level",
+            "expected an object of entries or {fields, data}",
+        )
+    })?;
     for (k, e) in obj {
         let at = format!("entry {k}");
-        let cik = e.get("cik_str").and_then(num_or_str).ok_or_else(|| Error::parse(file, &at, "no cik_str"))?;
-        let ticker = e.get("ticker").and_then(Value::as_str).ok_or_else(|| Error::parse(file, &at, "no ticker"))?;
+        let cik = e
+            .get("cik_str")
+            .and_then(num_or_str)
+            .ok_or_else(|| Error::parse(file, &at, "no cik_str"))?;
+        let ticker = e
+            .get("ticker")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::parse(file, &at, "no ticker"))?;
         out.insert(pair(file, &at, ticker, &cik)?);
     }
     Ok(out)
@@ -69,8 +120,16 @@ fn parse_json(file: &str, bytes: &[u8]) -> Result<BTreeSet<(String, String)>> {
 
 fn parse_csv(file: &str, bytes: &[u8]) -> Result<BTreeSet<(String, String)>> {
     let mut r = csv::Reader::from_reader(bytes);
-    let headers = r.headers().map_err(|e| Error::parse(file, "header", e.to_string()))?.clone();
-    let idx = |name: &str| headers.iter().position(|h| h == name).ok_or_else(|| Error::parse(file, "header", format!("no {name} column")));
+    let headers = r
+        .headers()
+        .map_err(|e| Error::parse(file, "header", e.to_string()))?
+        .clone();
+    let idx = |name: &str| {
+        headers
+            .iter()
+            .position(|h| h == name)
+            .ok_or_else(|| Error::parse(file, "header", format!("no {name} column")))
+    };
     let (ci, ti) = (idx("cik")?, idx("ticker")?);
     let mut out = BTreeSet::new();
     for (i, rec) in r.records().enumerate() {
@@ -94,18 +153,32 @@ mod tests {
     #[test]
     fn all_three_list_forms_give_the_same_pairs() {
         let at = Instant::parse("2026-01-04T06:01:13Z").unwrap();
-        let a = parse_ticker_file("a.json", br#"{"0":{"cik_str":320193,"ticker":"AAPL","title":"Apple Inc."}}"#, at).unwrap();
+        let a = parse_ticker_file(
+            "a.json",
+            br#"{"0":{"cik_str":320193,"ticker":"AAPL","title":"Apple Inc."}}"#,
+            at,
+        )
+        .unwrap();
         let b = parse_ticker_file("b.json", br#"{"fields":["cik","name","ticker","exchange"],"data":[[320193,"Apple Inc.","AAPL","Nasdaq"]]}"#, at).unwrap();
         let c = parse_ticker_file("c.csv", b"\"cik\",\"ticker\",\"exchange\",\"name\"\n\"0000320193\",\"AAPL\",\"Nasdaq\",\"Apple Inc.\"\n", at).unwrap();
         let want: BTreeSet<_> = [("AAPL".to_owned(), "320193".to_owned())].into();
-        assert_eq!((a.pairs.clone(), b.pairs.clone()), (want.clone(), want.clone()));
+        assert_eq!(
+            (a.pairs.clone(), b.pairs.clone()),
+            (want.clone(), want.clone())
+        );
         assert_eq!(c.pairs, want);
     }
 
     #[test]
     fn a_malformed_ticker_is_refused_naming_the_entry() {
         let at = Instant::parse("2026-01-04T06:01:13Z").unwrap();
-        let e = parse_ticker_file("t.json", br#"{"7":{"cik_str":1,"ticker":"BAD TICKER!","title":"x"}}"#, at).unwrap_err().to_string();
+        let e = parse_ticker_file(
+            "t.json",
+            br#"{"7":{"cik_str":1,"ticker":"BAD TICKER!","title":"x"}}"#,
+            at,
+        )
+        .unwrap_err()
+        .to_string();
         assert!(e.starts_with("t.json: entry 7:"), "{e}");
     }
 }

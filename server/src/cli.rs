@@ -5,7 +5,10 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use asof_engine::coverage::Scope;
-use asof_engine::{Answer, Corpus, CorpusStore, Entity, Instant, Lane, NewsQuery, SourceId, VisibleBy, normalize_cik};
+use asof_engine::{
+    Answer, Corpus, CorpusStore, Entity, Instant, Lane, NewsQuery, SourceId, VisibleBy,
+    normalize_cik,
+};
 use asof_server::envelope::{CoverageBody, Envelope, ErrorBody, NewsRecord, Status};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
@@ -13,7 +16,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 const EXIT_HOLE: u8 = 3;
 
 #[derive(Debug, Parser)]
-#[command(name = "asof", version, about = "What was knowable then: an as-of information service over public records")]
+#[command(
+    name = "asof",
+    version,
+    about = "What was knowable then: an as-of information service over public records"
+)]
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
@@ -29,6 +36,57 @@ pub enum Command {
     Verify(CorpusArg),
     /// Rebuild the shipped sample corpus from its raw files; prints the corpus_version last.
     BuildSample(BuildSampleArgs),
+    /// Run the HTTP service.
+    Serve(ServeArgs),
+    /// Manage API keys (operators and tests).
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+/// The default state store: a SQLite file in `.asof-state/` of the working directory.
+const DEFAULT_DATABASE_URL: &str = "sqlite://.asof-state/asof.db";
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[arg(long, env = "ASOF_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    #[command(flatten)]
+    pub corpus: CorpusArg,
+    /// State store: sqlite://PATH (default) or postgres://...
+    #[arg(long = "database-url", env = "ASOF_DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
+    pub database_url: String,
+    /// Seconds between polls of the corpus pointer.
+    #[arg(
+        long = "reload-interval",
+        env = "ASOF_RELOAD_INTERVAL",
+        default_value_t = 30
+    )]
+    pub reload_interval: u64,
+    /// Take the client address from X-Forwarded-For (only behind a trusted proxy).
+    #[arg(long = "trust-forwarded-for", env = "ASOF_TRUST_FORWARDED_FOR")]
+    pub trust_forwarded_for: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysCommand {
+    /// Create a key (and the user if needed); prints the raw key as the last line.
+    Create(KeysCreateArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct KeysCreateArgs {
+    #[arg(long = "database-url", env = "ASOF_DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
+    pub database_url: String,
+    #[arg(long)]
+    pub email: String,
+    /// researcher, power or desk.
+    #[arg(long)]
+    pub plan: String,
+    #[arg(long, default_value = "default")]
+    pub name: Option<String>,
+    /// Expiry instant, RFC 3339 UTC with Z, in the future.
+    #[arg(long = "expires-at")]
+    pub expires_at: Option<String>,
 }
 
 /// The shipped sample corpus: the repository root (manifests/ and snapshots/).
@@ -108,6 +166,8 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Sql(a) => sql(a).await,
         Command::Verify(a) => verify(a).await,
         Command::BuildSample(a) => build_sample(a).await,
+        Command::Serve(a) => serve(a).await,
+        Command::Keys(KeysCommand::Create(a)) => keys_create(a).await,
     };
     match result {
         Ok(code) => code,
@@ -124,13 +184,23 @@ async fn open(corpus: &str) -> Result<Corpus, asof_engine::Error> {
     Corpus::open(CorpusStore::open(corpus)?).await
 }
 
-fn parse_enum<T: std::str::FromStr>(param: &str, value: &str, valid: String) -> Result<T, asof_engine::Error> {
-    value.parse().map_err(|_| asof_engine::Error::invalid(param, format!("{value:?} is not one of: {valid}")))
+fn parse_enum<T: std::str::FromStr>(
+    param: &str,
+    value: &str,
+    valid: String,
+) -> Result<T, asof_engine::Error> {
+    value.parse().map_err(|_| {
+        asof_engine::Error::invalid(param, format!("{value:?} is not one of: {valid}"))
+    })
 }
 
 async fn query(a: QueryArgs) -> CliResult {
     let as_of = Instant::parse_param("--as-of", &a.as_of)?;
-    let start = a.since.as_deref().map(|s| Instant::parse_param("--since", s)).transpose()?;
+    let start = a
+        .since
+        .as_deref()
+        .map(|s| Instant::parse_param("--since", s))
+        .transpose()?;
     let visible_by: VisibleBy = parse_enum("--visible-by", &a.visible_by, VisibleBy::valid_set())?;
     let lane: Lane = parse_enum("--lane", &a.lane, Lane::valid_set())?;
     let source: SourceId = parse_enum("--source", &a.source, SourceId::valid_set())?;
@@ -139,17 +209,41 @@ async fn query(a: QueryArgs) -> CliResult {
     }
     let entity = match (&a.ticker, &a.cik) {
         (Some(t), None) => Entity::Ticker(t.to_ascii_uppercase()),
-        (None, Some(c)) => Entity::Cik(normalize_cik(c).ok_or_else(|| asof_engine::Error::invalid("--cik", format!("{c:?} is not a CIK (1-10 digits)")))?),
-        _ => return Err(asof_engine::Error::invalid("--ticker/--cik", "give exactly one of --ticker or --cik").into()),
+        (None, Some(c)) => Entity::Cik(normalize_cik(c).ok_or_else(|| {
+            asof_engine::Error::invalid("--cik", format!("{c:?} is not a CIK (1-10 digits)"))
+        })?),
+        _ => {
+            return Err(asof_engine::Error::invalid(
+                "--ticker/--cik",
+                "give exactly one of --ticker or --cik",
+            )
+            .into());
+        }
     };
     let corpus = open(&a.corpus.corpus).await?;
-    let q = NewsQuery { source, lane, visible_by, start, as_of, entity, after: None, limit: a.limit };
+    let q = NewsQuery {
+        source,
+        lane,
+        visible_by,
+        start,
+        as_of,
+        entity,
+        after: None,
+        limit: a.limit,
+    };
     let answer = corpus.news(&q, Scope::Corpus).await?;
     let (rows, next, coverage, hole) = match answer {
-        Answer::Page { rows, next, coverage } => (rows, next, coverage, false),
+        Answer::Page {
+            rows,
+            next,
+            coverage,
+        } => (rows, next, coverage, false),
         Answer::Hole { coverage } => (vec![], None, coverage, true),
     };
-    let records: Vec<NewsRecord> = rows.into_iter().map(|r| NewsRecord::from_row(r, false)).collect();
+    let records: Vec<NewsRecord> = rows
+        .into_iter()
+        .map(|r| NewsRecord::from_row(r, false))
+        .collect();
     let env = Envelope {
         request_id: String::new(),
         corpus_version: corpus.version().to_owned(),
@@ -175,7 +269,18 @@ async fn query(a: QueryArgs) -> CliResult {
         }
         Format::Csv => {
             let mut w = csv::Writer::from_writer(&mut out);
-            w.write_record(["published_at", "id", "form", "cik", "acceptance_at", "available_at", "committed_at", "revision_id", "title", "source_locator"])?;
+            w.write_record([
+                "published_at",
+                "id",
+                "form",
+                "cik",
+                "acceptance_at",
+                "available_at",
+                "committed_at",
+                "revision_id",
+                "title",
+                "source_locator",
+            ])?;
             for r in &env.results {
                 let s = |i: Option<Instant>| i.map(|i| i.to_string()).unwrap_or_default();
                 w.write_record([
@@ -194,10 +299,23 @@ async fn query(a: QueryArgs) -> CliResult {
             w.flush()?;
         }
         Format::Table => {
-            writeln!(out, "corpus_version {}  as_of {}  visible_by {}  status {:?}", env.corpus_version, as_of, visible_by, env.status)?;
+            writeln!(
+                out,
+                "corpus_version {}  as_of {}  visible_by {}  status {:?}",
+                env.corpus_version, as_of, visible_by, env.status
+            )?;
             for r in &env.results {
-                let p = r.published_at.map(|i| i.to_string()).unwrap_or_else(|| "-".into());
-                writeln!(out, "{p:<22} {:<32} {:<10} {}", r.id, r.form.as_deref().unwrap_or("-"), r.title)?;
+                let p = r
+                    .published_at
+                    .map(|i| i.to_string())
+                    .unwrap_or_else(|| "-".into());
+                writeln!(
+                    out,
+                    "{p:<22} {:<32} {:<10} {}",
+                    r.id,
+                    r.form.as_deref().unwrap_or("-"),
+                    r.title
+                )?;
             }
             if hole {
                 writeln!(out, "coverage missing: {}", env.coverage.missing.join(", "))?;
@@ -207,7 +325,11 @@ async fn query(a: QueryArgs) -> CliResult {
         }
     }
     let _ = next;
-    Ok(if hole { ExitCode::from(EXIT_HOLE) } else { ExitCode::SUCCESS })
+    Ok(if hole {
+        ExitCode::from(EXIT_HOLE)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 async fn sql(a: SqlArgs) -> CliResult {
@@ -215,7 +337,11 @@ async fn sql(a: SqlArgs) -> CliResult {
     let batches = corpus.sql(&a.sql).await?;
     let mut out = std::io::stdout().lock();
     match a.format {
-        Format::Table => writeln!(out, "{}", arrow::util::pretty::pretty_format_batches(&batches)?)?,
+        Format::Table => writeln!(
+            out,
+            "{}",
+            arrow::util::pretty::pretty_format_batches(&batches)?
+        )?,
         Format::Csv => {
             let mut w = arrow::csv::Writer::new(&mut out);
             for b in &batches {
@@ -237,16 +363,67 @@ async fn sql(a: SqlArgs) -> CliResult {
 async fn verify(a: CorpusArg) -> CliResult {
     let store = CorpusStore::open(&a.corpus)?;
     let v = asof_engine::verify::verify(&store, None).await?;
-    println!("ok: {} partitions, {} rows, {} other objects", v.partitions, v.rows, v.other_objects);
+    println!(
+        "ok: {} partitions, {} rows, {} other objects",
+        v.partitions, v.rows, v.other_objects
+    );
     println!("{}", v.version);
     Ok(ExitCode::SUCCESS)
 }
 
 async fn build_sample(a: BuildSampleArgs) -> CliResult {
-    let sources = a.sources.unwrap_or_else(asof_ingest::sample::default_sources_dir);
+    let sources = a
+        .sources
+        .unwrap_or_else(asof_ingest::sample::default_sources_dir);
     let store = CorpusStore::local(&a.out)?;
     let p = asof_ingest::sample::build_sample(&sources, &store).await?;
-    eprintln!("published {} rows ({} unchanged)", p.rows_added, p.rows_unchanged);
+    eprintln!(
+        "published {} rows ({} unchanged)",
+        p.rows_added, p.rows_unchanged
+    );
     println!("{}", p.version);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn serve(a: ServeArgs) -> CliResult {
+    let cfg = asof_server::serve::ServeConfig {
+        listen: a.listen,
+        corpus: a.corpus.corpus,
+        database_url: a.database_url,
+        reload_interval: std::time::Duration::from_secs(a.reload_interval.max(1)),
+        trust_forwarded_for: a.trust_forwarded_for,
+    };
+    asof_server::serve::serve(cfg).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn keys_create(a: KeysCreateArgs) -> CliResult {
+    let plan: asof_server::auth::Plan = a.plan.parse().map_err(|()| {
+        asof_engine::Error::invalid(
+            "--plan",
+            format!("{:?} is not one of: researcher, power, desk", a.plan),
+        )
+    })?;
+    if !a.email.contains('@') {
+        return Err(asof_engine::Error::invalid("--email", "not an e-mail address").into());
+    }
+    let expires_at = a
+        .expires_at
+        .as_deref()
+        .map(|s| Instant::parse_param("--expires-at", s))
+        .transpose()?;
+    if expires_at.is_some_and(|e| e <= Instant::now()) {
+        return Err(asof_engine::Error::invalid("--expires-at", "must be in the future").into());
+    }
+    let store = asof_server::state_store::open(&a.database_url).await?;
+    let user = store.upsert_user(&a.email, plan).await?;
+    let (key, raw) = store
+        .create_key(&user.id, a.name.as_deref().unwrap_or("default"), expires_at)
+        .await?;
+    eprintln!(
+        "created {} ({}) for {} on plan {}",
+        key.id, key.prefix, user.email, user.plan
+    );
+    println!("{raw}");
     Ok(ExitCode::SUCCESS)
 }

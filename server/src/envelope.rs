@@ -50,7 +50,11 @@ pub struct CoverageBody {
 
 impl From<Coverage> for CoverageBody {
     fn from(c: Coverage) -> Self {
-        CoverageBody { touched: c.touched, missing: c.missing, missing_total: c.missing_total }
+        CoverageBody {
+            touched: c.touched,
+            missing: c.missing,
+            missing_total: c.missing_total,
+        }
     }
 }
 
@@ -84,7 +88,10 @@ pub struct NewsRecord {
 impl NewsRecord {
     pub fn from_row(r: NewsRow, sample: bool) -> Self {
         NewsRecord {
-            payload: r.payload.as_deref().map(|p| serde_json::from_str(p).unwrap_or_else(|_| Value::String(p.to_owned()))),
+            payload: r
+                .payload
+                .as_deref()
+                .map(|p| serde_json::from_str(p).unwrap_or_else(|_| Value::String(p.to_owned()))),
             id: r.id,
             source_id: r.source_id.to_string(),
             lane: r.lane.to_string(),

@@ -1,3 +1,16 @@
-//! asof server library: the response envelope now; the HTTP router lands with the API issue.
+//! asof server library: the HTTP service over the as-of engine (router, middleware, state
+//! store, auth, cursors) and the envelope shared with the CLI.
 
+pub mod app;
+pub mod auth;
+pub mod cursor;
 pub mod envelope;
+pub mod error;
+pub mod meta;
+pub mod params;
+pub mod reload;
+pub mod routes;
+pub mod serve;
+pub mod state_store;
+
+pub use app::{AppState, app};

@@ -7,11 +7,18 @@ use std::process::{Command, Output};
 use serde_json::Value;
 
 fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..").canonicalize().unwrap()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap()
 }
 
 fn asof(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_asof")).args(args).env("ASOF_LOG", "error").output().expect("asof runs")
+    Command::new(env!("CARGO_BIN_EXE_asof"))
+        .args(args)
+        .env("ASOF_LOG", "error")
+        .output()
+        .expect("asof runs")
 }
 
 fn stdout(o: &Output) -> String {
@@ -20,15 +27,29 @@ fn stdout(o: &Output) -> String {
 
 fn json(o: &Output) -> Value {
     assert!(o.status.code().is_some(), "killed");
-    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}\n{}", stdout(o), String::from_utf8_lossy(&o.stderr)))
+    serde_json::from_slice(&o.stdout).unwrap_or_else(|e| {
+        panic!(
+            "not JSON ({e}): {}\n{}",
+            stdout(o),
+            String::from_utf8_lossy(&o.stderr)
+        )
+    })
 }
 
 fn committed_version() -> String {
-    std::fs::read_to_string(repo().join("manifests/CURRENT")).unwrap().trim().to_owned()
+    std::fs::read_to_string(repo().join("manifests/CURRENT"))
+        .unwrap()
+        .trim()
+        .to_owned()
 }
 
 fn ids(v: &Value) -> Vec<String> {
-    v["results"].as_array().unwrap().iter().map(|r| r["id"].as_str().unwrap().to_owned()).collect()
+    v["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].as_str().unwrap().to_owned())
+        .collect()
 }
 
 #[test]
@@ -51,19 +72,42 @@ fn verify_passes_on_the_shipped_corpus() {
 fn verify_fails_on_a_corrupted_copy_and_names_the_partition() {
     let copy = tempfile::tempdir().unwrap();
     let src = repo();
-    let manifest: Value = serde_json::from_slice(&std::fs::read(src.join(format!("manifests/{}.json", &committed_version()[7..]))).unwrap()).unwrap();
-    let victim = manifest["partitions"][7]["path"].as_str().unwrap().to_owned();
-    for entry in ["manifests/CURRENT".to_owned(), format!("manifests/{}.json", &committed_version()[7..])]
-        .into_iter()
-        .chain(manifest["partitions"].as_array().unwrap().iter().map(|p| p["path"].as_str().unwrap().to_owned()))
-        .chain(manifest["identity"].as_array().unwrap().iter().map(|p| p["path"].as_str().unwrap().to_owned()))
-    {
+    let manifest: Value = serde_json::from_slice(
+        &std::fs::read(src.join(format!("manifests/{}.json", &committed_version()[7..]))).unwrap(),
+    )
+    .unwrap();
+    let victim = manifest["partitions"][7]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    for entry in [
+        "manifests/CURRENT".to_owned(),
+        format!("manifests/{}.json", &committed_version()[7..]),
+    ]
+    .into_iter()
+    .chain(
+        manifest["partitions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["path"].as_str().unwrap().to_owned()),
+    )
+    .chain(
+        manifest["identity"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["path"].as_str().unwrap().to_owned()),
+    ) {
         let to = copy.path().join(&entry);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(src.join(&entry), &to).unwrap();
     }
     let corpus = copy.path().to_str().unwrap();
-    assert!(asof(&["verify", "--corpus", corpus]).status.success(), "the untouched copy verifies");
+    assert!(
+        asof(&["verify", "--corpus", corpus]).status.success(),
+        "the untouched copy verifies"
+    );
     let path = copy.path().join(&victim);
     let mut bytes = std::fs::read(&path).unwrap();
     let mid = bytes.len() / 2;
@@ -80,7 +124,15 @@ fn query_answers_teslas_filings_as_of_an_instant_matching_the_raw_submissions() 
     // From snapshots/sources/sec.edgar/submissions/CIK0001318605__20260203T120702Z.json:
     // 0001628280-26-003837 8-K accepted 2026-01-28T21:11:04Z, 0001628280-26-003952 10-K
     // accepted 2026-01-29T01:55:03Z.
-    let v = json(&asof(&["query", "--ticker", "TSLA", "--as-of", "2026-01-29T12:00:00Z", "--limit", "1000"]));
+    let v = json(&asof(&[
+        "query",
+        "--ticker",
+        "TSLA",
+        "--as-of",
+        "2026-01-29T12:00:00Z",
+        "--limit",
+        "1000",
+    ]));
     assert_eq!(v["status"], "ok");
     assert_eq!(v["corpus_version"], committed_version().as_str());
     let rows = v["results"].as_array().unwrap();
@@ -89,28 +141,81 @@ fn query_answers_teslas_filings_as_of_an_instant_matching_the_raw_submissions() 
     assert_eq!(last["form"], "10-K");
     assert_eq!(last["acceptance_at"], "2026-01-29T01:55:03Z");
     assert_eq!(last["published_at"], "2026-01-29T01:55:03Z");
-    assert_eq!(last["available_at"], Value::Null, "available_at is never imputed");
-    assert_eq!(last["source_locator"], "https://www.sec.gov/Archives/edgar/data/1318605/000162828026003952/tsla-20251231.htm");
+    assert_eq!(
+        last["available_at"],
+        Value::Null,
+        "available_at is never imputed"
+    );
+    assert_eq!(
+        last["source_locator"],
+        "https://www.sec.gov/Archives/edgar/data/1318605/000162828026003952/tsla-20251231.htm"
+    );
     assert_eq!(rows[rows.len() - 2]["id"], "0001628280-26-003837_1318605");
     assert_eq!(v["count"].as_u64().unwrap() as usize, rows.len());
-    assert!(v["coverage"]["touched"].as_array().unwrap().iter().any(|k| k == "identity.ticker/TSLA@2026-01-29"));
+    assert!(
+        v["coverage"]["touched"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|k| k == "identity.ticker/TSLA@2026-01-29")
+    );
 
     // One second before the 8-K's acceptance it is not knowable.
-    let before = json(&asof(&["query", "--cik", "0001318605", "--as-of", "2026-01-28T21:11:03Z", "--limit", "1000"]));
+    let before = json(&asof(&[
+        "query",
+        "--cik",
+        "0001318605",
+        "--as-of",
+        "2026-01-28T21:11:03Z",
+        "--limit",
+        "1000",
+    ]));
     assert!(!ids(&before).contains(&"0001628280-26-003837_1318605".to_owned()));
 }
 
 #[test]
 fn query_diff_lists_only_what_became_knowable_in_the_window() {
-    let v = json(&asof(&["query", "--cik", "1318605", "--since", "2026-01-27T00:00:00Z", "--as-of", "2026-01-29T12:00:00Z"]));
-    assert_eq!(ids(&v), vec!["0001628280-26-003837_1318605", "0001628280-26-003952_1318605"]);
-    let edge = json(&asof(&["query", "--cik", "1318605", "--since", "2026-01-28T21:11:04Z", "--as-of", "2026-01-29T12:00:00Z"]));
-    assert_eq!(ids(&edge), vec!["0001628280-26-003952_1318605"], "a row visible at the start is excluded");
+    let v = json(&asof(&[
+        "query",
+        "--cik",
+        "1318605",
+        "--since",
+        "2026-01-27T00:00:00Z",
+        "--as-of",
+        "2026-01-29T12:00:00Z",
+    ]));
+    assert_eq!(
+        ids(&v),
+        vec![
+            "0001628280-26-003837_1318605",
+            "0001628280-26-003952_1318605"
+        ]
+    );
+    let edge = json(&asof(&[
+        "query",
+        "--cik",
+        "1318605",
+        "--since",
+        "2026-01-28T21:11:04Z",
+        "--as-of",
+        "2026-01-29T12:00:00Z",
+    ]));
+    assert_eq!(
+        ids(&edge),
+        vec!["0001628280-26-003952_1318605"],
+        "a row visible at the start is excluded"
+    );
 }
 
 #[test]
 fn query_after_the_certified_span_is_a_hole_with_exit_code_3() {
-    let o = asof(&["query", "--cik", "1318605", "--as-of", "2026-03-01T00:00:00Z"]);
+    let o = asof(&[
+        "query",
+        "--cik",
+        "1318605",
+        "--as-of",
+        "2026-03-01T00:00:00Z",
+    ]);
     assert_eq!(o.status.code(), Some(3));
     let v = json(&o);
     assert_eq!(v["status"], "coverage_missing");
@@ -121,18 +226,45 @@ fn query_after_the_certified_span_is_a_hole_with_exit_code_3() {
 
 #[test]
 fn query_for_a_ticker_no_interval_places_is_an_identity_hole() {
-    let o = asof(&["query", "--ticker", "SMEGF", "--as-of", "2026-01-28T00:00:00Z"]);
+    let o = asof(&[
+        "query",
+        "--ticker",
+        "SMEGF",
+        "--as-of",
+        "2026-01-28T00:00:00Z",
+    ]);
     assert_eq!(o.status.code(), Some(3));
-    assert_eq!(json(&o)["coverage"]["missing"][0], "identity.ticker/SMEGF@2026-01-28");
-    let placed = json(&asof(&["query", "--ticker", "SMEGF", "--as-of", "2026-02-03T00:00:00Z"]));
+    assert_eq!(
+        json(&o)["coverage"]["missing"][0],
+        "identity.ticker/SMEGF@2026-01-28"
+    );
+    let placed = json(&asof(&[
+        "query",
+        "--ticker",
+        "SMEGF",
+        "--as-of",
+        "2026-02-03T00:00:00Z",
+    ]));
     assert_eq!(placed["status"], "ok");
     // From CIK0001830056__20260208T202041Z.json: F-6 accepted 2026-01-16, EFFECT 2026-02-02.
-    assert_eq!(ids(&placed), vec!["0001193805-26-000032_1830056", "9999999995-26-000414_1830056"]);
+    assert_eq!(
+        ids(&placed),
+        vec![
+            "0001193805-26-000032_1830056",
+            "9999999995-26-000414_1830056"
+        ]
+    );
 }
 
 #[test]
 fn query_refuses_offsets_and_bare_dates_saying_which() {
-    let o = asof(&["query", "--cik", "1318605", "--as-of", "2026-01-29T12:00:00+01:00"]);
+    let o = asof(&[
+        "query",
+        "--cik",
+        "1318605",
+        "--as-of",
+        "2026-01-29T12:00:00+01:00",
+    ]);
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("numeric UTC offset"));
     let o = asof(&["query", "--cik", "1318605", "--as-of", "2026-01-29"]);
@@ -143,7 +275,12 @@ fn query_refuses_offsets_and_bare_dates_saying_which() {
 fn committed_at_revisions_of_a_disputed_acceptance_time_are_both_held() {
     // Alzamend's 2026-03-10 capture lists acceptance 16:46:18Z for 0001214659-26-002941, the
     // 2026-06-20 capture 21:46:18Z: the later capture supersedes, both stay queryable by SQL.
-    let o = asof(&["sql", "--format", "json", "SELECT revision_id, supersedes, acceptance_at, committed_at FROM news WHERE id = '0001214659-26-002941_1677077' ORDER BY committed_at"]);
+    let o = asof(&[
+        "sql",
+        "--format",
+        "json",
+        "SELECT revision_id, supersedes, acceptance_at, committed_at FROM news WHERE id = '0001214659-26-002941_1677077' ORDER BY committed_at",
+    ]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let v: Value = serde_json::from_slice(&o.stdout).unwrap();
     let rows = v.as_array().unwrap();
@@ -153,11 +290,21 @@ fn committed_at_revisions_of_a_disputed_acceptance_time_are_both_held() {
 
 #[test]
 fn sql_refuses_statements_that_are_not_read_only() {
-    for stmt in ["DROP TABLE news", "CREATE TABLE x AS SELECT 1", "INSERT INTO news SELECT * FROM news", "SET datafusion.execution.batch_size = 1"] {
+    for stmt in [
+        "DROP TABLE news",
+        "CREATE TABLE x AS SELECT 1",
+        "INSERT INTO news SELECT * FROM news",
+        "SET datafusion.execution.batch_size = 1",
+    ] {
         let o = asof(&["sql", stmt]);
         assert!(!o.status.success(), "{stmt} was accepted");
     }
-    let o = asof(&["sql", "--format", "csv", "SELECT count(*) AS n FROM partitions"]);
+    let o = asof(&[
+        "sql",
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM partitions",
+    ]);
     assert!(o.status.success());
     assert!(stdout(&o).starts_with("n\n"));
 }

@@ -1,0 +1,154 @@
+//! The server's one error type and its single mapping to HTTP statuses and error codes.
+//!
+//! Handlers return `Result<_, ApiError>`; `ApiError`'s response carries the error as an
+//! extension, and the envelope middleware (see `app.rs`) renders every error envelope in one
+//! place with the request id and corpus version. Messages never include internals: internal
+//! faults are logged with their detail and answered with a fixed message.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use asof_engine::coverage::Coverage;
+
+/// A refusal or fault, as the client will see it.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ApiError {
+    #[error("{message}")]
+    InvalidRequest {
+        param: Option<String>,
+        message: String,
+    },
+    #[error("{message}")]
+    InvalidClock { param: String, message: String },
+    #[error("coverage missing")]
+    CoverageMissing {
+        coverage: Coverage,
+        as_of: Option<asof_engine::Instant>,
+        visible_by: Option<String>,
+    },
+    #[error("cursor expired")]
+    CursorExpired,
+    #[error("{0}")]
+    Unauthenticated(String),
+    #[error("{0}")]
+    Forbidden(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("method not allowed")]
+    MethodNotAllowed { allow: String },
+    #[error("rate limit exceeded")]
+    RateLimited { retry_after: u64 },
+    #[error("internal error")]
+    Internal,
+}
+
+impl ApiError {
+    pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError::InvalidRequest {
+            param: Some(param.into()),
+            message: message.into(),
+        }
+    }
+
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::InvalidRequest { .. } | ApiError::InvalidClock { .. } => {
+                StatusCode::BAD_REQUEST
+            }
+            ApiError::CoverageMissing { .. } | ApiError::CursorExpired => StatusCode::CONFLICT,
+            ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// The stable `error.code` of each case (documented in the OpenAPI description).
+    pub fn code(&self) -> &'static str {
+        match self {
+            ApiError::InvalidRequest { .. } => "invalid_request",
+            ApiError::InvalidClock { .. } => "invalid_clock",
+            ApiError::CoverageMissing { .. } => "coverage_missing",
+            ApiError::CursorExpired => "cursor_expired",
+            ApiError::Unauthenticated(_) => "unauthorized",
+            ApiError::Forbidden(_) => "forbidden",
+            ApiError::NotFound(_) => "not_found",
+            ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::Internal => "internal",
+        }
+    }
+
+    pub fn param(&self) -> Option<String> {
+        match self {
+            ApiError::InvalidRequest { param, .. } => param.clone(),
+            ApiError::InvalidClock { param, .. } => Some(param.clone()),
+            ApiError::CursorExpired => Some("cursor".into()),
+            _ => None,
+        }
+    }
+
+    pub fn message(&self) -> String {
+        match self {
+            ApiError::CoverageMissing { .. } => {
+                "the answer depends on source-days or identity intervals the corpus does not hold (see coverage.missing); missing coverage is not zero events".into()
+            }
+            ApiError::CursorExpired => "the corpus moved to a new corpus_version since this cursor was minted; restart from the first page".into(),
+            ApiError::MethodNotAllowed { allow } => format!("method not allowed on this path; allowed: {allow}"),
+            ApiError::RateLimited { retry_after } => format!("rate limit exceeded; retry after {retry_after} seconds"),
+            ApiError::Internal => "internal error; the request id identifies it in the service logs".into(),
+            other => other.to_string(),
+        }
+    }
+}
+
+impl From<asof_engine::Error> for ApiError {
+    fn from(e: asof_engine::Error) -> Self {
+        match e {
+            asof_engine::Error::InvalidClock { param, fault } => ApiError::InvalidClock {
+                message: format!("{param}: {fault}"),
+                param,
+            },
+            asof_engine::Error::InvalidInput { param, message } => ApiError::InvalidRequest {
+                param: Some(param),
+                message,
+            },
+            other => {
+                tracing::error!(error = %other, "engine fault");
+                ApiError::Internal
+            }
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut r = self.status().into_response();
+        r.extensions_mut().insert(self);
+        r
+    }
+}
+
+/// Faults of the server's own machinery (state store, startup), not client-facing.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("state store: {0}")]
+    Store(#[from] sqlx::Error),
+    #[error(transparent)]
+    Engine(#[from] asof_engine::Error),
+    #[error("{0}")]
+    Config(String),
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        tracing::error!(error = %e, "server fault");
+        ApiError::Internal
+    }
+}

@@ -1,0 +1,69 @@
+//! `asof serve`: bind, load corpus and state, serve until SIGTERM/Ctrl-C, finish in-flight
+//! requests, exit.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use asof_engine::{Corpus, CorpusStore};
+
+use crate::app::{AppState, app};
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub listen: String,
+    pub corpus: String,
+    pub database_url: String,
+    pub reload_interval: Duration,
+    pub trust_forwarded_for: bool,
+}
+
+pub async fn serve(cfg: ServeConfig) -> Result<()> {
+    let store = CorpusStore::open(&cfg.corpus)?;
+    let corpus = Corpus::open(store.clone()).await?;
+    let state_store = crate::state_store::open(&cfg.database_url).await?;
+    tracing::info!(
+        corpus = store.display(),
+        version = corpus.version(),
+        state = state_store.backend(),
+        "corpus loaded"
+    );
+    let state = AppState::new(corpus, state_store, cfg.trust_forwarded_for).await?;
+    let listener = tokio::net::TcpListener::bind(&cfg.listen)
+        .await
+        .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", cfg.listen)))?;
+    let addr = listener.local_addr()?;
+    tokio::spawn(crate::reload::reload_loop(
+        state.clone(),
+        store,
+        cfg.reload_interval,
+    ));
+    // Tests and operators wait for this line (or /health) before sending traffic.
+    tracing::warn!(%addr, "asof listening on http://{addr}");
+    eprintln!("asof listening on http://{addr}");
+    axum::serve(
+        listener,
+        app(state).into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown_signal())
+    .await?;
+    tracing::info!("shut down cleanly");
+    Ok(())
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        if let Ok(mut s) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        {
+            s.recv().await;
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! { () = ctrl_c => {}, () = term => {} }
+    tracing::info!("shutdown signal received; finishing in-flight requests");
+}

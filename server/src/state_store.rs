@@ -1,0 +1,316 @@
+//! State the service keeps besides the corpus: users, plans, API keys, the cursor-signing secret
+//! and rate-limit windows. One trait, two backends (SQLite by default, PostgreSQL for replicas),
+//! generated from one body of SQL so they cannot drift; one test suite runs against both.
+
+use std::str::FromStr;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use rand::RngCore;
+use sha2::{Digest, Sha256};
+use sqlx::Row;
+
+use crate::auth::Plan;
+use crate::error::{Error, Result};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct User {
+    pub id: String,
+    pub email: String,
+    pub plan: Plan,
+}
+
+/// An API key as stored: never the secret, only its hash and display prefix.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct KeyRecord {
+    pub id: String,
+    #[serde(skip)]
+    pub user_id: String,
+    pub name: String,
+    pub prefix: String,
+    pub created_at: asof_engine::Instant,
+    pub expires_at: Option<asof_engine::Instant>,
+    pub revoked_at: Option<asof_engine::Instant>,
+}
+
+pub const KEY_PREFIX: &str = "svc_live_";
+
+/// sha256 hex of a raw key: what the store keeps and looks keys up by.
+pub fn hash_key(raw: &str) -> String {
+    hex::encode(Sha256::digest(raw.as_bytes()))
+}
+
+/// A new raw key: `svc_live_` + 32 random bytes, base62-free hex (64 chars).
+pub fn new_raw_key() -> String {
+    let mut b = [0u8; 32];
+    rand::rng().fill_bytes(&mut b);
+    format!("{KEY_PREFIX}{}", hex::encode(b))
+}
+
+#[async_trait]
+pub trait StateStore: Send + Sync + std::fmt::Debug {
+    /// Which backend, for logs and `/health`.
+    fn backend(&self) -> &'static str;
+    /// Creates the user if needed; an existing user's plan is set to `plan`.
+    async fn upsert_user(&self, email: &str, plan: Plan) -> Result<User>;
+    /// Creates a key and returns it with its raw secret (shown once, stored hashed).
+    async fn create_key(
+        &self,
+        user_id: &str,
+        name: &str,
+        expires_at: Option<asof_engine::Instant>,
+    ) -> Result<(KeyRecord, String)>;
+    /// The key and owner for a raw secret's hash, whatever its state (caller checks expiry).
+    async fn key_by_hash(&self, hash: &str) -> Result<Option<(KeyRecord, User)>>;
+    async fn list_keys(&self, user_id: &str) -> Result<Vec<KeyRecord>>;
+    /// Revokes a key of this user; false when the user has no such key.
+    async fn revoke_key(
+        &self,
+        user_id: &str,
+        key_id: &str,
+        at: asof_engine::Instant,
+    ) -> Result<bool>;
+    /// A named secret, created (random, 32 bytes hex) on first use; every replica reads the same.
+    async fn secret(&self, name: &str) -> Result<String>;
+    /// Counts one request in the fixed window `(bucket, window_start)`; returns the new count.
+    async fn hit(&self, bucket: &str, window_start: i64) -> Result<i64>;
+    /// Drops windows that ended before `before`.
+    async fn purge_windows(&self, before: i64) -> Result<u64>;
+}
+
+/// The schema, in SQL both backends accept. Applied in order; each statement is idempotent.
+const MIGRATIONS: &[&str] = &[
+    "CREATE TABLE IF NOT EXISTS users (id TEXT PRIMARY KEY, email TEXT NOT NULL UNIQUE, plan TEXT NOT NULL, created_at BIGINT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS api_keys (id TEXT PRIMARY KEY, user_id TEXT NOT NULL REFERENCES users(id), name TEXT NOT NULL, prefix TEXT NOT NULL, secret_hash TEXT NOT NULL UNIQUE, created_at BIGINT NOT NULL, expires_at BIGINT, revoked_at BIGINT)",
+    "CREATE INDEX IF NOT EXISTS api_keys_user ON api_keys (user_id)",
+    "CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    "CREATE TABLE IF NOT EXISTS rate_windows (bucket TEXT NOT NULL, window_start BIGINT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (bucket, window_start))",
+];
+
+fn instant(v: Option<i64>) -> Option<asof_engine::Instant> {
+    v.map(asof_engine::Instant::from_micros)
+}
+
+macro_rules! sql_state_store {
+    ($name:ident, $pool:ty, $backend:literal) => {
+        #[derive(Debug, Clone)]
+        pub struct $name {
+            pool: $pool,
+        }
+
+        impl $name {
+            pub async fn migrate(&self) -> Result<()> {
+                for m in MIGRATIONS {
+                    sqlx::query(*m).execute(&self.pool).await?;
+                }
+                Ok(())
+            }
+
+            fn key_from_row(r: &<<$pool as PoolDb>::Db as sqlx::Database>::Row) -> Result<KeyRecord> {
+                Ok(KeyRecord {
+                    id: r.try_get("id")?,
+                    user_id: r.try_get("user_id")?,
+                    name: r.try_get("name")?,
+                    prefix: r.try_get("prefix")?,
+                    created_at: asof_engine::Instant::from_micros(r.try_get("created_at")?),
+                    expires_at: instant(r.try_get("expires_at")?),
+                    revoked_at: instant(r.try_get("revoked_at")?),
+                })
+            }
+        }
+
+        #[async_trait]
+        impl StateStore for $name {
+            fn backend(&self) -> &'static str {
+                $backend
+            }
+
+            async fn upsert_user(&self, email: &str, plan: Plan) -> Result<User> {
+                let id = format!("usr_{}", uuid::Uuid::new_v4().simple());
+                let now = asof_engine::Instant::now().micros();
+                sqlx::query("INSERT INTO users (id, email, plan, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (email) DO UPDATE SET plan = excluded.plan")
+                    .bind(&id)
+                    .bind(email)
+                    .bind(plan.as_str())
+                    .bind(now)
+                    .execute(&self.pool)
+                    .await?;
+                let r = sqlx::query("SELECT id, email, plan FROM users WHERE email = $1").bind(email).fetch_one(&self.pool).await?;
+                let plan: String = r.try_get("plan")?;
+                Ok(User { id: r.try_get("id")?, email: r.try_get("email")?, plan: Plan::from_str(&plan).map_err(|()| Error::Config(format!("stored plan {plan:?} is unknown")))? })
+            }
+
+            async fn create_key(&self, user_id: &str, name: &str, expires_at: Option<asof_engine::Instant>) -> Result<(KeyRecord, String)> {
+                let raw = new_raw_key();
+                let rec = KeyRecord {
+                    id: format!("key_{}", uuid::Uuid::new_v4().simple()),
+                    user_id: user_id.to_owned(),
+                    name: name.to_owned(),
+                    prefix: raw[..KEY_PREFIX.len() + 6].to_owned(),
+                    created_at: asof_engine::Instant::now(),
+                    expires_at,
+                    revoked_at: None,
+                };
+                sqlx::query("INSERT INTO api_keys (id, user_id, name, prefix, secret_hash, created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)")
+                    .bind(&rec.id)
+                    .bind(&rec.user_id)
+                    .bind(&rec.name)
+                    .bind(&rec.prefix)
+                    .bind(hash_key(&raw))
+                    .bind(rec.created_at.micros())
+                    .bind(rec.expires_at.map(asof_engine::Instant::micros))
+                    .execute(&self.pool)
+                    .await?;
+                Ok((rec, raw))
+            }
+
+            async fn key_by_hash(&self, hash: &str) -> Result<Option<(KeyRecord, User)>> {
+                let row = sqlx::query(
+                    "SELECT k.id, k.user_id, k.name, k.prefix, k.created_at, k.expires_at, k.revoked_at, u.email, u.plan \
+                     FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.secret_hash = $1",
+                )
+                .bind(hash)
+                .fetch_optional(&self.pool)
+                .await?;
+                let Some(r) = row else { return Ok(None) };
+                let key = Self::key_from_row(&r)?;
+                let plan: String = r.try_get("plan")?;
+                let user = User { id: key.user_id.clone(), email: r.try_get("email")?, plan: Plan::from_str(&plan).map_err(|()| Error::Config(format!("stored plan {plan:?} is unknown")))? };
+                Ok(Some((key, user)))
+            }
+
+            async fn list_keys(&self, user_id: &str) -> Result<Vec<KeyRecord>> {
+                let rows = sqlx::query("SELECT id, user_id, name, prefix, created_at, expires_at, revoked_at FROM api_keys WHERE user_id = $1 ORDER BY created_at, id")
+                    .bind(user_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(Self::key_from_row).collect()
+            }
+
+            async fn revoke_key(&self, user_id: &str, key_id: &str, at: asof_engine::Instant) -> Result<bool> {
+                let done = sqlx::query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND user_id = $3")
+                    .bind(at.micros())
+                    .bind(key_id)
+                    .bind(user_id)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(done.rows_affected() > 0)
+            }
+
+            async fn secret(&self, name: &str) -> Result<String> {
+                let mut b = [0u8; 32];
+                rand::rng().fill_bytes(&mut b);
+                // First writer wins; every replica then reads the same value.
+                sqlx::query("INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING").bind(name).bind(hex::encode(b)).execute(&self.pool).await?;
+                let r = sqlx::query("SELECT value FROM secrets WHERE name = $1").bind(name).fetch_one(&self.pool).await?;
+                Ok(r.try_get("value")?)
+            }
+
+            async fn hit(&self, bucket: &str, window_start: i64) -> Result<i64> {
+                let r = sqlx::query(
+                    "INSERT INTO rate_windows (bucket, window_start, count) VALUES ($1, $2, 1) \
+                     ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + 1 RETURNING count",
+                )
+                .bind(bucket)
+                .bind(window_start)
+                .fetch_one(&self.pool)
+                .await?;
+                Ok(r.try_get("count")?)
+            }
+
+            async fn purge_windows(&self, before: i64) -> Result<u64> {
+                Ok(sqlx::query("DELETE FROM rate_windows WHERE window_start < $1").bind(before).execute(&self.pool).await?.rows_affected())
+            }
+        }
+    };
+}
+
+/// Maps a pool type to its database (lets the macro name the row type).
+pub trait PoolDb {
+    type Db: sqlx::Database;
+}
+impl PoolDb for sqlx::SqlitePool {
+    type Db = sqlx::Sqlite;
+}
+impl PoolDb for sqlx::PgPool {
+    type Db = sqlx::Postgres;
+}
+
+sql_state_store!(SqliteStore, sqlx::SqlitePool, "sqlite");
+sql_state_store!(PgStore, sqlx::PgPool, "postgres");
+
+/// Opens the state store a URL names: `postgres://...` or `sqlite://path` (created if absent).
+pub async fn open(url: &str) -> Result<Arc<dyn StateStore>> {
+    if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(16)
+            .connect(url)
+            .await?;
+        let s = PgStore { pool };
+        s.migrate().await?;
+        return Ok(Arc::new(s));
+    }
+    let path = url
+        .strip_prefix("sqlite://")
+        .or_else(|| url.strip_prefix("sqlite:"))
+        .unwrap_or(url);
+    if let Some(dir) = std::path::Path::new(path).parent()
+        && !dir.as_os_str().is_empty()
+    {
+        std::fs::create_dir_all(dir)?;
+    }
+    let opts = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(path)
+        .create_if_missing(true)
+        .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+        .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
+        .busy_timeout(std::time::Duration::from_secs(5));
+    let pool = sqlx::sqlite::SqlitePoolOptions::new()
+        .max_connections(8)
+        .connect_with(opts)
+        .await?;
+    let s = SqliteStore { pool };
+    s.migrate().await?;
+    Ok(Arc::new(s))
+}
+
+/// Opens PostgreSQL inside a fresh schema (tests: isolation on a shared server).
+pub async fn open_postgres_schema(url: &str, schema: &str) -> Result<Arc<dyn StateStore>> {
+    let admin = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(url)
+        .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "CREATE SCHEMA IF NOT EXISTS \"{}\"",
+        schema.replace('"', "")
+    )))
+    .execute(&admin)
+    .await?;
+    admin.close().await;
+    let opts: sqlx::postgres::PgConnectOptions = url
+        .parse()
+        .map_err(|e: sqlx::Error| Error::Config(e.to_string()))?;
+    let opts = opts.options([("search_path", schema)]);
+    let pool = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(4)
+        .connect_with(opts)
+        .await?;
+    let s = PgStore { pool };
+    s.migrate().await?;
+    Ok(Arc::new(s))
+}
+
+/// Drops a test schema made by [`open_postgres_schema`].
+pub async fn drop_postgres_schema(url: &str, schema: &str) -> Result<()> {
+    let admin = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(url)
+        .await?;
+    sqlx::query(sqlx::AssertSqlSafe(format!(
+        "DROP SCHEMA IF EXISTS \"{}\" CASCADE",
+        schema.replace('"', "")
+    )))
+    .execute(&admin)
+    .await?;
+    Ok(())
+}
