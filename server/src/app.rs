@@ -195,12 +195,31 @@ pub fn app(state: AppState) -> Router {
                     header::RETRY_AFTER,
                 ]),
         )
+        .layer(middleware::from_fn(plain_options))
         .layer(
             tower_http::trace::TraceLayer::new_for_http().make_span_with(|r: &Request| {
                 // Path only: query strings never reach the logs, and neither do headers (keys).
                 tracing::info_span!("request", method = %r.method(), path = %r.uri().path())
             }),
         )
+}
+
+/// A plain `OPTIONS` (not a CORS preflight) reports the route's own methods in `Allow`.
+/// It runs outside the CORS layer, which would otherwise answer every `OPTIONS` itself.
+async fn plain_options(req: Request, next: Next) -> Response {
+    if req.method() == Method::OPTIONS
+        && !req
+            .headers()
+            .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
+        && crate::routes::is_route(req.uri().path())
+    {
+        return (
+            StatusCode::NO_CONTENT,
+            [(header::ALLOW, "GET, HEAD, OPTIONS")],
+        )
+            .into_response();
+    }
+    next.run(req).await
 }
 
 /// `/v1/...` with a trailing slash → 301 to the slashless path, query kept.

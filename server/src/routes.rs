@@ -18,6 +18,33 @@ use crate::envelope::{CoverageBody, Envelope, NewsRecord, Status};
 use crate::error::ApiError;
 use crate::params::{self, Params};
 
+/// Every route path (all GET); `OPTIONS` answers from this list.
+pub const ROUTES: &[&str] = &[
+    "/health",
+    "/v1/meta",
+    "/v1/news",
+    "/v1/news/diff",
+    "/v1/news/{id}",
+    "/v1/coverage",
+    "/v1/mapping/ticker/{ticker}",
+    "/v1/mapping/cik/{cik}",
+    "/v1/sample/news",
+    "/v1/sample/diff",
+    "/v1/sample/coverage",
+    "/v1/sample/mapping",
+];
+
+/// Whether `path` matches one of [`ROUTES`] (`{x}` matches one segment).
+pub fn is_route(path: &str) -> bool {
+    ROUTES.iter().any(|r| {
+        let (a, b): (Vec<&str>, Vec<&str>) = (r.split('/').collect(), path.split('/').collect());
+        a.len() == b.len()
+            && a.iter()
+                .zip(&b)
+                .all(|(x, y)| (x.starts_with('{') && !y.is_empty()) || x == y)
+    })
+}
+
 pub fn router() -> Router<AppState> {
     Router::new()
         .route("/health", get_route(health))

@@ -1,0 +1,679 @@
+//! HTTP rules of the API, exercised with `tower::ServiceExt::oneshot` on `app(state)` over the
+//! shipped sample corpus and a SQLite state store in a temp directory.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use asof_engine::{Corpus, CorpusStore};
+use asof_server::auth::Plan;
+use asof_server::state_store::{self, StateStore};
+use asof_server::{AppState, app};
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tower::ServiceExt;
+
+fn repo() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .canonicalize()
+        .unwrap()
+}
+
+struct T {
+    _dir: tempfile::TempDir,
+    state: AppState,
+    store: Arc<dyn StateStore>,
+    key: String,
+}
+
+async fn setup() -> T {
+    let dir = tempfile::tempdir().unwrap();
+    let store = state_store::open(dir.path().join("state.db").to_str().unwrap())
+        .await
+        .unwrap();
+    let corpus = Corpus::open(CorpusStore::open(repo().to_str().unwrap()).unwrap())
+        .await
+        .unwrap();
+    let state = AppState::new(corpus, store.clone(), false).await.unwrap();
+    let user = store
+        .upsert_user("t@example.com", Plan::Researcher)
+        .await
+        .unwrap();
+    let (_, key) = store.create_key(&user.id, "test", None).await.unwrap();
+    T {
+        _dir: dir,
+        state,
+        store,
+        key,
+    }
+}
+
+struct Res {
+    status: StatusCode,
+    headers: axum::http::HeaderMap,
+    json: Value,
+}
+
+async fn send(t: &T, method: Method, uri: &str, key: Option<&str>, extra: &[(&str, &str)]) -> Res {
+    let mut b = Request::builder().method(method).uri(uri);
+    if let Some(k) = key {
+        b = b.header(header::AUTHORIZATION, format!("Bearer {k}"));
+    }
+    for (k, v) in extra {
+        b = b.header(*k, *v);
+    }
+    let res = app(t.state.clone())
+        .oneshot(b.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes();
+    let json = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
+    };
+    Res {
+        status,
+        headers,
+        json,
+    }
+}
+
+async fn get(t: &T, uri: &str) -> Res {
+    send(t, Method::GET, uri, Some(&t.key.clone()), &[]).await
+}
+
+fn assert_error(r: &Res, status: StatusCode, code: &str, param: Option<&str>) {
+    assert_eq!(r.status, status, "{}", r.json);
+    assert_eq!(r.json["error"]["code"], code, "{}", r.json);
+    assert_eq!(r.json["count"], Value::Null);
+    assert_eq!(r.json["results"], Value::Array(vec![]));
+    assert_eq!(r.json["error"]["param"].as_str(), param, "{}", r.json);
+    assert_eq!(r.headers[header::CACHE_CONTROL], "no-store");
+}
+
+const TSLA: &str = "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z";
+
+#[tokio::test]
+async fn health_reports_the_loaded_corpus_version() {
+    let t = setup().await;
+    let r = send(&t, Method::GET, "/health", None, &[]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json["results"][0]["ok"], true);
+    assert_eq!(
+        r.json["results"][0]["corpus_version"],
+        t.state.corpus().version()
+    );
+    assert_eq!(r.headers["x-corpus-version"], t.state.corpus().version());
+}
+
+#[tokio::test]
+async fn undeclared_parameter_is_invalid_request_naming_it() {
+    let t = setup().await;
+    assert_error(
+        &get(&t, &format!("{TSLA}&colour=red")).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("colour"),
+    );
+}
+
+#[tokio::test]
+async fn repeated_parameter_is_invalid_request() {
+    let t = setup().await;
+    assert_error(
+        &get(&t, &format!("{TSLA}&as_of=2026-01-29T12:00:00Z")).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("as_of"),
+    );
+}
+
+#[tokio::test]
+async fn unknown_or_unheld_source_lists_the_valid_set() {
+    let t = setup().await;
+    let r = get(&t, "/v1/news?as_of=2026-01-29T12:00:00Z&source=nasdaq").await;
+    assert_error(
+        &r,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("source"),
+    );
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sec.edgar")
+    );
+    assert_error(
+        &get(&t, "/v1/news?as_of=2026-01-29T12:00:00Z&source=us.cftc.cot").await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("source"),
+    );
+}
+
+#[tokio::test]
+async fn ticker_with_cik_is_invalid_request() {
+    let t = setup().await;
+    assert_error(
+        &get(&t, &format!("{TSLA}&cik=1318605")).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("cik"),
+    );
+}
+
+#[tokio::test]
+async fn limit_outside_one_to_a_thousand_is_invalid_request() {
+    let t = setup().await;
+    assert_error(
+        &get(&t, &format!("{TSLA}&limit=0")).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("limit"),
+    );
+    assert_error(
+        &get(&t, &format!("{TSLA}&limit=1001")).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("limit"),
+    );
+}
+
+#[tokio::test]
+async fn clock_faults_are_invalid_clock_saying_which() {
+    let t = setup().await;
+    let r = get(&t, "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00%2B01:00").await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_clock", Some("as_of"));
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("offset")
+    );
+    let r = get(
+        &t,
+        "/v1/news/diff?ticker=TSLA&as_of_start=2026-01-27&as_of_end=2026-01-29T12:00:00Z",
+    )
+    .await;
+    assert_error(
+        &r,
+        StatusCode::BAD_REQUEST,
+        "invalid_clock",
+        Some("as_of_start"),
+    );
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("bare date")
+    );
+    assert_error(
+        &get(&t, "/v1/news?ticker=TSLA&as_of=soon").await,
+        StatusCode::BAD_REQUEST,
+        "invalid_clock",
+        Some("as_of"),
+    );
+}
+
+#[tokio::test]
+async fn wrong_method_is_405_with_allow() {
+    let t = setup().await;
+    let r = send(&t, Method::POST, "/v1/meta", None, &[]).await;
+    assert_error(
+        &r,
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        None,
+    );
+    assert!(r.headers[header::ALLOW].to_str().unwrap().contains("GET"));
+}
+
+#[tokio::test]
+async fn trailing_slash_redirects_to_the_slashless_path_keeping_the_query() {
+    let t = setup().await;
+    let r = send(&t, Method::GET, "/v1/news/?ticker=TSLA", None, &[]).await;
+    assert_eq!(r.status, StatusCode::MOVED_PERMANENTLY);
+    assert_eq!(r.headers[header::LOCATION], "/v1/news?ticker=TSLA");
+}
+
+#[tokio::test]
+async fn options_reports_the_routes_own_methods() {
+    let t = setup().await;
+    let r = send(&t, Method::OPTIONS, "/v1/meta", None, &[]).await;
+    assert!(r.status.is_success(), "{}", r.status);
+    assert_eq!(
+        r.headers.get(header::ALLOW).map(|v| v.to_str().unwrap()),
+        Some("GET, HEAD, OPTIONS")
+    );
+}
+
+#[tokio::test]
+async fn matching_if_none_match_gets_304() {
+    let t = setup().await;
+    let r = get(&t, TSLA).await;
+    let etag = r.headers[header::ETAG].to_str().unwrap().to_owned();
+    assert!(etag.starts_with('"') && etag.ends_with('"'));
+    let key = t.key.clone();
+    let again = send(
+        &t,
+        Method::GET,
+        TSLA,
+        Some(&key),
+        &[("if-none-match", &etag)],
+    )
+    .await;
+    assert_eq!(again.status, StatusCode::NOT_MODIFIED);
+    assert_eq!(again.headers[header::ETAG], etag.as_str());
+    let other = get(&t, "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:01Z").await;
+    assert_ne!(
+        other.headers[header::ETAG],
+        etag.as_str(),
+        "the ETag depends on the request"
+    );
+}
+
+#[tokio::test]
+async fn cache_control_follows_the_cut_and_the_route() {
+    let t = setup().await;
+    assert_eq!(
+        get(&t, TSLA).await.headers[header::CACHE_CONTROL],
+        "private, max-age=300"
+    );
+    assert_eq!(
+        send(&t, Method::GET, "/v1/meta", None, &[]).await.headers[header::CACHE_CONTROL],
+        "private, max-age=0, must-revalidate"
+    );
+    let s = send(
+        &t,
+        Method::GET,
+        "/v1/sample/news?example=tesla&as_of=2026-01-29T12:00:00Z",
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(s.headers[header::CACHE_CONTROL], "public, max-age=300");
+    assert_eq!(s.json["sample"], true);
+    assert_eq!(
+        get(&t, "/v1/news?ticker=TSLA&as_of=9999-01-01T00:00:00Z")
+            .await
+            .headers[header::CACHE_CONTROL],
+        "no-store"
+    );
+}
+
+#[tokio::test]
+async fn request_id_is_echoed_when_a_uuid_and_minted_otherwise() {
+    let t = setup().await;
+    let id = "0b6f4a9e-2c1d-4e5f-8a7b-9c0d1e2f3a4b";
+    let r = send(&t, Method::GET, "/health", None, &[("x-request-id", id)]).await;
+    assert_eq!(r.headers["x-request-id"], id);
+    assert_eq!(r.json["request_id"], id);
+    let r = send(
+        &t,
+        Method::GET,
+        "/health",
+        None,
+        &[("x-request-id", "not-a-uuid")],
+    )
+    .await;
+    assert_ne!(r.headers["x-request-id"], "not-a-uuid");
+    assert!(uuid::Uuid::parse_str(r.headers["x-request-id"].to_str().unwrap()).is_ok());
+}
+
+#[tokio::test]
+async fn unknown_paths_get_the_json_error_envelope() {
+    let t = setup().await;
+    assert_error(
+        &send(&t, Method::GET, "/v1/nothing-here", None, &[]).await,
+        StatusCode::NOT_FOUND,
+        "not_found",
+        None,
+    );
+}
+
+#[tokio::test]
+async fn missing_unknown_expired_and_revoked_keys_are_401() {
+    let t = setup().await;
+    assert_error(
+        &send(&t, Method::GET, TSLA, None, &[]).await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        None,
+    );
+    assert_error(
+        &send(&t, Method::GET, TSLA, Some("svc_live_nope"), &[]).await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        None,
+    );
+    let user = t
+        .store
+        .upsert_user("x@example.com", Plan::Researcher)
+        .await
+        .unwrap();
+    let (_, expired) = t
+        .store
+        .create_key(
+            &user.id,
+            "old",
+            Some(asof_engine::Instant::parse("2020-01-01T00:00:00Z").unwrap()),
+        )
+        .await
+        .unwrap();
+    assert_error(
+        &send(&t, Method::GET, TSLA, Some(&expired), &[]).await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        None,
+    );
+    let (rec, revoked) = t.store.create_key(&user.id, "gone", None).await.unwrap();
+    assert!(
+        t.store
+            .revoke_key(&user.id, &rec.id, asof_engine::Instant::now())
+            .await
+            .unwrap()
+    );
+    assert_error(
+        &send(&t, Method::GET, TSLA, Some(&revoked), &[]).await,
+        StatusCode::UNAUTHORIZED,
+        "unauthorized",
+        None,
+    );
+}
+
+#[tokio::test]
+async fn the_sixty_first_request_in_a_minute_is_429_with_retry_after() {
+    let t = setup().await;
+    let mut last = None;
+    for _ in 0..61 {
+        last = Some(get(&t, "/v1/mapping/ticker/TSLA?as_of=2026-01-29T12:00:00Z").await);
+        if last.as_ref().unwrap().status == StatusCode::TOO_MANY_REQUESTS {
+            break;
+        }
+    }
+    let r = last.unwrap();
+    // A minute boundary during the loop can reset the window; then the count restarts.
+    if r.status == StatusCode::TOO_MANY_REQUESTS {
+        assert_error(&r, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None);
+        assert!(
+            r.headers[header::RETRY_AFTER]
+                .to_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+                >= 1
+        );
+        assert_eq!(r.headers["x-ratelimit-remaining"], "0");
+        assert_eq!(r.headers["x-ratelimit-limit"], "60");
+    } else {
+        assert!(
+            r.headers["x-ratelimit-remaining"]
+                .to_str()
+                .unwrap()
+                .parse::<u64>()
+                .unwrap()
+                > 0
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_cursor_walk_with_small_limit_equals_one_large_page() {
+    let t = setup().await;
+    let q = "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z";
+    let big = get(&t, &format!("{q}&limit=1000")).await;
+    let all: Vec<Value> = big.json["results"].as_array().unwrap().clone();
+    assert!(all.len() > 20);
+    let mut walked = Vec::new();
+    let mut uri = format!("{q}&limit=7");
+    loop {
+        let r = get(&t, &uri).await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+        walked.extend(r.json["results"].as_array().unwrap().iter().cloned());
+        match r.json["next_cursor"].as_str() {
+            Some(c) => uri = format!("{q}&limit=7&cursor={c}"),
+            None => break,
+        }
+    }
+    let ids = |v: &[Value]| {
+        v.iter()
+            .map(|r| r["id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(ids(&walked), ids(&all));
+}
+
+#[tokio::test]
+async fn foreign_tampered_and_cross_operation_cursors_are_invalid_request() {
+    let t = setup().await;
+    let r = get(&t, "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=2").await;
+    let c = r.json["next_cursor"].as_str().unwrap().to_owned();
+    assert_error(
+        &get(
+            &t,
+            "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&cursor=garbage",
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("cursor"),
+    );
+    let mut tampered = c.clone();
+    tampered.insert(5, 'x');
+    assert_error(
+        &get(
+            &t,
+            &format!("/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&cursor={tampered}"),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("cursor"),
+    );
+    assert_error(
+        &get(
+            &t,
+            &format!("/v1/news?cik=789019&as_of=2026-02-04T00:00:00Z&cursor={c}"),
+        )
+        .await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("cursor"),
+    );
+    assert_error(
+        &get(&t, &format!("/v1/coverage?cursor={c}")).await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("cursor"),
+    );
+}
+
+#[tokio::test]
+async fn a_reload_during_a_paged_walk_expires_the_cursor() {
+    let t = setup().await;
+    let r = get(&t, "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=2").await;
+    let c = r.json["next_cursor"].as_str().unwrap().to_owned();
+    // A new version: a copy of the shipped corpus with one more published note.
+    let copy = tempfile::tempdir().unwrap();
+    let src = CorpusStore::open(repo().to_str().unwrap()).unwrap();
+    let (version, m) = src.current().await.unwrap();
+    let dst = CorpusStore::local(copy.path()).unwrap();
+    for p in m
+        .partitions
+        .iter()
+        .map(|p| p.path.clone())
+        .chain(m.identity.iter().map(|e| e.path.clone()))
+    {
+        dst.put_immutable(&p, src.get(&p).await.unwrap())
+            .await
+            .unwrap();
+    }
+    dst.put_manifest(&m).await.unwrap();
+    dst.set_pointer(&version).await.unwrap();
+    let changes = asof_engine::publish::ChangeSet {
+        notes: [("test".to_owned(), "reload".to_owned())].into(),
+        ..Default::default()
+    };
+    asof_engine::publish::publish(&dst, changes, asof_engine::Instant::now())
+        .await
+        .unwrap();
+    assert!(
+        asof_server::reload::reload_once(&t.state, &dst)
+            .await
+            .is_some()
+    );
+    let r = get(
+        &t,
+        &format!("/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=2&cursor={c}"),
+    )
+    .await;
+    assert_error(&r, StatusCode::CONFLICT, "cursor_expired", Some("cursor"));
+}
+
+#[tokio::test]
+async fn diff_equals_the_set_difference_of_two_news_cuts() {
+    let t = setup().await;
+    let ids = |r: &Res| {
+        r.json["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x["id"].as_str().unwrap().to_owned())
+            .collect::<Vec<_>>()
+    };
+    let end = get(
+        &t,
+        "/v1/news?cik=789019&as_of=2026-02-04T00:00:00Z&limit=1000",
+    )
+    .await;
+    let start = get(
+        &t,
+        "/v1/news?cik=789019&as_of=2026-01-20T00:00:00Z&limit=1000",
+    )
+    .await;
+    let diff = get(&t, "/v1/news/diff?cik=789019&as_of_start=2026-01-20T00:00:00Z&as_of_end=2026-02-04T00:00:00Z&limit=1000").await;
+    let s = ids(&start);
+    let expected: Vec<String> = ids(&end).into_iter().filter(|i| !s.contains(i)).collect();
+    assert!(!expected.is_empty());
+    assert_eq!(ids(&diff), expected);
+}
+
+#[tokio::test]
+async fn a_cut_after_the_certified_span_is_a_409_hole_never_an_empty_answer() {
+    let t = setup().await;
+    let r = get(&t, "/v1/news?cik=1318605&as_of=2026-03-01T00:00:00Z").await;
+    assert_error(&r, StatusCode::CONFLICT, "coverage_missing", None);
+    assert_eq!(r.json["status"], "coverage_missing");
+    assert_eq!(r.json["coverage"]["missing"][0], "sec.edgar/2026-02-08");
+    let empty = send(
+        &t,
+        Method::GET,
+        "/v1/sample/news?example=tesla&as_of=2026-01-27T23:59:59Z",
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(empty.status, StatusCode::OK);
+    assert_eq!(empty.json["count"], 0);
+}
+
+#[tokio::test]
+async fn ticker_mapping_hole_matches_the_news_answer_for_the_same_cut() {
+    let t = setup().await;
+    let m = get(&t, "/v1/mapping/ticker/SMEGF?as_of=2026-01-28T00:00:00Z").await;
+    assert_error(&m, StatusCode::CONFLICT, "coverage_missing", None);
+    assert_eq!(
+        m.json["coverage"]["missing"][0],
+        "identity.ticker/SMEGF@2026-01-28"
+    );
+    let n = get(&t, "/v1/news?ticker=SMEGF&as_of=2026-01-28T00:00:00Z").await;
+    assert_eq!(
+        (n.status, n.json["error"]["code"].clone()),
+        (StatusCode::CONFLICT, Value::from("coverage_missing"))
+    );
+    assert_eq!(
+        n.json["coverage"]["missing"][0],
+        "identity.ticker/SMEGF@2026-01-28"
+    );
+    let ok = get(&t, "/v1/mapping/ticker/TSLA?as_of=2026-01-29T12:00:00Z").await;
+    assert_eq!(ok.json["results"][0]["cik"], "1318605");
+}
+
+#[tokio::test]
+async fn single_record_not_yet_knowable_is_404_saying_so() {
+    let t = setup().await;
+    let r = get(
+        &t,
+        "/v1/news/0001628280-26-003952_1318605?as_of=2026-01-29T01:55:02Z",
+    )
+    .await;
+    assert_error(&r, StatusCode::NOT_FOUND, "not_found", None);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("not knowable yet")
+    );
+    let r = get(&t, "/v1/news/nope?as_of=2026-01-29T01:55:02Z").await;
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("no record")
+    );
+    let r = get(
+        &t,
+        "/v1/news/0001628280-26-003952_1318605?as_of=2026-01-29T01:55:03Z",
+    )
+    .await;
+    assert_eq!(r.json["results"][0]["form"], "10-K");
+}
+
+#[tokio::test]
+async fn coverage_gives_null_row_count_for_a_missing_day() {
+    let t = setup().await;
+    let r = get(&t, "/v1/coverage?source=sec.edgar&date=2024-06-03").await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json["results"][0]["row_count"], Value::Null);
+    let r = get(&t, "/v1/coverage?source=sec.edgar&date=2026-01-28").await;
+    assert!(r.json["results"][0]["row_count"].as_u64().unwrap() > 0);
+}
+
+#[tokio::test]
+async fn meta_lists_held_sources_with_their_certified_spans() {
+    let t = setup().await;
+    let r = send(&t, Method::GET, "/v1/meta", None, &[]).await;
+    let src = &r.json["results"][0]["corpus"]["sources"][0];
+    assert_eq!(src["source_id"], "sec.edgar");
+    assert_eq!(src["certified"]["first"], "2025-01-01");
+    assert!(src["last_partition_date"].is_string());
+}
+
+#[tokio::test]
+async fn sample_refuses_an_example_it_does_not_hold_by_name() {
+    let t = setup().await;
+    let r = send(&t, Method::GET, "/v1/sample/news?example=apple", None, &[]).await;
+    assert_error(
+        &r,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("example"),
+    );
+    assert_eq!(r.json["sample"], true);
+    let r = send(
+        &t,
+        Method::GET,
+        "/v1/sample/news?example=tesla&as_of=2026-02-10T00:00:00Z",
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::CONFLICT);
+    assert_eq!(r.json["coverage"]["missing"][0], "sec.edgar/2026-02-07");
+}
