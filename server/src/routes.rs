@@ -507,6 +507,26 @@ fn example<'a>(set: &'a SampleSet, p: &Params) -> Result<&'a SampleExample, ApiE
     }
 }
 
+/// The query a sample news or diff route runs: the example's ticker on the sample's lane.
+fn sample_query(
+    set: &SampleSet,
+    ex: &SampleExample,
+    visible_by: VisibleBy,
+    start: Option<Instant>,
+    as_of: Instant,
+) -> NewsQuery {
+    NewsQuery {
+        source: set.source_id,
+        lane: set.lane,
+        visible_by,
+        start,
+        as_of,
+        entity: Entity::Ticker(ex.ticker.clone()),
+        after: None,
+        limit: params::MAX_LIMIT,
+    }
+}
+
 /// The latest cut the sample can serve: the end of its last day.
 fn sample_latest(set: &SampleSet) -> Instant {
     set.days
@@ -524,16 +544,7 @@ async fn sample_news(
     let set = sample_set(&ctx)?;
     let ex = example(&set, &p)?;
     let as_of = p.clock("as_of")?.unwrap_or_else(|| sample_latest(&set));
-    let query = NewsQuery {
-        source: set.source_id,
-        lane: set.lane,
-        visible_by: p.visible_by()?,
-        start: None,
-        as_of,
-        entity: Entity::Ticker(ex.ticker.clone()),
-        after: None,
-        limit: params::MAX_LIMIT,
-    };
+    let query = sample_query(&set, ex, p.visible_by()?, None, as_of);
     run_news(
         &state,
         &ctx,
@@ -558,16 +569,7 @@ async fn sample_diff(
     let set = sample_set(&ctx)?;
     let ex = example(&set, &p)?;
     let (start, end) = window(&p)?;
-    let query = NewsQuery {
-        source: set.source_id,
-        lane: set.lane,
-        visible_by: p.visible_by()?,
-        start: Some(start),
-        as_of: end,
-        entity: Entity::Ticker(ex.ticker.clone()),
-        after: None,
-        limit: params::MAX_LIMIT,
-    };
+    let query = sample_query(&set, ex, p.visible_by()?, Some(start), end);
     run_news(
         &state,
         &ctx,
