@@ -4,9 +4,10 @@
 //! corpus snapshot, error envelopes, `X-Request-Id`/`X-Corpus-Version`, ETag/304,
 //! `Cache-Control`) → `guard` (credentials, plan gate, rate limit, rate-limit headers) → route.
 //!
-//! The design keeps later features cheap: `context` sees the exact response body bytes and the
-//! caller's key id (audit receipts hook in there), and everything is one `Router` value, so the
-//! MCP endpoint can re-dispatch a tool call as an in-process GET through the same stack.
+//! `context` also writes audit receipts: `guard` leaves the attributed caller in the response's
+//! extensions, and `context` hashes the exact body bytes after every header is final. Everything
+//! is one `Router` value, so the MCP endpoint can re-dispatch a tool call as an in-process GET
+//! through the same stack.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, RwLock};
@@ -21,11 +22,12 @@ use axum::routing::{MethodRouter, get};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 
-use crate::auth::{Access, PUBLIC_REQUESTS_PER_MINUTE, access_for};
+use crate::audit::{AUDIT_HEADER, Audit, DROPPED_HEADER, Skip, wants_receipt};
+use crate::auth::{Access, PUBLIC_REQUESTS_PER_MINUTE, Plan, access_for};
 use crate::cursor::CursorSigner;
 use crate::envelope::{CoverageBody, Envelope, ErrorBody, Status};
 use crate::error::ApiError;
-use crate::state_store::{KeyRecord, StateStore, User, hash_key};
+use crate::state_store::{KeyRecord, StateStore, StoredReceipt, User, hash_key};
 
 /// Shared state of one server process.
 #[derive(Clone)]
@@ -38,6 +40,25 @@ struct Inner {
     store: Arc<dyn StateStore>,
     signer: CursorSigner,
     trust_forwarded_for: bool,
+    audit: Audit,
+}
+
+/// Settings of one server process besides its corpus and state store.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Take the client address from `X-Forwarded-For` (only behind a trusted proxy).
+    pub trust_forwarded_for: bool,
+    /// Bound of the audit receipt queue (the spec's 1,200; tests use tiny ones).
+    pub audit_queue_capacity: usize,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            trust_forwarded_for: false,
+            audit_queue_capacity: crate::audit::DEFAULT_QUEUE_CAPACITY,
+        }
+    }
 }
 
 impl std::fmt::Debug for AppState {
@@ -56,13 +77,27 @@ impl AppState {
         store: Arc<dyn StateStore>,
         trust_forwarded_for: bool,
     ) -> crate::error::Result<Self> {
+        let opts = Options {
+            trust_forwarded_for,
+            ..Options::default()
+        };
+        Self::with_options(corpus, store, opts).await
+    }
+
+    /// As [`AppState::new`] with every setting explicit; starts the audit writer task.
+    pub async fn with_options(
+        corpus: Corpus,
+        store: Arc<dyn StateStore>,
+        opts: Options,
+    ) -> crate::error::Result<Self> {
         let secret = store.secret("cursor_hmac").await?;
         Ok(AppState {
             inner: Arc::new(Inner {
                 corpus: RwLock::new(Arc::new(corpus)),
+                audit: Audit::start(store.clone(), opts.audit_queue_capacity),
                 store,
                 signer: CursorSigner::new(&secret),
-                trust_forwarded_for,
+                trust_forwarded_for: opts.trust_forwarded_for,
             }),
         })
     }
@@ -83,6 +118,10 @@ impl AppState {
 
     pub fn signer(&self) -> &CursorSigner {
         &self.inner.signer
+    }
+
+    pub fn audit(&self) -> &Audit {
+        &self.inner.audit
     }
 }
 
@@ -121,6 +160,11 @@ impl CacheKind {
 /// Marks a response body as a JSON envelope (gets ETag and the JSON-route headers).
 #[derive(Debug, Clone, Copy)]
 pub struct JsonEnvelope;
+
+/// Marks an answer that can change while the corpus version stays the same (audit log, keys):
+/// its ETag is derived from the body bytes instead of the corpus version and request.
+#[derive(Debug, Clone, Copy)]
+pub struct BodyEtag;
 
 pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub const X_CORPUS_VERSION: HeaderName = HeaderName::from_static("x-corpus-version");
@@ -184,6 +228,7 @@ pub fn app(state: AppState) -> Router {
                     header::IF_NONE_MATCH,
                     header::CONTENT_TYPE,
                     X_REQUEST_ID,
+                    HeaderName::from_static(AUDIT_HEADER),
                 ])
                 .expose_headers([
                     X_REQUEST_ID,
@@ -193,6 +238,8 @@ pub fn app(state: AppState) -> Router {
                     HeaderName::from_static("x-ratelimit-remaining"),
                     HeaderName::from_static("x-ratelimit-reset"),
                     header::RETRY_AFTER,
+                    HeaderName::from_static(DROPPED_HEADER),
+                    HeaderName::from_static(crate::audit::NEXT_CURSOR_HEADER),
                 ]),
         )
         .layer(middleware::from_fn(plain_options))
@@ -247,24 +294,45 @@ fn request_id(headers: &HeaderMap) -> String {
         )
 }
 
-/// Request id, corpus snapshot, and everything every JSON response carries.
+/// Whether a request asks for an audit receipt.
+fn audit_requested(headers: &HeaderMap) -> bool {
+    headers
+        .get(AUDIT_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(wants_receipt)
+}
+
+/// Request id, corpus snapshot, everything every JSON response carries, and audit receipts.
 async fn context(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
     let ctx = Ctx {
         request_id: request_id(req.headers()),
         corpus: state.corpus(),
     };
     req.extensions_mut().insert(ctx.clone());
-    let is_sample = req.uri().path().starts_with("/v1/sample/");
-    let etag_basis = format!(
-        "{}\n{} {}?{}",
-        ctx.corpus.version(),
-        req.method(),
-        req.uri().path(),
-        req.uri().query().unwrap_or("")
-    );
+    let wants_audit = audit_requested(req.headers());
+    let method = req.method().clone();
+    let path = req.uri().path().to_owned();
+    let query = req.uri().query().map(str::to_owned);
     let if_none_match = req.headers().get(header::IF_NONE_MATCH).cloned();
-    let mut res = next.run(req).await;
+    let res = next.run(req).await;
+    let res = finish(&ctx, &method, &path, query.as_deref(), if_none_match, res).await;
+    if wants_audit {
+        audit_step(&state, &ctx, &method, &path, query.as_deref(), res).await
+    } else {
+        res
+    }
+}
 
+/// Error envelopes, request id, corpus version, Cache-Control, ETag and 304.
+async fn finish(
+    ctx: &Ctx,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    if_none_match: Option<HeaderValue>,
+    mut res: Response,
+) -> Response {
+    let is_sample = path.starts_with("/v1/sample/");
     // 405 from the router (wrong method on a known path) becomes an envelope too.
     if res.status() == StatusCode::METHOD_NOT_ALLOWED
         && res.extensions().get::<ApiError>().is_none()
@@ -285,66 +353,146 @@ async fn context(State(state): State<AppState>, mut req: Request, next: Next) ->
             .filter(|(k, _)| k.as_str().starts_with("x-ratelimit-"))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        res = error_response(&ctx, &err, is_sample);
+        let caller = res.extensions().get::<Caller>().cloned();
+        res = error_response(ctx, &err, is_sample);
         res.headers_mut().extend(kept);
+        if let Some(c) = caller {
+            res.extensions_mut().insert(c);
+        }
     }
-    let h = res.headers_mut();
-    h.insert(
+    res.headers_mut().insert(
         &X_REQUEST_ID,
         HeaderValue::from_str(&ctx.request_id).expect("uuid is a header value"),
     );
-    if res.extensions().get::<JsonEnvelope>().is_some() {
-        let h = res.headers_mut();
-        h.insert(
-            &X_CORPUS_VERSION,
-            HeaderValue::from_str(ctx.corpus.version()).expect("version is a header value"),
-        );
-        if res.status() == StatusCode::OK {
-            let visibility = if is_sample { "public" } else { "private" };
-            let cache = match res.extensions().get::<CacheKind>() {
-                Some(CacheKind::Historical) => format!("{visibility}, max-age=300"),
-                _ => format!("{visibility}, max-age=0, must-revalidate"),
-            };
-            let etag = format!(
-                "\"{}\"",
-                &hex::encode(Sha256::digest(etag_basis.as_bytes()))[..40]
-            );
-            let h = res.headers_mut();
-            h.insert(
-                header::CACHE_CONTROL,
-                HeaderValue::from_str(&cache).expect("ascii"),
-            );
-            h.insert(header::ETAG, HeaderValue::from_str(&etag).expect("ascii"));
-            if if_none_match
-                .as_ref()
-                .and_then(|v| v.to_str().ok())
-                .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
-            {
-                let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
-                for name in [
-                    header::ETAG,
-                    header::CACHE_CONTROL,
-                    X_REQUEST_ID,
-                    X_CORPUS_VERSION,
-                ] {
-                    if let Some(v) = res.headers().get(&name) {
-                        not_modified.headers_mut().insert(name, v.clone());
-                    }
-                }
-                for (k, v) in res
-                    .headers()
-                    .iter()
-                    .filter(|(k, _)| k.as_str().starts_with("x-ratelimit-"))
-                {
-                    not_modified.headers_mut().insert(k.clone(), v.clone());
-                }
-                return not_modified;
-            }
-        } else {
-            res.headers_mut()
-                .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        }
+    if res.extensions().get::<JsonEnvelope>().is_none() {
+        return res;
     }
+    res.headers_mut().insert(
+        &X_CORPUS_VERSION,
+        HeaderValue::from_str(ctx.corpus.version()).expect("version is a header value"),
+    );
+    if res.status() != StatusCode::OK {
+        res.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return res;
+    }
+    let visibility = if is_sample { "public" } else { "private" };
+    let cache = match res.extensions().get::<CacheKind>() {
+        Some(CacheKind::Historical) => format!("{visibility}, max-age=300"),
+        _ => format!("{visibility}, max-age=0, must-revalidate"),
+    };
+    let etag_basis = if res.extensions().get::<BodyEtag>().is_some() {
+        let (parts, body) = res.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
+        let basis = Sha256::digest(&bytes).to_vec();
+        res = Response::from_parts(parts, axum::body::Body::from(bytes));
+        basis
+    } else {
+        format!(
+            "{}\n{} {}?{}",
+            ctx.corpus.version(),
+            method,
+            path,
+            query.unwrap_or("")
+        )
+        .into_bytes()
+    };
+    let etag = format!("\"{}\"", &hex::encode(Sha256::digest(&etag_basis))[..40]);
+    let h = res.headers_mut();
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_str(&cache).expect("ascii"),
+    );
+    h.insert(header::ETAG, HeaderValue::from_str(&etag).expect("ascii"));
+    if if_none_match
+        .as_ref()
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
+    {
+        let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
+        for (k, v) in res.headers().iter().filter(|(k, _)| {
+            [
+                header::ETAG,
+                header::CACHE_CONTROL,
+                X_REQUEST_ID,
+                X_CORPUS_VERSION,
+            ]
+            .contains(k)
+                || k.as_str().starts_with("x-ratelimit-")
+        }) {
+            not_modified.headers_mut().insert(k.clone(), v.clone());
+        }
+        if let Some(c) = res.extensions().get::<Caller>().cloned() {
+            not_modified.extensions_mut().insert(c);
+        }
+        return not_modified;
+    }
+    res
+}
+
+/// Decides whether a response that asked for a receipt gets one, queues it (never waiting),
+/// and adds `X-Service-Audit-Dropped`. The receipt hashes the exact body bytes sent.
+async fn audit_step(
+    state: &AppState,
+    ctx: &Ctx,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    res: Response,
+) -> Response {
+    let audit = state.audit();
+    audit.count_requested();
+    let caller = res.extensions().get::<Caller>().cloned();
+    let skip = if !path.starts_with("/v1/") || access_for(path) == access_for("/v1/audit-log") {
+        Some(Skip::OutOfScope)
+    } else {
+        match &caller {
+            None => Some(Skip::Unattributed),
+            Some(c) if c.user.plan < Plan::Desk => Some(Skip::PlanRequired),
+            // HEAD sends no body, 304 sends none either: nothing to hash.
+            Some(_)
+                if res.extensions().get::<JsonEnvelope>().is_none()
+                    || res.status() == StatusCode::NOT_MODIFIED
+                    || *method == Method::HEAD =>
+            {
+                Some(Skip::Skipped)
+            }
+            Some(_) => None,
+        }
+    };
+    let mut res = match (skip, caller) {
+        (None, Some(caller)) => {
+            let (parts, body) = res.into_parts();
+            let bytes = axum::body::to_bytes(body, usize::MAX)
+                .await
+                .unwrap_or_default();
+            let corpus_version = parts
+                .headers
+                .get(&X_CORPUS_VERSION)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or(ctx.corpus.version())
+                .to_owned();
+            audit.offer(StoredReceipt {
+                user_id: caller.user.id,
+                key_id: caller.key.id,
+                ts_ms: Instant::now().micros().div_euclid(1000),
+                route: format!("{method} {path}"),
+                params_digest: crate::audit::params_digest(query),
+                corpus_version,
+                envelope_sha256: hex::encode(Sha256::digest(&bytes)),
+                request_id: ctx.request_id.clone(),
+            });
+            Response::from_parts(parts, axum::body::Body::from(bytes))
+        }
+        (why, _) => {
+            audit.count_skip(why.unwrap_or(Skip::Unattributed));
+            res
+        }
+    };
+    res.headers_mut()
+        .insert(DROPPED_HEADER, HeaderValue::from(audit.dropped()));
     res
 }
 
@@ -420,27 +568,37 @@ async fn guard(State(state): State<AppState>, mut req: Request, next: Next) -> R
     let access = access_for(&path);
     let now = Instant::now();
     let window = now.micros().div_euclid(60_000_000) * 60_000_000;
+    // The key a receipt is attributed to; public routes attribute one only when asked to audit.
+    let mut attributed: Option<Caller> = None;
     let (bucket, limit) = match access {
         None => return next.run(req).await,
-        Some(Access::Public) => (
-            format!("ip:{}", client_addr(&req, state.inner.trust_forwarded_for)),
-            PUBLIC_REQUESTS_PER_MINUTE,
-        ),
+        Some(Access::Public) => {
+            if audit_requested(req.headers()) && req.headers().contains_key(header::AUTHORIZATION) {
+                attributed = authenticate(&state, req.headers(), now).await.ok();
+            }
+            (
+                format!("ip:{}", client_addr(&req, state.inner.trust_forwarded_for)),
+                PUBLIC_REQUESTS_PER_MINUTE,
+            )
+        }
         Some(Access::Key(min_plan)) => {
             let caller = match authenticate(&state, req.headers(), now).await {
                 Ok(c) => c,
                 Err(e) => return e.into_response(),
             };
             if caller.user.plan < min_plan {
-                return ApiError::Forbidden(format!(
+                let mut res = ApiError::Forbidden(format!(
                     "this route needs the {min_plan} plan or higher; the key's plan is {}",
                     caller.user.plan
                 ))
                 .into_response();
+                res.extensions_mut().insert(caller);
+                return res;
             }
             let b = format!("key:{}", caller.key.id);
             let l = caller.user.plan.requests_per_minute();
-            req.extensions_mut().insert(caller);
+            req.extensions_mut().insert(caller.clone());
+            attributed = Some(caller);
             (b, l)
         }
     };
@@ -456,6 +614,9 @@ async fn guard(State(state): State<AppState>, mut req: Request, next: Next) -> R
     } else {
         next.run(req).await
     };
+    if let Some(c) = attributed {
+        res.extensions_mut().insert(c);
+    }
     let h = res.headers_mut();
     h.insert("x-ratelimit-limit", HeaderValue::from(limit));
     h.insert("x-ratelimit-remaining", HeaderValue::from(remaining));

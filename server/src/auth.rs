@@ -66,6 +66,8 @@ pub const GATES: &[(&str, Access)] = &[
     ("/v1/news", Access::Key(Plan::Researcher)),
     ("/v1/coverage", Access::Key(Plan::Researcher)),
     ("/v1/mapping/", Access::Key(Plan::Researcher)),
+    ("/v1/me", Access::Key(Plan::Researcher)),
+    ("/v1/keys", Access::Key(Plan::Researcher)),
     ("/v1/stream", Access::Key(Plan::Researcher)),
     ("/v1/files", Access::Key(Plan::Power)),
     ("/v1/audit-log", Access::Key(Plan::Desk)),

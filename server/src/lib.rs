@@ -1,7 +1,10 @@
 //! asof server library: the HTTP service over the as-of engine (router, middleware, state
-//! store, auth, cursors) and the envelope shared with the CLI.
+//! store, auth, cursors, audit receipts) and the envelope shared with the CLI.
 
+pub mod account;
 pub mod app;
+pub mod audit;
+pub mod audit_log;
 pub mod auth;
 pub mod cursor;
 pub mod envelope;

@@ -111,13 +111,14 @@ impl Params {
         }
     }
 
-    pub fn date(&self) -> Result<Option<Day>, ApiError> {
-        self.get("date")
+    /// A UTC day parameter (`YYYY-MM-DD`) named `name`; `None` when absent.
+    pub fn day(&self, name: &str) -> Result<Option<Day>, ApiError> {
+        self.get(name)
             .map(|s| {
                 s.parse::<Day>().map_err(|()| {
                     ApiError::invalid(
-                        "date",
-                        format!("date must be a UTC day YYYY-MM-DD, got {s:?}"),
+                        name,
+                        format!("{name} must be a UTC day YYYY-MM-DD, got {s:?}"),
                     )
                 })
             })

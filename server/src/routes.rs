@@ -32,6 +32,10 @@ pub const ROUTES: &[&str] = &[
     "/v1/sample/diff",
     "/v1/sample/coverage",
     "/v1/sample/mapping",
+    "/v1/me",
+    "/v1/keys",
+    "/v1/audit-log",
+    "/v1/audit-log/stats",
 ];
 
 /// Whether `path` matches one of [`ROUTES`] (`{x}` matches one segment).
@@ -59,13 +63,20 @@ pub fn router() -> Router<AppState> {
         .route("/v1/sample/diff", get_route(sample_diff))
         .route("/v1/sample/coverage", get_route(sample_coverage))
         .route("/v1/sample/mapping", get_route(sample_mapping))
+        .route("/v1/me", get_route(crate::account::me))
+        .route("/v1/keys", get_route(crate::account::list_keys))
+        .route("/v1/audit-log", get_route(crate::audit_log::audit_log))
+        .route(
+            "/v1/audit-log/stats",
+            get_route(crate::audit_log::audit_stats),
+        )
 }
 
-type Reply = Result<Response, ApiError>;
+pub(crate) type Reply = Result<Response, ApiError>;
 
 /// A successful envelope.
 #[allow(clippy::too_many_arguments)]
-fn ok<T: Serialize>(
+pub(crate) fn ok<T: Serialize>(
     ctx: &Ctx,
     results: Vec<T>,
     as_of: Option<Instant>,
@@ -368,7 +379,7 @@ async fn coverage(
     )?;
     let held = ctx.corpus.manifest().held_sources();
     let source = p.source(&held)?;
-    let date = p.date()?;
+    let date = p.day("date")?;
     let as_of = p.clock("as_of")?;
     let limit = p.limit()?;
     let filters = filter_digest(&[
@@ -606,7 +617,7 @@ async fn sample_coverage(
     let set = sample_set(&ctx)?;
     let ex = example(&set, &p)?;
     p.source(&[set.source_id])?;
-    let date = p.date()?;
+    let date = p.day("date")?;
     let as_of = p.clock("as_of")?;
     let limit = p.limit()?;
     let filters = filter_digest(&[

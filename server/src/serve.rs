@@ -43,10 +43,14 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     eprintln!("asof listening on http://{addr}");
     axum::serve(
         listener,
-        app(state).into_make_service_with_connect_info::<SocketAddr>(),
+        app(state.clone()).into_make_service_with_connect_info::<SocketAddr>(),
     )
     .with_graceful_shutdown(shutdown_signal())
     .await?;
+    // Receipts of the last responses may still be queued: write them before exiting.
+    if !state.audit().drain(Duration::from_secs(10)).await {
+        tracing::error!(stats = ?state.audit().stats(), "audit queue not drained at shutdown");
+    }
     tracing::info!("shut down cleanly");
     Ok(())
 }

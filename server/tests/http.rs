@@ -1,100 +1,14 @@
 //! HTTP rules of the API, exercised with `tower::ServiceExt::oneshot` on `app(state)` over the
 //! shipped sample corpus and a SQLite state store in a temp directory.
 
-use std::path::{Path, PathBuf};
-use std::sync::Arc;
+mod common;
 
 use asof_engine::{Corpus, CorpusStore};
+use asof_server::AppState;
 use asof_server::auth::Plan;
-use asof_server::state_store::{self, StateStore};
-use asof_server::{AppState, app};
-use axum::body::Body;
-use axum::http::{Method, Request, StatusCode, header};
-use http_body_util::BodyExt;
+use axum::http::{Method, StatusCode, header};
+use common::{Res, T, assert_error, get, repo, send, setup};
 use serde_json::Value;
-use tower::ServiceExt;
-
-fn repo() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("..")
-        .canonicalize()
-        .unwrap()
-}
-
-struct T {
-    _dir: tempfile::TempDir,
-    state: AppState,
-    store: Arc<dyn StateStore>,
-    key: String,
-}
-
-async fn setup() -> T {
-    let dir = tempfile::tempdir().unwrap();
-    let store = state_store::open(dir.path().join("state.db").to_str().unwrap())
-        .await
-        .unwrap();
-    let corpus = Corpus::open(CorpusStore::open(repo().to_str().unwrap()).unwrap())
-        .await
-        .unwrap();
-    let state = AppState::new(corpus, store.clone(), false).await.unwrap();
-    let user = store
-        .upsert_user("t@example.com", Plan::Researcher)
-        .await
-        .unwrap();
-    let (_, key) = store.create_key(&user.id, "test", None).await.unwrap();
-    T {
-        _dir: dir,
-        state,
-        store,
-        key,
-    }
-}
-
-struct Res {
-    status: StatusCode,
-    headers: axum::http::HeaderMap,
-    json: Value,
-}
-
-async fn send(t: &T, method: Method, uri: &str, key: Option<&str>, extra: &[(&str, &str)]) -> Res {
-    let mut b = Request::builder().method(method).uri(uri);
-    if let Some(k) = key {
-        b = b.header(header::AUTHORIZATION, format!("Bearer {k}"));
-    }
-    for (k, v) in extra {
-        b = b.header(*k, *v);
-    }
-    let res = app(t.state.clone())
-        .oneshot(b.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = res.status();
-    let headers = res.headers().clone();
-    let bytes = res.into_body().collect().await.unwrap().to_bytes();
-    let json = if bytes.is_empty() {
-        Value::Null
-    } else {
-        serde_json::from_slice(&bytes).unwrap_or(Value::Null)
-    };
-    Res {
-        status,
-        headers,
-        json,
-    }
-}
-
-async fn get(t: &T, uri: &str) -> Res {
-    send(t, Method::GET, uri, Some(&t.key.clone()), &[]).await
-}
-
-fn assert_error(r: &Res, status: StatusCode, code: &str, param: Option<&str>) {
-    assert_eq!(r.status, status, "{}", r.json);
-    assert_eq!(r.json["error"]["code"], code, "{}", r.json);
-    assert_eq!(r.json["count"], Value::Null);
-    assert_eq!(r.json["results"], Value::Array(vec![]));
-    assert_eq!(r.json["error"]["param"].as_str(), param, "{}", r.json);
-    assert_eq!(r.headers[header::CACHE_CONTROL], "no-store");
-}
 
 const TSLA: &str = "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z";
 
@@ -494,12 +408,8 @@ async fn foreign_tampered_and_cross_operation_cursors_are_invalid_request() {
     );
 }
 
-#[tokio::test]
-async fn a_reload_during_a_paged_walk_expires_the_cursor() {
-    let t = setup().await;
-    let r = get(&t, "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=2").await;
-    let c = r.json["next_cursor"].as_str().unwrap().to_owned();
-    // A new version: a copy of the shipped corpus with one more published note.
+/// A writable copy of the shipped corpus (same version), for tests that publish or tamper.
+async fn copy_of_sample_corpus() -> (tempfile::TempDir, CorpusStore) {
     let copy = tempfile::tempdir().unwrap();
     let src = CorpusStore::open(repo().to_str().unwrap()).unwrap();
     let (version, m) = src.current().await.unwrap();
@@ -516,6 +426,16 @@ async fn a_reload_during_a_paged_walk_expires_the_cursor() {
     }
     dst.put_manifest(&m).await.unwrap();
     dst.set_pointer(&version).await.unwrap();
+    (copy, dst)
+}
+
+#[tokio::test]
+async fn a_reload_during_a_paged_walk_expires_the_cursor() {
+    let t = setup().await;
+    let r = get(&t, "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=2").await;
+    let c = r.json["next_cursor"].as_str().unwrap().to_owned();
+    // A new version: a copy of the shipped corpus with one more published note.
+    let (_copy, dst) = copy_of_sample_corpus().await;
     let changes = asof_engine::publish::ChangeSet {
         notes: [("test".to_owned(), "reload".to_owned())].into(),
         ..Default::default()
@@ -534,6 +454,96 @@ async fn a_reload_during_a_paged_walk_expires_the_cursor() {
     )
     .await;
     assert_error(&r, StatusCode::CONFLICT, "cursor_expired", Some("cursor"));
+}
+
+#[tokio::test]
+async fn a_reload_to_a_version_failing_verification_is_refused_and_the_old_one_kept() {
+    let t = setup().await;
+    let before = t.state.corpus().version().to_owned();
+    let (copy, dst) = copy_of_sample_corpus().await;
+    // A new version with one new row, so it has a partition of its own to damage.
+    let row = asof_engine::NewsRow {
+        id: "0000000000-26-999999_789019".into(),
+        source_id: asof_engine::SourceId::SecEdgar,
+        lane: asof_engine::Lane::CertifiedPit,
+        form: Some("8-K".into()),
+        accession: Some("0000000000-26-999999".into()),
+        cik: Some("789019".into()),
+        title: "8-K - reload test".into(),
+        event_at: None,
+        published_at: Some(asof_engine::Instant::parse("2026-02-03T15:00:00Z").unwrap()),
+        available_at: None,
+        acceptance_at: None,
+        committed_at: Some(asof_engine::Instant::now()),
+        availability_basis: "unknown".into(),
+        revision_id: String::new(),
+        supersedes: None,
+        content_sha256: String::new(),
+        source_locator: "https://www.sec.gov/Archives/edgar/data/789019/".into(),
+        entity_id: Some("789019".into()),
+        payload: None,
+    };
+    let published = asof_engine::publish::publish(
+        &dst,
+        asof_engine::publish::ChangeSet {
+            rows: vec![row],
+            ..Default::default()
+        },
+        asof_engine::Instant::now(),
+    )
+    .await
+    .unwrap();
+    let new_manifest = dst.manifest(&published.version).await.unwrap();
+    let old_paths: std::collections::BTreeSet<String> = t
+        .state
+        .corpus()
+        .manifest()
+        .partitions
+        .iter()
+        .map(|p| p.path.clone())
+        .collect();
+    let fresh = new_manifest
+        .partitions
+        .iter()
+        .find(|p| !old_paths.contains(&p.path))
+        .expect("the new row got a partition of its own");
+    std::fs::write(copy.path().join(&fresh.path), b"not parquet").unwrap();
+
+    assert_eq!(asof_server::reload::reload_once(&t.state, &dst).await, None);
+    assert_eq!(t.state.corpus().version(), before);
+    let r = send(&t, Method::GET, "/health", None, &[]).await;
+    assert_eq!(r.json["results"][0]["corpus_version"], before);
+    assert_eq!(get(&t, TSLA).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_cursor_minted_by_one_replica_is_accepted_by_another_sharing_the_store() {
+    let t = setup().await;
+    // A second server process: its own corpus handle and state, the same state store.
+    let corpus = Corpus::open(CorpusStore::open(repo().to_str().unwrap()).unwrap())
+        .await
+        .unwrap();
+    let other = T {
+        _dir: tempfile::tempdir().unwrap(),
+        state: AppState::new(corpus, t.store.clone(), false).await.unwrap(),
+        store: t.store.clone(),
+        key: t.key.clone(),
+    };
+    let first = get(&t, "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=2").await;
+    let c = first.json["next_cursor"].as_str().unwrap();
+    let page2_here = get(
+        &t,
+        &format!("/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=2&cursor={c}"),
+    )
+    .await;
+    let page2_there = get(
+        &other,
+        &format!("/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=2&cursor={c}"),
+    )
+    .await;
+    assert_eq!(page2_there.status, StatusCode::OK, "{}", page2_there.json);
+    assert_eq!(page2_there.json["results"], page2_here.json["results"]);
+    assert!(page2_there.json["count"].as_u64().unwrap() > 0);
 }
 
 #[tokio::test]

@@ -33,48 +33,58 @@ fn start(db: &str) -> (Child, String) {
     (child, addr)
 }
 
-fn http_get(addr: &str, path: &str, key: Option<&str>) -> (u16, String) {
+/// One HTTP/1.1 request over a fresh connection: (status, header block, exact body bytes).
+fn http(addr: &str, path: &str, headers: &[(&str, &str)]) -> (u16, String, Vec<u8>) {
     let mut s = TcpStream::connect(addr).unwrap();
-    let auth = key
-        .map(|k| format!("Authorization: Bearer {k}\r\n"))
-        .unwrap_or_default();
+    let extra: String = headers
+        .iter()
+        .map(|(k, v)| format!("{k}: {v}\r\n"))
+        .collect();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{auth}Connection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{extra}Connection: close\r\n\r\n"
     )
     .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    let status = out.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, out)
+    let mut out = Vec::new();
+    s.read_to_end(&mut out).unwrap();
+    let split = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .expect("a complete response head");
+    let head = String::from_utf8(out[..split].to_vec()).unwrap();
+    let body = out[split + 4..].to_vec();
+    assert!(
+        !head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked"),
+        "envelopes are sent with a content length"
+    );
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, head, body)
 }
 
-#[test]
-fn served_binary_answers_keyed_requests_with_a_key_from_keys_create_and_stops_on_sigterm() {
-    let dir = tempfile::tempdir().unwrap();
-    let db = format!("sqlite://{}", dir.path().join("state.db").display());
-    let (child, addr) = start(&db);
-    // Kill the server if an assertion fails, so no orphan outlives the test.
-    struct Guard(Child);
-    impl Drop for Guard {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-        }
-    }
-    let mut guard = Guard(child);
-    let (status, body) = http_get(&addr, "/health", None);
-    assert_eq!(status, 200, "{body}");
+fn http_get(addr: &str, path: &str, key: Option<&str>) -> (u16, String) {
+    let auth = key.map(|k| format!("Bearer {k}"));
+    let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("Authorization", a.as_str())).collect();
+    let (status, head, body) = http(addr, path, &headers);
+    (
+        status,
+        format!("{head}\r\n\r\n{}", String::from_utf8_lossy(&body)),
+    )
+}
 
+/// `asof keys create` against the server's state store; returns the raw key (last stdout line).
+fn keys_create(db: &str, email: &str, plan: &str) -> String {
     let out = asof()
         .args([
             "keys",
             "create",
             "--database-url",
-            &db,
+            db,
             "--email",
-            "e2e@example.com",
+            email,
             "--plan",
-            "researcher",
+            plan,
             "--name",
             "e2e",
         ])
@@ -85,12 +95,47 @@ fn served_binary_answers_keyed_requests_with_a_key_from_keys_create_and_stops_on
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let key = String::from_utf8(out.stdout)
+    String::from_utf8(out.stdout)
         .unwrap()
         .lines()
         .last()
         .unwrap()
-        .to_owned();
+        .to_owned()
+}
+
+/// Kills the server if an assertion fails, so no orphan outlives the test.
+struct Guard(Child);
+impl Drop for Guard {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+    }
+}
+
+impl Guard {
+    /// SIGTERM, then the exit status.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let pid = self.0.id().to_string();
+        assert!(
+            Command::new("kill")
+                .args(["-TERM", &pid])
+                .status()
+                .unwrap()
+                .success()
+        );
+        self.0.wait().unwrap()
+    }
+}
+
+#[test]
+fn served_binary_answers_keyed_requests_with_a_key_from_keys_create_and_stops_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("state.db").display());
+    let (child, addr) = start(&db);
+    let mut guard = Guard(child);
+    let (status, body) = http_get(&addr, "/health", None);
+    assert_eq!(status, 200, "{body}");
+
+    let key = keys_create(&db, "e2e@example.com", "researcher");
     assert!(key.starts_with("svc_live_"));
 
     let (status, body) = http_get(
@@ -108,14 +153,54 @@ fn served_binary_answers_keyed_requests_with_a_key_from_keys_create_and_stops_on
     );
     assert_eq!(status, 401);
 
-    let pid = guard.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let code = guard.0.wait().unwrap();
+    let code = guard.terminate();
     assert!(code.success(), "graceful shutdown exits 0, got {code:?}");
+}
+
+#[test]
+fn an_audited_receipt_matches_the_bytes_the_client_received() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("state.db").display());
+    let (child, addr) = start(&db);
+    let mut guard = Guard(child);
+    let key = keys_create(&db, "desk@example.com", "desk");
+    let auth = format!("Bearer {key}");
+    let (status, head, body) = http(
+        &addr,
+        "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z",
+        &[("Authorization", &auth), ("X-Service-Audit", "on")],
+    );
+    assert_eq!(status, 200);
+    let header = |name: &str| {
+        head.lines()
+            .find_map(|l| {
+                let (k, v) = l.split_once(':')?;
+                k.eq_ignore_ascii_case(name).then(|| v.trim().to_owned())
+            })
+            .unwrap_or_else(|| panic!("no {name} header in {head}"))
+    };
+    let request_id = header("x-request-id");
+    assert_eq!(header("x-service-audit-dropped"), "0");
+
+    // The receipt is written off the request path: poll the log until it shows (bounded).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let receipt = loop {
+        let (s, _, log) = http(&addr, "/v1/audit-log", &[("Authorization", &auth)]);
+        assert_eq!(s, 200);
+        let log: serde_json::Value = serde_json::from_slice(&log).unwrap();
+        if let Some(r) = log["results"].as_array().and_then(|a| a.first()) {
+            break r.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no receipt arrived");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    // What a client does to check its receipt: sha256 over the exact body bytes received.
+    let mine = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(&body));
+    assert_eq!(receipt["envelope_sha256"], mine.as_str());
+    assert_eq!(receipt["request_id"], request_id.as_str());
+    assert_eq!(
+        receipt["corpus_version"],
+        header("x-corpus-version").as_str()
+    );
+    assert!(guard.terminate().success());
 }

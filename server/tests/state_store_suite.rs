@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use asof_engine::Instant;
 use asof_server::auth::Plan;
-use asof_server::state_store::{self, StateStore, hash_key};
+use asof_server::state_store::{self, StateStore, StoredReceipt, hash_key};
 
 async fn suite(s: Arc<dyn StateStore>) {
     let u = s
@@ -58,6 +58,66 @@ async fn suite(s: Arc<dyn StateStore>) {
         "a new window starts at one"
     );
     assert_eq!(s.purge_windows(120_000_000).await.unwrap(), 1);
+    receipts(&*s, &u.id).await;
+}
+
+fn receipt(user: &str, key: &str, ts_ms: i64, request_id: &str) -> StoredReceipt {
+    StoredReceipt {
+        user_id: user.into(),
+        key_id: key.into(),
+        ts_ms,
+        route: "GET /v1/news".into(),
+        params_digest: "0".repeat(64),
+        corpus_version: "sha256:abc".into(),
+        envelope_sha256: "1".repeat(64),
+        request_id: request_id.into(),
+    }
+}
+
+/// Receipts: append-only rows read back per key, oldest first, keyset-paged, day-bounded.
+async fn receipts(s: &dyn StateStore, user: &str) {
+    const DAY: i64 = 86_400_000;
+    for (ts, id) in [
+        (DAY + 5, "b"),
+        (DAY + 5, "a"),
+        (DAY + 1, "z"),
+        (2 * DAY, "c"),
+    ] {
+        s.append_receipt(&receipt(user, "key_1", ts, id))
+            .await
+            .unwrap();
+    }
+    s.append_receipt(&receipt(user, "key_2", DAY + 2, "other"))
+        .await
+        .unwrap();
+    let ids = |v: Vec<StoredReceipt>| v.into_iter().map(|r| r.request_id).collect::<Vec<_>>();
+    let day1 = s.receipts("key_1", DAY, 2 * DAY, None, 10).await.unwrap();
+    assert_eq!(day1[0], receipt(user, "key_1", DAY + 1, "z"));
+    assert_eq!(
+        ids(day1),
+        ["z", "a", "b"],
+        "ordered by (ts, request_id), one day"
+    );
+    assert_eq!(
+        ids(s
+            .receipts("key_1", DAY, 3 * DAY, Some((DAY + 5, "a".into())), 10)
+            .await
+            .unwrap()),
+        ["b", "c"],
+        "strictly after the position"
+    );
+    assert_eq!(
+        ids(s.receipts("key_1", 0, 3 * DAY, None, 2).await.unwrap()),
+        ["z", "a"]
+    );
+    assert_eq!(s.receipt_count("key_1").await.unwrap(), 4);
+    assert_eq!(s.receipt_count("key_2").await.unwrap(), 1);
+    assert!(
+        s.append_receipt(&receipt(user, "key_1", DAY + 1, "z"))
+            .await
+            .is_err(),
+        "a receipt is written once"
+    );
 }
 
 #[tokio::test]
