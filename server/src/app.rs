@@ -229,6 +229,8 @@ pub fn app(state: AppState) -> Router {
                     header::CONTENT_TYPE,
                     X_REQUEST_ID,
                     HeaderName::from_static(AUDIT_HEADER),
+                    HeaderName::from_static("mcp-session-id"),
+                    HeaderName::from_static("mcp-protocol-version"),
                 ])
                 .expose_headers([
                     X_REQUEST_ID,
@@ -240,6 +242,7 @@ pub fn app(state: AppState) -> Router {
                     header::RETRY_AFTER,
                     HeaderName::from_static(DROPPED_HEADER),
                     HeaderName::from_static(crate::audit::NEXT_CURSOR_HEADER),
+                    HeaderName::from_static("mcp-session-id"),
                 ]),
         )
         .layer(middleware::from_fn(plain_options))
@@ -258,13 +261,16 @@ async fn plain_options(req: Request, next: Next) -> Response {
         && !req
             .headers()
             .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
-        && crate::routes::is_route(req.uri().path())
     {
-        return (
-            StatusCode::NO_CONTENT,
-            [(header::ALLOW, "GET, HEAD, OPTIONS")],
-        )
-            .into_response();
+        let path = req.uri().path();
+        let allow = if path == "/mcp" {
+            Some("POST, OPTIONS")
+        } else {
+            crate::routes::is_route(path).then_some("GET, HEAD, OPTIONS")
+        };
+        if let Some(allow) = allow {
+            return (StatusCode::NO_CONTENT, [(header::ALLOW, allow)]).into_response();
+        }
     }
     next.run(req).await
 }

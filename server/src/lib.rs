@@ -9,6 +9,7 @@ pub mod auth;
 pub mod cursor;
 pub mod envelope;
 pub mod error;
+pub mod mcp;
 pub mod meta;
 pub mod params;
 pub mod reload;

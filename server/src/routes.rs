@@ -70,6 +70,12 @@ pub fn router() -> Router<AppState> {
             "/v1/audit-log/stats",
             get_route(crate::audit_log::audit_stats),
         )
+        .route(
+            "/mcp",
+            axum::routing::post(crate::mcp::post)
+                .get(crate::mcp::not_offered)
+                .delete(crate::mcp::not_offered),
+        )
 }
 
 pub(crate) type Reply = Result<Response, ApiError>;

@@ -1,0 +1,619 @@
+//! The MCP endpoint: JSON-RPC 2.0 over Streamable HTTP (`POST /mcp`), four read-only tools.
+//!
+//! A tool call is not a second implementation of the API: it is rebuilt as a GET against the
+//! `/v1` route and sent through the whole router in this process (request id, CORS, auth, plan
+//! gate, rate limit, envelopes), so an agent sees exactly what a REST client sees, and one tool
+//! call counts once against the key's rate limit. The bearer key and `X-Forwarded-For` are
+//! forwarded; the audit header is not (MCP calls are never receipted).
+//!
+//! Sessions are stateless: `initialize` hands out an HMAC-signed `Mcp-Session-Id` that any
+//! replica can verify. Sending it back is optional (curl users need not); an invalid one gets
+//! 404 so the client re-initializes. Answers are single JSON bodies, never SSE streams, so
+//! `GET /mcp` (server-initiated stream) and `DELETE /mcp` (session end) answer 405.
+
+use std::net::SocketAddr;
+
+use axum::body::Body;
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+use crate::app::AppState;
+
+/// Protocol revisions this endpoint speaks, newest first.
+pub const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26"];
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+/// JSON-RPC error for a rejected API key (the spec's single non-tool-result refusal).
+pub const REJECTED_KEY: i64 = -32001;
+/// Largest JSON-RPC body accepted.
+const MAX_BODY: usize = 1 << 20;
+
+/// One of the four tools: its REST route with a key, and its sample-tier route without one.
+struct Tool {
+    name: &'static str,
+    title: &'static str,
+    description: &'static str,
+    keyed: &'static str,
+    sample: &'static str,
+    schema: fn() -> Value,
+}
+
+const CLOCK_PATTERN: &str = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$";
+
+fn clock(description: &str) -> Value {
+    json!({
+        "type": "string",
+        "pattern": CLOCK_PATTERN,
+        "description": format!("{description} RFC 3339 UTC instant ending in Z, e.g. 2026-01-29T12:00:00Z; a bare date or a numeric offset is refused (invalid_clock)."),
+    })
+}
+
+fn common_filters() -> serde_json::Map<String, Value> {
+    let mut m = serde_json::Map::new();
+    m.insert(
+        "ticker".into(),
+        json!({"type": "string", "pattern": "^[A-Za-z0-9.-]{1,16}$",
+               "description": "Exchange ticker of an SEC filer, resolved through the identity intervals valid at the cut (never today's ticker file). Send ticker or cik, not both. Without a key it selects a sample company (TSLA, MSFT, SMEGF)."}),
+    );
+    m.insert(
+        "cik".into(),
+        json!({"type": "string", "pattern": "^[0-9]{1,10}$", "description": "SEC Central Index Key of the filer (leading zeros optional)."}),
+    );
+    m.insert(
+        "visible_by".into(),
+        json!({"type": "string", "enum": ["published_at", "available_at", "committed_at"], "default": "published_at",
+               "description": "Which clock must be at or before the cut: when the source published the row, when it first became available to a fetcher, or when this corpus committed it."}),
+    );
+    m.insert(
+        "lane".into(),
+        json!({"type": "string", "enum": ["certified_pit", "forward"], "default": "certified_pit",
+               "description": "certified_pit: days certified complete after the fact; forward: rows captured live as they appeared."}),
+    );
+    m.insert(
+        "source".into(),
+        json!({"type": "string", "description": "Source namespace, e.g. sec.edgar (default); svc_meta lists the sources this deployment holds."}),
+    );
+    m.insert(
+        "limit".into(),
+        json!({"type": "integer", "minimum": 1, "maximum": 1000, "default": 100, "description": "Page size."}),
+    );
+    m.insert(
+        "cursor".into(),
+        json!({"type": "string", "description": "next_cursor of the previous page, to continue the same query."}),
+    );
+    m.insert(
+        "example".into(),
+        json!({"type": "string", "description": "Without a key only: the sample company id (tesla, microsoft, siemens-energy); ticker works too."}),
+    );
+    m
+}
+
+fn query_schema() -> Value {
+    let mut p = common_filters();
+    p.insert(
+        "as_of".into(),
+        clock("The cut: answer only with rows whose chosen clock is at or before this instant."),
+    );
+    json!({"type": "object", "properties": p, "required": ["as_of"], "additionalProperties": false})
+}
+
+fn diff_schema() -> Value {
+    let mut p = common_filters();
+    p.insert(
+        "as_of_start".into(),
+        clock("Start of the window (exclusive)."),
+    );
+    p.insert("as_of_end".into(), clock("End of the window (inclusive)."));
+    json!({"type": "object", "properties": p, "required": ["as_of_start", "as_of_end"], "additionalProperties": false})
+}
+
+fn coverage_schema() -> Value {
+    let p = json!({
+        "as_of": clock("Certificates as knowable at this instant; omitted means the latest cut."),
+        "source": {"type": "string", "description": "Source namespace, e.g. sec.edgar."},
+        "date": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$", "description": "One UTC day (YYYY-MM-DD)."},
+        "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
+        "cursor": {"type": "string"},
+        "ticker": {"type": "string", "description": "Without a key only: the sample company."},
+        "example": {"type": "string", "description": "Without a key only: the sample company id."},
+    });
+    json!({"type": "object", "properties": p, "additionalProperties": false})
+}
+
+fn meta_schema() -> Value {
+    json!({"type": "object", "properties": {}, "additionalProperties": false})
+}
+
+const TOOLS: &[Tool] = &[
+    Tool {
+        name: "svc_query",
+        title: "As-of record query",
+        description: "Records (SEC filings and other public records) that were knowable at `as_of` by the chosen clock, oldest first, paged. Same answer as GET /v1/news. status `coverage_missing` (isError) means the corpus has a hole this cut depends on: that is NOT an empty answer; count 0 with status ok is a true empty answer. Without an API key it answers from the public sample (three companies, a few days) and takes only ticker (or example), as_of and visible_by.",
+        keyed: "/v1/news",
+        sample: "/v1/sample/news",
+        schema: query_schema,
+    },
+    Tool {
+        name: "svc_diff",
+        title: "Became-knowable diff",
+        description: "Records that became knowable in the window (as_of_start, as_of_end]: visible at the end and not at the start. Same answer as GET /v1/news/diff. Without an API key: the public sample, taking only ticker (or example), as_of_start, as_of_end and visible_by.",
+        keyed: "/v1/news/diff",
+        sample: "/v1/sample/diff",
+        schema: diff_schema,
+    },
+    Tool {
+        name: "svc_coverage",
+        title: "Coverage certificates",
+        description: "Per source-day certificates: whether a day is certified complete, its row count (null for a missing day), and the evidence. Same answer as GET /v1/coverage.",
+        keyed: "/v1/coverage",
+        sample: "/v1/sample/coverage",
+        schema: coverage_schema,
+    },
+    Tool {
+        name: "svc_meta",
+        title: "Service metadata",
+        description: "The corpus version, clocks, lanes, plans, held sources with their certified spans and last partition dates. Same answer as GET /v1/meta. Call it first to learn what can be asked.",
+        keyed: "/v1/meta",
+        sample: "/v1/meta",
+        schema: meta_schema,
+    },
+];
+
+/// The `tools/list` result.
+pub fn tool_list() -> Value {
+    let tools: Vec<Value> = TOOLS
+        .iter()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "title": t.title,
+                "description": t.description,
+                "inputSchema": (t.schema)(),
+                "annotations": {
+                    "title": t.title,
+                    "readOnlyHint": true,
+                    "destructiveHint": false,
+                    "idempotentHint": true,
+                    "openWorldHint": false,
+                },
+            })
+        })
+        .collect();
+    json!({ "tools": tools })
+}
+
+fn rpc_error(id: Value, code: i64, message: &str, data: Option<Value>) -> Value {
+    let mut e = json!({"code": code, "message": message});
+    if let Some(d) = data {
+        e["data"] = d;
+    }
+    json!({"jsonrpc": "2.0", "id": id, "error": e})
+}
+
+fn rpc_result(id: Value, result: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "result": result})
+}
+
+fn json_response(status: StatusCode, body: &Value) -> Response {
+    let mut bytes = serde_json::to_vec(body).expect("json serializes");
+    bytes.push(b'\n');
+    (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        bytes,
+    )
+        .into_response()
+}
+
+/// What a POST carried, as far as the HTTP layer is concerned.
+struct Call<'a> {
+    state: &'a AppState,
+    headers: &'a HeaderMap,
+    peer: Option<ConnectInfo<SocketAddr>>,
+    /// Protocol revision in force (header, else the oldest we speak, per the transport spec).
+    version: &'static str,
+}
+
+/// `POST /mcp`.
+pub async fn post(State(state): State<AppState>, req: Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let headers = &parts.headers;
+    let version = match headers
+        .get(VERSION_HEADER)
+        .map(|v| v.to_str().unwrap_or(""))
+    {
+        None => PROTOCOL_VERSIONS[PROTOCOL_VERSIONS.len() - 1],
+        Some(v) => match PROTOCOL_VERSIONS.iter().find(|p| **p == v) {
+            Some(p) => p,
+            None => {
+                return json_response(
+                    StatusCode::BAD_REQUEST,
+                    &rpc_error(
+                        Value::Null,
+                        -32600,
+                        &format!(
+                            "unsupported MCP-Protocol-Version {v:?}; supported: {}",
+                            PROTOCOL_VERSIONS.join(", ")
+                        ),
+                        None,
+                    ),
+                );
+            }
+        },
+    };
+    if let Some(sid) = headers.get(SESSION_HEADER) {
+        let valid = sid.to_str().ok().is_some_and(|s| {
+            state
+                .signer()
+                .open::<String>(s, "mcp.session", "", "mcp")
+                .is_ok()
+        });
+        if !valid {
+            return json_response(
+                StatusCode::NOT_FOUND,
+                &rpc_error(
+                    Value::Null,
+                    -32600,
+                    "unknown or expired Mcp-Session-Id; send initialize again",
+                    None,
+                ),
+            );
+        }
+    }
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or("")
+                .trim()
+                .eq_ignore_ascii_case("application/json")
+        });
+    if !is_json {
+        return json_response(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            &rpc_error(
+                Value::Null,
+                -32600,
+                "Content-Type must be application/json",
+                None,
+            ),
+        );
+    }
+    let bytes = match axum::body::to_bytes(body, MAX_BODY).await {
+        Ok(b) => b,
+        Err(_) => {
+            return json_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &rpc_error(Value::Null, -32600, "request body larger than 1 MiB", None),
+            );
+        }
+    };
+    let msg: Value = match serde_json::from_slice(&bytes) {
+        Ok(v) => v,
+        Err(_) => {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &rpc_error(Value::Null, -32700, "parse error: body is not JSON", None),
+            );
+        }
+    };
+    let call = Call {
+        state: &state,
+        headers,
+        peer: parts.extensions.get::<ConnectInfo<SocketAddr>>().cloned(),
+        version,
+    };
+    // 2025-03-26 allows batches; answer each element, in order.
+    let (replies, session) = match msg {
+        Value::Array(items) if !items.is_empty() => {
+            let mut out = Vec::new();
+            let mut session = None;
+            for m in items {
+                let (r, s) = call.message(m).await;
+                out.extend(r);
+                session = session.or(s);
+            }
+            let replies = if out.is_empty() {
+                None
+            } else {
+                Some(Value::Array(out))
+            };
+            (replies, session)
+        }
+        other => {
+            let (r, s) = call.message(other).await;
+            (r, s)
+        }
+    };
+    let mut res = match replies {
+        // Only notifications or responses: accepted, no body.
+        None => StatusCode::ACCEPTED.into_response(),
+        Some(v) => {
+            let status = if v
+                .get("error")
+                .is_some_and(|e| e["code"] == -32600 || e["code"] == -32700)
+            {
+                StatusCode::BAD_REQUEST
+            } else {
+                StatusCode::OK
+            };
+            json_response(status, &v)
+        }
+    };
+    if let Some(s) = session {
+        res.headers_mut().insert(
+            SESSION_HEADER,
+            HeaderValue::from_str(&s).expect("session token is base64url"),
+        );
+    }
+    res
+}
+
+/// `GET /mcp` and `DELETE /mcp`: no server-initiated stream, no session to end (405 envelope).
+pub async fn not_offered() -> crate::error::ApiError {
+    crate::error::ApiError::MethodNotAllowed {
+        allow: "POST, OPTIONS".into(),
+    }
+}
+
+impl Call<'_> {
+    /// Handles one JSON-RPC message; returns the reply (None for notifications and responses)
+    /// and, for `initialize`, the session id to hand out.
+    async fn message(&self, m: Value) -> (Option<Value>, Option<String>) {
+        let Some(obj) = m.as_object() else {
+            return (
+                Some(rpc_error(
+                    Value::Null,
+                    -32600,
+                    "invalid request: expected a JSON-RPC object",
+                    None,
+                )),
+                None,
+            );
+        };
+        let id = obj.get("id").cloned();
+        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return (
+                Some(rpc_error(
+                    id.unwrap_or(Value::Null),
+                    -32600,
+                    "invalid request: jsonrpc must be \"2.0\"",
+                    None,
+                )),
+                None,
+            );
+        }
+        let Some(method) = obj.get("method").and_then(Value::as_str) else {
+            // A response from the client (we never send requests): accepted and ignored.
+            if id.is_some() && (obj.contains_key("result") || obj.contains_key("error")) {
+                return (None, None);
+            }
+            return (
+                Some(rpc_error(
+                    id.unwrap_or(Value::Null),
+                    -32600,
+                    "invalid request: no method",
+                    None,
+                )),
+                None,
+            );
+        };
+        let Some(id) = id else {
+            // Notifications (`notifications/initialized`, cancellations...) need no answer.
+            return (None, None);
+        };
+        if !(id.is_string() || id.is_number()) {
+            return (
+                Some(rpc_error(
+                    Value::Null,
+                    -32600,
+                    "invalid request: id must be a string or number",
+                    None,
+                )),
+                None,
+            );
+        }
+        let params = obj.get("params").cloned().unwrap_or(json!({}));
+        match method {
+            "initialize" => self.initialize(id, &params).await,
+            "ping" => (Some(rpc_result(id, json!({}))), None),
+            "tools/list" => match self.check_key().await {
+                Err(e) => (Some(rejected(id, &e)), None),
+                Ok(()) => (Some(rpc_result(id, tool_list())), None),
+            },
+            "tools/call" => (Some(self.tools_call(id, &params).await), None),
+            other => (
+                Some(rpc_error(
+                    id,
+                    -32601,
+                    &format!(
+                        "method not found: {other}; this server offers initialize, ping, tools/list, tools/call"
+                    ),
+                    None,
+                )),
+                None,
+            ),
+        }
+    }
+
+    async fn initialize(&self, id: Value, params: &Value) -> (Option<Value>, Option<String>) {
+        if let Err(e) = self.check_key().await {
+            return (Some(rejected(id, &e)), None);
+        }
+        let Some(asked) = params.get("protocolVersion").and_then(Value::as_str) else {
+            return (
+                Some(rpc_error(
+                    id,
+                    -32602,
+                    "invalid params: protocolVersion is required",
+                    None,
+                )),
+                None,
+            );
+        };
+        // The client's version when we speak it, else our newest (the client then decides).
+        let version = PROTOCOL_VERSIONS
+            .iter()
+            .find(|v| **v == asked)
+            .unwrap_or(&PROTOCOL_VERSIONS[0]);
+        let session = self.state.signer().mint(
+            "mcp.session",
+            "",
+            "mcp",
+            &uuid::Uuid::new_v4().simple().to_string(),
+        );
+        let result = json!({
+            "protocolVersion": version,
+            "capabilities": {"tools": {"listChanged": false}},
+            "serverInfo": {
+                "name": "asof",
+                "title": "asof: what was knowable then",
+                "version": env!("CARGO_PKG_VERSION"),
+            },
+            "instructions": "Read-only as-of queries over public records (SEC EDGAR and more). Every answer is an envelope naming the corpus_version that produced it. Call svc_meta first. Always pass an explicit as_of (RFC 3339 UTC with Z). status coverage_missing means a hole in the corpus, never an empty answer. Without an Authorization header the tools answer from the public sample (sample: true).",
+        });
+        (Some(rpc_result(id, result)), Some(session))
+    }
+
+    /// A sent key must be valid even on calls that do not reach a `/v1` route.
+    async fn check_key(&self) -> Result<(), String> {
+        if !self.headers.contains_key(header::AUTHORIZATION) {
+            return Ok(());
+        }
+        crate::app::authenticate(self.state, self.headers, asof_engine::Instant::now())
+            .await
+            .map(|_| ())
+            .map_err(|e| e.message())
+    }
+
+    async fn tools_call(&self, id: Value, params: &Value) -> Value {
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return rpc_error(id, -32602, "invalid params: name is required", None);
+        };
+        let Some(tool) = TOOLS.iter().find(|t| t.name == name) else {
+            let names: Vec<&str> = TOOLS.iter().map(|t| t.name).collect();
+            return rpc_error(
+                id,
+                -32602,
+                &format!("unknown tool {name:?}; tools: {}", names.join(", ")),
+                None,
+            );
+        };
+        let empty = serde_json::Map::new();
+        let args = match params.get("arguments") {
+            None | Some(Value::Null) => &empty,
+            Some(Value::Object(m)) => m,
+            Some(_) => {
+                return rpc_error(
+                    id,
+                    -32602,
+                    "invalid params: arguments must be an object",
+                    None,
+                );
+            }
+        };
+        // A sent key must be valid whatever the tool (svc_meta's route needs none).
+        if let Err(e) = self.check_key().await {
+            return rejected(id, &e);
+        }
+        let keyed = self.headers.contains_key(header::AUTHORIZATION);
+        let uri = self.uri(tool, keyed, args);
+        let (status, body) = self.dispatch(&uri).await;
+        let envelope: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+        if status == StatusCode::UNAUTHORIZED {
+            let msg = envelope["error"]["message"]
+                .as_str()
+                .unwrap_or("API key rejected")
+                .to_owned();
+            return rpc_error(id, REJECTED_KEY, &msg, Some(envelope));
+        }
+        let text = String::from_utf8_lossy(&body).trim_end().to_owned();
+        let mut result = json!({
+            "content": [{"type": "text", "text": text}],
+            "isError": status != StatusCode::OK,
+        });
+        if self.version == "2025-06-18" && envelope.is_object() {
+            result["structuredContent"] = envelope;
+        }
+        rpc_result(id, result)
+    }
+
+    /// The GET a tool call becomes. Arguments pass through as query parameters, so the REST
+    /// route applies its own rules (an unknown argument is refused naming it, as in REST).
+    fn uri(&self, tool: &Tool, keyed: bool, args: &serde_json::Map<String, Value>) -> String {
+        let mut q = url::form_urlencoded::Serializer::new(String::new());
+        let sample_set = (!keyed)
+            .then(|| self.state.corpus().manifest().sample.clone())
+            .flatten();
+        for (k, v) in args {
+            let v = match v {
+                Value::Null => continue,
+                Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            // The sample routes name companies by example id; map a ticker or CIK to it.
+            if let Some(set) = &sample_set
+                && tool.sample.starts_with("/v1/sample/")
+                && (k == "ticker" || k == "cik")
+            {
+                let found = set.examples.iter().find(|e| {
+                    if k == "ticker" {
+                        e.ticker.eq_ignore_ascii_case(&v)
+                    } else {
+                        asof_engine::normalize_cik(&v).is_some_and(|c| c == e.cik)
+                    }
+                });
+                q.append_pair("example", found.map_or(v.as_str(), |e| e.id.as_str()));
+                continue;
+            }
+            q.append_pair(k, &v);
+        }
+        let path = if keyed { tool.keyed } else { tool.sample };
+        let q = q.finish();
+        if q.is_empty() {
+            path.to_owned()
+        } else {
+            format!("{path}?{q}")
+        }
+    }
+
+    /// Sends the GET through the whole router, as one more request of this caller.
+    async fn dispatch(&self, uri: &str) -> (StatusCode, Vec<u8>) {
+        let mut b = axum::http::Request::builder().method("GET").uri(uri);
+        for name in [
+            header::AUTHORIZATION,
+            header::HeaderName::from_static("x-forwarded-for"),
+        ] {
+            if let Some(v) = self.headers.get(&name) {
+                b = b.header(name, v);
+            }
+        }
+        let mut req = b.body(Body::empty()).expect("valid request");
+        if let Some(peer) = self.peer.clone() {
+            req.extensions_mut().insert(peer);
+        }
+        let res = crate::app::app(self.state.clone())
+            .oneshot(req)
+            .await
+            .expect("the router is infallible");
+        let status = res.status();
+        let body = axum::body::to_bytes(res.into_body(), usize::MAX)
+            .await
+            .map(|b| b.to_vec())
+            .unwrap_or_default();
+        (status, body)
+    }
+}
+
+fn rejected(id: Value, message: &str) -> Value {
+    rpc_error(id, REJECTED_KEY, message, None)
+}

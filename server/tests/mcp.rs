@@ -1,0 +1,482 @@
+//! The MCP endpoint over `app(state)`: JSON-RPC framing and errors, protocol versions and
+//! sessions, the four tools as in-process GETs (same envelope as REST, same rate limit), the
+//! sample tier without a key, and -32001 for a rejected key.
+
+mod common;
+
+use std::time::Duration;
+
+use asof_server::AppState;
+use asof_server::auth::Plan;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use common::{Res, T, get, key_for, sample_corpus, send, setup};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+async fn post(t: &T, body: &str, headers: &[(&str, &str)]) -> Res {
+    let mut b = Request::builder()
+        .method(Method::POST)
+        .uri("/mcp")
+        .header(header::CONTENT_TYPE, "application/json")
+        .header(header::ACCEPT, "application/json, text/event-stream");
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let res = asof_server::app(t.state.clone())
+        .oneshot(b.body(Body::from(body.to_owned())).unwrap())
+        .await
+        .unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes().to_vec();
+    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    Res {
+        status,
+        headers,
+        bytes,
+        json,
+    }
+}
+
+async fn rpc(t: &T, method: &str, params: Value, key: Option<&str>) -> Res {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params}).to_string();
+    let auth = key.map(|k| format!("Bearer {k}"));
+    let mut h: Vec<(&str, &str)> = vec![("mcp-protocol-version", "2025-06-18")];
+    if let Some(a) = &auth {
+        h.push(("authorization", a));
+    }
+    post(t, &body, &h).await
+}
+
+async fn call(t: &T, tool: &str, args: Value, key: Option<&str>) -> Value {
+    let r = rpc(
+        t,
+        "tools/call",
+        json!({"name": tool, "arguments": args}),
+        key,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    r.json
+}
+
+/// The envelope a tool result carries, parsed from `content[0].text`.
+fn envelope(result: &Value) -> Value {
+    serde_json::from_str(result["result"]["content"][0]["text"].as_str().unwrap()).unwrap()
+}
+
+fn without_request_id(mut v: Value) -> Value {
+    v.as_object_mut().unwrap().remove("request_id");
+    v
+}
+
+#[tokio::test]
+async fn initialize_answers_each_supported_version_with_tools_only_and_a_session() {
+    let t = setup().await;
+    for v in ["2025-06-18", "2025-03-26"] {
+        let r = rpc(
+            &t,
+            "initialize",
+            json!({"protocolVersion": v, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}),
+            None,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK);
+        assert_eq!(r.headers[header::CONTENT_TYPE], "application/json");
+        let res = &r.json["result"];
+        assert_eq!(res["protocolVersion"], v);
+        assert_eq!(
+            res["capabilities"],
+            json!({"tools": {"listChanged": false}})
+        );
+        assert_eq!(res["serverInfo"]["name"], "asof");
+        assert!(r.headers.contains_key("mcp-session-id"));
+    }
+    // A version we do not speak gets our newest; the client decides whether to go on.
+    let r = rpc(
+        &t,
+        "initialize",
+        json!({"protocolVersion": "2024-11-05"}),
+        None,
+    )
+    .await;
+    assert_eq!(r.json["result"]["protocolVersion"], "2025-06-18");
+    let r = rpc(&t, "initialize", json!({}), None).await;
+    assert_eq!(r.json["error"]["code"], -32602);
+}
+
+#[tokio::test]
+async fn sessions_are_signed_so_any_replica_accepts_them_and_a_forged_one_gets_404() {
+    let t = setup().await;
+    let init = rpc(
+        &t,
+        "initialize",
+        json!({"protocolVersion": "2025-06-18"}),
+        None,
+    )
+    .await;
+    let sid = init.headers["mcp-session-id"].to_str().unwrap().to_owned();
+    let other = T {
+        _dir: tempfile::tempdir().unwrap(),
+        state: AppState::new(sample_corpus().await, t.store.clone(), false)
+            .await
+            .unwrap(),
+        store: t.store.clone(),
+        key: t.key.clone(),
+    };
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let r = post(&other, ping, &[("mcp-session-id", &sid)]).await;
+    assert_eq!(
+        (r.status, r.json["result"].clone()),
+        (StatusCode::OK, json!({}))
+    );
+    let r = post(&t, ping, &[("mcp-session-id", "forged.token")]).await;
+    assert_eq!(r.status, StatusCode::NOT_FOUND);
+    // Without a session header the endpoint still answers (stateless clients, curl).
+    assert_eq!(post(&t, ping, &[]).await.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn an_unsupported_protocol_version_header_is_400() {
+    let t = setup().await;
+    let r = post(
+        &t,
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#,
+        &[("mcp-protocol-version", "1999-01-01")],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
+    assert_eq!(r.json["error"]["code"], -32600);
+}
+
+#[tokio::test]
+async fn notifications_and_client_responses_are_accepted_with_202_and_no_body() {
+    let t = setup().await;
+    let r = post(
+        &t,
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+    assert!(r.bytes.is_empty());
+    let r = post(&t, r#"{"jsonrpc":"2.0","id":3,"result":{}}"#, &[]).await;
+    assert_eq!(r.status, StatusCode::ACCEPTED);
+}
+
+#[tokio::test]
+async fn malformed_messages_get_the_json_rpc_error_codes() {
+    let t = setup().await;
+    let r = post(&t, "{not json", &[]).await;
+    assert_eq!(
+        (r.status, r.json["error"]["code"].clone()),
+        (StatusCode::BAD_REQUEST, json!(-32700))
+    );
+    assert_eq!(r.json["id"], Value::Null);
+    for bad in [
+        r#"[1]"#,
+        r#"{"id":1,"method":"ping"}"#,
+        r#"{"jsonrpc":"2.0","id":1}"#,
+        r#"{"jsonrpc":"2.0","id":{},"method":"ping"}"#,
+    ] {
+        let r = post(&t, bad, &[]).await;
+        let err = if r.json.is_array() {
+            r.json[0]["error"].clone()
+        } else {
+            r.json["error"].clone()
+        };
+        assert_eq!(err["code"], -32600, "{bad}: {}", r.json);
+    }
+    let r = rpc(&t, "resources/list", json!({}), None).await;
+    assert_eq!(r.json["error"]["code"], -32601);
+    assert_eq!(r.json["id"], 7);
+    let r = rpc(
+        &t,
+        "tools/call",
+        json!({"name": "svc_files", "arguments": {}}),
+        None,
+    )
+    .await;
+    assert_eq!(r.json["error"]["code"], -32602);
+    let r = rpc(
+        &t,
+        "tools/call",
+        json!({"name": "svc_meta", "arguments": [1]}),
+        None,
+    )
+    .await;
+    assert_eq!(r.json["error"]["code"], -32602);
+    let plain = send(&t, Method::POST, "/mcp", None, &[]).await;
+    assert_eq!(plain.status, StatusCode::UNSUPPORTED_MEDIA_TYPE);
+}
+
+#[tokio::test]
+async fn a_batch_gets_one_reply_per_request_in_order() {
+    let t = setup().await;
+    let r = post(
+        &t,
+        r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"b","method":"tools/list"}]"#,
+        &[],
+    )
+    .await;
+    let replies = r.json.as_array().unwrap();
+    assert_eq!(replies.len(), 2);
+    assert_eq!(
+        (replies[0]["id"].clone(), replies[1]["id"].clone()),
+        (json!(1), json!("b"))
+    );
+}
+
+#[tokio::test]
+async fn get_and_delete_on_the_endpoint_are_405_and_options_lists_post() {
+    let t = setup().await;
+    for m in [Method::GET, Method::DELETE] {
+        let r = send(&t, m, "/mcp", None, &[]).await;
+        assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED);
+        assert_eq!(r.headers[header::ALLOW], "POST, OPTIONS");
+    }
+    let r = send(&t, Method::OPTIONS, "/mcp", None, &[]).await;
+    assert_eq!(r.headers[header::ALLOW], "POST, OPTIONS");
+}
+
+#[tokio::test]
+async fn tools_list_names_four_read_only_tools_with_rest_shaped_schemas() {
+    let t = setup().await;
+    let r = rpc(&t, "tools/list", json!({}), None).await;
+    let tools = r.json["result"]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["svc_query", "svc_diff", "svc_coverage", "svc_meta"]);
+    for tool in tools {
+        assert_eq!(tool["annotations"]["readOnlyHint"], true, "{tool}");
+        assert_eq!(tool["inputSchema"]["type"], "object");
+        assert!(tool["description"].as_str().unwrap().len() > 40);
+    }
+    let q = &tools[0]["inputSchema"];
+    assert_eq!(q["required"], json!(["as_of"]));
+    assert!(
+        q["properties"]["as_of"]["pattern"]
+            .as_str()
+            .unwrap()
+            .ends_with("Z$")
+    );
+    assert_eq!(
+        q["properties"]["visible_by"]["enum"],
+        json!(["published_at", "available_at", "committed_at"])
+    );
+    assert_eq!(q["properties"]["limit"]["maximum"], 1000);
+}
+
+#[tokio::test]
+async fn a_tool_result_carries_the_same_envelope_as_the_rest_route() {
+    let t = setup().await;
+    let args = json!({"ticker": "TSLA", "as_of": "2026-01-29T12:00:00Z", "limit": 5});
+    let tool = call(&t, "svc_query", args, Some(&t.key)).await;
+    assert_eq!(tool["result"]["isError"], false);
+    let rest = get(
+        &t,
+        "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z&limit=5",
+    )
+    .await;
+    assert_eq!(
+        without_request_id(envelope(&tool)),
+        without_request_id(rest.json.clone())
+    );
+    assert_eq!(
+        without_request_id(tool["result"]["structuredContent"].clone()),
+        without_request_id(rest.json)
+    );
+
+    let diff = call(
+        &t,
+        "svc_diff",
+        json!({"cik": "789019", "as_of_start": "2026-01-27T00:00:00Z", "as_of_end": "2026-02-03T00:00:00Z"}),
+        Some(&t.key),
+    )
+    .await;
+    let rest = get(
+        &t,
+        "/v1/news/diff?cik=789019&as_of_start=2026-01-27T00:00:00Z&as_of_end=2026-02-03T00:00:00Z",
+    )
+    .await;
+    assert_eq!(
+        without_request_id(envelope(&diff)),
+        without_request_id(rest.json)
+    );
+
+    let cov = call(
+        &t,
+        "svc_coverage",
+        json!({"date": "2026-01-29"}),
+        Some(&t.key),
+    )
+    .await;
+    let rest = get(&t, "/v1/coverage?date=2026-01-29").await;
+    assert_eq!(
+        without_request_id(envelope(&cov)),
+        without_request_id(rest.json)
+    );
+
+    let meta = call(&t, "svc_meta", json!({}), Some(&t.key)).await;
+    let rest = send(&t, Method::GET, "/v1/meta", None, &[]).await;
+    assert_eq!(
+        without_request_id(envelope(&meta)),
+        without_request_id(rest.json)
+    );
+}
+
+#[tokio::test]
+async fn without_a_key_the_tools_answer_from_the_sample_tier() {
+    let t = setup().await;
+    let tool = call(
+        &t,
+        "svc_query",
+        json!({"ticker": "TSLA", "as_of": "2026-02-06T23:59:59Z"}),
+        None,
+    )
+    .await;
+    assert_eq!(tool["result"]["isError"], false, "{tool}");
+    let env = envelope(&tool);
+    assert_eq!(env["sample"], true);
+    let rest = send(
+        &t,
+        Method::GET,
+        "/v1/sample/news?example=tesla&as_of=2026-02-06T23:59:59Z",
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(without_request_id(env), without_request_id(rest.json));
+    for (tool, args) in [
+        (
+            "svc_diff",
+            json!({"ticker": "MSFT", "as_of_start": "2026-01-27T00:00:00Z", "as_of_end": "2026-02-03T00:00:00Z"}),
+        ),
+        ("svc_coverage", json!({"example": "siemens-energy"})),
+    ] {
+        let r = call(&t, tool, args, None).await;
+        assert_eq!(r["result"]["isError"], false, "{r}");
+        assert_eq!(envelope(&r)["sample"], true);
+    }
+    // A company the sample does not hold is refused by name, as on the REST route.
+    let r = call(
+        &t,
+        "svc_query",
+        json!({"ticker": "AAPL", "as_of": "2026-02-06T23:59:59Z"}),
+        None,
+    )
+    .await;
+    assert_eq!(r["result"]["isError"], true);
+    assert_eq!(envelope(&r)["error"]["param"], "example");
+}
+
+#[tokio::test]
+async fn a_bare_date_is_an_is_error_result_with_the_invalid_clock_envelope() {
+    let t = setup().await;
+    for key in [Some(t.key.as_str()), None] {
+        let r = call(
+            &t,
+            "svc_query",
+            json!({"ticker": "TSLA", "as_of": "2026-01-29"}),
+            key,
+        )
+        .await;
+        assert_eq!(r["result"]["isError"], true);
+        let env = envelope(&r);
+        assert_eq!(env["error"]["code"], "invalid_clock");
+        assert_eq!(env["error"]["param"], "as_of");
+        assert_eq!(env["count"], Value::Null);
+    }
+    // With a key, a missing as_of is refused exactly as the REST route refuses it.
+    let r = call(&t, "svc_query", json!({"ticker": "TSLA"}), Some(&t.key)).await;
+    let rest = get(&t, "/v1/news?ticker=TSLA").await;
+    assert_eq!(envelope(&r)["error"], rest.json["error"]);
+}
+
+#[tokio::test]
+async fn a_rejected_key_is_json_rpc_error_32001() {
+    let t = setup().await;
+    let bogus = "svc_live_0000000000000000000000000000000000000000000000000000000000000000";
+    for (method, params) in [
+        ("initialize", json!({"protocolVersion": "2025-06-18"})),
+        ("tools/list", json!({})),
+        ("tools/call", json!({"name": "svc_meta", "arguments": {}})),
+        (
+            "tools/call",
+            json!({"name": "svc_query", "arguments": {"as_of": "2026-01-29T12:00:00Z"}}),
+        ),
+    ] {
+        let r = rpc(&t, method, params, Some(bogus)).await;
+        assert_eq!(r.json["error"]["code"], -32001, "{method}: {}", r.json);
+        assert_eq!(r.json["error"]["message"], "unknown API key");
+    }
+}
+
+#[tokio::test]
+async fn each_tool_call_counts_once_against_the_keys_rate_limit() {
+    let t = setup().await;
+    let before = get(&t, "/v1/coverage?date=2026-01-29").await;
+    let left: i64 = before.headers["x-ratelimit-remaining"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    for _ in 0..3 {
+        call(
+            &t,
+            "svc_coverage",
+            json!({"date": "2026-01-29"}),
+            Some(&t.key),
+        )
+        .await;
+    }
+    let after = get(&t, "/v1/coverage?date=2026-01-29").await;
+    let now: i64 = after.headers["x-ratelimit-remaining"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert_eq!(left - now, 4, "three tool calls and one REST call");
+    // Spend the rest of the window: the next tool call is refused with the 429 envelope.
+    for _ in 0..now {
+        call(
+            &t,
+            "svc_coverage",
+            json!({"date": "2026-01-29"}),
+            Some(&t.key),
+        )
+        .await;
+    }
+    let r = call(
+        &t,
+        "svc_coverage",
+        json!({"date": "2026-01-29"}),
+        Some(&t.key),
+    )
+    .await;
+    assert_eq!(r["result"]["isError"], true);
+    assert_eq!(envelope(&r)["error"]["code"], "rate_limited");
+}
+
+#[tokio::test]
+async fn tool_calls_are_never_receipted_even_with_the_audit_header() {
+    let t = setup().await;
+    let desk = key_for(&t.store, "desk@example.com", Plan::Desk).await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "svc_query", "arguments": {"ticker": "TSLA", "as_of": "2026-01-29T12:00:00Z"}}})
+    .to_string();
+    let auth = format!("Bearer {desk}");
+    let r = post(
+        &t,
+        &body,
+        &[("authorization", &auth), ("x-service-audit", "on")],
+    )
+    .await;
+    assert_eq!(r.json["result"]["isError"], false);
+    assert!(t.state.audit().drain(Duration::from_secs(10)).await);
+    let log = send(&t, Method::GET, "/v1/audit-log", Some(&desk), &[]).await;
+    assert_eq!(log.json["count"], 0);
+    let s = t.state.audit().stats();
+    assert_eq!((s.requested, s.out_of_scope, s.enqueued), (1, 1, 0));
+}
