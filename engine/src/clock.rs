@@ -295,6 +295,17 @@ macro_rules! vocabulary {
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result { f.write_str(self.as_str()) }
         }
+        #[cfg(feature = "openapi")]
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::Schema> {
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some(Self::ALL.iter().map(|v| v.as_str())))
+                    .into()
+            }
+        }
+        #[cfg(feature = "openapi")]
+        impl utoipa::ToSchema for $name {}
     };
 }
 
@@ -395,4 +406,58 @@ mod tests {
         );
         assert!("event_at".parse::<VisibleBy>().is_err());
     }
+}
+
+/// The spec's pattern for clock strings, in and out.
+pub const CLOCK_PATTERN: &str =
+    r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?Z$";
+/// The pattern of a UTC day (`YYYY-MM-DD`).
+pub const DAY_PATTERN: &str = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$";
+
+/// OpenAPI schemas of the clock types, for the server's description (feature `openapi`).
+#[cfg(feature = "openapi")]
+mod schema {
+    use utoipa::openapi::schema::{KnownFormat, ObjectBuilder, SchemaFormat, Type};
+    use utoipa::openapi::{RefOr, Schema};
+
+    use super::*;
+
+    fn string(
+        format: KnownFormat,
+        pattern: &str,
+        description: &str,
+        example: &str,
+    ) -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::KnownFormat(format)))
+            .pattern(Some(pattern))
+            .description(Some(description))
+            .examples([serde_json::Value::from(example)])
+            .into()
+    }
+
+    impl utoipa::PartialSchema for Instant {
+        fn schema() -> RefOr<Schema> {
+            string(
+                KnownFormat::DateTime,
+                CLOCK_PATTERN,
+                "An instant: RFC 3339 UTC with a literal Z; offsets and bare dates are refused.",
+                "2026-01-29T12:00:00Z",
+            )
+        }
+    }
+    impl utoipa::ToSchema for Instant {}
+
+    impl utoipa::PartialSchema for Day {
+        fn schema() -> RefOr<Schema> {
+            string(
+                KnownFormat::Date,
+                DAY_PATTERN,
+                "A UTC calendar day, the unit of partitions and coverage.",
+                "2026-01-28",
+            )
+        }
+    }
+    impl utoipa::ToSchema for Day {}
 }

@@ -77,6 +77,7 @@ pub enum RecordLookup {
 
 /// A coverage certificate: one per source-lane-day.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Certificate {
     pub key: String,
     pub source_id: SourceId,
@@ -94,6 +95,7 @@ pub struct Certificate {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct PartitionRef {
     pub path: String,
     pub sha256: String,

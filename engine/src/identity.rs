@@ -23,6 +23,7 @@ pub const FORMAT: &str = "asof.identity/1";
 
 /// One observation file: a full ticker list, or one company's submissions capture.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct EvidenceFile {
     pub file: String,
     pub sha256: String,
@@ -304,6 +305,7 @@ pub struct IdentityIndex {
 
 /// One interval as answered to a caller, with its evidence spelled out.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Mapping {
     pub ticker: String,
     pub cik: String,

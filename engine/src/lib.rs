@@ -16,7 +16,7 @@ pub mod sql;
 pub mod store;
 pub mod verify;
 
-pub use clock::{Day, Instant, Lane, SourceId, VisibleBy};
+pub use clock::{CLOCK_PATTERN, DAY_PATTERN, Day, Instant, Lane, SourceId, VisibleBy};
 pub use corpus::{
     Answer, Certificate, Corpus, CoverageQuery, Entity, NewsQuery, Position, RecordLookup,
     normalize_cik,

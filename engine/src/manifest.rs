@@ -79,6 +79,7 @@ pub struct Certification {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Evidence {
     pub file: String,
     pub sha256: String,
@@ -142,6 +143,7 @@ pub struct SampleSet {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SampleExample {
     /// The identifier used as `example=`.
     pub id: String,

@@ -9,12 +9,13 @@ use serde::Serialize;
 
 use crate::app::{AppState, BodyEtag, CacheKind, Caller, Ctx};
 use crate::auth::Plan;
+use crate::envelope::Envelope;
 use crate::params::Params;
 use crate::routes::{Reply, ok};
 use crate::state_store::KeyRecord;
 
 /// `results[0]` of `/v1/me`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct Me {
     user_id: String,
     email: String,
@@ -25,6 +26,9 @@ struct Me {
     key_id: String,
 }
 
+#[utoipa::path(get, path = "/v1/me", tag = "account", operation_id = "me",
+    security(("bearer" = [])),
+    responses((status = 200, description = "`results[0]`: the caller, its plan and the key used.", body = Envelope<Me>)))]
 pub async fn me(
     Extension(ctx): Extension<Ctx>,
     Extension(caller): Extension<Caller>,
@@ -54,6 +58,9 @@ pub async fn me(
 
 /// `GET /v1/keys`: the caller's keys, oldest first, by id and prefix (never the secret),
 /// revoked and expired ones included so a key id in an audit receipt can always be looked up.
+#[utoipa::path(get, path = "/v1/keys", tag = "account", operation_id = "list_keys",
+    security(("bearer" = [])),
+    responses((status = 200, description = "The caller's keys by id and prefix; never a secret.", body = Envelope<KeyRecord>)))]
 pub async fn list_keys(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,

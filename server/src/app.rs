@@ -25,7 +25,7 @@ use sha2::{Digest, Sha256};
 use crate::audit::{AUDIT_HEADER, Audit, DROPPED_HEADER, Skip, wants_receipt};
 use crate::auth::{Access, PUBLIC_REQUESTS_PER_MINUTE, Plan, access_for};
 use crate::cursor::CursorSigner;
-use crate::envelope::{CoverageBody, Envelope, ErrorBody, Status};
+use crate::envelope::{CoverageBody, ErrorBody, ErrorEnvelope, Status};
 use crate::error::ApiError;
 use crate::state_store::{KeyRecord, StateStore, StoredReceipt, User, hash_key};
 
@@ -40,7 +40,9 @@ struct Inner {
     store: Arc<dyn StateStore>,
     signer: CursorSigner,
     trust_forwarded_for: bool,
+    public_requests_per_minute: u32,
     audit: Audit,
+    discovery: crate::discovery::Cache,
 }
 
 /// Settings of one server process besides its corpus and state store.
@@ -50,6 +52,8 @@ pub struct Options {
     pub trust_forwarded_for: bool,
     /// Bound of the audit receipt queue (the spec's 1,200; tests use tiny ones).
     pub audit_queue_capacity: usize,
+    /// Requests per minute one client address may make to the public rate-limited routes.
+    pub public_requests_per_minute: u32,
 }
 
 impl Default for Options {
@@ -57,6 +61,7 @@ impl Default for Options {
         Options {
             trust_forwarded_for: false,
             audit_queue_capacity: crate::audit::DEFAULT_QUEUE_CAPACITY,
+            public_requests_per_minute: PUBLIC_REQUESTS_PER_MINUTE,
         }
     }
 }
@@ -98,6 +103,8 @@ impl AppState {
                 store,
                 signer: CursorSigner::new(&secret),
                 trust_forwarded_for: opts.trust_forwarded_for,
+                public_requests_per_minute: opts.public_requests_per_minute,
+                discovery: crate::discovery::Cache::default(),
             }),
         })
     }
@@ -122,6 +129,16 @@ impl AppState {
 
     pub fn audit(&self) -> &Audit {
         &self.inner.audit
+    }
+
+    /// Requests per minute one client address may make to the public rate-limited routes.
+    pub fn public_requests_per_minute(&self) -> u32 {
+        self.inner.public_requests_per_minute
+    }
+
+    /// The description and its renderings for `corpus` (made once per corpus version).
+    pub fn discovery(&self, corpus: &Corpus) -> Arc<crate::discovery::Rendered> {
+        self.inner.discovery.get(corpus)
     }
 }
 
@@ -161,6 +178,11 @@ impl CacheKind {
 #[derive(Debug, Clone, Copy)]
 pub struct JsonEnvelope;
 
+/// Marks a discovery document (description, `/docs`, `/llms.txt`): not an envelope, but it
+/// gets an ETag, 304s, `X-Corpus-Version` (the version it was made for) and public caching.
+#[derive(Debug, Clone, Copy)]
+pub struct Document;
+
 /// Marks an answer that can change while the corpus version stays the same (audit log, keys):
 /// its ETag is derived from the body bytes instead of the corpus version and request.
 #[derive(Debug, Clone, Copy)]
@@ -170,11 +192,7 @@ pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 pub const X_CORPUS_VERSION: HeaderName = HeaderName::from_static("x-corpus-version");
 
 /// Serializes an envelope (one trailing newline) into a response with its cache kind.
-pub fn envelope_response<T: Serialize>(
-    status: StatusCode,
-    env: &Envelope<T>,
-    cache: CacheKind,
-) -> Response {
+pub fn envelope_response<E: Serialize>(status: StatusCode, env: &E, cache: CacheKind) -> Response {
     let mut body = serde_json::to_vec(env).expect("envelope serializes");
     body.push(b'\n');
     let mut r = (
@@ -370,7 +388,8 @@ async fn finish(
         &X_REQUEST_ID,
         HeaderValue::from_str(&ctx.request_id).expect("uuid is a header value"),
     );
-    if res.extensions().get::<JsonEnvelope>().is_none() {
+    let document = res.extensions().get::<Document>().is_some();
+    if res.extensions().get::<JsonEnvelope>().is_none() && !document {
         return res;
     }
     res.headers_mut().insert(
@@ -382,7 +401,11 @@ async fn finish(
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         return res;
     }
-    let visibility = if is_sample { "public" } else { "private" };
+    let visibility = if is_sample || document {
+        "public"
+    } else {
+        "private"
+    };
     let cache = match res.extensions().get::<CacheKind>() {
         Some(CacheKind::Historical) => format!("{visibility}, max-age=300"),
         _ => format!("{visibility}, max-age=0, must-revalidate"),
@@ -454,17 +477,15 @@ async fn audit_step(
     let skip = if !path.starts_with("/v1/") || access_for(path) == access_for("/v1/audit-log") {
         Some(Skip::OutOfScope)
     } else {
+        // Non-JSON replies (the description, SSE), 304 and HEAD carry no envelope bytes to
+        // hash, whoever the caller.
+        let no_envelope = res.extensions().get::<JsonEnvelope>().is_none()
+            || res.status() == StatusCode::NOT_MODIFIED
+            || *method == Method::HEAD;
         match &caller {
+            _ if no_envelope => Some(Skip::Skipped),
             None => Some(Skip::Unattributed),
             Some(c) if c.user.plan < Plan::Desk => Some(Skip::PlanRequired),
-            // HEAD sends no body, 304 sends none either: nothing to hash.
-            Some(_)
-                if res.extensions().get::<JsonEnvelope>().is_none()
-                    || res.status() == StatusCode::NOT_MODIFIED
-                    || *method == Method::HEAD =>
-            {
-                Some(Skip::Skipped)
-            }
             Some(_) => None,
         }
     };
@@ -517,21 +538,21 @@ pub fn error_response(ctx: &Ctx, err: &ApiError, sample: bool) -> Response {
         ),
         _ => (CoverageBody::default(), None, None, Status::Error),
     };
-    let env: Envelope<()> = Envelope {
+    let env = ErrorEnvelope {
         request_id: ctx.request_id.clone(),
         corpus_version: ctx.corpus.version().to_owned(),
         as_of,
         visible_by,
         status,
-        results: vec![],
+        results: [],
         next_cursor: None,
         count: None,
         coverage,
-        error: Some(ErrorBody {
+        error: ErrorBody {
             code: err.code().into(),
             message: err.message(),
             param: err.param(),
-        }),
+        },
         sample: sample.then_some(true),
     };
     let mut r = envelope_response(err.status(), &env, CacheKind::Live);
@@ -584,7 +605,7 @@ async fn guard(State(state): State<AppState>, mut req: Request, next: Next) -> R
             }
             (
                 format!("ip:{}", client_addr(&req, state.inner.trust_forwarded_for)),
-                PUBLIC_REQUESTS_PER_MINUTE,
+                state.inner.public_requests_per_minute,
             )
         }
         Some(Access::Key(min_plan)) => {

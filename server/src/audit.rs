@@ -65,7 +65,7 @@ struct Counters {
 /// Every request that asked for a receipt lands in exactly one of `enqueued`, `dropped`,
 /// `out_of_scope`, `unattributed`, `plan_required`, `skipped`; every enqueued receipt ends in
 /// `written` or `failed` or is still `queued`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct AuditStats {
     /// Counters are per server process, since it started.
     pub scope: &'static str,
@@ -221,7 +221,7 @@ impl Audit {
 }
 
 /// A receipt as answered by `/v1/audit-log`: exactly the spec's seven fields.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Receipt {
     pub ts: String,
     pub key_id: String,

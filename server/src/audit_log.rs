@@ -6,9 +6,10 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::app::{AppState, BodyEtag, CacheKind, Caller, Ctx};
+use crate::app::{AppState, BodyEtag, CacheKind, Caller, Ctx, JsonEnvelope};
 use crate::audit::{AuditStats, NEXT_CURSOR_HEADER, Receipt};
 use crate::cursor::filter_digest;
+use crate::envelope::Envelope;
 use crate::error::ApiError;
 use crate::params::Params;
 use crate::routes::{Reply, ok};
@@ -19,8 +20,10 @@ const AUDIT_LOG_PARAMS: &[&str] = &["day", "cursor", "limit", "format"];
 /// data, so a corpus reload must not expire a walk through it.
 const CURSOR_VERSION: &str = "audit-log";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Format {
+/// `format` of `/v1/audit-log`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+pub enum Format {
     Json,
     Jsonl,
 }
@@ -28,6 +31,14 @@ enum Format {
 /// `GET /v1/audit-log?day=&cursor=&limit=&format=`: the calling key's receipts, oldest first
 /// by serving instant, keyset-paged on (ts, request_id) so a resumed cursor yields only
 /// receipts after its position, whatever arrived meanwhile. Without `day`, every day.
+#[utoipa::path(get, path = "/v1/audit-log", tag = "audit", operation_id = "audit_log",
+    params(crate::openapi::AuditLogParams), security(("bearer" = [])),
+    responses((status = 200, description = "The calling key's receipts, oldest first. With `format=jsonl`: one receipt per line, the next-page token in `X-Service-Audit-Next-Cursor`.",
+        content(
+            (Envelope<Receipt> = "application/json"),
+            (String = "application/x-ndjson"),
+        ),
+        headers(("X-Service-Audit-Next-Cursor" = String, description = "With `format=jsonl`: the next page's cursor; absent on the last page.")))))]
 pub async fn audit_log(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
@@ -115,19 +126,18 @@ fn jsonl(receipts: &[Receipt], next_cursor: Option<String>) -> Response {
     }
     let mut res = (
         StatusCode::OK,
-        [
-            (
-                header::CONTENT_TYPE,
-                HeaderValue::from_static("application/x-ndjson"),
-            ),
-            (
-                header::CACHE_CONTROL,
-                HeaderValue::from_static("private, max-age=0, must-revalidate"),
-            ),
-        ],
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/x-ndjson"),
+        )],
         body,
     )
         .into_response();
+    // Not an envelope, but the same answer in lines: it gets the headers of one (corpus
+    // version, private no-cache, a body-derived ETag and 304).
+    res.extensions_mut().insert(JsonEnvelope);
+    res.extensions_mut().insert(BodyEtag);
+    res.extensions_mut().insert(CacheKind::Live);
     if let Some(c) = next_cursor {
         res.headers_mut().insert(
             NEXT_CURSOR_HEADER,
@@ -138,7 +148,7 @@ fn jsonl(receipts: &[Receipt], next_cursor: Option<String>) -> Response {
 }
 
 /// `results[0]` of `/v1/audit-log/stats`: the process counters plus the caller's stored total.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct StatsRecord {
     #[serde(flatten)]
     process: AuditStats,
@@ -146,6 +156,9 @@ struct StatsRecord {
     stored_for_key: i64,
 }
 
+#[utoipa::path(get, path = "/v1/audit-log/stats", tag = "audit", operation_id = "audit_stats",
+    security(("bearer" = [])),
+    responses((status = 200, description = "`results[0]`: the process's receipt counters and the caller's stored total.", body = Envelope<StatsRecord>)))]
 pub async fn audit_stats(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,

@@ -7,7 +7,7 @@ use std::str::FromStr;
 use serde::Serialize;
 
 /// Data plans, cheapest first; a higher plan includes every route of a lower one.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Plan {
     Researcher,
@@ -59,8 +59,8 @@ pub enum Access {
 
 /// The plan-gating table: every keyed route family and the least plan that may call it.
 /// Files need Power; audit logs and the connector need Desk; everything else any plan.
+/// `/health` is deliberately absent: load balancers poll it and it must never answer 429.
 pub const GATES: &[(&str, Access)] = &[
-    ("/health", Access::Public),
     ("/v1/meta", Access::Public),
     ("/v1/sample/", Access::Public),
     ("/v1/news", Access::Key(Plan::Researcher)),
@@ -88,7 +88,8 @@ pub fn access_for(path: &str) -> Option<Access> {
         .map(|(_, a)| *a)
 }
 
-/// Requests per minute allowed to one client address on public routes.
+/// Requests per minute allowed to one client address on the public rate-limited routes
+/// (`/v1/meta`, `/v1/sample/*`) unless `asof serve --public-rate-limit` says otherwise.
 pub const PUBLIC_REQUESTS_PER_MINUTE: u32 = 120;
 
 #[cfg(test)]

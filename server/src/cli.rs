@@ -65,6 +65,15 @@ pub struct ServeArgs {
     /// Take the client address from X-Forwarded-For (only behind a trusted proxy).
     #[arg(long = "trust-forwarded-for", env = "ASOF_TRUST_FORWARDED_FOR")]
     pub trust_forwarded_for: bool,
+    /// Requests per minute one client address may make to the public rate-limited routes
+    /// (`/v1/meta`, `/v1/sample/*`).
+    #[arg(
+        long = "public-rate-limit",
+        env = "ASOF_PUBLIC_RATE_LIMIT",
+        default_value_t = asof_server::auth::PUBLIC_REQUESTS_PER_MINUTE,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub public_rate_limit: u32,
 }
 
 #[derive(Debug, Subcommand)]
@@ -392,6 +401,7 @@ async fn serve(a: ServeArgs) -> CliResult {
         database_url: a.database_url,
         reload_interval: std::time::Duration::from_secs(a.reload_interval.max(1)),
         trust_forwarded_for: a.trust_forwarded_for,
+        public_requests_per_minute: a.public_rate_limit,
     };
     asof_server::serve::serve(cfg).await?;
     Ok(ExitCode::SUCCESS)

@@ -5,9 +5,10 @@ use asof_engine::identity::Mapping;
 use asof_engine::{Certificate, Instant, NewsRow};
 use serde::Serialize;
 use serde_json::Value;
+use utoipa::ToSchema;
 
-/// `status` of an envelope.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// `status` of an envelope: an outcome of this response, not a lifecycle state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Status {
     Ok,
@@ -15,32 +16,57 @@ pub enum Status {
     Error,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// Why the service did not answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct ErrorBody {
+    /// Stable machine-readable code: `invalid_request`, `invalid_clock`, `coverage_missing`,
+    /// `cursor_expired`, `unauthorized`, `forbidden`, `not_found`, `method_not_allowed`,
+    /// `rate_limited`, `internal`.
     pub code: String,
+    /// A sentence for people; never carries internals.
     pub message: String,
+    /// The query or path parameter at fault, when one is.
     pub param: Option<String>,
 }
 
 /// The envelope of every JSON response. `count` is null whenever the service did not answer.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct Envelope<T: Serialize> {
+    /// Echoed from `X-Request-Id` when that is a UUID, else minted.
+    #[schema(pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")]
     pub request_id: String,
+    /// `sha256:<hex>` of the corpus manifest that answered (also `X-Corpus-Version`).
+    #[schema(pattern = r"^(sha256:[0-9a-f]{64})?$")]
     pub corpus_version: String,
+    /// The cut answered (the end of the window on diff routes).
     pub as_of: Option<Instant>,
+    /// The clock visibility was evaluated on.
+    #[schema(value_type = Option<asof_engine::VisibleBy>)]
     pub visible_by: Option<String>,
     pub status: Status,
+    /// The records of the route; `[]` on every refusal.
     pub results: Vec<T>,
+    /// Opaque token for the next page (pass back as `cursor` with the same query); null on
+    /// the last page.
     pub next_cursor: Option<String>,
+    /// Number of `results`; null whenever the service did not answer (holes, every error).
+    #[schema(minimum = 0)]
     pub count: Option<usize>,
     pub coverage: CoverageBody,
     pub error: Option<ErrorBody>,
+    /// Present and true on sample routes and the sample tier of the MCP endpoint.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub sample: Option<bool>,
 }
 
 /// `coverage` of the envelope: the spec's two lists, plus how many keys `missing` left out.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+///
+/// Key shapes: `<source_id>/<YYYY-MM-DD>` (a source-day partition),
+/// `identity.ticker/<TICKER>@<YYYY-MM-DD>` (an identity cut),
+/// `<source_id>/frontier:<first>..<last>;holes=<n>` (a certified span) and
+/// `availability.<source_id>/<YYYY-MM-DD>` (an availability-clock partition).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, ToSchema)]
 pub struct CoverageBody {
     pub touched: Vec<String>,
     pub missing: Vec<String>,
@@ -59,29 +85,50 @@ impl From<Coverage> for CoverageBody {
 }
 
 /// A news record as answered: the row's fields, `payload` as JSON, `as_of_visible: true`.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct NewsRecord {
+    /// Record identifier (accession and CIK for filings).
     pub id: String,
+    #[schema(value_type = asof_engine::SourceId)]
     pub source_id: String,
+    #[schema(value_type = asof_engine::Lane)]
     pub lane: String,
+    /// Filing form type (EDGAR).
     pub form: Option<String>,
+    /// Filing accession number (EDGAR).
     pub accession: Option<String>,
+    /// CIK without leading zeros.
     pub cik: Option<String>,
     pub title: String,
     pub event_at: Option<Instant>,
+    /// Day-resolution publications carry 23:59:59Z of their UTC date.
     pub published_at: Option<Instant>,
+    /// Set on forward-lane rows (the fetch minute); never imputed.
     pub available_at: Option<Instant>,
+    /// Filer-acceptance instant.
     pub acceptance_at: Option<Instant>,
+    /// When this revision entered the corpus.
     pub committed_at: Option<Instant>,
+    /// How `available_at` is known: `unknown` or `local_first_seen`.
+    #[schema(examples("unknown", "local_first_seen"))]
     pub availability_basis: String,
     pub revision_id: String,
+    /// The revision this one corrects, if any.
     pub supersedes: Option<String>,
+    #[schema(pattern = "^[0-9a-f]{64}$")]
     pub content_sha256: String,
+    /// Where the agency publishes the source document.
     pub source_locator: String,
+    /// Source-specific entity identifier (e.g. the CIK of a filer), when the source has one.
     pub entity_id: Option<String>,
+    /// Source-specific fields of the row as published (any JSON value).
+    #[schema(value_type = Value)]
     pub payload: Option<Value>,
+    /// Present and true on the sample tier.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
     pub sample: Option<bool>,
+    /// True on rows returned for a cut.
     pub as_of_visible: bool,
 }
 
@@ -114,6 +161,43 @@ impl NewsRecord {
             as_of_visible: true,
         }
     }
+}
+
+/// The envelope of every refusal: `status` is `coverage_missing` or `error`, `count` and
+/// `next_cursor` are null, `results` is empty and `error` is set. Holes also carry `as_of`,
+/// `visible_by` and the missing keys in `coverage.missing`.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct ErrorEnvelope {
+    #[schema(pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")]
+    pub request_id: String,
+    /// Empty when the refusal came before a corpus version was chosen.
+    #[schema(pattern = r"^(sha256:[0-9a-f]{64})?$")]
+    pub corpus_version: String,
+    pub as_of: Option<Instant>,
+    #[schema(value_type = Option<asof_engine::VisibleBy>)]
+    pub visible_by: Option<String>,
+    #[schema(value_type = String, pattern = "^(coverage_missing|error)$")]
+    pub status: Status,
+    /// Always empty.
+    #[schema(value_type = Vec<Object>, max_items = 0)]
+    pub results: [u8; 0],
+    #[schema(schema_with = null_schema)]
+    pub next_cursor: Option<String>,
+    /// Always null: the service did not answer.
+    #[schema(schema_with = null_schema)]
+    pub count: Option<usize>,
+    pub coverage: CoverageBody,
+    pub error: ErrorBody,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub sample: Option<bool>,
+}
+
+/// The schema of a member that is always JSON null.
+fn null_schema() -> utoipa::openapi::schema::Object {
+    utoipa::openapi::schema::ObjectBuilder::new()
+        .schema_type(utoipa::openapi::schema::Type::Null)
+        .build()
 }
 
 /// A coverage certificate as answered.

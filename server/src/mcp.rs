@@ -13,6 +13,7 @@
 
 use std::net::SocketAddr;
 
+use asof_engine::CLOCK_PATTERN;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -42,8 +43,6 @@ struct Tool {
     schema: fn() -> Value,
 }
 
-const CLOCK_PATTERN: &str = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,6})?Z$";
-
 fn clock(description: &str) -> Value {
     json!({
         "type": "string",
@@ -70,8 +69,8 @@ fn common_filters() -> serde_json::Map<String, Value> {
     );
     m.insert(
         "lane".into(),
-        json!({"type": "string", "enum": ["certified_pit", "forward"], "default": "certified_pit",
-               "description": "certified_pit: days certified complete after the fact; forward: rows captured live as they appeared."}),
+        json!({"type": "string", "enum": ["certified_pit", "forward_first_seen"], "default": "certified_pit",
+               "description": "certified_pit: days certified complete after the fact; forward_first_seen: rows recorded as first seen by a live poller (available_at is the fetch minute)."}),
     );
     m.insert(
         "source".into(),
@@ -221,7 +220,30 @@ struct Call<'a> {
     version: &'static str,
 }
 
-/// `POST /mcp`.
+/// MCP endpoint: JSON-RPC 2.0 over Streamable HTTP for AI agents.
+///
+/// Protocol `2025-06-18` or `2025-03-26` (`MCP-Protocol-Version`); methods `initialize`,
+/// `notifications/initialized`, `ping`, `tools/list`, `tools/call`; four read-only tools
+/// (`svc_query`, `svc_diff`, `svc_coverage`, `svc_meta`) answering exactly as `/v1/news`,
+/// `/v1/news/diff`, `/v1/coverage` and `/v1/meta`. With `Authorization: Bearer` the key's plan
+/// and rate limit apply and `as_of` is required; without it the tools answer from the public
+/// sample. A refusal is a tool result with `isError: true` and the envelope as text; a rejected
+/// key is JSON-RPC error -32001. Answers are single JSON bodies (no SSE).
+#[utoipa::path(post, path = "/mcp", tag = "mcp", operation_id = "mcp",
+    request_body(content = Object, content_type = "application/json", description = "A JSON-RPC 2.0 request or notification (or, on 2025-03-26, a batch)."),
+    params(
+        ("MCP-Protocol-Version" = Option<String>, Header, description = "Protocol revision: `2025-06-18` or `2025-03-26` (assumed when absent)."),
+        ("Mcp-Session-Id" = Option<String>, Header, description = "The session id `initialize` returned; optional, verified by any replica."),
+    ),
+    responses(
+        (status = 200, description = "A JSON-RPC response.", content_type = "application/json", body = Object,
+            headers(("Mcp-Session-Id" = String, description = "On the answer to `initialize`: the session id."))),
+        (status = 202, description = "Only notifications or responses were sent: accepted, no body."),
+        (status = 400, description = "Unparseable JSON, an invalid request, or an unsupported protocol version (JSON-RPC error body).", content_type = "application/json", body = Object),
+        (status = 404, description = "Unknown or expired `Mcp-Session-Id`: send `initialize` again.", content_type = "application/json", body = Object),
+        (status = 413, description = "Body larger than 1 MiB.", content_type = "application/json", body = Object),
+        (status = 415, description = "Content-Type is not application/json.", content_type = "application/json", body = Object),
+    ))]
 pub async fn post(State(state): State<AppState>, req: Request) -> Response {
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;

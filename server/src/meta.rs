@@ -4,10 +4,10 @@ use asof_engine::manifest::Manifest;
 use asof_engine::{Corpus, Day, Instant, Lane, SourceId, VisibleBy};
 use serde::Serialize;
 
-use crate::auth::{Access, GATES, PUBLIC_REQUESTS_PER_MINUTE, Plan};
+use crate::auth::{Access, GATES, Plan};
 use crate::params::{DEFAULT_LIMIT, MAX_LIMIT};
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct MetaRecord {
     /// Every clock a row may carry.
     pub clocks: Vec<&'static str>,
@@ -22,7 +22,7 @@ pub struct MetaRecord {
     pub license: &'static str,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct PlanInfo {
     pub plan_id: &'static str,
     pub requests_per_minute: u32,
@@ -30,7 +30,7 @@ pub struct PlanInfo {
     pub routes: Vec<&'static str>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct Limits {
     pub limit_default: usize,
     pub limit_max: usize,
@@ -39,7 +39,7 @@ pub struct Limits {
     pub coverage_missing_keys_listed: usize,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct CorpusInfo {
     pub corpus_version: String,
     pub created_at: Instant,
@@ -48,7 +48,7 @@ pub struct CorpusInfo {
     pub identity: IdentityInfo,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SourceInfo {
     pub source_id: SourceId,
     /// The newest day with a partition, any lane.
@@ -59,7 +59,7 @@ pub struct SourceInfo {
     pub note: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct LaneInfo {
     pub lane: Lane,
     pub partitions: usize,
@@ -69,7 +69,7 @@ pub struct LaneInfo {
     pub certified: Option<SpanInfo>,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SpanInfo {
     pub first: Day,
     pub last: Day,
@@ -77,14 +77,14 @@ pub struct SpanInfo {
     pub frontier_key: String,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct IdentityInfo {
     pub ticker_intervals: usize,
     pub evidence_files: usize,
     pub max_carry_days: i64,
 }
 
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct SampleInfo {
     pub source_id: SourceId,
     pub lane: Lane,
@@ -102,7 +102,8 @@ fn span(m: &Manifest, s: SourceId, l: Lane) -> Option<SpanInfo> {
     })
 }
 
-pub fn meta_record(corpus: &Corpus) -> MetaRecord {
+/// The meta record of `corpus`, with the process's public allowance per client address.
+pub fn meta_record(corpus: &Corpus, public_requests_per_minute: u32) -> MetaRecord {
     let m = corpus.manifest();
     let sources = m
         .held_sources()
@@ -172,7 +173,7 @@ pub fn meta_record(corpus: &Corpus) -> MetaRecord {
             limit_default: DEFAULT_LIMIT,
             limit_max: MAX_LIMIT,
             ticker_max_length: 16,
-            public_requests_per_minute_per_address: PUBLIC_REQUESTS_PER_MINUTE,
+            public_requests_per_minute_per_address: public_requests_per_minute,
             coverage_missing_keys_listed: asof_engine::coverage::MAX_MISSING_KEYS,
         },
         corpus: CorpusInfo {

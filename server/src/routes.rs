@@ -10,37 +10,64 @@ use axum::Router;
 use axum::extract::{Extension, Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
+use axum::routing::MethodRouter;
 use serde::Serialize;
 
 use crate::app::{AppState, CacheKind, Ctx, envelope_response, get_route};
 use crate::cursor::filter_digest;
-use crate::envelope::{CoverageBody, Envelope, NewsRecord, Status};
+use crate::envelope::{
+    CertificateRecord, CoverageBody, Envelope, MappingRecord, NewsRecord, Status,
+};
 use crate::error::ApiError;
+use crate::meta::MetaRecord;
+use crate::openapi::{
+    CoverageParams, DiffParams, MappingParams, NewsParams, RecordParams, SampleCoverageParams,
+    SampleDiffParams, SampleMappingParams, SampleNewsParams,
+};
 use crate::params::{self, Params};
 
-/// Every route path (all GET); `OPTIONS` answers from this list.
-pub const ROUTES: &[&str] = &[
-    "/health",
-    "/v1/meta",
-    "/v1/news",
-    "/v1/news/diff",
-    "/v1/news/{id}",
-    "/v1/coverage",
-    "/v1/mapping/ticker/{ticker}",
-    "/v1/mapping/cik/{cik}",
-    "/v1/sample/news",
-    "/v1/sample/diff",
-    "/v1/sample/coverage",
-    "/v1/sample/mapping",
-    "/v1/me",
-    "/v1/keys",
-    "/v1/audit-log",
-    "/v1/audit-log/stats",
+/// Builds one route's method router.
+type Make = fn() -> MethodRouter<AppState>;
+
+/// Every route of the service: its path and its handlers. The router, plain `OPTIONS`, and
+/// the test that walks the router against the OpenAPI description all read this one table.
+pub const TABLE: &[(&str, Make)] = &[
+    ("/health", || get_route(health)),
+    ("/llms.txt", || get_route(crate::discovery::llms_txt)),
+    ("/docs", || get_route(crate::discovery::docs)),
+    ("/v1/openapi.json", || {
+        get_route(crate::discovery::openapi_json)
+    }),
+    ("/v1/openapi.yaml", || {
+        get_route(crate::discovery::openapi_yaml)
+    }),
+    ("/v1/meta", || get_route(meta)),
+    ("/v1/news", || get_route(news)),
+    ("/v1/news/diff", || get_route(diff)),
+    ("/v1/news/{id}", || get_route(record)),
+    ("/v1/coverage", || get_route(coverage)),
+    ("/v1/mapping/ticker/{ticker}", || get_route(mapping_ticker)),
+    ("/v1/mapping/cik/{cik}", || get_route(mapping_cik)),
+    ("/v1/sample/news", || get_route(sample_news)),
+    ("/v1/sample/diff", || get_route(sample_diff)),
+    ("/v1/sample/coverage", || get_route(sample_coverage)),
+    ("/v1/sample/mapping", || get_route(sample_mapping)),
+    ("/v1/me", || get_route(crate::account::me)),
+    ("/v1/keys", || get_route(crate::account::list_keys)),
+    ("/v1/audit-log", || get_route(crate::audit_log::audit_log)),
+    ("/v1/audit-log/stats", || {
+        get_route(crate::audit_log::audit_stats)
+    }),
+    ("/mcp", || {
+        axum::routing::post(crate::mcp::post)
+            .get(crate::mcp::not_offered)
+            .delete(crate::mcp::not_offered)
+    }),
 ];
 
-/// Whether `path` matches one of [`ROUTES`] (`{x}` matches one segment).
+/// Whether `path` matches a route of [`TABLE`] (`{x}` matches one segment).
 pub fn is_route(path: &str) -> bool {
-    ROUTES.iter().any(|r| {
+    TABLE.iter().any(|(r, _)| {
         let (a, b): (Vec<&str>, Vec<&str>) = (r.split('/').collect(), path.split('/').collect());
         a.len() == b.len()
             && a.iter()
@@ -50,32 +77,9 @@ pub fn is_route(path: &str) -> bool {
 }
 
 pub fn router() -> Router<AppState> {
-    Router::new()
-        .route("/health", get_route(health))
-        .route("/v1/meta", get_route(meta))
-        .route("/v1/news", get_route(news))
-        .route("/v1/news/diff", get_route(diff))
-        .route("/v1/news/{id}", get_route(record))
-        .route("/v1/coverage", get_route(coverage))
-        .route("/v1/mapping/ticker/{ticker}", get_route(mapping_ticker))
-        .route("/v1/mapping/cik/{cik}", get_route(mapping_cik))
-        .route("/v1/sample/news", get_route(sample_news))
-        .route("/v1/sample/diff", get_route(sample_diff))
-        .route("/v1/sample/coverage", get_route(sample_coverage))
-        .route("/v1/sample/mapping", get_route(sample_mapping))
-        .route("/v1/me", get_route(crate::account::me))
-        .route("/v1/keys", get_route(crate::account::list_keys))
-        .route("/v1/audit-log", get_route(crate::audit_log::audit_log))
-        .route(
-            "/v1/audit-log/stats",
-            get_route(crate::audit_log::audit_stats),
-        )
-        .route(
-            "/mcp",
-            axum::routing::post(crate::mcp::post)
-                .get(crate::mcp::not_offered)
-                .delete(crate::mcp::not_offered),
-        )
+    TABLE
+        .iter()
+        .fold(Router::new(), |r, (path, make)| r.route(path, make()))
 }
 
 pub(crate) type Reply = Result<Response, ApiError>;
@@ -116,14 +120,20 @@ fn hole(coverage: Coverage, as_of: Instant, visible_by: VisibleBy) -> ApiError {
     }
 }
 
-#[derive(Serialize)]
+/// `results[0]` of `/health`.
+#[derive(Serialize, utoipa::ToSchema)]
 struct Health {
     ok: bool,
+    /// The corpus version this process serves now.
     corpus_version: String,
+    /// When that version was published.
     corpus_created_at: Instant,
 }
 
-async fn health(Extension(ctx): Extension<Ctx>, RawQuery(q): RawQuery) -> Reply {
+/// Liveness and the corpus version this process serves.
+#[utoipa::path(get, path = "/health", tag = "discovery", operation_id = "health",
+    responses((status = 200, description = "The process is up; `results[0]` is the health record.", body = Envelope<Health>)))]
+pub(crate) async fn health(Extension(ctx): Extension<Ctx>, RawQuery(q): RawQuery) -> Reply {
     Params::parse(q.as_deref(), &[])?;
     let h = Health {
         ok: true,
@@ -142,11 +152,23 @@ async fn health(Extension(ctx): Extension<Ctx>, RawQuery(q): RawQuery) -> Reply 
     ))
 }
 
-async fn meta(Extension(ctx): Extension<Ctx>, RawQuery(q): RawQuery) -> Reply {
+/// Vocabularies, plans, limits, and the corpus: held sources with their certified spans.
+///
+/// The authority on which sources this deployment holds and which days each certifies.
+#[utoipa::path(get, path = "/v1/meta", tag = "discovery", operation_id = "meta",
+    responses((status = 200, description = "`results[0]` is the meta record.", body = Envelope<MetaRecord>)))]
+pub(crate) async fn meta(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<Ctx>,
+    RawQuery(q): RawQuery,
+) -> Reply {
     Params::parse(q.as_deref(), &[])?;
     Ok(ok(
         &ctx,
-        vec![crate::meta::meta_record(&ctx.corpus)],
+        vec![crate::meta::meta_record(
+            &ctx.corpus,
+            state.public_requests_per_minute(),
+        )],
         None,
         None,
         Coverage::default(),
@@ -271,7 +293,20 @@ const DIFF_PARAMS: &[&str] = &[
     "cursor",
 ];
 
-async fn news(
+/// As-of record query: rows whose `visible_by` clock is at or before `as_of`.
+///
+/// Sorted by `(published_at, id)`, rows without `published_at` last, paged by cursor. With
+/// `ticker`, the ticker is resolved to CIKs through the identity intervals valid at `as_of`
+/// (never today's ticker file). With neither `ticker` nor `cik`, every row of `source`
+/// (default `sec.edgar`). A cut that needs a source-day the corpus does not certify, or a
+/// ticker no interval places at `as_of`, is a coverage hole (409), never an empty answer.
+#[utoipa::path(get, path = "/v1/news", tag = "data", operation_id = "news",
+    params(NewsParams), security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The cut (possibly `count: 0`: a complete cut with no rows).", body = Envelope<NewsRecord>),
+        (status = 409, description = "`coverage_missing`: the cut depends on an uncertified source-day or an unplaced ticker (`coverage.missing` names it); or `cursor_expired`: the corpus moved since the cursor was minted."),
+    ))]
+pub(crate) async fn news(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
@@ -300,7 +335,17 @@ async fn news(
     .await
 }
 
-async fn diff(
+/// Became-knowable diff: rows visible at `as_of_end` and not at `as_of_start`.
+///
+/// The window is `(as_of_start, as_of_end]` on the same clock (not an `event_at` window).
+/// Same filters, sort and paging as `/v1/news`.
+#[utoipa::path(get, path = "/v1/news/diff", tag = "data", operation_id = "news_diff",
+    params(DiffParams), security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Rows that became visible in the window.", body = Envelope<NewsRecord>),
+        (status = 409, description = "`coverage_missing` (a hole in the window) or `cursor_expired`."),
+    ))]
+pub(crate) async fn diff(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
@@ -342,7 +387,18 @@ fn window(p: &Params) -> Result<(Instant, Instant), ApiError> {
     Ok((start, end))
 }
 
-async fn record(
+/// One record as knowable at `as_of`.
+///
+/// On `published_at` and `available_at` the corpus version's current revision answers; on
+/// `committed_at` the revision current at the cut.
+#[utoipa::path(get, path = "/v1/news/{id}", tag = "data", operation_id = "news_record",
+    params(("id" = String, Path, min_length = 1, example = "0001318605-26-000012_1318605", description = "Record id, as in `results[].id`."), RecordParams),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "`results[0]` is the record.", body = Envelope<NewsRecord>),
+        (status = 404, description = "`not_found`: no such record, or a record that exists but is not knowable yet at `as_of` (the message says which)."),
+    ))]
+pub(crate) async fn record(
     Extension(ctx): Extension<Ctx>,
     Path(id): Path<String>,
     RawQuery(q): RawQuery,
@@ -374,7 +430,18 @@ async fn record(
     }
 }
 
-async fn coverage(
+/// Coverage certificates, one per source-lane-day, paged.
+///
+/// `row_count` is null for a missing (uningested or uncertified) day: a missing partition is
+/// not an empty one. With `source` and `date`, an uningested day returns a missing
+/// certificate, not 404. With `as_of`, certifications made after the cut do not count.
+#[utoipa::path(get, path = "/v1/coverage", tag = "data", operation_id = "coverage",
+    params(CoverageParams), security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Certificates in (source, lane, date) order.", body = Envelope<CertificateRecord>),
+        (status = 409, description = "`cursor_expired`: the corpus moved since the cursor was minted."),
+    ))]
+pub(crate) async fn coverage(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
@@ -427,7 +494,19 @@ async fn coverage(
     ))
 }
 
-async fn mapping_ticker(
+/// Identity as of an instant: the CIKs a ticker denoted at `as_of`.
+///
+/// From point-in-time intervals built from dated observations, never from a current ticker
+/// file. A ticker no interval places at `as_of` is a coverage hole keyed
+/// `identity.ticker/<TICKER>@<YYYY-MM-DD>` (the same answer `/v1/news` gives).
+#[utoipa::path(get, path = "/v1/mapping/ticker/{ticker}", tag = "data", operation_id = "mapping_ticker",
+    params(("ticker" = String, Path, pattern = "^[A-Za-z0-9.-]{1,16}$", example = "TSLA", description = "Exchange ticker (case-insensitive)."), MappingParams),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "The intervals placing the ticker at `as_of`, with their evidence.", body = Envelope<MappingRecord>),
+        (status = 409, description = "`coverage_missing`: no interval places the ticker at `as_of`."),
+    ))]
+pub(crate) async fn mapping_ticker(
     Extension(ctx): Extension<Ctx>,
     Path(ticker): Path<String>,
     RawQuery(q): RawQuery,
@@ -469,7 +548,15 @@ fn mapping_answer(ctx: &Ctx, ticker: &str, as_of: Instant, sample: bool) -> Repl
     }
 }
 
-async fn mapping_cik(
+/// Identity as of an instant: the tickers a CIK carried at `as_of`.
+#[utoipa::path(get, path = "/v1/mapping/cik/{cik}", tag = "data", operation_id = "mapping_cik",
+    params(("cik" = String, Path, pattern = "^[0-9]{1,10}$", example = "1318605", description = "SEC Central Index Key, with or without leading zeros."), MappingParams),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "Intervals valid at `as_of` (possibly none: a known CIK without a ticker then).", body = Envelope<MappingRecord>),
+        (status = 404, description = "`not_found`: the corpus holds no identity evidence for this CIK."),
+    ))]
+pub(crate) async fn mapping_cik(
     Extension(ctx): Extension<Ctx>,
     Path(cik): Path<String>,
     RawQuery(q): RawQuery,
@@ -552,7 +639,18 @@ fn sample_latest(set: &SampleSet) -> Instant {
         .map_or_else(Instant::now, |d| d.end_of_day())
 }
 
-async fn sample_news(
+/// The as-of query on the public sample (no key; `sample: true`).
+///
+/// Three sample companies on a few certified days. A day the sample has not read is a 409
+/// with that day in `coverage.missing`.
+#[utoipa::path(get, path = "/v1/sample/news", tag = "sample", operation_id = "sample_news",
+    params(SampleNewsParams),
+    responses(
+        (status = 200, description = "The sample cut.", body = Envelope<NewsRecord>),
+        (status = 404, description = "`not_found`: this deployment ships no sample set."),
+        (status = 409, description = "`coverage_missing`: the cut needs a day the sample has not read."),
+    ))]
+pub(crate) async fn sample_news(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
@@ -574,7 +672,15 @@ async fn sample_news(
     .await
 }
 
-async fn sample_diff(
+/// The became-knowable diff on the public sample (no key; `sample: true`).
+#[utoipa::path(get, path = "/v1/sample/diff", tag = "sample", operation_id = "sample_diff",
+    params(SampleDiffParams),
+    responses(
+        (status = 200, description = "Sample rows that became visible in the window.", body = Envelope<NewsRecord>),
+        (status = 404, description = "`not_found`: this deployment ships no sample set."),
+        (status = 409, description = "`coverage_missing`: the window needs a day the sample has not read."),
+    ))]
+pub(crate) async fn sample_diff(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
@@ -600,7 +706,7 @@ async fn sample_diff(
 }
 
 /// A sample certificate: one per sample source-day, counting the example company's rows.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 struct SampleCertificate {
     key: String,
     source_id: SourceId,
@@ -611,7 +717,16 @@ struct SampleCertificate {
     row_count: Option<u64>,
 }
 
-async fn sample_coverage(
+/// Coverage certificates of the public sample: one per day of its span, counting the
+/// example company's rows (no key; `sample: true`).
+#[utoipa::path(get, path = "/v1/sample/coverage", tag = "sample", operation_id = "sample_coverage",
+    params(SampleCoverageParams),
+    responses(
+        (status = 200, description = "Sample certificates, oldest day first; `row_count` null on days the sample has not read.", body = Envelope<SampleCertificate>),
+        (status = 404, description = "`not_found`: this deployment ships no sample set."),
+        (status = 409, description = "`cursor_expired`: the corpus moved since the cursor was minted."),
+    ))]
+pub(crate) async fn sample_coverage(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
@@ -708,7 +823,15 @@ async fn sample_coverage(
     ))
 }
 
-async fn sample_mapping(Extension(ctx): Extension<Ctx>, RawQuery(q): RawQuery) -> Reply {
+/// Identity as of an instant for a sample company (no key; `sample: true`).
+#[utoipa::path(get, path = "/v1/sample/mapping", tag = "sample", operation_id = "sample_mapping",
+    params(SampleMappingParams),
+    responses(
+        (status = 200, description = "The intervals placing the example's ticker at `as_of`.", body = Envelope<MappingRecord>),
+        (status = 404, description = "`not_found`: this deployment ships no sample set."),
+        (status = 409, description = "`coverage_missing`: no interval places the ticker at `as_of`."),
+    ))]
+pub(crate) async fn sample_mapping(Extension(ctx): Extension<Ctx>, RawQuery(q): RawQuery) -> Reply {
     let p = Params::parse(q.as_deref(), &["example", "as_of"])?;
     let set = sample_set(&ctx)?;
     let ex = example(&set, &p)?;

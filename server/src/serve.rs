@@ -16,6 +16,7 @@ pub struct ServeConfig {
     pub database_url: String,
     pub reload_interval: Duration,
     pub trust_forwarded_for: bool,
+    pub public_requests_per_minute: u32,
 }
 
 pub async fn serve(cfg: ServeConfig) -> Result<()> {
@@ -28,7 +29,12 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         state = state_store.backend(),
         "corpus loaded"
     );
-    let state = AppState::new(corpus, state_store, cfg.trust_forwarded_for).await?;
+    let opts = crate::app::Options {
+        trust_forwarded_for: cfg.trust_forwarded_for,
+        public_requests_per_minute: cfg.public_requests_per_minute,
+        ..crate::app::Options::default()
+    };
+    let state = AppState::with_options(corpus, state_store, opts).await?;
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
         .await
         .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", cfg.listen)))?;

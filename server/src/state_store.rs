@@ -21,7 +21,7 @@ pub struct User {
 }
 
 /// An API key as stored: never the secret, only its hash and display prefix.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct KeyRecord {
     pub id: String,
     #[serde(skip)]

@@ -4,17 +4,14 @@
 mod common;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use asof_engine::Instant;
 use asof_server::app::Options;
 use asof_server::audit::AuditStats;
 use asof_server::auth::Plan;
-use asof_server::error::{Error, Result};
-use asof_server::state_store::{KeyRecord, StateStore, StoredReceipt, User};
 use axum::http::{Method, StatusCode, header};
-use common::{Res, T, assert_error, key_for, send, setup, setup_with, sqlite_store};
+use common::{Gated, Res, T, assert_error, key_for, send, setup, setup_with, sqlite_store};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -122,79 +119,9 @@ async fn error_envelopes_are_receipted_too() {
     assert_eq!(log[0]["envelope_sha256"], sha256_hex(&r.bytes));
 }
 
-/// A state store whose receipt writes wait for permits (to hold the queue full) or fail.
-#[derive(Debug)]
-struct Gated {
-    inner: Arc<dyn StateStore>,
-    permits: tokio::sync::Semaphore,
-    fail: AtomicBool,
-}
-
-#[async_trait::async_trait]
-impl StateStore for Gated {
-    fn backend(&self) -> &'static str {
-        "gated"
-    }
-    async fn upsert_user(&self, email: &str, plan: Plan) -> Result<User> {
-        self.inner.upsert_user(email, plan).await
-    }
-    async fn create_key(
-        &self,
-        user_id: &str,
-        name: &str,
-        expires_at: Option<Instant>,
-    ) -> Result<(KeyRecord, String)> {
-        self.inner.create_key(user_id, name, expires_at).await
-    }
-    async fn key_by_hash(&self, hash: &str) -> Result<Option<(KeyRecord, User)>> {
-        self.inner.key_by_hash(hash).await
-    }
-    async fn list_keys(&self, user_id: &str) -> Result<Vec<KeyRecord>> {
-        self.inner.list_keys(user_id).await
-    }
-    async fn revoke_key(&self, user_id: &str, key_id: &str, at: Instant) -> Result<bool> {
-        self.inner.revoke_key(user_id, key_id, at).await
-    }
-    async fn secret(&self, name: &str) -> Result<String> {
-        self.inner.secret(name).await
-    }
-    async fn hit(&self, bucket: &str, window_start: i64) -> Result<i64> {
-        self.inner.hit(bucket, window_start).await
-    }
-    async fn purge_windows(&self, before: i64) -> Result<u64> {
-        self.inner.purge_windows(before).await
-    }
-    async fn append_receipt(&self, r: &StoredReceipt) -> Result<()> {
-        self.permits.acquire().await.unwrap().forget();
-        if self.fail.load(Ordering::SeqCst) {
-            return Err(Error::Config("injected receipt write failure".into()));
-        }
-        self.inner.append_receipt(r).await
-    }
-    async fn receipts(
-        &self,
-        key_id: &str,
-        from_ms: i64,
-        to_ms: i64,
-        after: Option<(i64, String)>,
-        limit: i64,
-    ) -> Result<Vec<StoredReceipt>> {
-        self.inner
-            .receipts(key_id, from_ms, to_ms, after, limit)
-            .await
-    }
-    async fn receipt_count(&self, key_id: &str) -> Result<i64> {
-        self.inner.receipt_count(key_id).await
-    }
-}
-
 async fn gated(capacity: usize, permits: usize, fail: bool) -> (T, Arc<Gated>) {
     let dir = tempfile::tempdir().unwrap();
-    let g = Arc::new(Gated {
-        inner: sqlite_store(dir.path()).await,
-        permits: tokio::sync::Semaphore::new(permits),
-        fail: AtomicBool::new(fail),
-    });
+    let g = Arc::new(Gated::new(sqlite_store(dir.path()).await, permits, fail));
     let opts = Options {
         audit_queue_capacity: capacity,
         ..Options::default()
@@ -470,6 +397,12 @@ async fn jsonl_gives_one_receipt_per_line_and_the_next_cursor_in_a_header() {
     .await;
     assert_eq!(p1.status, StatusCode::OK);
     assert_eq!(p1.headers[header::CONTENT_TYPE], "application/x-ndjson");
+    assert!(p1.headers.contains_key(header::ETAG));
+    assert!(p1.headers.contains_key("x-corpus-version"));
+    assert_eq!(
+        p1.headers[header::CACHE_CONTROL],
+        "private, max-age=0, must-revalidate"
+    );
     let text = String::from_utf8(p1.bytes.clone()).unwrap();
     assert!(text.ends_with('\n'));
     let mut lines: Vec<Value> = text

@@ -687,3 +687,203 @@ async fn sample_refuses_an_example_it_does_not_hold_by_name() {
     assert_eq!(r.status, StatusCode::CONFLICT);
     assert_eq!(r.json["coverage"]["missing"][0], "sec.edgar/2026-02-07");
 }
+
+#[tokio::test]
+async fn mapping_by_cik_answers_with_or_without_leading_zeros_and_404s_an_unknown_cik() {
+    let t = setup().await;
+    let a = get(&t, "/v1/mapping/cik/1318605?as_of=2026-01-29T12:00:00Z").await;
+    assert_eq!(a.status, StatusCode::OK, "{}", a.json);
+    assert!(
+        a.json["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["ticker"] == "TSLA" && m["cik"] == "1318605"),
+        "{}",
+        a.json
+    );
+    let b = get(&t, "/v1/mapping/cik/0001318605?as_of=2026-01-29T12:00:00Z").await;
+    assert_eq!(b.json["results"], a.json["results"]);
+    let r = get(&t, "/v1/mapping/cik/9999999999?as_of=2026-01-29T12:00:00Z").await;
+    assert_error(&r, StatusCode::NOT_FOUND, "not_found", None);
+    let r = get(&t, "/v1/mapping/cik/12ab?as_of=2026-01-29T12:00:00Z").await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request", Some("cik"));
+}
+
+#[tokio::test]
+async fn a_news_query_with_neither_ticker_nor_cik_answers_every_row_of_the_source() {
+    let t = setup().await;
+    let r = get(&t, "/v1/news?as_of=2026-01-29T12:00:00Z&limit=1000").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    let rows = r.json["results"].as_array().unwrap();
+    assert!(rows.iter().all(|x| x["source_id"] == "sec.edgar"));
+    let ciks: std::collections::BTreeSet<&str> =
+        rows.iter().filter_map(|x| x["cik"].as_str()).collect();
+    assert!(ciks.len() > 1, "one filer only: {ciks:?}");
+}
+
+#[tokio::test]
+async fn sample_routes_answer_without_a_key_marked_sample_and_public() {
+    let t = setup().await;
+    for uri in [
+        "/v1/sample/news?example=tesla&as_of=2026-01-29T12:00:00Z",
+        "/v1/sample/diff?example=microsoft&as_of_start=2026-02-02T00:00:00Z&as_of_end=2026-02-04T00:00:00Z",
+        "/v1/sample/coverage?example=microsoft&limit=5",
+        "/v1/sample/mapping?example=tesla&as_of=2026-01-29T12:00:00Z",
+    ] {
+        let r = send(&t, Method::GET, uri, None, &[]).await;
+        assert_eq!(r.status, StatusCode::OK, "{uri}: {}", r.json);
+        assert_eq!(r.json["sample"], true, "{uri}");
+        assert!(
+            r.headers[header::CACHE_CONTROL]
+                .to_str()
+                .unwrap()
+                .starts_with("public"),
+            "{uri}"
+        );
+        assert!(r.headers.contains_key("x-ratelimit-limit"), "{uri}");
+    }
+    // Microsoft's eleven Form 4 filings of 2026-02-03 become knowable in that window.
+    let d = send(
+        &t,
+        Method::GET,
+        "/v1/sample/diff?example=microsoft&as_of_start=2026-02-02T00:00:00Z&as_of_end=2026-02-04T00:00:00Z",
+        None,
+        &[],
+    )
+    .await;
+    let forms: Vec<&str> = d.json["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|x| x["form"].as_str())
+        .collect();
+    assert!(
+        forms.iter().filter(|f| **f == "4").count() >= 11,
+        "{forms:?}"
+    );
+    // Coverage pages on the same cursor contract.
+    let c = send(
+        &t,
+        Method::GET,
+        "/v1/sample/coverage?example=microsoft&limit=5",
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(c.json["count"], 5);
+    let cursor = c.json["next_cursor"].as_str().unwrap();
+    let c2 = send(
+        &t,
+        Method::GET,
+        &format!("/v1/sample/coverage?example=microsoft&limit=5&cursor={cursor}"),
+        None,
+        &[],
+    )
+    .await;
+    assert_eq!(c2.status, StatusCode::OK);
+    assert!(c2.json["results"][0]["date"].as_str() > c.json["results"][4]["date"].as_str());
+}
+
+#[tokio::test]
+async fn the_sample_identity_hole_is_a_409_keyed_by_ticker_and_day() {
+    let t = setup().await;
+    // The README's example: SMEGF is not placed by any interval before 2026-02-01.
+    let r = send(
+        &t,
+        Method::GET,
+        "/v1/sample/mapping?example=siemens-energy&as_of=2026-01-28T00:00:00Z",
+        None,
+        &[],
+    )
+    .await;
+    assert_error(&r, StatusCode::CONFLICT, "coverage_missing", None);
+    assert_eq!(r.json["status"], "coverage_missing");
+    assert_eq!(r.json["sample"], true);
+    assert_eq!(
+        r.json["coverage"]["missing"],
+        serde_json::json!(["identity.ticker/SMEGF@2026-01-28"])
+    );
+}
+
+#[tokio::test]
+async fn a_cursor_walk_may_change_limit_between_pages() {
+    let t = setup().await;
+    let q = "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z";
+    let all = get(&t, &format!("{q}&limit=1000")).await;
+    let first = get(&t, &format!("{q}&limit=2")).await;
+    let c = first.json["next_cursor"].as_str().unwrap();
+    let second = get(&t, &format!("{q}&limit=5&cursor={c}")).await;
+    assert_eq!(second.status, StatusCode::OK, "{}", second.json);
+    assert_eq!(second.json["count"], 5);
+    assert_eq!(second.json["results"][0], all.json["results"][2]);
+    assert_eq!(second.json["results"][4], all.json["results"][6]);
+}
+
+#[tokio::test]
+async fn a_successful_reload_is_served_and_reported_by_health_and_etags_follow_it() {
+    let t = setup().await;
+    let before = t.state.corpus().version().to_owned();
+    let old = get(&t, TSLA).await;
+    let (_copy, dst) = copy_of_sample_corpus().await;
+    let changes = asof_engine::publish::ChangeSet {
+        notes: [("test".to_owned(), "etag".to_owned())].into(),
+        ..Default::default()
+    };
+    asof_engine::publish::publish(&dst, changes, asof_engine::Instant::now())
+        .await
+        .unwrap();
+    let new = asof_server::reload::reload_once(&t.state, &dst)
+        .await
+        .unwrap();
+    assert_ne!(new, before);
+    let h = send(&t, Method::GET, "/health", None, &[]).await;
+    assert_eq!(h.json["results"][0]["corpus_version"], new.as_str());
+    assert_eq!(h.headers["x-corpus-version"], new.as_str());
+    // The same request under the new version is a new answer: its ETag differs, and the old
+    // ETag no longer gets a 304.
+    let fresh = get(&t, TSLA).await;
+    assert_eq!(fresh.json["corpus_version"], new.as_str());
+    assert_eq!(fresh.json["results"], old.json["results"]);
+    assert_ne!(fresh.headers[header::ETAG], old.headers[header::ETAG]);
+    let etag = old.headers[header::ETAG].to_str().unwrap();
+    let r = send(
+        &t,
+        Method::GET,
+        TSLA,
+        Some(&t.key),
+        &[("if-none-match", etag)],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_malformed_clock_message_says_malformed() {
+    let t = setup().await;
+    let r = get(&t, "/v1/news?ticker=TSLA&as_of=soon").await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_clock", Some("as_of"));
+    let m = r.json["error"]["message"].as_str().unwrap();
+    assert!(m.contains("malformed"), "{m}");
+}
+
+/// A state store whose rate-limit window fails: an internal fault with a telling message.
+#[tokio::test]
+async fn internal_faults_answer_500_without_describing_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = common::sqlite_store(dir.path()).await;
+    let gated = std::sync::Arc::new(common::Gated::new(inner, 0, false));
+    let t = common::setup_with(dir, gated.clone(), asof_server::app::Options::default()).await;
+    gated
+        .fail_hits
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let r = get(&t, TSLA).await;
+    assert_error(&r, StatusCode::INTERNAL_SERVER_ERROR, "internal", None);
+    let m = r.json["error"]["message"].as_str().unwrap();
+    assert!(!m.contains("injected") && !m.contains("/var/secret"), "{m}");
+    assert!(
+        !m.to_lowercase().contains("sqlite") && !m.contains("database"),
+        "{m}"
+    );
+    assert!(m.contains("request id"), "{m}");
+}

@@ -4,11 +4,13 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
-use asof_engine::{Corpus, CorpusStore};
+use asof_engine::{Corpus, CorpusStore, Instant};
 use asof_server::app::Options;
 use asof_server::auth::Plan;
-use asof_server::state_store::{self, StateStore};
+use asof_server::error::{Error, Result};
+use asof_server::state_store::{self, KeyRecord, StateStore, StoredReceipt, User};
 use asof_server::{AppState, app};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
@@ -121,4 +123,89 @@ pub fn assert_error(r: &Res, status: StatusCode, code: &str, param: Option<&str>
     assert_eq!(r.json["results"], Value::Array(vec![]));
     assert_eq!(r.json["error"]["param"].as_str(), param, "{}", r.json);
     assert_eq!(r.headers[header::CACHE_CONTROL], "no-store");
+}
+
+/// A state store whose receipt writes wait for permits (to hold the queue full) or fail, and
+/// whose rate-limit windows can fail with a message that must never reach a client.
+#[derive(Debug)]
+pub struct Gated {
+    pub inner: Arc<dyn StateStore>,
+    pub permits: tokio::sync::Semaphore,
+    pub fail: AtomicBool,
+    pub fail_hits: AtomicBool,
+}
+
+/// The detail of [`Gated`]'s injected window fault.
+pub const INJECTED_FAULT: &str = "injected fault: table rate_windows is locked at /var/secret";
+
+impl Gated {
+    pub fn new(inner: Arc<dyn StateStore>, permits: usize, fail: bool) -> Self {
+        Gated {
+            inner,
+            permits: tokio::sync::Semaphore::new(permits),
+            fail: AtomicBool::new(fail),
+            fail_hits: AtomicBool::new(false),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl StateStore for Gated {
+    fn backend(&self) -> &'static str {
+        "gated"
+    }
+    async fn upsert_user(&self, email: &str, plan: Plan) -> Result<User> {
+        self.inner.upsert_user(email, plan).await
+    }
+    async fn create_key(
+        &self,
+        user_id: &str,
+        name: &str,
+        expires_at: Option<Instant>,
+    ) -> Result<(KeyRecord, String)> {
+        self.inner.create_key(user_id, name, expires_at).await
+    }
+    async fn key_by_hash(&self, hash: &str) -> Result<Option<(KeyRecord, User)>> {
+        self.inner.key_by_hash(hash).await
+    }
+    async fn list_keys(&self, user_id: &str) -> Result<Vec<KeyRecord>> {
+        self.inner.list_keys(user_id).await
+    }
+    async fn revoke_key(&self, user_id: &str, key_id: &str, at: Instant) -> Result<bool> {
+        self.inner.revoke_key(user_id, key_id, at).await
+    }
+    async fn secret(&self, name: &str) -> Result<String> {
+        self.inner.secret(name).await
+    }
+    async fn hit(&self, bucket: &str, window_start: i64) -> Result<i64> {
+        if self.fail_hits.load(Ordering::SeqCst) {
+            return Err(Error::Config(INJECTED_FAULT.into()));
+        }
+        self.inner.hit(bucket, window_start).await
+    }
+    async fn purge_windows(&self, before: i64) -> Result<u64> {
+        self.inner.purge_windows(before).await
+    }
+    async fn append_receipt(&self, r: &StoredReceipt) -> Result<()> {
+        self.permits.acquire().await.unwrap().forget();
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(Error::Config("injected receipt write failure".into()));
+        }
+        self.inner.append_receipt(r).await
+    }
+    async fn receipts(
+        &self,
+        key_id: &str,
+        from_ms: i64,
+        to_ms: i64,
+        after: Option<(i64, String)>,
+        limit: i64,
+    ) -> Result<Vec<StoredReceipt>> {
+        self.inner
+            .receipts(key_id, from_ms, to_ms, after, limit)
+            .await
+    }
+    async fn receipt_count(&self, key_id: &str) -> Result<i64> {
+        self.inner.receipt_count(key_id).await
+    }
 }

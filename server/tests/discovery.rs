@@ -1,0 +1,359 @@
+//! Discovery routes: the OpenAPI description against the router it describes, `/docs`,
+//! `/llms.txt`, and the description's promises (parameters, statuses, headers) checked against
+//! real answers over the shipped sample corpus.
+
+mod common;
+
+use asof_server::auth::Plan;
+use asof_server::routes::TABLE;
+use axum::http::{Method, StatusCode, header};
+use common::{key_for, send, setup};
+use serde_json::Value;
+
+async fn description(t: &common::T) -> Value {
+    let r = send(t, Method::GET, "/v1/openapi.json", None, &[]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.headers[header::CONTENT_TYPE], "application/json");
+    r.json
+}
+
+/// Methods a path of the description documents.
+fn documented_methods(doc: &Value, path: &str) -> Vec<Method> {
+    doc["paths"][path]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter_map(|(m, _)| Method::from_bytes(m.to_ascii_uppercase().as_bytes()).ok())
+        .collect()
+}
+
+/// `path` with every `{param}` replaced by the example the description gives for it.
+fn concrete(doc: &Value, path: &str, method: &Method) -> String {
+    let op = &doc["paths"][path][method.as_str().to_ascii_lowercase()];
+    let mut out = path.to_owned();
+    for p in op["parameters"].as_array().into_iter().flatten() {
+        if p["in"] == "path" {
+            let example = p["example"].as_str().unwrap_or("x");
+            out = out.replace(&format!("{{{}}}", p["name"].as_str().unwrap()), example);
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn every_route_of_the_router_is_in_the_description_and_back() {
+    let t = setup().await;
+    let doc = description(&t).await;
+    assert_eq!(doc["openapi"], "3.1.0");
+    assert_eq!(doc["info"]["version"], "0.1.0");
+    let table: Vec<&str> = TABLE.iter().map(|(p, _)| *p).collect();
+    let documented: Vec<&str> = doc["paths"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    for p in &table {
+        assert!(
+            documented.contains(p),
+            "{p} is routed but not in the description"
+        );
+    }
+    for p in &documented {
+        assert!(table.contains(p), "{p} is described but not routed");
+    }
+    // Walk the router: every documented operation reaches a handler, never the fallback.
+    let desk = key_for(&t.store, "desk@example.com", Plan::Desk).await;
+    for p in &documented {
+        for m in documented_methods(&doc, p) {
+            let uri = concrete(&doc, p, &m);
+            let r = send(&t, m.clone(), &uri, Some(&desk), &[]).await;
+            let fallback = r.status == StatusCode::NOT_FOUND
+                && r.json["error"]["message"]
+                    .as_str()
+                    .is_some_and(|s| s.starts_with("no such route"));
+            assert!(!fallback, "{m} {uri} fell through to the fallback");
+            assert_ne!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{m} {uri}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn every_documented_query_parameter_is_declared_by_its_route() {
+    let t = setup().await;
+    let doc = description(&t).await;
+    let desk = key_for(&t.store, "desk@example.com", Plan::Desk).await;
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        let Some(op) = item.get("get") else { continue };
+        let base = concrete(&doc, path, &Method::GET);
+        for p in op["parameters"].as_array().into_iter().flatten() {
+            if p["in"] != "query" {
+                continue;
+            }
+            let name = p["name"].as_str().unwrap();
+            let r = send(
+                &t,
+                Method::GET,
+                &format!("{base}?{name}=zz"),
+                Some(&desk),
+                &[],
+            )
+            .await;
+            let undeclared = r.json["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("undeclared"));
+            assert!(!undeclared, "{path} documents {name} but refuses it");
+        }
+        // And an undocumented one is refused by name.
+        let r = send(
+            &t,
+            Method::GET,
+            &format!("{base}?zz_undocumented=1"),
+            Some(&desk),
+            &[],
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{path}");
+        assert_eq!(r.json["error"]["param"], "zz_undocumented", "{path}");
+    }
+}
+
+#[tokio::test]
+async fn clock_parameters_carry_the_spec_pattern_and_enums_their_values() {
+    let t = setup().await;
+    let doc = description(&t).await;
+    let params = doc["paths"]["/v1/news"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let by_name = |n: &str| params.iter().find(|p| p["name"] == n).unwrap().clone();
+    assert_eq!(by_name("as_of")["required"], true);
+    assert_eq!(
+        by_name("as_of")["schema"]["pattern"],
+        asof_engine::CLOCK_PATTERN
+    );
+    assert_eq!(
+        by_name("visible_by")["schema"]["enum"],
+        serde_json::json!(["published_at", "available_at", "committed_at"])
+    );
+    assert_eq!(by_name("visible_by")["schema"]["default"], "published_at");
+    assert_eq!(
+        by_name("lane")["schema"]["enum"].as_array().unwrap().len(),
+        2
+    );
+    assert_eq!(
+        by_name("source")["schema"]["enum"]
+            .as_array()
+            .unwrap()
+            .len(),
+        8
+    );
+    assert_eq!(by_name("limit")["schema"]["minimum"], 1);
+    assert_eq!(by_name("limit")["schema"]["maximum"], 1000);
+    assert_eq!(by_name("limit")["schema"]["default"], 100);
+    // The sample's example ids come from the loaded corpus.
+    let sample = doc["paths"]["/v1/sample/news"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let example = sample.iter().find(|p| p["name"] == "example").unwrap();
+    let ids = example["schema"]["enum"].as_array().unwrap();
+    assert_eq!(ids.len(), 3);
+    assert_eq!(example["schema"]["default"], ids[0]);
+}
+
+#[tokio::test]
+async fn statuses_security_and_headers_follow_the_gating_table() {
+    let t = setup().await;
+    let doc = description(&t).await;
+    let news = &doc["paths"]["/v1/news"]["get"];
+    for s in ["200", "304", "400", "401", "403", "409", "429", "500"] {
+        assert!(news["responses"].get(s).is_some(), "/v1/news lacks {s}");
+    }
+    assert_eq!(news["security"][0]["bearer"], serde_json::json!([]));
+    let ok_headers = &news["responses"]["200"]["headers"];
+    for h in [
+        "ETag",
+        "Cache-Control",
+        "X-Request-Id",
+        "X-Corpus-Version",
+        "X-RateLimit-Limit",
+        "X-RateLimit-Remaining",
+        "X-RateLimit-Reset",
+    ] {
+        assert_eq!(ok_headers[h]["required"], true, "200 of /v1/news: {h}");
+    }
+    assert_eq!(
+        news["responses"]["429"]["headers"]["Retry-After"]["required"],
+        true
+    );
+    assert_eq!(
+        news["responses"]["409"]["content"]["application/json"]["schema"]["$ref"],
+        "#/components/schemas/ErrorEnvelope"
+    );
+    // Public routes: no security, no 401/403; /health is not rate-limited.
+    let meta = &doc["paths"]["/v1/meta"]["get"];
+    assert!(meta.get("security").is_none());
+    assert!(meta["responses"].get("401").is_none());
+    assert!(meta["responses"].get("429").is_some());
+    assert!(
+        doc["paths"]["/health"]["get"]["responses"]
+            .get("429")
+            .is_none()
+    );
+    // Files need Power? not routed yet; the audit log needs Desk and says 403.
+    assert!(
+        doc["paths"]["/v1/audit-log"]["get"]["responses"]
+            .get("403")
+            .is_some()
+    );
+    let schemes = &doc["components"]["securitySchemes"];
+    assert_eq!(schemes["bearer"]["scheme"], "bearer");
+    assert_eq!(schemes["session"]["in"], "cookie");
+    assert_eq!(schemes["session"]["name"], "svc_session");
+}
+
+#[tokio::test]
+async fn health_is_never_rate_limited() {
+    let t = setup().await;
+    let r = send(&t, Method::GET, "/health", None, &[]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert!(r.headers.get("x-ratelimit-limit").is_none());
+}
+
+#[tokio::test]
+async fn the_yaml_description_is_the_same_document() {
+    let t = setup().await;
+    let json = description(&t).await;
+    let r = send(&t, Method::GET, "/v1/openapi.yaml", None, &[]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.headers[header::CONTENT_TYPE], "application/yaml");
+    let yaml: Value = serde_norway::from_slice(&r.bytes).unwrap();
+    assert_eq!(yaml, json);
+}
+
+#[tokio::test]
+async fn discovery_documents_carry_etag_and_answer_304() {
+    let t = setup().await;
+    for path in ["/v1/openapi.json", "/v1/openapi.yaml", "/docs", "/llms.txt"] {
+        let r = send(&t, Method::GET, path, None, &[]).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}");
+        let etag = r.headers[header::ETAG].to_str().unwrap().to_owned();
+        assert!(
+            etag.starts_with('"') && etag.ends_with('"'),
+            "{path}: {etag}"
+        );
+        assert_eq!(
+            r.headers[header::CACHE_CONTROL],
+            "public, max-age=300",
+            "{path}"
+        );
+        assert_eq!(r.headers["x-corpus-version"], t.state.corpus().version());
+        let again = send(&t, Method::GET, path, None, &[("if-none-match", &etag)]).await;
+        assert_eq!(again.status, StatusCode::NOT_MODIFIED, "{path}");
+        assert!(again.bytes.is_empty());
+        assert_eq!(again.headers[header::ETAG], etag.as_str());
+    }
+    // The two encodings of the description are different bytes, hence different ETags.
+    let a = send(&t, Method::GET, "/v1/openapi.json", None, &[]).await;
+    let b = send(&t, Method::GET, "/v1/openapi.yaml", None, &[]).await;
+    assert_ne!(a.headers[header::ETAG], b.headers[header::ETAG]);
+}
+
+#[tokio::test]
+async fn docs_page_lists_every_route_and_fetches_nothing_from_elsewhere() {
+    let t = setup().await;
+    let doc = description(&t).await;
+    let r = send(&t, Method::GET, "/docs", None, &[]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.headers[header::CONTENT_TYPE], "text/html; charset=utf-8");
+    let html = String::from_utf8(r.bytes).unwrap();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, op) in item.as_object().unwrap() {
+            let id = op["operationId"].as_str().unwrap();
+            assert!(html.contains(&format!("id=\"op-{id}\"")), "{method} {path}");
+            assert!(html.contains(&format!("<code>{path}</code>")), "{path}");
+        }
+    }
+    for topic in [
+        "coverage hole",
+        "cursor",
+        "corpus_version",
+        "forward_first_seen",
+        "committed_at",
+    ] {
+        assert!(
+            html.to_lowercase().contains(&topic.to_lowercase()),
+            "guide lacks {topic}"
+        );
+    }
+    // Self-contained: no script, no stylesheet link, no absolute URL the browser would load.
+    for forbidden in [
+        "<script",
+        "<link",
+        "src=\"http",
+        "src=\"//",
+        "@import",
+        "url(",
+    ] {
+        assert!(!html.contains(forbidden), "/docs contains {forbidden}");
+    }
+    assert!(html.contains("invalid_clock") && html.contains("coverage_missing"));
+}
+
+#[tokio::test]
+async fn llms_txt_indexes_the_api_for_agents() {
+    let t = setup().await;
+    let doc = description(&t).await;
+    let r = send(&t, Method::GET, "/llms.txt", None, &[]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(
+        r.headers[header::CONTENT_TYPE],
+        "text/markdown; charset=utf-8"
+    );
+    let text = String::from_utf8(r.bytes).unwrap();
+    assert!(text.starts_with("# asof\n"));
+    for path in doc["paths"].as_object().unwrap().keys() {
+        assert!(
+            text.contains(&format!(" {path}](")),
+            "llms.txt lacks {path}"
+        );
+    }
+    for must in [
+        "published_at",
+        "available_at",
+        "committed_at",
+        "POST /mcp",
+        "svc_query",
+        "internal use only",
+        "commercial redistribution needs a separate license",
+    ] {
+        assert!(text.contains(must), "llms.txt lacks {must}");
+    }
+}
+
+#[tokio::test]
+async fn discovery_routes_refuse_undeclared_parameters() {
+    let t = setup().await;
+    for path in ["/v1/openapi.json", "/docs", "/llms.txt"] {
+        let r = send(&t, Method::GET, &format!("{path}?x=1"), None, &[]).await;
+        common::assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request", Some("x"));
+    }
+}
+
+#[tokio::test]
+async fn a_desk_audit_request_for_the_description_counts_as_skipped() {
+    let t = setup().await;
+    let desk = key_for(&t.store, "desk@example.com", Plan::Desk).await;
+    let before = t.state.audit().stats();
+    let r = send(
+        &t,
+        Method::GET,
+        "/v1/openapi.json",
+        Some(&desk),
+        &[("x-service-audit", "on")],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK);
+    let after = t.state.audit().stats();
+    assert_eq!(after.skipped, before.skipped + 1);
+    assert_eq!(after.enqueued, before.enqueued);
+}

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Contract checks of the real binary against its own OpenAPI description.
+
+1. openapi-spec-validator validates the served description (OpenAPI 3.1).
+2. schemathesis runs every GET operation with a Desk key and the response checks on
+   (server errors, status code, content type, response schema, response headers): 0 failures.
+3. Headless Chromium (Debian `chromium`) loads /docs with background networking off and must
+   show every route of the description; a screenshot is saved under the output directory.
+
+The server runs on a free loopback port over the shipped sample corpus with a fresh SQLite
+state store; readiness is /health answering, never a fixed sleep. Prints 'N passed, N failed'.
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+# The response checks the issue names; schemathesis' data-acceptance checks are not about
+# responses and stay off.
+CHECKS = ",".join(
+    [
+        "not_a_server_error",
+        "status_code_conformance",
+        "content_type_conformance",
+        "response_schema_conformance",
+        "response_headers_conformance",
+    ]
+)
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url, timeout=5):
+    with urllib.request.urlopen(url, timeout=timeout) as r:
+        return r.status, r.read()
+
+
+class Server:
+    def __init__(self, binary, workdir):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.db = f"sqlite://{workdir}/state.db"
+        self.log = open(os.path.join(workdir, "server.log"), "w")
+        self.proc = subprocess.Popen(
+            [
+                binary,
+                "serve",
+                "--listen",
+                f"127.0.0.1:{self.port}",
+                "--corpus",
+                REPO,
+                "--database-url",
+                self.db,
+                # The fuzzer sends thousands of public requests from one address.
+                "--public-rate-limit",
+                "1000000",
+            ],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}")
+            try:
+                if http_get(self.base + "/health", timeout=1)[0] == 200:
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("server not ready after 60 s")
+            time.sleep(0.05)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def create_key(binary, db, plan):
+    out = subprocess.run(
+        [binary, "keys", "create", "--database-url", db, "--email", f"{plan}@contract.test", "--plan", plan],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return out.strip().splitlines()[-1]
+
+
+def check_validator(server):
+    from openapi_spec_validator import validate
+
+    _, body = http_get(server.base + "/v1/openapi.json")
+    doc = json.loads(body)
+    assert doc["openapi"].startswith("3.1"), doc["openapi"]
+    validate(doc)
+    return doc
+
+
+def check_schemathesis(server, key, venv_bin, out_dir, max_examples):
+    cmd = [
+        os.path.join(venv_bin, "st"),
+        "run",
+        server.base + "/v1/openapi.json",
+        "--checks",
+        CHECKS,
+        "--include-method",
+        "GET",
+        "--header",
+        f"Authorization: Bearer {key}",
+        "--max-examples",
+        str(max_examples),
+        # Desk keys get 1,200 requests a minute; stay under so answers are not all 429.
+        "--rate-limit",
+        "1000/m",
+        "--seed",
+        "20261122",
+        "--workers",
+        "1",
+        "--report",
+        "junit",
+        "--report-dir",
+        out_dir,
+        "--warnings",
+        "off",
+    ]
+    print("$", " ".join(c if not c.startswith("Authorization") else "Authorization: Bearer ***" for c in cmd), flush=True)
+    r = subprocess.run(cmd)
+    assert r.returncode == 0, f"schemathesis exited with {r.returncode}"
+
+
+def chromium_binary():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    raise AssertionError("headless Chromium is not installed (Debian package chromium)")
+
+
+def check_docs_in_chromium(server, doc, out_dir):
+    browser = chromium_binary()
+    profile = tempfile.mkdtemp(prefix="asof-chromium-")
+    flags = [
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+    ]
+    try:
+        dom = subprocess.run(
+            [browser, *flags, "--dump-dom", server.base + "/docs"],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        ).stdout
+        text = re.sub(r"<[^>]+>", " ", dom)
+        text = re.sub(r"\s+", " ", text).replace("&amp;", "&")
+        missing = []
+        for path, item in doc["paths"].items():
+            for method in item:
+                if f"{method.upper()} {path}" not in text:
+                    missing.append(f"{method.upper()} {path}")
+        assert not missing, f"/docs as rendered by Chromium lacks: {missing}"
+        shot = os.path.join(out_dir, "docs.png")
+        subprocess.run(
+            [browser, *flags, "--hide-scrollbars", "--window-size=1280,2000", f"--screenshot={shot}", server.base + "/docs"],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+        assert os.path.getsize(shot) > 10_000, "screenshot is empty"
+        print(f"screenshot of /docs: {shot}")
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--out", required=True, help="directory for reports and the screenshot")
+    ap.add_argument("--max-examples", type=int, default=25)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    venv_bin = os.path.dirname(sys.executable)
+    passed, failed = 0, 0
+    with tempfile.TemporaryDirectory(prefix="asof-contract-") as work:
+        server = Server(args.bin, work)
+        try:
+            key = create_key(args.bin, server.db, "desk")
+            doc = None
+            steps = [
+                ("openapi_spec_validator_accepts_the_description", lambda: check_validator(server)),
+                ("schemathesis_finds_no_failure_on_any_get_route", lambda: check_schemathesis(server, key, venv_bin, args.out, args.max_examples)),
+                ("chromium_renders_docs_with_every_route", lambda: check_docs_in_chromium(server, doc, args.out)),
+            ]
+            for name, step in steps:
+                try:
+                    result = step()
+                    if name.startswith("openapi_spec"):
+                        doc = result
+                    print(f"test {name} ... ok", flush=True)
+                    passed += 1
+                except Exception as e:  # noqa: BLE001 - report every failure by name
+                    print(f"test {name} ... FAILED: {e}", flush=True)
+                    failed += 1
+        finally:
+            server.stop()
+            shutil.copy(os.path.join(work, "server.log"), os.path.join(args.out, "server.log"))
+    print(f"contract: {passed} passed, {failed} failed")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
