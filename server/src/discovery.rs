@@ -75,7 +75,7 @@ pub async fn openapi_json(
 
 /// The same description as YAML.
 #[utoipa::path(get, path = "/v1/openapi.yaml", tag = "discovery", operation_id = "openapi_yaml",
-    responses((status = 200, description = "This description, as YAML.", content_type = "application/yaml", body = String)))]
+    responses((status = 200, description = "This description, as YAML.", content_type = "application/yaml", body = Object)))]
 pub async fn openapi_yaml(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
@@ -326,7 +326,7 @@ pub fn html(doc: &Value) -> String {
     h.push_str("<h4>Schemas</h4><ul><li><a href=\"#schemas\">Records and envelopes</a></li></ul></nav>\n<article>");
     let _ = write!(
         h,
-        "<section id=\"guide\"><h2>The as-of model</h2>{}</section>",
+        "<section id=\"guide\">{}</section>",
         markdown(info["description"].as_str().unwrap_or(""))
     );
     for (tag, description) in &tags {
