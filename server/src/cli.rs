@@ -437,3 +437,36 @@ async fn keys_create(a: KeysCreateArgs) -> CliResult {
     println!("{raw}");
     Ok(ExitCode::SUCCESS)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn serve_defaults_to_loopback_8080_the_shipped_corpus_and_a_local_sqlite_file() {
+        // The defaults only: an operator's ASOF_* variables would override them.
+        if std::env::vars().any(|(k, _)| k.starts_with("ASOF_")) {
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: serve defaults (ASOF_* variables are set in this environment)"
+            );
+            return;
+        }
+        let Command::Serve(a) = Cli::try_parse_from(["asof", "serve"]).unwrap().command else {
+            panic!("serve parses as serve");
+        };
+        assert_eq!(a.listen, "127.0.0.1:8080");
+        assert_eq!(a.database_url, "sqlite://.asof-state/asof.db");
+        assert_eq!(a.corpus.corpus, default_corpus());
+        assert!(
+            std::path::Path::new(&a.corpus.corpus)
+                .join("manifests/CURRENT")
+                .is_file(),
+            "the default corpus is the shipped sample"
+        );
+        assert_eq!(a.reload_interval, 30);
+        assert_eq!(a.public_rate_limit, 120);
+        assert!(!a.trust_forwarded_for);
+        assert!(Cli::try_parse_from(["asof", "serve", "--public-rate-limit", "0"]).is_err());
+    }
+}

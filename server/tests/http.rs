@@ -887,3 +887,98 @@ async fn internal_faults_answer_500_without_describing_them() {
     );
     assert!(m.contains("request id"), "{m}");
 }
+
+#[tokio::test]
+async fn cors_preflight_allows_any_origin_and_responses_expose_the_service_headers() {
+    let t = setup().await;
+    let r = send(
+        &t,
+        Method::OPTIONS,
+        "/v1/news",
+        None,
+        &[
+            ("origin", "https://notebook.example"),
+            ("access-control-request-method", "GET"),
+            ("access-control-request-headers", "authorization"),
+        ],
+    )
+    .await;
+    assert!(r.status.is_success(), "{}", r.status);
+    assert_eq!(r.headers["access-control-allow-origin"], "*");
+    let methods = r.headers["access-control-allow-methods"].to_str().unwrap();
+    assert!(methods.contains("GET"), "{methods}");
+    let allowed = r.headers["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(allowed.contains("authorization"), "{allowed}");
+    let r = send(
+        &t,
+        Method::GET,
+        TSLA,
+        Some(&t.key),
+        &[("origin", "https://notebook.example")],
+    )
+    .await;
+    assert_eq!(r.headers["access-control-allow-origin"], "*");
+    let exposed = r.headers["access-control-expose-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    for h in [
+        "x-request-id",
+        "x-corpus-version",
+        "etag",
+        "x-ratelimit-remaining",
+        "retry-after",
+    ] {
+        assert!(exposed.contains(h), "{h} not exposed: {exposed}");
+    }
+}
+
+#[tokio::test]
+async fn replicas_sharing_a_state_store_share_one_rate_window_reset_in_unix_seconds() {
+    let t = setup().await;
+    // A second replica: its own AppState over the same store.
+    let other = T {
+        _dir: tempfile::tempdir().unwrap(),
+        state: AppState::new(common::sample_corpus().await, t.store.clone(), false)
+            .await
+            .unwrap(),
+        store: t.store.clone(),
+        key: t.key.clone(),
+    };
+    let first = get(&t, TSLA).await;
+    let second = get(&other, TSLA).await;
+    let rem = |r: &Res| -> i64 {
+        r.headers["x-ratelimit-remaining"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let reset = |r: &Res| -> i64 {
+        r.headers["x-ratelimit-reset"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    assert!(
+        reset(&second) > now && reset(&second) <= now + 60,
+        "{}",
+        reset(&second)
+    );
+    assert_eq!(reset(&second) % 60, 0, "fixed one-minute windows");
+    if reset(&first) == reset(&second) {
+        assert_eq!(
+            rem(&first) - rem(&second),
+            1,
+            "the other replica counted in the same window"
+        );
+    }
+}

@@ -480,3 +480,94 @@ async fn tool_calls_are_never_receipted_even_with_the_audit_header() {
     let s = t.state.audit().stats();
     assert_eq!((s.requested, s.out_of_scope, s.enqueued), (1, 1, 0));
 }
+
+#[tokio::test]
+async fn tool_schemas_use_the_same_vocabularies_as_the_rest_description() {
+    let t = setup().await;
+    let r = rpc(&t, "tools/list", json!({}), None).await;
+    let tools = r.json["result"]["tools"].as_array().unwrap();
+    let doc = send(&t, Method::GET, "/v1/openapi.json", None, &[])
+        .await
+        .json;
+    let rest_param = |path: &str, name: &str| {
+        doc["paths"][path]["get"]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap()["schema"]
+            .clone()
+    };
+    for (tool, path) in [("svc_query", "/v1/news"), ("svc_diff", "/v1/news/diff")] {
+        let s = &tools.iter().find(|x| x["name"] == tool).unwrap()["inputSchema"];
+        for name in ["visible_by", "lane"] {
+            assert_eq!(
+                s["properties"][name]["enum"],
+                rest_param(path, name)["enum"],
+                "{tool}.{name}"
+            );
+        }
+        for clock in s["properties"].as_object().unwrap().keys() {
+            if clock.starts_with("as_of") {
+                assert_eq!(
+                    s["properties"][clock]["pattern"],
+                    asof_engine::CLOCK_PATTERN,
+                    "{tool}.{clock}"
+                );
+            }
+        }
+    }
+    let diff = &tools[1]["inputSchema"];
+    assert_eq!(diff["required"], json!(["as_of_start", "as_of_end"]));
+    let cov = &tools[2]["inputSchema"];
+    assert_eq!(cov["properties"]["limit"]["maximum"], 1000);
+    assert!(cov["properties"]["date"]["pattern"].is_string());
+}
+
+#[tokio::test]
+async fn x_forwarded_for_is_forwarded_so_the_sample_tier_counts_the_callers_address() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::sqlite_store(dir.path()).await;
+    let opts = asof_server::app::Options {
+        trust_forwarded_for: true,
+        ..asof_server::app::Options::default()
+    };
+    let t = common::setup_with(dir, store, opts).await;
+    let remaining = |r: &Res| -> i64 {
+        r.headers["x-ratelimit-remaining"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let meta = |ip: &'static str| {
+        let t = &t;
+        async move { send(t, Method::GET, "/v1/meta", None, &[("x-forwarded-for", ip)]).await }
+    };
+    let a0 = remaining(&meta("203.0.113.7").await);
+    let b0 = remaining(&meta("198.51.100.9").await);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+                      "params": {"name": "svc_meta", "arguments": {}}})
+    .to_string();
+    let r = post(
+        &t,
+        &body,
+        &[
+            ("mcp-protocol-version", "2025-06-18"),
+            ("x-forwarded-for", "203.0.113.7"),
+        ],
+    )
+    .await;
+    assert_eq!(r.json["result"]["isError"], false, "{}", r.json);
+    let a1 = remaining(&meta("203.0.113.7").await);
+    let b1 = remaining(&meta("198.51.100.9").await);
+    // A window boundary in between resets both counts; then nothing can be compared.
+    if a1 <= a0 {
+        assert_eq!(
+            a0 - a1,
+            2,
+            "the tool call counted once against its caller's address"
+        );
+        assert_eq!(b0 - b1, 1, "and not against another address");
+    }
+}

@@ -13,24 +13,41 @@ fn asof() -> Command {
 
 /// Starts the server and waits for its readiness line (never a fixed sleep).
 fn start(db: &str) -> (Child, String) {
+    let (child, addr, _) = start_logging(db, "error");
+    (child, addr)
+}
+
+/// As [`start`] with the log filter `log`; every line the server writes to stderr is kept.
+fn start_logging(
+    db: &str,
+    log: &str,
+) -> (Child, String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     let mut child = asof()
+        .env("ASOF_LOG", log)
         .args(["serve", "--listen", "127.0.0.1:0", "--database-url", db])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let kept = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
     let addr = loop {
         let line = lines
             .next()
             .expect("server exited before listening")
             .unwrap();
+        kept.lock().unwrap().push(line.clone());
         if let Some(rest) = line.strip_prefix("asof listening on http://") {
             break rest.trim().to_owned();
         }
     };
-    std::thread::spawn(move || for _ in lines {});
-    (child, addr)
+    let sink = kept.clone();
+    std::thread::spawn(move || {
+        for l in lines.map_while(Result::ok) {
+            sink.lock().unwrap().push(l);
+        }
+    });
+    (child, addr, kept)
 }
 
 /// One HTTP/1.1 request over a fresh connection: (status, header block, exact body bytes).
@@ -203,4 +220,78 @@ fn an_audited_receipt_matches_the_bytes_the_client_received() {
         header("x-corpus-version").as_str()
     );
     assert!(guard.terminate().success());
+}
+
+#[test]
+fn keys_and_query_strings_never_reach_the_logs_even_at_debug() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("state.db").display());
+    let (child, addr, log) = start_logging(&db, "debug");
+    let mut guard = Guard(child);
+    let key = keys_create(&db, "logs@example.com", "desk");
+    let secret_query = "ticker=TSLA&as_of=2026-01-29T12:00:00Z";
+    let (status, _) = http_get(&addr, &format!("/v1/news?{secret_query}"), Some(&key));
+    assert_eq!(status, 200);
+    let (status, _) = http_get(
+        &addr,
+        &format!("/v1/news?{secret_query}"),
+        Some("svc_live_not_a_real_key_but_secret"),
+    );
+    assert_eq!(status, 401);
+    assert!(guard.terminate().success());
+    let log = log.lock().unwrap().join("\n");
+    assert!(
+        log.contains("/v1/news"),
+        "the request is logged by path:\n{log}"
+    );
+    let secret = key.trim_start_matches("svc_live_");
+    assert!(!log.contains(secret), "a key reached the log");
+    assert!(
+        !log.contains("not_a_real_key_but_secret"),
+        "a rejected key reached the log"
+    );
+    assert!(
+        !log.contains("ticker=TSLA"),
+        "a query string reached the log"
+    );
+}
+
+#[test]
+fn serve_on_postgres_accepts_keys_created_in_the_same_database() {
+    let url = std::env::var("ASOF_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
+    let schema = format!("asof_e2e_{}", uuid::Uuid::new_v4().simple());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    // The schema is made (and migrated) here so the test leaves the shared database clean.
+    if let Err(e) = rt.block_on(asof_server::state_store::open_postgres_schema(
+        &url, &schema,
+    )) {
+        if std::env::var("ASOF_REQUIRE_POSTGRES").is_ok() {
+            panic!("PostgreSQL required (ASOF_REQUIRE_POSTGRES) but unreachable: {e}");
+        }
+        let _ = writeln!(
+            std::io::stderr(),
+            "SKIPPED: serve_on_postgres_accepts_keys_created_in_the_same_database (no PostgreSQL at {url}: {e})"
+        );
+        return;
+    }
+    let sep = if url.contains('?') { '&' } else { '?' };
+    let db = format!("{url}{sep}options=-c%20search_path%3D{schema}");
+    let (child, addr) = start(&db);
+    let mut guard = Guard(child);
+    let key = keys_create(&db, "pg@example.com", "researcher");
+    let (status, body) = http_get(
+        &addr,
+        "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z",
+        Some(&key),
+    );
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = http_get(&addr, "/v1/keys", Some(&key));
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"name\":\"e2e\""), "{body}");
+    assert!(guard.terminate().success());
+    rt.block_on(asof_server::state_store::drop_postgres_schema(
+        &url, &schema,
+    ))
+    .unwrap();
 }
