@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use axum::extract::{Extension, RawQuery, State};
 use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use bytes::Bytes;
 use serde_json::Value;
 
@@ -45,17 +45,27 @@ impl Rendered {
     }
 }
 
-fn document(content_type: &'static str, body: Bytes) -> Response {
+/// Answers one rendering of the description for the request's corpus version. The
+/// discovery routes take no parameters; `pick` chooses the rendering and its content type.
+fn document(
+    state: &AppState,
+    ctx: &Ctx,
+    q: Option<&str>,
+    pick: fn(&Rendered) -> (&'static str, &Bytes),
+) -> Reply {
+    Params::parse(q, &[])?;
+    let rendered = state.discovery(&ctx.corpus);
+    let (content_type, body) = pick(&rendered);
     let mut r = (
         StatusCode::OK,
         [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
-        body,
+        body.clone(),
     )
         .into_response();
     r.extensions_mut().insert(Document);
     r.extensions_mut().insert(BodyEtag);
     r.extensions_mut().insert(CacheKind::Historical);
-    r
+    Ok(r)
 }
 
 /// The machine-readable description (OpenAPI 3.1, version 0.1.0) as JSON.
@@ -66,11 +76,9 @@ pub async fn openapi_json(
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
 ) -> Reply {
-    Params::parse(q.as_deref(), &[])?;
-    Ok(document(
-        "application/json",
-        state.discovery(&ctx.corpus).json.clone(),
-    ))
+    document(&state, &ctx, q.as_deref(), |r| {
+        ("application/json", &r.json)
+    })
 }
 
 /// The same description as YAML.
@@ -81,11 +89,9 @@ pub async fn openapi_yaml(
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
 ) -> Reply {
-    Params::parse(q.as_deref(), &[])?;
-    Ok(document(
-        "application/yaml",
-        state.discovery(&ctx.corpus).yaml.clone(),
-    ))
+    document(&state, &ctx, q.as_deref(), |r| {
+        ("application/yaml", &r.yaml)
+    })
 }
 
 /// A self-contained HTML reference: the as-of model, then every route with its parameters,
@@ -97,11 +103,9 @@ pub async fn docs(
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
 ) -> Reply {
-    Params::parse(q.as_deref(), &[])?;
-    Ok(document(
-        "text/html; charset=utf-8",
-        state.discovery(&ctx.corpus).html.clone(),
-    ))
+    document(&state, &ctx, q.as_deref(), |r| {
+        ("text/html; charset=utf-8", &r.html)
+    })
 }
 
 /// A Markdown index for language-model agents.
@@ -112,11 +116,9 @@ pub async fn llms_txt(
     Extension(ctx): Extension<Ctx>,
     RawQuery(q): RawQuery,
 ) -> Reply {
-    Params::parse(q.as_deref(), &[])?;
-    Ok(document(
-        "text/markdown; charset=utf-8",
-        state.discovery(&ctx.corpus).llms.clone(),
-    ))
+    document(&state, &ctx, q.as_deref(), |r| {
+        ("text/markdown; charset=utf-8", &r.llms)
+    })
 }
 
 /// Cache of the renderings for the corpus version served last.

@@ -392,7 +392,7 @@ fn window(p: &Params) -> Result<(Instant, Instant), ApiError> {
 /// On `published_at` and `available_at` the corpus version's current revision answers; on
 /// `committed_at` the revision current at the cut.
 #[utoipa::path(get, path = "/v1/news/{id}", tag = "data", operation_id = "news_record",
-    params(("id" = String, Path, min_length = 1, example = "0001318605-26-000012_1318605", description = "Record id, as in `results[].id`."), RecordParams),
+    params(("id" = String, Path, min_length = 1, example = "0001628280-26-003952_1318605", description = "Record id, as in `results[].id`."), RecordParams),
     security(("bearer" = [])),
     responses(
         (status = 200, description = "`results[0]` is the record.", body = Envelope<NewsRecord>),

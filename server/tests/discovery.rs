@@ -74,6 +74,14 @@ async fn every_route_of_the_router_is_in_the_description_and_back() {
                     .is_some_and(|s| s.starts_with("no such route"));
             assert!(!fallback, "{m} {uri} fell through to the fallback");
             assert_ne!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{m} {uri}");
+            if *p != "/mcp" {
+                assert_eq!(
+                    r.headers["x-corpus-version"],
+                    t.state.corpus().version(),
+                    "{m} {uri}"
+                );
+                assert!(r.headers.contains_key("x-request-id"), "{m} {uri}");
+            }
         }
     }
 }
