@@ -13,7 +13,7 @@ fn asof() -> Command {
 
 /// Starts the server and waits for its readiness line (never a fixed sleep).
 fn start(db: &str) -> (Child, String) {
-    let (child, addr, _) = start_logging(db, "error");
+    let (child, addr, _) = start_logging(db, "error", &[]);
     (child, addr)
 }
 
@@ -21,10 +21,12 @@ fn start(db: &str) -> (Child, String) {
 fn start_logging(
     db: &str,
     log: &str,
+    extra: &[&str],
 ) -> (Child, String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
     let mut child = asof()
         .env("ASOF_LOG", log)
         .args(["serve", "--listen", "127.0.0.1:0", "--database-url", db])
+        .args(extra)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -226,7 +228,7 @@ fn an_audited_receipt_matches_the_bytes_the_client_received() {
 fn keys_and_query_strings_never_reach_the_logs_even_at_debug() {
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("state.db").display());
-    let (child, addr, log) = start_logging(&db, "debug");
+    let (child, addr, log) = start_logging(&db, "debug", &[]);
     let mut guard = Guard(child);
     let key = keys_create(&db, "logs@example.com", "desk");
     let secret_query = "ticker=TSLA&as_of=2026-01-29T12:00:00Z";
@@ -294,4 +296,74 @@ fn serve_on_postgres_accepts_keys_created_in_the_same_database() {
         &url, &schema,
     ))
     .unwrap();
+}
+
+/// A writable copy of the shipped corpus (same version) in `dir`.
+async fn copy_of_sample_corpus(dir: &std::path::Path) -> asof_engine::CorpusStore {
+    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let src = asof_engine::CorpusStore::open(repo).unwrap();
+    let (version, m) = src.current().await.unwrap();
+    let dst = asof_engine::CorpusStore::local(dir).unwrap();
+    for p in m
+        .partitions
+        .iter()
+        .map(|p| p.path.clone())
+        .chain(m.identity.iter().map(|e| e.path.clone()))
+    {
+        dst.put_immutable(&p, src.get(&p).await.unwrap())
+            .await
+            .unwrap();
+    }
+    dst.put_manifest(&m).await.unwrap();
+    dst.set_pointer(&version).await.unwrap();
+    dst
+}
+
+fn health_version(addr: &str) -> String {
+    let (status, _, body) = http(addr, "/health", &[]);
+    assert_eq!(status, 200);
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    v["results"][0]["corpus_version"]
+        .as_str()
+        .unwrap()
+        .to_owned()
+}
+
+#[test]
+fn a_served_process_polls_the_pointer_and_serves_a_new_version() {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let corpus = tempfile::tempdir().unwrap();
+    let store = rt.block_on(copy_of_sample_corpus(corpus.path()));
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("state.db").display());
+    let corpus_arg = corpus.path().to_str().unwrap().to_owned();
+    let (child, addr, _) = start_logging(
+        &db,
+        "error",
+        &["--corpus", &corpus_arg, "--reload-interval", "1"],
+    );
+    let mut guard = Guard(child);
+    let before = health_version(&addr);
+    let changes = asof_engine::publish::ChangeSet {
+        notes: [("e2e".to_owned(), "reload loop".to_owned())].into(),
+        ..Default::default()
+    };
+    let published = rt
+        .block_on(asof_engine::publish::publish(
+            &store,
+            changes,
+            asof_engine::Instant::now(),
+        ))
+        .unwrap();
+    assert_ne!(published.version, before);
+    // The loop polls every second: wait (bounded) until /health reports the new version.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while health_version(&addr) != published.version {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the new version was not served within 30 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert!(guard.terminate().success());
 }
