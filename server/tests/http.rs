@@ -411,21 +411,7 @@ async fn foreign_tampered_and_cross_operation_cursors_are_invalid_request() {
 /// A writable copy of the shipped corpus (same version), for tests that publish or tamper.
 async fn copy_of_sample_corpus() -> (tempfile::TempDir, CorpusStore) {
     let copy = tempfile::tempdir().unwrap();
-    let src = CorpusStore::open(repo().to_str().unwrap()).unwrap();
-    let (version, m) = src.current().await.unwrap();
-    let dst = CorpusStore::local(copy.path()).unwrap();
-    for p in m
-        .partitions
-        .iter()
-        .map(|p| p.path.clone())
-        .chain(m.identity.iter().map(|e| e.path.clone()))
-    {
-        dst.put_immutable(&p, src.get(&p).await.unwrap())
-            .await
-            .unwrap();
-    }
-    dst.put_manifest(&m).await.unwrap();
-    dst.set_pointer(&version).await.unwrap();
+    let dst = common::copy_of_sample_corpus_into(copy.path()).await;
     (copy, dst)
 }
 

@@ -1,6 +1,8 @@
 //! End-to-end: spawn the real `asof serve` on a free port, mint a key with `asof keys create`
 //! against the same state store, call the API over TCP, then stop the server with SIGTERM.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
@@ -298,27 +300,6 @@ fn serve_on_postgres_accepts_keys_created_in_the_same_database() {
     .unwrap();
 }
 
-/// A writable copy of the shipped corpus (same version) in `dir`.
-async fn copy_of_sample_corpus(dir: &std::path::Path) -> asof_engine::CorpusStore {
-    let repo = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-    let src = asof_engine::CorpusStore::open(repo).unwrap();
-    let (version, m) = src.current().await.unwrap();
-    let dst = asof_engine::CorpusStore::local(dir).unwrap();
-    for p in m
-        .partitions
-        .iter()
-        .map(|p| p.path.clone())
-        .chain(m.identity.iter().map(|e| e.path.clone()))
-    {
-        dst.put_immutable(&p, src.get(&p).await.unwrap())
-            .await
-            .unwrap();
-    }
-    dst.put_manifest(&m).await.unwrap();
-    dst.set_pointer(&version).await.unwrap();
-    dst
-}
-
 fn health_version(addr: &str) -> String {
     let (status, _, body) = http(addr, "/health", &[]);
     assert_eq!(status, 200);
@@ -333,7 +314,7 @@ fn health_version(addr: &str) -> String {
 fn a_served_process_polls_the_pointer_and_serves_a_new_version() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let corpus = tempfile::tempdir().unwrap();
-    let store = rt.block_on(copy_of_sample_corpus(corpus.path()));
+    let store = rt.block_on(common::copy_of_sample_corpus_into(corpus.path()));
     let dir = tempfile::tempdir().unwrap();
     let db = format!("sqlite://{}", dir.path().join("state.db").display());
     let corpus_arg = corpus.path().to_str().unwrap().to_owned();

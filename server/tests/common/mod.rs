@@ -39,6 +39,26 @@ pub async fn sample_corpus() -> Corpus {
         .unwrap()
 }
 
+/// A writable copy of the shipped corpus (same version) in `dir`.
+pub async fn copy_of_sample_corpus_into(dir: &Path) -> CorpusStore {
+    let src = CorpusStore::open(repo().to_str().unwrap()).unwrap();
+    let (version, m) = src.current().await.unwrap();
+    let dst = CorpusStore::local(dir).unwrap();
+    for p in m
+        .partitions
+        .iter()
+        .map(|p| p.path.clone())
+        .chain(m.identity.iter().map(|e| e.path.clone()))
+    {
+        dst.put_immutable(&p, src.get(&p).await.unwrap())
+            .await
+            .unwrap();
+    }
+    dst.put_manifest(&m).await.unwrap();
+    dst.set_pointer(&version).await.unwrap();
+    dst
+}
+
 pub async fn sqlite_store(dir: &Path) -> Arc<dyn StateStore> {
     state_store::open(dir.join("state.db").to_str().unwrap())
         .await
