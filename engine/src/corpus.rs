@@ -11,8 +11,9 @@ use datafusion::logical_expr::{Expr, col, lit};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use serde::Serialize;
 
+use crate::access::{AccessIndex, Bounds};
 use crate::clock::{Day, Instant, Lane, SourceId, VisibleBy};
-use crate::coverage::{Coverage, DayStatus, Scope, SourceCoverage, day_key};
+use crate::coverage::{Coverage, DayStatus, DayTable, Scope, SourceCoverage, day_key};
 use crate::error::{Error, Result};
 use crate::identity::{IdentityFile, IdentityIndex, Mapping, ticker_hole_key};
 use crate::manifest::{Manifest, PartitionEntry};
@@ -121,6 +122,12 @@ pub struct Corpus {
     /// Superseded revision id → commit instant of the revision that superseded it.
     superseded: HashMap<String, Instant>,
     ctx: SessionContext,
+    /// The access-file index, when the version lists access files.
+    access: Option<AccessIndex>,
+    /// Whether by-CIK queries and record lookups go through `access` (on by default).
+    use_access: bool,
+    /// Per-day certification tables of every certified source-lane.
+    day_tables: HashMap<(SourceId, Lane), DayTable>,
 }
 
 impl std::fmt::Debug for Corpus {
@@ -168,9 +175,45 @@ impl Corpus {
             identity: IdentityIndex::new(identity)?,
             superseded: HashMap::new(),
             ctx,
+            access: None,
+            use_access: true,
+            day_tables: HashMap::new(),
         };
-        corpus.superseded = corpus.load_supersessions().await?;
+        corpus.day_tables = corpus
+            .manifest
+            .spans
+            .iter()
+            .filter_map(|s| {
+                DayTable::build(&corpus.manifest, s.source_id, s.lane)
+                    .map(|t| ((s.source_id, s.lane), t))
+            })
+            .collect();
+        corpus.access = AccessIndex::load(&corpus.store, &corpus.manifest).await?;
+        corpus.superseded = match &corpus.access {
+            // Sidecars carry the supersessions of their rows: no column scan at start.
+            Some(a) if a.covers_all(&corpus.manifest) => {
+                let mut map = HashMap::new();
+                for (rev, at) in a.supersessions() {
+                    map.entry(rev.to_owned())
+                        .and_modify(|w: &mut Instant| *w = (*w).min(at))
+                        .or_insert(at);
+                }
+                map
+            }
+            _ => corpus.load_supersessions().await?,
+        };
         Ok(corpus)
+    }
+
+    /// Turns the access-file path on or off. Off, every answer comes from the DataFusion scan
+    /// over partitions; differential tests and benchmarks compare the two.
+    pub fn set_use_access(&mut self, on: bool) {
+        self.use_access = on;
+    }
+
+    /// The access index in use, if any.
+    pub fn access(&self) -> Option<&AccessIndex> {
+        self.access.as_ref().filter(|_| self.use_access)
     }
 
     pub fn version(&self) -> &str {
@@ -259,6 +302,7 @@ impl Corpus {
         scope: Scope<'a>,
     ) -> SourceCoverage<'a> {
         SourceCoverage::new(&self.manifest, source, lane, scope)
+            .with_table(self.day_tables.get(&(source, lane)))
     }
 
     /// The paged as-of query (a diff when `q.start` is set).
@@ -297,6 +341,121 @@ impl Corpus {
         if !coverage.is_complete() {
             return Ok(Answer::Hole { coverage });
         }
+        let mut rows = match (self.access(), &ciks, scope) {
+            (Some(a), Some(ciks), Scope::Corpus) if a.covers(q.source, q.lane) => {
+                self.fetch_indexed(a, q, ciks).await?
+            }
+            _ => self.fetch_scan(q, ciks.as_deref(), scope).await?,
+        };
+        let next = if rows.len() > q.limit {
+            rows.truncate(q.limit);
+            rows.last().map(|r| Position {
+                published_at: r.published_at,
+                id: r.id.clone(),
+            })
+        } else {
+            None
+        };
+        for r in &rows {
+            if let Some(d) = r.partition_day() {
+                coverage.touch(day_key(r.source_id, d));
+            }
+        }
+        Ok(Answer::Page {
+            rows,
+            next,
+            coverage,
+        })
+    }
+
+    /// Whether a row belongs to the answer of `q` (any CIK): the exact predicate the scan
+    /// expresses in DataFusion, for rows the index path reads.
+    fn keeps(&self, q: &NewsQuery, r: &NewsRow) -> bool {
+        let Some(c) = r.clock(q.visible_by) else {
+            return false;
+        };
+        if c > q.as_of || q.start.is_some_and(|s| c <= s) {
+            return false;
+        }
+        let current = self
+            .superseded
+            .get(&r.revision_id)
+            .is_none_or(|at| q.visible_by == VisibleBy::CommittedAt && *at > q.as_of);
+        if !current {
+            return false;
+        }
+        match &q.after {
+            None => true,
+            Some(pos) => match (r.published_at, pos.published_at) {
+                (Some(a), Some(p)) => a > p || (a == p && r.id > pos.id),
+                (None, Some(_)) => true,
+                (Some(_), None) => false,
+                (None, None) => r.id > pos.id,
+            },
+        }
+    }
+
+    /// The first `limit + 1` rows of `q` for `ciks`, read through the access index.
+    async fn fetch_indexed(
+        &self,
+        access: &AccessIndex,
+        q: &NewsQuery,
+        ciks: &[String],
+    ) -> Result<Vec<NewsRow>> {
+        let by_pub = q.visible_by == VisibleBy::PublishedAt;
+        let mut lower = match &q.after {
+            Some(Position {
+                published_at: Some(p),
+                ..
+            }) => Some(p.micros()),
+            _ => None,
+        };
+        if by_pub && let Some(s) = q.start {
+            lower = Some(lower.map_or(s.micros() + 1, |l| l.max(s.micros() + 1)));
+        }
+        let bounds = Bounds {
+            lower,
+            upper: by_pub.then(|| q.as_of.micros()),
+            dated_only: by_pub,
+            after_nulls: matches!(
+                q.after,
+                Some(Position {
+                    published_at: None,
+                    ..
+                })
+            ),
+        };
+        let keep = |r: &NewsRow| self.keeps(q, r);
+        let mut rows = Vec::new();
+        for cik in ciks {
+            rows.extend(
+                access
+                    .first_rows(
+                        &self.store,
+                        q.source,
+                        q.lane,
+                        cik,
+                        bounds,
+                        q.limit + 1,
+                        &keep,
+                    )
+                    .await?,
+            );
+        }
+        if ciks.len() > 1 {
+            rows.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+            rows.truncate(q.limit + 1);
+        }
+        Ok(rows)
+    }
+
+    /// The first `limit + 1` rows of `q`, scanned by DataFusion over the partitions.
+    async fn fetch_scan(
+        &self,
+        q: &NewsQuery,
+        ciks: Option<&[String]>,
+        scope: Scope<'_>,
+    ) -> Result<Vec<NewsRow>> {
         let clock = q.visible_by.as_str();
         let files: Vec<String> = self
             .manifest
@@ -330,19 +489,15 @@ impl Corpus {
             })
             .map(|p| self.url_of(p))
             .collect();
-        if files.is_empty() || ciks.as_ref().is_some_and(Vec::is_empty) {
-            return Ok(Answer::Page {
-                rows: vec![],
-                next: None,
-                coverage,
-            });
+        if files.is_empty() || ciks.is_some_and(<[String]>::is_empty) {
+            return Ok(vec![]);
         }
         let c = col(clock);
         let mut pred = c.clone().is_not_null().and(c.clone().lt_eq(ts(q.as_of)));
         if let Some(start) = q.start {
             pred = pred.and(c.gt(ts(start)));
         }
-        if let Some(ciks) = &ciks {
+        if let Some(ciks) = ciks {
             pred =
                 pred.and(col("cik").in_list(ciks.iter().map(|c| lit(c.clone())).collect(), false));
         }
@@ -378,25 +533,7 @@ impl Corpus {
         for b in df.collect().await? {
             rows.extend(from_batch(&b)?);
         }
-        let next = if rows.len() > q.limit {
-            rows.truncate(q.limit);
-            rows.last().map(|r| Position {
-                published_at: r.published_at,
-                id: r.id.clone(),
-            })
-        } else {
-            None
-        };
-        for r in &rows {
-            if let Some(d) = r.partition_day() {
-                coverage.touch(day_key(r.source_id, d));
-            }
-        }
-        Ok(Answer::Page {
-            rows,
-            next,
-            coverage,
-        })
+        Ok(rows)
     }
 
     /// One record by id, as of a cut on a clock.
@@ -406,23 +543,20 @@ impl Corpus {
         as_of: Instant,
         visible_by: VisibleBy,
     ) -> Result<RecordLookup> {
-        let files: Vec<String> = self
-            .manifest
-            .partitions
-            .iter()
-            .map(|p| self.url_of(p))
-            .collect();
-        if files.is_empty() {
-            return Ok(RecordLookup::NotFound);
-        }
-        let df = self
-            .read(files)
-            .await?
-            .filter(col("id").eq(lit(id.to_owned())))?;
-        let mut revisions = Vec::new();
-        for b in df.collect().await? {
-            revisions.extend(from_batch(&b)?);
-        }
+        let mut revisions = match self.access() {
+            // EDGAR ids are `<accession>_<cik>`: the CIK names the runs that can hold the id.
+            Some(a) if a.covers_all(&self.manifest) => match id.rsplit_once('_') {
+                Some((_, cik)) if normalize_cik(cik).as_deref() == Some(cik) => {
+                    a.revisions(&self.store, cik, id).await?
+                }
+                _ => vec![],
+            },
+            _ => self.scan_revisions(id).await?,
+        };
+        // Oldest commit first, so the first current revision found is the one in force.
+        revisions.sort_by(|a, b| {
+            (a.committed_at, &a.revision_id).cmp(&(b.committed_at, &b.revision_id))
+        });
         if revisions.is_empty() {
             return Ok(RecordLookup::NotFound);
         }
@@ -440,6 +574,28 @@ impl Corpus {
             Some(r) if r.visible_at(as_of, visible_by) => RecordLookup::Visible(Box::new(r)),
             _ => RecordLookup::NotYetVisible,
         })
+    }
+
+    /// Every stored revision of one record id, scanned by DataFusion over all partitions.
+    async fn scan_revisions(&self, id: &str) -> Result<Vec<NewsRow>> {
+        let files: Vec<String> = self
+            .manifest
+            .partitions
+            .iter()
+            .map(|p| self.url_of(p))
+            .collect();
+        if files.is_empty() {
+            return Ok(vec![]);
+        }
+        let df = self
+            .read(files)
+            .await?
+            .filter(col("id").eq(lit(id.to_owned())))?;
+        let mut revisions = Vec::new();
+        for b in df.collect().await? {
+            revisions.extend(from_batch(&b)?);
+        }
+        Ok(revisions)
     }
 
     /// Coverage certificates, paged by `(source, lane, date)`.

@@ -70,6 +70,70 @@ pub enum DayStatus {
     Missing,
 }
 
+/// Per-day certification facts of one source-lane over its span, computed once per loaded
+/// version: a coverage decision then reads a dense array instead of walking the
+/// certification and partition lists for every day a cut needs.
+#[derive(Debug, Clone)]
+pub struct DayTable {
+    first: Day,
+    /// Earliest `certified_at` (µs) of a certification covering each day of the span;
+    /// `i64::MAX` for a day no certification covers.
+    earliest: Vec<i64>,
+    /// Whether every row of each day carries `available_at`.
+    available: Vec<bool>,
+    /// `uncovered[i]`: days before offset `i` that no certification covers.
+    uncovered: Vec<u32>,
+}
+
+impl DayTable {
+    /// The table of a source-lane, or `None` when nothing of it is certified.
+    pub fn build(manifest: &Manifest, source: SourceId, lane: Lane) -> Option<Self> {
+        let span = manifest.span(source, lane)?;
+        let len = (span.last.days() - span.first.days() + 1) as usize;
+        let mut earliest = vec![i64::MAX; len];
+        for c in manifest
+            .certifications
+            .iter()
+            .filter(|c| c.source_id == source && c.lane == lane)
+        {
+            let from = (c.from.days() - span.first.days()).max(0) as usize;
+            let to = ((c.to.days() - span.first.days()) as usize).min(len - 1);
+            for e in &mut earliest[from..=to] {
+                *e = (*e).min(c.certified_at.micros());
+            }
+        }
+        let mut available = vec![true; len];
+        for p in manifest
+            .partitions
+            .iter()
+            .filter(|p| p.source_id == source && p.lane == lane)
+        {
+            let off = p.date.days() - span.first.days();
+            if off >= 0 && (off as usize) < len {
+                available[off as usize] =
+                    p.clocks.get("available_at").is_some_and(|s| s.nulls == 0);
+            }
+        }
+        let mut uncovered = Vec::with_capacity(len + 1);
+        uncovered.push(0);
+        for e in &earliest {
+            let last = *uncovered.last().expect("non-empty");
+            uncovered.push(last + u32::from(*e == i64::MAX));
+        }
+        Some(DayTable {
+            first: span.first,
+            earliest,
+            available,
+            uncovered,
+        })
+    }
+
+    fn offset(&self, day: Day) -> Option<usize> {
+        let off = day.days() - self.first.days();
+        (off >= 0 && (off as usize) < self.earliest.len()).then_some(off as usize)
+    }
+}
+
 /// Coverage view of one source-lane.
 #[derive(Debug)]
 pub struct SourceCoverage<'a> {
@@ -77,6 +141,7 @@ pub struct SourceCoverage<'a> {
     source: SourceId,
     lane: Lane,
     scope: Scope<'a>,
+    table: Option<&'a DayTable>,
     first: Option<Day>,
     last: Option<Day>,
     frontier: Option<String>,
@@ -105,10 +170,17 @@ impl<'a> SourceCoverage<'a> {
             source,
             lane,
             scope,
+            table: None,
             first,
             last,
             frontier,
         }
+    }
+
+    /// Uses a precomputed table of this source-lane (the corpus keeps one per loaded version).
+    pub fn with_table(mut self, table: Option<&'a DayTable>) -> Self {
+        self.table = table.filter(|_| matches!(self.scope, Scope::Corpus));
+        self
     }
 
     pub fn frontier_key(&self) -> Option<&str> {
@@ -129,6 +201,16 @@ impl<'a> SourceCoverage<'a> {
                     DayStatus::Certified
                 } else {
                     DayStatus::Missing
+                }
+            }
+            Scope::Corpus if self.table.is_some() => {
+                let table = self.table.expect("checked");
+                match table.offset(day).map(|o| table.earliest[o]) {
+                    None | Some(i64::MAX) => DayStatus::Missing,
+                    Some(at) if visible_by == VisibleBy::CommittedAt && at > as_of.micros() => {
+                        DayStatus::CertifiedLater
+                    }
+                    Some(_) => DayStatus::Certified,
                 }
             }
             Scope::Corpus => {
@@ -152,6 +234,11 @@ impl<'a> SourceCoverage<'a> {
 
     /// Whether rows of `day` all carry `available_at` (a day without rows trivially does).
     fn has_availability(&self, day: Day) -> bool {
+        if let Some(t) = self.table
+            && let Some(o) = t.offset(day)
+        {
+            return t.available[o];
+        }
         self.manifest
             .partitions
             .iter()
@@ -175,6 +262,16 @@ impl<'a> SourceCoverage<'a> {
             return cov;
         }
         let mut day = from.max(first);
+        // Fast path: on the publication clock, a range inside the span with no uncovered day
+        // is complete without a walk.
+        if let Some(t) = self.table
+            && visible_by == VisibleBy::PublishedAt
+            && let (Some(a), Some(b)) = (t.offset(day), t.offset(to))
+            && t.uncovered[b + 1] == t.uncovered[a]
+        {
+            cov.touch(day_key(self.source, to));
+            return cov;
+        }
         while day <= to {
             if self.status(day, visible_by, as_of) != DayStatus::Certified {
                 cov.miss(day_key(self.source, day));
@@ -354,5 +451,29 @@ mod tests {
             .missing,
             vec!["sec.edgar/2026-01-05"]
         );
+    }
+
+    #[test]
+    fn the_day_table_decides_exactly_as_the_certification_walk() {
+        let m = manifest(&[
+            ("2026-01-01", "2026-01-10", "2026-01-11T00:00:00Z"),
+            ("2026-01-05", "2026-01-20", "2026-01-21T00:00:00Z"),
+            ("2026-01-25", "2026-02-03", "2026-02-04T00:00:00Z"),
+            ("2026-02-01", "2026-02-01", "2026-01-15T00:00:00Z"),
+        ]);
+        let table = DayTable::build(&m, SourceId::SecEdgar, Lane::CertifiedPit);
+        assert!(table.is_some());
+        let plain = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus);
+        let fast = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus)
+            .with_table(table.as_ref());
+        let start = day("2025-12-28").start().micros();
+        for h in (0..50 * 24).step_by(7) {
+            let at = Instant::from_micros(start + h * 3_600_000_000);
+            for by in [VisibleBy::PublishedAt, VisibleBy::AvailableAt, VisibleBy::CommittedAt] {
+                assert_eq!(plain.cut(by, at), fast.cut(by, at), "cut at {at} by {by:?}");
+                let from = Instant::from_micros(at.micros() - 5 * 86_400_000_000);
+                assert_eq!(plain.window(by, from, at), fast.window(by, from, at));
+            }
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! The engine knows nothing of HTTP. The server maps its answers to envelopes; offline
 //! analysts call it through `asof query` and `asof sql`. See ARCHITECTURE.md for the map.
 
+pub mod access;
 pub mod clock;
 pub mod corpus;
 pub mod coverage;

@@ -4,7 +4,7 @@
 //! crash are unreferenced (content-addressed, so a retry rewrites the same paths with the same
 //! bytes) and nothing published is ever rewritten in place.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -13,6 +13,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 
+use crate::access;
 use crate::clock::{Day, Instant, Lane, SourceId};
 use crate::error::{Error, Result};
 use crate::identity::IdentityFile;
@@ -154,7 +155,12 @@ pub async fn publish_with_hook(
         added += 1;
     }
 
-    // Step 1: partitions (and identity) objects.
+    // Step 1: partitions, access files and identity objects.
+    let mut groups: HashSet<(SourceId, Lane, i32)> = new_by_day
+        .keys()
+        .filter(|(s, ..)| *s == SourceId::SecEdgar)
+        .map(|&(s, l, d)| (s, l, d.to_date().year()))
+        .collect();
     for ((source, lane, day), mut rows) in new_by_day {
         if let Some(old) = parent_rows.remove(&(source, lane, day)) {
             rows.extend(old);
@@ -168,6 +174,19 @@ pub async fn publish_with_hook(
     manifest
         .partitions
         .sort_by(|a, b| (a.source_id, a.lane, a.date).cmp(&(b.source_id, b.lane, b.date)));
+    // Access files of the years this publish touched, and of any year that has none yet (a
+    // corpus published before access files existed gets them on its next publish).
+    for p in &manifest.partitions {
+        if let Some((s, l, y)) = access::group_of(p)
+            && !manifest
+                .access
+                .iter()
+                .any(|e| e.path.starts_with(&access::group_dir(s, l, y)))
+        {
+            groups.insert((s, l, y));
+        }
+    }
+    access::derive(store, &mut manifest, &groups).await?;
     if let Some(identity) = changes.identity {
         manifest.identity = vec![write_identity(store, &identity).await?];
     }
@@ -221,6 +240,29 @@ pub async fn publish_with_hook(
         rows_added: added,
         rows_unchanged: unchanged,
     })
+}
+
+/// The last two publish steps for writers that store their objects themselves (the bench
+/// corpus generator streams partitions day by day): puts `manifest` in canonical order with
+/// spans derived from its certifications, then moves the pointer to it.
+pub async fn publish_manifest(store: &CorpusStore, mut manifest: Manifest) -> Result<String> {
+    manifest
+        .partitions
+        .sort_by(|a, b| (a.source_id, a.lane, a.date).cmp(&(b.source_id, b.lane, b.date)));
+    manifest.certifications.sort_by(|a, b| {
+        (a.source_id, a.lane, a.from, a.to, a.certified_at).cmp(&(
+            b.source_id,
+            b.lane,
+            b.from,
+            b.to,
+            b.certified_at,
+        ))
+    });
+    manifest.spans = derive_spans(&manifest.certifications);
+    manifest.access.sort_by(|a, b| a.path.cmp(&b.path));
+    let version = store.put_manifest(&manifest).await?;
+    store.set_pointer(&version).await?;
+    Ok(version)
 }
 
 /// Parquet writer settings shared by partitions: snappy, statistics per page, the offset index,
