@@ -26,15 +26,15 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Schema};
 use bytes::Bytes;
+use futures::FutureExt;
 use futures::TryStreamExt;
+use futures::future::BoxFuture;
 use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
 };
-use futures::FutureExt;
-use futures::future::BoxFuture;
-use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{KeyValue, PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
@@ -94,7 +94,14 @@ fn data_properties() -> WriterProperties {
         .set_write_batch_size(BLOCK_ROWS)
         .set_dictionary_enabled(false)
         .set_created_by("asof".into());
-    for c in ["source_id", "lane", "form", "availability_basis", "cik", "entity_id"] {
+    for c in [
+        "source_id",
+        "lane",
+        "form",
+        "availability_basis",
+        "cik",
+        "entity_id",
+    ] {
         b = b.set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from(c), true);
     }
     b.build()
@@ -294,10 +301,7 @@ pub async fn derive(
         }
         fresh.extend(write_group(store, g, rows).await?);
     }
-    let dirs: Vec<String> = groups
-        .iter()
-        .map(|&(s, l, y)| group_dir(s, l, y))
-        .collect();
+    let dirs: Vec<String> = groups.iter().map(|&(s, l, y)| group_dir(s, l, y)).collect();
     manifest
         .access
         .retain(|e| !dirs.iter().any(|d| e.path.starts_with(d.as_str())));
@@ -445,7 +449,10 @@ impl AccessIndex {
             .unwrap_or_default();
         let get = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
         if get(META_DATA_SHA).as_deref() != Some(data_sha) {
-            return Err(Error::integrity(path, "sidecar names another clustered file"));
+            return Err(Error::integrity(
+                path,
+                "sidecar names another clustered file",
+            ));
         }
         let sup: Vec<(String, i64)> =
             serde_json::from_str(&get(META_SUPERSESSIONS).unwrap_or_else(|| "[]".into()))?;
@@ -615,9 +622,9 @@ impl AccessIndex {
                 }
                 let nb = s.fences.len();
                 // Block k holds dated rows [128k, 128(k+1)); its first row has fence k.
-                let k_lo = bounds
-                    .lower
-                    .map_or(0, |lo| s.fences.partition_point(|&f| f < lo).saturating_sub(1));
+                let k_lo = bounds.lower.map_or(0, |lo| {
+                    s.fences.partition_point(|&f| f < lo).saturating_sub(1)
+                });
                 let k_hi = bounds
                     .upper
                     .map_or(nb, |hi| s.fences.partition_point(|&f| f <= hi));
@@ -701,7 +708,13 @@ fn external(e: object_store::Error) -> ParquetError {
 
 impl AsyncFileReader for ObjectReader {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        async move { self.store.get_range(&self.path, range).await.map_err(external) }.boxed()
+        async move {
+            self.store
+                .get_range(&self.path, range)
+                .await
+                .map_err(external)
+        }
+        .boxed()
     }
 
     fn get_byte_ranges(
@@ -820,8 +833,18 @@ mod tests {
             rows.push(r);
         }
         let certs = vec![
-            cert(Lane::CertifiedPit, "2024-11-01", "2025-03-31", "2024-10-01T00:00:00Z"),
-            cert(Lane::ForwardFirstSeen, "2024-11-01", "2025-03-31", "2024-10-01T00:00:00Z"),
+            cert(
+                Lane::CertifiedPit,
+                "2024-11-01",
+                "2025-03-31",
+                "2024-10-01T00:00:00Z",
+            ),
+            cert(
+                Lane::ForwardFirstSeen,
+                "2024-11-01",
+                "2025-03-31",
+                "2024-10-01T00:00:00Z",
+            ),
         ];
         let dir = tempfile::tempdir().unwrap();
         let store = CorpusStore::local(dir.path()).unwrap();
@@ -841,7 +864,9 @@ mod tests {
         for r in &rows {
             if rng.below(12) == 0 {
                 let mut c = r.clone();
-                c.published_at = c.published_at.map(|p| Instant::from_micros(p.micros() + 3_600_000_000));
+                c.published_at = c
+                    .published_at
+                    .map(|p| Instant::from_micros(p.micros() + 3_600_000_000));
                 c.committed_at = Some(instant(&mut rng).max(r.committed_at.unwrap()));
                 corrected.push(c);
             }
@@ -859,7 +884,9 @@ mod tests {
         (dir, store, rows)
     }
 
-    fn page(a: Answer<NewsRow>) -> Option<(Vec<(String, String)>, Option<crate::corpus::Position>)> {
+    fn page(
+        a: Answer<NewsRow>,
+    ) -> Option<(Vec<(String, String)>, Option<crate::corpus::Position>)> {
         match a {
             Answer::Page { rows, next, .. } => Some((
                 rows.into_iter().map(|r| (r.id, r.revision_id)).collect(),
@@ -879,14 +906,23 @@ mod tests {
         assert!(index.covers(SourceId::SecEdgar, Lane::CertifiedPit));
         assert!(index.covers(SourceId::SecEdgar, Lane::ForwardFirstSeen));
         assert!(
-            fast.manifest().access.iter().filter(|e| e.kind == KIND_CLUSTERED).count() >= 4,
+            fast.manifest()
+                .access
+                .iter()
+                .filter(|e| e.kind == KIND_CLUSTERED)
+                .count()
+                >= 4,
             "two years in two lanes"
         );
 
         let mut rng = Rng(0x5eed_0002);
         let mut compared_rows = 0usize;
         for _ in 0..120 {
-            let lane = if rng.below(3) == 0 { Lane::ForwardFirstSeen } else { Lane::CertifiedPit };
+            let lane = if rng.below(3) == 0 {
+                Lane::ForwardFirstSeen
+            } else {
+                Lane::CertifiedPit
+            };
             let visible_by = match (lane, rng.below(3)) {
                 (_, 0) => VisibleBy::PublishedAt,
                 (Lane::ForwardFirstSeen, 1) => VisibleBy::AvailableAt,
@@ -896,7 +932,11 @@ mod tests {
             let start = (rng.below(3) == 0).then(|| {
                 Instant::from_micros(as_of.micros() - 1 - rng.below(20 * 86_400) as i64 * 1_000_000)
             });
-            let cik = if rng.below(15) == 0 { "999".to_owned() } else { CIKS[rng.below(5) as usize].to_owned() };
+            let cik = if rng.below(15) == 0 {
+                "999".to_owned()
+            } else {
+                CIKS[rng.below(5) as usize].to_owned()
+            };
             let mut q = NewsQuery {
                 source: SourceId::SecEdgar,
                 lane,
@@ -919,11 +959,18 @@ mod tests {
                 }
             }
         }
-        assert!(compared_rows > 2_000, "the queries returned rows ({compared_rows})");
+        assert!(
+            compared_rows > 2_000,
+            "the queries returned rows ({compared_rows})"
+        );
 
         for _ in 0..150 {
             let id = &rows[rng.below(rows.len() as u64) as usize].id;
-            let id = if rng.below(20) == 0 { "0000000001-25-999999_1".to_owned() } else { id.clone() };
+            let id = if rng.below(20) == 0 {
+                "0000000001-25-999999_1".to_owned()
+            } else {
+                id.clone()
+            };
             let as_of = instant(&mut rng);
             for by in [VisibleBy::PublishedAt, VisibleBy::CommittedAt] {
                 let show = |l: RecordLookup| match l {
@@ -944,25 +991,68 @@ mod tests {
     async fn unchanged_years_keep_their_access_objects_across_publishes() {
         let dir = tempfile::tempdir().unwrap();
         let store = CorpusStore::local(dir.path()).unwrap();
-        let certs = vec![cert(Lane::CertifiedPit, "2024-12-01", "2025-01-31", "2024-10-01T00:00:00Z")];
+        let certs = vec![cert(
+            Lane::CertifiedPit,
+            "2024-12-01",
+            "2025-01-31",
+            "2024-10-01T00:00:00Z",
+        )];
         let first = vec![
-            edgar("0000000001-24-000001", "1", Some("2024-12-10T15:00:00Z"), "2025-02-01T00:00:00Z"),
-            edgar("0000000001-25-000001", "1", Some("2025-01-10T15:00:00Z"), "2025-02-01T00:00:00Z"),
+            edgar(
+                "0000000001-24-000001",
+                "1",
+                Some("2024-12-10T15:00:00Z"),
+                "2025-02-01T00:00:00Z",
+            ),
+            edgar(
+                "0000000001-25-000001",
+                "1",
+                Some("2025-01-10T15:00:00Z"),
+                "2025-02-01T00:00:00Z",
+            ),
         ];
-        publish(&store, ChangeSet { rows: first, certifications: certs, ..Default::default() }, t("2025-02-01T00:00:00Z"))
-            .await
-            .unwrap();
+        publish(
+            &store,
+            ChangeSet {
+                rows: first,
+                certifications: certs,
+                ..Default::default()
+            },
+            t("2025-02-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
         let (_, m1) = store.current().await.unwrap();
-        let later = vec![edgar("0000000001-25-000002", "1", Some("2025-01-20T15:00:00Z"), "2025-02-02T00:00:00Z")];
-        publish(&store, ChangeSet { rows: later, ..Default::default() }, t("2025-02-02T00:00:00Z"))
-            .await
-            .unwrap();
+        let later = vec![edgar(
+            "0000000001-25-000002",
+            "1",
+            Some("2025-01-20T15:00:00Z"),
+            "2025-02-02T00:00:00Z",
+        )];
+        publish(
+            &store,
+            ChangeSet {
+                rows: later,
+                ..Default::default()
+            },
+            t("2025-02-02T00:00:00Z"),
+        )
+        .await
+        .unwrap();
         let (_, m2) = store.current().await.unwrap();
         let year = |m: &Manifest, y: &str| -> Vec<String> {
-            m.access.iter().filter(|e| e.path.contains(&format!("/{y}/"))).map(|e| e.path.clone()).collect()
+            m.access
+                .iter()
+                .filter(|e| e.path.contains(&format!("/{y}/")))
+                .map(|e| e.path.clone())
+                .collect()
         };
         assert_eq!(year(&m1, "2024"), year(&m2, "2024"), "2024 was not touched");
-        assert_ne!(year(&m1, "2025"), year(&m2, "2025"), "2025 was derived again");
+        assert_ne!(
+            year(&m1, "2025"),
+            year(&m2, "2025"),
+            "2025 was derived again"
+        );
         assert_eq!(m2.access.iter().map(|e| e.row_count).max(), Some(2));
         crate::verify::verify(&store, None).await.unwrap();
     }

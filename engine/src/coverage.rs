@@ -469,7 +469,11 @@ mod tests {
         let start = day("2025-12-28").start().micros();
         for h in (0..50 * 24).step_by(7) {
             let at = Instant::from_micros(start + h * 3_600_000_000);
-            for by in [VisibleBy::PublishedAt, VisibleBy::AvailableAt, VisibleBy::CommittedAt] {
+            for by in [
+                VisibleBy::PublishedAt,
+                VisibleBy::AvailableAt,
+                VisibleBy::CommittedAt,
+            ] {
                 assert_eq!(plain.cut(by, at), fast.cut(by, at), "cut at {at} by {by:?}");
                 let from = Instant::from_micros(at.micros() - 5 * 86_400_000_000);
                 assert_eq!(plain.window(by, from, at), fast.window(by, from, at));

@@ -7,6 +7,7 @@
 pub mod edgar;
 pub mod error;
 pub mod sample;
+pub mod synthetic;
 pub mod tickers;
 
 pub use error::{Error, Result};

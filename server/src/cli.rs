@@ -36,6 +36,9 @@ pub enum Command {
     Verify(CorpusArg),
     /// Rebuild the shipped sample corpus from its raw files; prints the corpus_version last.
     BuildSample(BuildSampleArgs),
+    /// Write a synthetic EDGAR-like corpus for benchmarks (deterministic by seed); prints the
+    /// corpus_version last.
+    BenchCorpus(BenchCorpusArgs),
     /// Run the HTTP service.
     Serve(ServeArgs),
     /// Manage API keys (operators and tests).
@@ -169,12 +172,38 @@ pub struct BuildSampleArgs {
     pub sources: Option<PathBuf>,
 }
 
+#[derive(Debug, Args)]
+pub struct BenchCorpusArgs {
+    /// Filing rows to generate (corrections add about one revision per thousand on top).
+    #[arg(long, env = "ASOF_BENCH_ROWS")]
+    pub rows: u64,
+    /// Consecutive UTC days, ending on --last-day.
+    #[arg(long, env = "ASOF_BENCH_DAYS")]
+    pub days: u32,
+    /// Distinct filers (CIKs), drawn with Zipf skew.
+    #[arg(long, env = "ASOF_BENCH_CIKS")]
+    pub ciks: u32,
+    #[arg(long, env = "ASOF_BENCH_SEED", default_value_t = 1)]
+    pub seed: u64,
+    /// The last day of the corpus (its last two days are left uncertified).
+    #[arg(
+        long = "last-day",
+        env = "ASOF_BENCH_LAST_DAY",
+        default_value = "2026-01-31"
+    )]
+    pub last_day: String,
+    /// Where to write the corpus (an empty directory, or an object-store URL).
+    #[arg(long, env = "ASOF_BENCH_OUT")]
+    pub out: String,
+}
+
 pub async fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Query(a) => query(a).await,
         Command::Sql(a) => sql(a).await,
         Command::Verify(a) => verify(a).await,
         Command::BuildSample(a) => build_sample(a).await,
+        Command::BenchCorpus(a) => bench_corpus(a).await,
         Command::Serve(a) => serve(a).await,
         Command::Keys(KeysCommand::Create(a)) => keys_create(a).await,
     };
@@ -391,6 +420,42 @@ async fn build_sample(a: BuildSampleArgs) -> CliResult {
         p.rows_added, p.rows_unchanged
     );
     println!("{}", p.version);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn bench_corpus(a: BenchCorpusArgs) -> CliResult {
+    let last_day = asof_engine::Day::parse_param("last-day", &a.last_day)?;
+    let store = CorpusStore::open(&a.out)?;
+    if store.current_version().await?.is_some() {
+        return Err(format!("{} already holds a corpus; give an empty --out", a.out).into());
+    }
+    let spec = asof_ingest::synthetic::Spec {
+        rows: a.rows,
+        days: a.days,
+        ciks: a.ciks,
+        seed: a.seed,
+        last_day,
+    };
+    let bar = indicatif::ProgressBar::new(a.rows);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:40}] {human_pos}/{human_len} rows ({per_sec}, eta {eta})",
+        )?
+        .progress_chars("=> "),
+    );
+    let started = std::time::Instant::now();
+    let built =
+        asof_ingest::synthetic::build(&store, &spec, &|done| bar.set_position(done)).await?;
+    bar.finish_and_clear();
+    eprintln!(
+        "wrote {} rows in {} partitions ({} uncertified days, {} certified empty days) in {:.1} s",
+        built.rows,
+        built.partitions,
+        built.hole_days,
+        built.empty_certified_days,
+        started.elapsed().as_secs_f64()
+    );
+    println!("{}", built.version);
     Ok(ExitCode::SUCCESS)
 }
 

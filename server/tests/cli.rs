@@ -93,10 +93,9 @@ fn verify_fails_on_a_corrupted_copy_and_names_the_partition() {
             .map(|p| p["path"].as_str().unwrap().to_owned()),
     )
     .chain(
-        manifest["identity"]
-            .as_array()
-            .unwrap()
+        ["identity", "access"]
             .iter()
+            .flat_map(|k| manifest[*k].as_array().unwrap().iter())
             .map(|p| p["path"].as_str().unwrap().to_owned()),
     ) {
         let to = copy.path().join(&entry);
@@ -307,4 +306,76 @@ fn sql_refuses_statements_that_are_not_read_only() {
     ]);
     assert!(o.status.success());
     assert!(stdout(&o).starts_with("n\n"));
+}
+
+#[test]
+fn bench_corpus_is_deterministic_by_seed_and_answers_queries() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let build = |dir: &tempfile::TempDir| {
+        let args = [
+            "bench-corpus",
+            "--rows",
+            "3000",
+            "--days",
+            "90",
+            "--ciks",
+            "40",
+            "--seed",
+            "5",
+            "--out",
+            dir.path().to_str().unwrap(),
+        ];
+        let o = asof(&args);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        stdout(&o).lines().last().unwrap().to_owned()
+    };
+    let version = build(&a);
+    assert!(version.starts_with("sha256:"), "{version}");
+    assert_eq!(
+        build(&b),
+        version,
+        "same spec and seed, same corpus_version"
+    );
+    let corpus = a.path().to_str().unwrap();
+    assert!(asof(&["verify", "--corpus", corpus]).status.success());
+    // The top-ranked filer (CIK 1000) has rows; the last two days are uncertified (exit 3).
+    let o = asof(&[
+        "query",
+        "--corpus",
+        corpus,
+        "--cik",
+        "1000",
+        "--as-of",
+        "2026-01-29T23:00:00Z",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let body: Value = serde_json::from_str(&stdout(&o)).unwrap();
+    assert!(body["count"].as_u64().unwrap() > 0, "{body}");
+    let o = asof(&[
+        "query",
+        "--corpus",
+        corpus,
+        "--cik",
+        "1000",
+        "--as-of",
+        "2026-01-31T12:00:00Z",
+    ]);
+    assert_eq!(
+        o.status.code(),
+        Some(3),
+        "a cut on an uncertified day is a hole"
+    );
+    // A second build into a corpus that already holds one is refused, not merged.
+    let o = asof(&[
+        "bench-corpus",
+        "--rows",
+        "10",
+        "--days",
+        "5",
+        "--ciks",
+        "2",
+        "--out",
+        corpus,
+    ]);
+    assert_eq!(o.status.code(), Some(1));
 }

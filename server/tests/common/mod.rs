@@ -49,6 +49,7 @@ pub async fn copy_of_sample_corpus_into(dir: &Path) -> CorpusStore {
         .iter()
         .map(|p| p.path.clone())
         .chain(m.identity.iter().map(|e| e.path.clone()))
+        .chain(m.access.iter().map(|e| e.path.clone()))
     {
         dst.put_immutable(&p, src.get(&p).await.unwrap())
             .await
