@@ -31,11 +31,11 @@ use futures::TryStreamExt;
 use futures::future::BoxFuture;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
-use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::{
     ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
 };
 use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
+use parquet::arrow::{ArrowWriter, ProjectionMask};
 use parquet::errors::ParquetError;
 use parquet::file::metadata::{KeyValue, PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
@@ -538,6 +538,46 @@ impl AccessIndex {
         file: u32,
         ranges: &[Range<u64>],
     ) -> Result<Vec<NewsRow>> {
+        let batches = self.read_batches(store, file, ranges, None).await?;
+        let mut rows = Vec::new();
+        for b in &batches {
+            rows.extend(from_batch(b)?);
+        }
+        Ok(rows)
+    }
+
+    /// The `id` column of the given row ranges, as `(row number in file, id)`.
+    async fn read_ids(
+        &self,
+        store: &CorpusStore,
+        file: u32,
+        ranges: &[Range<u64>],
+    ) -> Result<Vec<(u64, String)>> {
+        let schema = self.files[file as usize].meta.parquet_schema();
+        let id = schema
+            .columns()
+            .iter()
+            .position(|c| c.name() == "id")
+            .ok_or_else(|| Error::integrity("access file", "no id column"))?;
+        let mask = ProjectionMask::leaves(schema, [id]);
+        let batches = self.read_batches(store, file, ranges, Some(mask)).await?;
+        let positions = ranges.iter().flat_map(|r| r.clone());
+        let mut ids = Vec::new();
+        for b in &batches {
+            let a = col::<StringArray>(b, 0)
+                .ok_or_else(|| Error::integrity("access file", "id is not utf8"))?;
+            ids.extend((0..b.num_rows()).map(|i| a.value(i).to_owned()));
+        }
+        Ok(positions.zip(ids).collect())
+    }
+
+    async fn read_batches(
+        &self,
+        store: &CorpusStore,
+        file: u32,
+        ranges: &[Range<u64>],
+        projection: Option<ProjectionMask>,
+    ) -> Result<Vec<RecordBatch>> {
         let f = &self.files[file as usize];
         let starts = &f.group_starts;
         // Row groups overlapping any range, and the ranges rebased onto those groups.
@@ -572,17 +612,15 @@ impl AccessIndex {
             path: f.path.clone(),
             size: f.bytes,
         };
-        let stream = ParquetRecordBatchStreamBuilder::new_with_metadata(reader, f.meta.clone())
-            .with_row_groups(groups)
-            .with_row_selection(selection)
-            .with_batch_size(8192)
-            .build()?;
-        let batches: Vec<RecordBatch> = stream.try_collect().await?;
-        let mut rows = Vec::new();
-        for b in &batches {
-            rows.extend(from_batch(b)?);
+        let mut builder =
+            ParquetRecordBatchStreamBuilder::new_with_metadata(reader, f.meta.clone())
+                .with_row_groups(groups)
+                .with_row_selection(selection)
+                .with_batch_size(8192);
+        if let Some(mask) = projection {
+            builder = builder.with_projection(mask);
         }
-        Ok(rows)
+        Ok(builder.build()?.try_collect().await?)
     }
 
     /// The first rows of one CIK, in answer order, that `keep` accepts: at most `want`.
@@ -681,13 +719,18 @@ impl AccessIndex {
         let mut out = Vec::new();
         for (source, lane) in lanes {
             for s in self.slots(source, lane, cik) {
-                let r = s.start..s.start + u64::from(s.dated) + u64::from(s.nulls);
-                out.extend(
-                    self.read_rows(store, s.file, &[r])
-                        .await?
-                        .into_iter()
-                        .filter(|r| r.id == id),
-                );
+                // The id column alone finds the rows; only those are read whole.
+                let run = s.start..s.start + u64::from(s.dated) + u64::from(s.nulls);
+                let hits: Vec<Range<u64>> = self
+                    .read_ids(store, s.file, &[run])
+                    .await?
+                    .into_iter()
+                    .filter(|(_, i)| i == id)
+                    .map(|(at, _)| at..at + 1)
+                    .collect();
+                if !hits.is_empty() {
+                    out.extend(self.read_rows(store, s.file, &hits).await?);
+                }
             }
         }
         Ok(out)
