@@ -24,7 +24,7 @@ db="sqlite://$work/state.db"
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
 
 for i in $(seq 1 128); do
-  "$bin" keys create --database-url "$db" --email "load$i@example.com" --plan desk | tail -1
+  "$bin" keys create --database-url "$db" --email "load$i@example.com" --plan desk 2>/dev/null | tail -1
 done >"$work/keys.txt"
 
 ASOF_LOG=warn "$bin" serve --corpus "$corpus" --listen "127.0.0.1:$port" --database-url "$db" \

@@ -47,7 +47,7 @@ ASOF_BENCH_CORPUS="$corpus" cargo bench --locked -p asof-bench --bench engine 2>
 venv="$target/bench-venv"
 if [ ! -x "$venv/bin/python" ]; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install --quiet --disable-pip-version-check duckdb==1.4.4
+  "$venv/bin/pip" install --quiet --disable-pip-version-check duckdb==1.4.4 pytz
 fi
 "$venv/bin/python" benches/duckdb_compare.py "$corpus" "$out/queries.jsonl" --per-size 20 |
   tee "$out/duckdb.md"

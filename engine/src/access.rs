@@ -314,6 +314,7 @@ pub async fn derive(
 struct AccessFile {
     path: Path,
     bytes: u64,
+    local: Option<Arc<std::fs::File>>,
     meta: ArrowReaderMetadata,
     /// First row of each row group, plus the total at the end.
     group_starts: Vec<u64>,
@@ -394,10 +395,15 @@ impl AccessIndex {
             let file = idx.files.len() as u32;
             idx.decode_sidecar(&mut pending, &sc.path, bytes, file, group, &entry.sha256)?;
             let path = Path::from(entry.path.as_str());
+            let local = match store.local_root() {
+                Some(root) => Some(Arc::new(std::fs::File::open(root.join(&entry.path))?)),
+                None => None,
+            };
             let mut reader = ObjectReader {
                 store: store.object_store(),
                 path: path.clone(),
                 size: entry.bytes,
+                local: local.clone(),
             };
             let options = ArrowReaderOptions::new()
                 .with_column_index_policy(PageIndexPolicy::Skip)
@@ -411,6 +417,7 @@ impl AccessIndex {
             idx.files.push(AccessFile {
                 path,
                 bytes: entry.bytes,
+                local,
                 meta,
                 group_starts,
             });
@@ -611,6 +618,7 @@ impl AccessIndex {
             store: store.object_store(),
             path: f.path.clone(),
             size: f.bytes,
+            local: f.local.clone(),
         };
         let mut builder =
             ParquetRecordBatchStreamBuilder::new_with_metadata(reader, f.meta.clone())
@@ -669,7 +677,10 @@ impl AccessIndex {
                 let mut k = k_lo;
                 while k < k_hi {
                     let need = want.saturating_sub(out.len());
-                    let blocks = (need / BLOCK_ROWS + 2).max(1);
+                    // Enough blocks for the rows still wanted, plus one when the first block may
+                    // begin before the lower bound.
+                    let blocks = need.div_ceil(BLOCK_ROWS).max(1)
+                        + usize::from(bounds.lower.is_some() && k == k_lo);
                     let k_end = (k + blocks).min(k_hi);
                     let from = s.start + (k * BLOCK_ROWS) as u64;
                     let to = s.start + ((k_end * BLOCK_ROWS) as u64).min(u64::from(s.dated));
@@ -739,10 +750,24 @@ impl AccessIndex {
 
 /// Byte-range reads of one stored file of known size, for the arrow-rs async reader. The
 /// footer is read once at open (with the offset index, without the column index).
+///
+/// Files of a local corpus are read with positional reads on a handle opened once at load:
+/// they are small page reads of files the OS keeps cached, and going through
+/// `LocalFileSystem` would open the file and hop to a blocking thread on every read. Other
+/// stores go through `object_store`.
 struct ObjectReader {
     store: Arc<dyn ObjectStore>,
     path: Path,
     size: u64,
+    local: Option<Arc<std::fs::File>>,
+}
+
+fn read_local(file: &std::fs::File, range: Range<u64>) -> parquet::errors::Result<Bytes> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; (range.end - range.start) as usize];
+    file.read_exact_at(&mut buf, range.start)
+        .map_err(|e| ParquetError::External(Box::new(e)))?;
+    Ok(Bytes::from(buf))
 }
 
 fn external(e: object_store::Error) -> ParquetError {
@@ -751,6 +776,9 @@ fn external(e: object_store::Error) -> ParquetError {
 
 impl AsyncFileReader for ObjectReader {
     fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        if let Some(f) = &self.local {
+            return futures::future::ready(read_local(f, range)).boxed();
+        }
         async move {
             self.store
                 .get_range(&self.path, range)
@@ -764,6 +792,10 @@ impl AsyncFileReader for ObjectReader {
         &mut self,
         ranges: Vec<Range<u64>>,
     ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        if let Some(f) = &self.local {
+            let out = ranges.into_iter().map(|r| read_local(f, r)).collect();
+            return futures::future::ready(out).boxed();
+        }
         async move {
             self.store
                 .get_ranges(&self.path, &ranges)

@@ -30,6 +30,8 @@ pub struct CorpusStore {
     url: Url,
     /// What to show a human (a path or a URL without credentials).
     display: String,
+    /// The root directory, when the corpus is a local directory (hot-path reads use it).
+    local_root: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for CorpusStore {
@@ -78,7 +80,9 @@ impl CorpusStore {
         std::fs::create_dir_all(dir)?;
         let dir: PathBuf = dir.canonicalize()?;
         let fs = LocalFileSystem::new_with_prefix(&dir)?;
-        Ok(Self::from_store(Arc::new(fs), dir.display().to_string()))
+        let mut store = Self::from_store(Arc::new(fs), dir.display().to_string());
+        store.local_root = Some(dir);
+        Ok(store)
     }
 
     /// Wraps any object store (tests use `InMemory`).
@@ -89,6 +93,7 @@ impl CorpusStore {
             store,
             url,
             display,
+            local_root: None,
         }
     }
 
@@ -100,6 +105,10 @@ impl CorpusStore {
     }
     pub fn display(&self) -> &str {
         &self.display
+    }
+    /// The root directory of a local corpus; `None` for object-store URLs.
+    pub fn local_root(&self) -> Option<&FsPath> {
+        self.local_root.as_deref()
     }
 
     pub async fn get(&self, path: &str) -> Result<Bytes> {
