@@ -85,26 +85,17 @@ fn data_properties() -> WriterProperties {
     // Row-group and page sizes make a 100-row page cost one or two pages per column; no
     // dictionaries on unique columns (they slow point reads), chunk statistics only (the
     // sidecar, not the column index, prunes), the offset index on (it maps rows to pages).
-    let mut b = WriterProperties::builder()
-        .set_compression(parquet::basic::Compression::SNAPPY)
-        .set_statistics_enabled(EnabledStatistics::Chunk)
-        .set_offset_index_disabled(false)
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .set_data_page_row_count_limit(BLOCK_ROWS)
-        .set_write_batch_size(BLOCK_ROWS)
-        .set_dictionary_enabled(false)
-        .set_created_by("asof".into());
-    for c in [
-        "source_id",
-        "lane",
-        "form",
-        "availability_basis",
-        "cik",
-        "entity_id",
-    ] {
-        b = b.set_column_dictionary_enabled(parquet::schema::types::ColumnPath::from(c), true);
-    }
-    b.build()
+    crate::publish::with_dictionaries(
+        WriterProperties::builder()
+            .set_compression(parquet::basic::Compression::SNAPPY)
+            .set_statistics_enabled(EnabledStatistics::Chunk)
+            .set_offset_index_disabled(false)
+            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+            .set_data_page_row_count_limit(BLOCK_ROWS)
+            .set_write_batch_size(BLOCK_ROWS)
+            .set_created_by("asof".into()),
+    )
+    .build()
 }
 
 /// One CIK's run of rows inside one clustered file.

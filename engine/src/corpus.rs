@@ -239,12 +239,7 @@ impl Corpus {
     /// Reads `supersedes` of every partition once at load: the (small) set of revisions that
     /// later revisions replaced.
     async fn load_supersessions(&self) -> Result<HashMap<String, Instant>> {
-        let files: Vec<String> = self
-            .manifest
-            .partitions
-            .iter()
-            .map(|p| self.url_of(p))
-            .collect();
+        let files = self.partition_urls(|_| true);
         let mut map = HashMap::new();
         if files.is_empty() {
             return Ok(map);
@@ -578,12 +573,7 @@ impl Corpus {
 
     /// Every stored revision of one record id, scanned by DataFusion over all partitions.
     async fn scan_revisions(&self, id: &str) -> Result<Vec<NewsRow>> {
-        let files: Vec<String> = self
-            .manifest
-            .partitions
-            .iter()
-            .map(|p| self.url_of(p))
-            .collect();
+        let files = self.partition_urls(|_| true);
         if files.is_empty() {
             return Ok(vec![]);
         }

@@ -198,16 +198,7 @@ pub async fn publish_with_hook(
             manifest.certifications.push(c);
         }
     }
-    manifest.certifications.sort_by(|a, b| {
-        (a.source_id, a.lane, a.from, a.to, a.certified_at).cmp(&(
-            b.source_id,
-            b.lane,
-            b.from,
-            b.to,
-            b.certified_at,
-        ))
-    });
-    manifest.spans = derive_spans(&manifest.certifications);
+    canonical_order(&mut manifest);
     if changes.sample.is_some() {
         manifest.sample = changes.sample;
     }
@@ -246,6 +237,14 @@ pub async fn publish_with_hook(
 /// corpus generator streams partitions day by day): puts `manifest` in canonical order with
 /// spans derived from its certifications, then moves the pointer to it.
 pub async fn publish_manifest(store: &CorpusStore, mut manifest: Manifest) -> Result<String> {
+    canonical_order(&mut manifest);
+    let version = store.put_manifest(&manifest).await?;
+    store.set_pointer(&version).await?;
+    Ok(version)
+}
+
+/// Puts a manifest's lists in their one order and derives its spans from its certifications.
+fn canonical_order(manifest: &mut Manifest) {
     manifest
         .partitions
         .sort_by(|a, b| (a.source_id, a.lane, a.date).cmp(&(b.source_id, b.lane, b.date)));
@@ -260,30 +259,40 @@ pub async fn publish_manifest(store: &CorpusStore, mut manifest: Manifest) -> Re
     });
     manifest.spans = derive_spans(&manifest.certifications);
     manifest.access.sort_by(|a, b| a.path.cmp(&b.path));
-    let version = store.put_manifest(&manifest).await?;
-    store.set_pointer(&version).await?;
-    Ok(version)
+}
+
+/// Low-cardinality columns: the only ones written with dictionaries (unique columns read
+/// slower with them and grow the files).
+pub const DICTIONARY_COLUMNS: [&str; 6] = [
+    "source_id",
+    "lane",
+    "form",
+    "availability_basis",
+    "cik",
+    "entity_id",
+];
+
+/// Turns dictionaries on for [`DICTIONARY_COLUMNS`] only.
+pub fn with_dictionaries(
+    b: parquet::file::properties::WriterPropertiesBuilder,
+) -> parquet::file::properties::WriterPropertiesBuilder {
+    DICTIONARY_COLUMNS
+        .iter()
+        .fold(b.set_dictionary_enabled(false), |b, c| {
+            b.set_column_dictionary_enabled(ColumnPath::from(*c), true)
+        })
 }
 
 /// Parquet writer settings shared by partitions: snappy, statistics per page, the offset index,
 /// and dictionaries only on low-cardinality columns (unique columns read slower with them).
 pub fn writer_properties() -> WriterProperties {
-    let mut b = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .set_statistics_enabled(EnabledStatistics::Page)
-        .set_dictionary_enabled(false)
-        .set_created_by("asof".into());
-    for c in [
-        "source_id",
-        "lane",
-        "form",
-        "availability_basis",
-        "cik",
-        "entity_id",
-    ] {
-        b = b.set_column_dictionary_enabled(ColumnPath::from(c), true);
-    }
-    b.build()
+    with_dictionaries(
+        WriterProperties::builder()
+            .set_compression(Compression::SNAPPY)
+            .set_statistics_enabled(EnabledStatistics::Page)
+            .set_created_by("asof".into()),
+    )
+    .build()
 }
 
 /// Sorts rows by `(published_at, id)` (nulls last; revisions of one id by commit time) and
