@@ -4,6 +4,7 @@
 //! knows from provenance); publishing goes through `asof_engine::publish`. Sources and their
 //! clock rules are documented in docs/sources.md.
 
+pub mod adapter;
 pub mod edgar;
 pub mod error;
 pub mod sample;
