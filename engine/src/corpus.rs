@@ -544,9 +544,13 @@ impl Corpus {
                 Some((_, cik)) if normalize_cik(cik).as_deref() == Some(cik) => {
                     a.revisions(&self.store, cik, id).await?
                 }
-                _ => vec![],
+                // Not an EDGAR id, so not in any EDGAR partition: scan the other sources only.
+                _ => {
+                    self.scan_revisions(id, |p| p.source_id != SourceId::SecEdgar)
+                        .await?
+                }
             },
-            _ => self.scan_revisions(id).await?,
+            _ => self.scan_revisions(id, |_| true).await?,
         };
         // Oldest commit first, so the first current revision found is the one in force.
         revisions.sort_by(|a, b| {
@@ -572,8 +576,12 @@ impl Corpus {
     }
 
     /// Every stored revision of one record id, scanned by DataFusion over all partitions.
-    async fn scan_revisions(&self, id: &str) -> Result<Vec<NewsRow>> {
-        let files = self.partition_urls(|_| true);
+    async fn scan_revisions(
+        &self,
+        id: &str,
+        keep: impl Fn(&PartitionEntry) -> bool,
+    ) -> Result<Vec<NewsRow>> {
+        let files = self.partition_urls(keep);
         if files.is_empty() {
             return Ok(vec![]);
         }

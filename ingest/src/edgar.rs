@@ -9,6 +9,7 @@ use asof_engine::normalize_cik;
 use asof_engine::record::NewsRow;
 use serde_json::{Map, Value, json};
 
+use crate::adapter::{Context, InputFile, Parsed, non_empty, require_capture};
 use crate::error::{Error, Result};
 
 /// What one submissions file told us.
@@ -771,4 +772,115 @@ mod tests {
             .to_string();
         assert!(err.starts_with("bad.idx: header:"), "{err}");
     }
+}
+
+/// `CIK0000320193__20260305T112023Z.json` → ("0000320193", false, 2026-03-05T11:20:23Z).
+pub fn submissions_name(rel: &str) -> Result<(String, bool, Instant)> {
+    let name = rel.rsplit('/').next().unwrap_or(rel);
+    let bad = || {
+        Error::parse(
+            rel,
+            "file name",
+            "expected CIK##########[-submissions-NNN]__YYYYMMDDTHHMMSSZ.json",
+        )
+    };
+    let stem = name.strip_suffix(".json").ok_or_else(bad)?;
+    let (head, stamp) = stem.split_once("__").ok_or_else(bad)?;
+    let cik = head.strip_prefix("CIK").ok_or_else(bad)?;
+    let (cik, page) = match cik.split_once("-submissions-") {
+        Some((c, _)) => (c, true),
+        None => (cik, false),
+    };
+    if stamp.len() != 16 {
+        return Err(bad());
+    }
+    let iso = format!(
+        "{}-{}-{}T{}:{}:{}Z",
+        &stamp[0..4],
+        &stamp[4..6],
+        &stamp[6..8],
+        &stamp[9..11],
+        &stamp[11..13],
+        &stamp[13..15]
+    );
+    let at = Instant::parse(&iso).map_err(|_| bad())?;
+    Ok((cik.to_owned(), page, at))
+}
+
+
+/// The adapter contract (`crate::adapter`) for `sec.edgar`: EDGAR index files (`.idx`; a daily
+/// index is a whole day), submissions JSON (captured at the `__YYYYMMDDTHHMMSSZ` instant of
+/// its file name, else at `--captured-at`) and pages of the current-filings Atom feed (forward
+/// lane only; a row seen on several pages keeps its first sighting).
+pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
+    let mut out = Parsed::default();
+    let mut captures: Vec<(Instant, String, Vec<NewsRow>)> = Vec::new();
+    let mut first_seen: BTreeMap<String, NewsRow> = BTreeMap::new();
+    for f in files {
+        non_empty(f)?;
+        let base = f.name.rsplit('/').next().unwrap_or(&f.name);
+        let head = f
+            .bytes
+            .iter()
+            .find(|b| !b.is_ascii_whitespace() && **b != 0xEF && **b != 0xBB && **b != 0xBF)
+            .copied();
+        let lane_must_be = |lane: Lane, what: &str| {
+            if ctx.lane == lane {
+                Ok(())
+            } else {
+                Err(Error::parse(
+                    &f.name,
+                    "file",
+                    format!("{what} belongs to lane {lane}, not {}", ctx.lane),
+                ))
+            }
+        };
+        if base.to_ascii_lowercase().ends_with(".idx") {
+            lane_must_be(Lane::CertifiedPit, "an EDGAR index file")?;
+            let placeholder = ctx.captured_at.unwrap_or(Instant::from_micros(0));
+            let idx = parse_index(&f.name, &f.bytes, placeholder)?;
+            out.whole_days.extend(idx.daily);
+            out.rows.extend(idx.rows);
+        } else if head == Some(b'{') {
+            lane_must_be(Lane::CertifiedPit, "a submissions file")?;
+            let (cik, at) = match submissions_name(base) {
+                Ok((cik, _, at)) => (cik, at),
+                Err(_) => {
+                    let at = require_capture(ctx, &f.name)?;
+                    let cik = base
+                        .strip_prefix("CIK")
+                        .map(|r| r.chars().take_while(char::is_ascii_digit).collect())
+                        .unwrap_or_default();
+                    (cik, at)
+                }
+            };
+            let s = parse_submissions(&f.name, &f.bytes, &cik, at)?;
+            captures.push((at, f.name.clone(), s.rows));
+        } else if head == Some(b'<') {
+            lane_must_be(Lane::ForwardFirstSeen, "a current-filings Atom page")?;
+            let page = parse_atom(&f.name, &f.bytes)?;
+            for r in page.rows {
+                match first_seen.get(&r.id) {
+                    Some(prev) if prev.available_at <= r.available_at => {}
+                    _ => {
+                        first_seen.insert(r.id.clone(), r);
+                    }
+                }
+            }
+        } else {
+            return Err(Error::parse(
+                &f.name,
+                "file",
+                "not an EDGAR index (.idx), submissions JSON or current-filings Atom page",
+            ));
+        }
+    }
+    // Captures in capture order, so a later capture of a company supersedes an earlier one.
+    captures.sort_by(|a, b| (a.0, &a.1).cmp(&(b.0, &b.1)));
+    out.rows.extend(captures.into_iter().flat_map(|c| c.2));
+    out.rows.extend(first_seen.into_values());
+    for r in &mut out.rows {
+        r.committed_at = None;
+    }
+    Ok(out)
 }

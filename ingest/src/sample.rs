@@ -21,7 +21,7 @@ use asof_engine::publish::{ChangeSet, Published, publish};
 use asof_engine::record::NewsRow;
 use asof_engine::store::{CorpusStore, sha256_hex};
 
-use crate::edgar::{parse_atom, parse_index, parse_submissions};
+use crate::edgar::{parse_atom, parse_index, parse_submissions, submissions_name};
 use crate::error::{Error, Result};
 use crate::tickers::parse_ticker_file;
 
@@ -73,39 +73,6 @@ fn evidence(inputs: &[&Input]) -> Vec<Evidence> {
         .collect();
     v.sort();
     v
-}
-
-/// `CIK0000320193__20260305T112023Z.json` → ("0000320193", false, 2026-03-05T11:20:23Z).
-fn submissions_name(rel: &str) -> Result<(String, bool, Instant)> {
-    let name = rel.rsplit('/').next().unwrap_or(rel);
-    let bad = || {
-        Error::parse(
-            rel,
-            "file name",
-            "expected CIK##########[-submissions-NNN]__YYYYMMDDTHHMMSSZ.json",
-        )
-    };
-    let stem = name.strip_suffix(".json").ok_or_else(bad)?;
-    let (head, stamp) = stem.split_once("__").ok_or_else(bad)?;
-    let cik = head.strip_prefix("CIK").ok_or_else(bad)?;
-    let (cik, page) = match cik.split_once("-submissions-") {
-        Some((c, _)) => (c, true),
-        None => (cik, false),
-    };
-    if stamp.len() != 16 {
-        return Err(bad());
-    }
-    let iso = format!(
-        "{}-{}-{}T{}:{}:{}Z",
-        &stamp[0..4],
-        &stamp[4..6],
-        &stamp[6..8],
-        &stamp[9..11],
-        &stamp[11..13],
-        &stamp[13..15]
-    );
-    let at = Instant::parse(&iso).map_err(|_| bad())?;
-    Ok((cik.to_owned(), page, at))
 }
 
 /// `..._committed_2026-01-29.csv` → 2026-01-29T23:59:59Z (the commit day bounds the capture).

@@ -36,6 +36,9 @@ pub enum Command {
     Verify(CorpusArg),
     /// Rebuild the shipped sample corpus from its raw files; prints the corpus_version last.
     BuildSample(BuildSampleArgs),
+    /// Ingest agency files of one source as one new corpus version (all or nothing); prints the
+    /// corpus_version last.
+    Ingest(IngestArgs),
     /// Write a synthetic EDGAR-like corpus for benchmarks (deterministic by seed); prints the
     /// corpus_version last.
     BenchCorpus(BenchCorpusArgs),
@@ -173,6 +176,34 @@ pub struct BuildSampleArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct IngestArgs {
+    /// The corpus to publish into: a directory (created when missing) or an object-store URL.
+    #[arg(long, env = "ASOF_INGEST_CORPUS")]
+    pub corpus: String,
+    /// Source namespace of the files (sec.edgar, us.federal_register.pi, us.cftc.cot,
+    /// us.ofac.sdn, us.fda.enforcement.drug|device|food, gleif.lei).
+    #[arg(long, env = "ASOF_INGEST_SOURCE")]
+    pub source: String,
+    /// certified_pit (default) or forward_first_seen (the EDGAR current-filings feed).
+    #[arg(long, env = "ASOF_INGEST_LANE", default_value = "certified_pit")]
+    pub lane: String,
+    /// committed_at of the rows added (RFC 3339 UTC with Z; default: now). The same inputs and
+    /// commit time give the same corpus_version.
+    #[arg(long = "commit-time", env = "ASOF_INGEST_COMMIT_TIME")]
+    pub commit_time: Option<String>,
+    /// When the files were captured, for sources whose files do not say (list snapshots,
+    /// cumulative files); default: the commit time.
+    #[arg(long = "captured-at", env = "ASOF_INGEST_CAPTURED_AT")]
+    pub captured_at: Option<String>,
+    /// Source-days stated complete: YYYY-MM-DD..YYYY-MM-DD (inclusive) or one day.
+    #[arg(long, env = "ASOF_INGEST_CERTIFY")]
+    pub certify: Option<String>,
+    /// The files to ingest.
+    #[arg(required = true)]
+    pub files: Vec<PathBuf>,
+}
+
+#[derive(Debug, Args)]
 pub struct BenchCorpusArgs {
     /// Filing rows to generate (corrections add about one revision per thousand on top).
     #[arg(long, env = "ASOF_BENCH_ROWS")]
@@ -204,6 +235,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Verify(a) => verify(a).await,
         Command::BuildSample(a) => build_sample(a).await,
         Command::BenchCorpus(a) => bench_corpus(a).await,
+        Command::Ingest(a) => ingest(a).await,
         Command::Serve(a) => serve(a).await,
         Command::Keys(KeysCommand::Create(a)) => keys_create(a).await,
     };
@@ -419,6 +451,94 @@ async fn build_sample(a: BuildSampleArgs) -> CliResult {
         "published {} rows ({} unchanged)",
         p.rows_added, p.rows_unchanged
     );
+    println!("{}", p.version);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn ingest(a: IngestArgs) -> CliResult {
+    use asof_ingest::pipeline::{self, Request, Step};
+    let source: SourceId = parse_enum("source", &a.source, SourceId::valid_set())?;
+    let lane: Lane = parse_enum("lane", &a.lane, Lane::valid_set())?;
+    let commit_time = match &a.commit_time {
+        Some(t) => Instant::parse_param("commit-time", t)?,
+        None => Instant::now(),
+    };
+    let captured_at = match &a.captured_at {
+        Some(t) => Some(Instant::parse_param("captured-at", t)?),
+        None => Some(commit_time),
+    };
+    let certify = a
+        .certify
+        .as_deref()
+        .map(pipeline::parse_day_range)
+        .transpose()?;
+    if !a.corpus.contains("://") {
+        std::fs::create_dir_all(&a.corpus)?;
+    }
+    let store = CorpusStore::open(&a.corpus)?;
+    let files = pipeline::read_files(&a.files)?;
+    let total_bytes: u64 = files.iter().map(|f| f.bytes.len() as u64).sum();
+    let bar = indicatif::ProgressBar::new_spinner();
+    bar.set_message(format!(
+        "parsing {} files ({} bytes)",
+        files.len(),
+        total_bytes
+    ));
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
+    let req = Request {
+        source,
+        lane,
+        commit_time,
+        captured_at,
+        certify,
+        files,
+    };
+    let progress = |s: Step| match s {
+        Step::Parsed(done, total) => bar.set_message(format!("parsed {done}/{total} files")),
+        Step::Publishing => bar.set_message("publishing"),
+    };
+    let outcome = pipeline::ingest(&store, req, &progress).await;
+    bar.finish_and_clear();
+    let outcome = outcome?;
+    let p = &outcome.published;
+    if p.changed {
+        eprintln!(
+            "published {} new rows ({} unchanged){}{}",
+            p.rows_added,
+            p.rows_unchanged,
+            if outcome.changes.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; list changes: {}",
+                    outcome
+                        .changes
+                        .iter()
+                        .map(|(k, n)| format!("{n} {k}"))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            },
+            if outcome.certified.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; certified {}",
+                    outcome
+                        .certified
+                        .iter()
+                        .map(|(a, b)| if a == b { a.to_string() } else { format!("{a}..{b}") })
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        );
+    } else {
+        eprintln!(
+            "nothing new ({} rows already held): no version written",
+            p.rows_unchanged
+        );
+    }
     println!("{}", p.version);
     Ok(ExitCode::SUCCESS)
 }

@@ -379,3 +379,84 @@ fn bench_corpus_is_deterministic_by_seed_and_answers_queries() {
     ]);
     assert_eq!(o.status.code(), Some(1));
 }
+
+#[test]
+fn ingest_publishes_a_version_then_refuses_a_corrupt_file_leaving_it_current() {
+    let out = tempfile::tempdir().unwrap();
+    let corpus = out.path().join("corpus");
+    let corpus = corpus.to_str().unwrap();
+    let src = repo().join("snapshots/sources/sec.edgar/daily-index/company.20221003.idx");
+    let src = src.to_str().unwrap();
+    let o = asof(&[
+        "ingest",
+        "--corpus",
+        corpus,
+        "--source",
+        "sec.edgar",
+        "--commit-time",
+        "2022-10-04T06:00:00Z",
+        src,
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let version = stdout(&o).lines().last().unwrap().to_owned();
+    assert!(version.starts_with("sha256:"), "{version}");
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert!(stderr.contains("4909 new rows") && stderr.contains("certified 2022-10-03"), "{stderr}");
+
+    // The same file again: nothing new, same version, exit 0.
+    let again = asof(&[
+        "ingest",
+        "--corpus",
+        corpus,
+        "--source",
+        "sec.edgar",
+        "--commit-time",
+        "2022-10-05T06:00:00Z",
+        src,
+    ]);
+    assert!(again.status.success());
+    assert_eq!(stdout(&again).lines().last().unwrap(), version);
+
+    // A malformed date: exit 1, the error names the file and line, the version stays current.
+    let bytes = std::fs::read(src).unwrap();
+    let text = String::from_utf8(bytes).unwrap();
+    let bad = out.path().join("company.20221004.idx");
+    std::fs::write(&bad, text.replacen("20221003 ", "20221O03 ", 1)).unwrap();
+    let refused = asof(&[
+        "ingest",
+        "--corpus",
+        corpus,
+        "--source",
+        "sec.edgar",
+        "--commit-time",
+        "2022-10-05T06:00:00Z",
+        bad.to_str().unwrap(),
+    ]);
+    assert_eq!(refused.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("company.20221004.idx") && err.contains("line"), "{err}");
+    let current = std::fs::read_to_string(Path::new(corpus).join("manifests/CURRENT")).unwrap();
+    assert_eq!(current.trim(), version);
+}
+
+#[test]
+fn ingest_refuses_an_unknown_source_and_a_bad_commit_time() {
+    let out = tempfile::tempdir().unwrap();
+    let corpus = out.path().to_str().unwrap();
+    let src = repo().join("snapshots/sources/sec.edgar/daily-index/company.20221003.idx");
+    let o = asof(&["ingest", "--corpus", corpus, "--source", "sec.gov", src.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("us.ofac.sdn"), "lists the valid set");
+    let o = asof(&[
+        "ingest",
+        "--corpus",
+        corpus,
+        "--source",
+        "sec.edgar",
+        "--commit-time",
+        "2022-10-04T06:00:00+02:00",
+        src.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("commit-time"));
+}

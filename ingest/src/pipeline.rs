@@ -1,0 +1,435 @@
+//! `asof ingest`: files of one source in, one new corpus version out (or none), all or nothing.
+//!
+//! The steps, in order, each able to refuse the whole ingest before anything is written:
+//! 1. the source's adapter parses every file (`crate::adapter` contract); any bad file or row
+//!    stops here with an error naming the file and line or record;
+//! 2. rows are checked against the request (source, lane, clocks not after the commit time);
+//! 3. list snapshots become change rows against what the corpus already holds (added, removed,
+//!    modified, with before/after in `payload`), visible from the snapshot's capture;
+//! 4. rows of cumulative files keep the first-seen instant of rows already held;
+//! 5. stated and implied certifications get their evidence (file names and sha256);
+//! 6. `asof_engine::publish` writes partitions, then the manifest, then moves the pointer, so a
+//!    failure at any point leaves the previous version current.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+use asof_engine::clock::{Day, Instant, Lane, SourceId};
+use asof_engine::manifest::{Certification, Evidence};
+use asof_engine::publish::{ChangeSet, Published, publish};
+use asof_engine::read::read_partition;
+use asof_engine::record::NewsRow;
+use asof_engine::store::{CorpusStore, sha256_hex};
+use serde_json::{Value, json};
+
+use crate::adapter::{Context, Entry, InputFile, Parsed, Snapshot, base_row};
+use crate::error::{Error, Result};
+
+/// One `asof ingest` invocation.
+#[derive(Debug, Clone)]
+pub struct Request {
+    pub source: SourceId,
+    pub lane: Lane,
+    /// `committed_at` of every row this ingest adds, and `certified_at` of its certifications.
+    pub commit_time: Instant,
+    /// When the files were captured, for sources whose files do not say (`--captured-at`).
+    pub captured_at: Option<Instant>,
+    /// Days stated complete (`--certify FROM..TO`), inclusive.
+    pub certify: Option<(Day, Day)>,
+    pub files: Vec<InputFile>,
+}
+
+/// What an ingest did; `published.changed` is false for an identical re-ingest.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outcome {
+    pub published: Published,
+    /// Change rows made from list snapshots, by kind (`added`, `removed`, `modified`).
+    pub changes: BTreeMap<String, usize>,
+    pub certified: Vec<(Day, Day)>,
+}
+
+/// Progress of a long ingest, for the CLI's progress bar.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// Files parsed so far, of the total.
+    Parsed(usize, usize),
+    Publishing,
+}
+
+/// Parses `--certify 2026-01-05..2026-01-09` (a single day is also accepted).
+pub fn parse_day_range(s: &str) -> Result<(Day, Day)> {
+    let bad = || {
+        Error::parse(
+            "--certify",
+            s,
+            "expected YYYY-MM-DD..YYYY-MM-DD (inclusive) or one YYYY-MM-DD",
+        )
+    };
+    let (a, b) = s.split_once("..").unwrap_or((s, s));
+    let from: Day = a.trim().parse().map_err(|()| bad())?;
+    let to: Day = b.trim().parse().map_err(|()| bad())?;
+    if from > to {
+        return Err(Error::parse(
+            "--certify",
+            s,
+            "the range ends before it starts",
+        ));
+    }
+    Ok((from, to))
+}
+
+/// Runs the source's adapter over the request's files.
+pub fn parse_files(req: &Request) -> Result<Parsed> {
+    let ctx = Context {
+        source: req.source,
+        lane: req.lane,
+        captured_at: req.captured_at,
+    };
+    if req.files.is_empty() {
+        return Err(Error::parse("(arguments)", "files", "no input files given"));
+    }
+    if req.lane == Lane::ForwardFirstSeen && req.source != SourceId::SecEdgar {
+        return Err(Error::parse(
+            "--lane",
+            req.lane.as_str(),
+            format!(
+                "only sec.edgar has a forward_first_seen lane (a live poller); {} is certified_pit only",
+                req.source
+            ),
+        ));
+    }
+    dispatch(&req.files, &ctx)
+}
+
+fn dispatch(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
+    match ctx.source {
+        SourceId::SecEdgar => crate::edgar::parse(files, ctx),
+        other => Err(Error::parse(
+            "--source",
+            other.as_str(),
+            "no adapter for this source yet",
+        )),
+    }
+}
+
+/// The current revision of every record of one source and lane in the store's current version.
+async fn held_rows(store: &CorpusStore, source: SourceId, lane: Lane) -> Result<Vec<NewsRow>> {
+    let Some(version) = store.current_version().await? else {
+        return Ok(vec![]);
+    };
+    let manifest = store.manifest(&version).await?;
+    let mut rows = Vec::new();
+    for p in manifest
+        .partitions
+        .iter()
+        .filter(|p| p.source_id == source && p.lane == lane)
+    {
+        rows.extend(read_partition(store, p).await?);
+    }
+    let superseded: HashSet<String> = rows.iter().filter_map(|r| r.supersedes.clone()).collect();
+    rows.retain(|r| !superseded.contains(&r.revision_id));
+    Ok(rows)
+}
+
+/// The kind of a change row, from its `payload.change`.
+fn change_kind(row: &NewsRow) -> Option<String> {
+    let v: Value = serde_json::from_str(row.payload.as_deref()?).ok()?;
+    v.get("change")?.as_str().map(str::to_owned)
+}
+
+/// What the held change rows say each listed entity looks like now: entity → (last change
+/// instant, fields after it or `None` when removed, its locator, its name).
+type ListState = HashMap<String, (Instant, Option<Value>, String, String)>;
+
+fn list_state(held: &[NewsRow]) -> ListState {
+    let mut state: ListState = HashMap::new();
+    for r in held {
+        let (Some(entity), Some(at), Some(payload)) =
+            (&r.entity_id, r.published_at, r.payload.as_deref())
+        else {
+            continue;
+        };
+        let Ok(v) = serde_json::from_str::<Value>(payload) else {
+            continue;
+        };
+        if v.get("change").is_none() {
+            continue; // an event row of a mixed source (GLEIF field modifications)
+        }
+        let after = v.get("after").filter(|a| !a.is_null()).cloned();
+        let name = v
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        match state.get(entity) {
+            Some((t, ..)) if *t >= at => {}
+            _ => {
+                state.insert(entity.clone(), (at, after, r.source_locator.clone(), name));
+            }
+        }
+    }
+    state
+}
+
+/// Form prefix and human label of a list source's change rows.
+fn list_label(source: SourceId) -> (&'static str, &'static str) {
+    match source {
+        SourceId::OfacSdn => ("sdn", "SDN entry"),
+        SourceId::GleifLei => ("lei", "LEI record"),
+        _ => ("list", "list entry"),
+    }
+}
+
+/// Change rows turning `state` into `snap`: an entity absent from the state (or removed) and
+/// present now is `added`; present in both with other fields is `modified`; held and absent
+/// from a full snapshot is `removed`. Each row is visible from the capture, never earlier.
+fn change_rows(
+    ctx: &Context,
+    state: &ListState,
+    snap: &Snapshot,
+    file: &str,
+) -> Result<Vec<NewsRow>> {
+    let (prefix, label) = list_label(ctx.source);
+    let at = snap.captured_at;
+    let mut out = Vec::new();
+    let mut make = |entity: &str,
+                    kind: &str,
+                    name: &str,
+                    locator: &str,
+                    before: Option<&Value>,
+                    after: Option<&Value>| {
+        let payload = json!({
+            "change": kind,
+            "name": name,
+            "captured_at": at.to_string(),
+            "before": before,
+            "after": after,
+        });
+        let mut row = base_row(
+            ctx,
+            format!("{entity}@{at}"),
+            entity.to_owned(),
+            Some(format!("{prefix}.{kind}")),
+            format!("{label} {kind}: {name}"),
+            locator.to_owned(),
+            &payload,
+        );
+        row.published_at = Some(at);
+        out.push(row);
+    };
+    for (entity, Entry { name, locator, fields }) in &snap.entries {
+        match state.get(entity) {
+            Some((held_at, ..)) if *held_at > at => {
+                return Err(Error::parse(
+                    file,
+                    format!("entity {entity}"),
+                    format!(
+                        "snapshot captured at {at} is older than the corpus's state of this entity (changed at {held_at}); snapshots are ingested in capture order"
+                    ),
+                ));
+            }
+            Some((_, Some(before), ..)) if before == fields => {}
+            Some((_, Some(before), ..)) => {
+                make(entity, "modified", name, locator, Some(before), Some(fields));
+            }
+            _ => make(entity, "added", name, locator, None, Some(fields)),
+        }
+    }
+    if snap.full {
+        let mut gone: Vec<(&String, &(Instant, Option<Value>, String, String))> = state
+            .iter()
+            .filter(|(e, s)| s.1.is_some() && !snap.entries.contains_key(*e))
+            .collect();
+        gone.sort_by(|a, b| a.0.cmp(b.0));
+        for (entity, (held_at, before, locator, name)) in gone {
+            if *held_at > at {
+                return Err(Error::parse(
+                    file,
+                    format!("entity {entity}"),
+                    format!(
+                        "snapshot captured at {at} is older than the corpus's state of this entity (changed at {held_at})"
+                    ),
+                ));
+            }
+            make(entity, "removed", name, locator, before.as_ref(), None);
+        }
+    }
+    Ok(out)
+}
+
+/// Contiguous runs of `days` as inclusive ranges.
+fn runs(mut days: Vec<Day>) -> Vec<(Day, Day)> {
+    days.sort();
+    days.dedup();
+    let mut out: Vec<(Day, Day)> = Vec::new();
+    for d in days {
+        match out.last_mut() {
+            Some((_, to)) if to.next() == d => *to = d,
+            _ => out.push((d, d)),
+        }
+    }
+    out
+}
+
+/// Steps 2–5: the change set an ingest publishes, given what the corpus holds of the source.
+pub fn prepare(req: &Request, parsed: Parsed, held: &[NewsRow]) -> Result<(ChangeSet, Outcome)> {
+    let ctx = Context {
+        source: req.source,
+        lane: req.lane,
+        captured_at: req.captured_at,
+    };
+    let files_label = req
+        .files
+        .iter()
+        .map(|f| f.name.as_str())
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut rows = parsed.rows;
+    let mut changes: BTreeMap<String, usize> = BTreeMap::new();
+    let mut whole_days = parsed.whole_days;
+    if let Some(snap) = &parsed.snapshot {
+        let state = list_state(held);
+        let made = change_rows(&ctx, &state, snap, &files_label)?;
+        for r in &made {
+            *changes.entry(change_kind(r).unwrap_or_default()).or_default() += 1;
+        }
+        rows.extend(made);
+    }
+
+    // Cumulative files: a row already held with the same facts keeps its first-seen instant.
+    if parsed.published_is_capture {
+        let by_id: HashMap<&str, &NewsRow> = held.iter().map(|r| (r.id.as_str(), r)).collect();
+        for row in &mut rows {
+            if let Some(h) = by_id.get(row.id.as_str()) {
+                let mut probe = row.clone();
+                probe.published_at = h.published_at;
+                probe.committed_at = h.committed_at;
+                if probe.clone().seal().content_sha256 == h.content_sha256 {
+                    *row = probe;
+                }
+            }
+        }
+    }
+
+    for (i, row) in rows.iter_mut().enumerate() {
+        let at = format!("record {}", row.id);
+        if row.source_id != req.source || row.lane != req.lane {
+            return Err(Error::parse(
+                &files_label,
+                at,
+                format!(
+                    "row is {}/{}, the ingest is {}/{}",
+                    row.source_id, row.lane, req.source, req.lane
+                ),
+            ));
+        }
+        if row.id.trim().is_empty() {
+            return Err(Error::parse(&files_label, format!("row {}", i + 1), "empty record id"));
+        }
+        if let Some(p) = row.published_at.or(row.available_at)
+            && p > req.commit_time
+        {
+            return Err(Error::parse(
+                &files_label,
+                at,
+                format!(
+                    "published at {p}, after the commit time {}: a corpus cannot hold a row before it exists (check --commit-time)",
+                    req.commit_time
+                ),
+            ));
+        }
+        // Two different rows with one id in one ingest (two captures of a company): the
+        // later in capture order supersedes the earlier, as if ingested one after the other.
+        if row.committed_at.is_none() {
+            row.committed_at = Some(req.commit_time);
+        }
+    }
+
+    let evidence: Vec<Evidence> = {
+        let mut v: Vec<Evidence> = req
+            .files
+            .iter()
+            .map(|f| Evidence {
+                file: f.name.rsplit('/').next().unwrap_or(&f.name).to_owned(),
+                sha256: sha256_hex(&f.bytes),
+            })
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    };
+    if let Some((from, to)) = req.certify {
+        if to > req.commit_time.day() {
+            return Err(Error::parse(
+                "--certify",
+                format!("{from}..{to}"),
+                format!(
+                    "cannot certify days after the commit day {}",
+                    req.commit_time.day()
+                ),
+            ));
+        }
+        whole_days.extend((from.days()..=to.days()).map(Day::from_days));
+    }
+    whole_days.retain(|d| *d <= req.commit_time.day());
+    let certified = runs(whole_days);
+    let certifications = certified
+        .iter()
+        .map(|&(from, to)| Certification {
+            source_id: req.source,
+            lane: req.lane,
+            from,
+            to,
+            certified_at: req.commit_time,
+            evidence: evidence.clone(),
+        })
+        .collect();
+    Ok((
+        ChangeSet {
+            rows,
+            certifications,
+            ..Default::default()
+        },
+        Outcome {
+            published: Published {
+                version: String::new(),
+                changed: false,
+                rows_added: 0,
+                rows_unchanged: 0,
+            },
+            changes,
+            certified,
+        },
+    ))
+}
+
+/// The whole ingest: parse, prepare against the current version, publish.
+pub async fn ingest(
+    store: &CorpusStore,
+    req: Request,
+    progress: &(dyn Fn(Step) + Sync),
+) -> Result<Outcome> {
+    progress(Step::Parsed(0, req.files.len()));
+    let parsed = parse_files(&req)?;
+    progress(Step::Parsed(req.files.len(), req.files.len()));
+    let held = held_rows(store, req.source, req.lane).await?;
+    let (changes, mut outcome) = prepare(&req, parsed, &held)?;
+    progress(Step::Publishing);
+    outcome.published = publish(store, changes, req.commit_time).await?;
+    Ok(outcome)
+}
+
+/// Reads the named files (all before any is parsed, so a missing file fails fast).
+pub fn read_files(paths: &[std::path::PathBuf]) -> Result<Vec<InputFile>> {
+    paths
+        .iter()
+        .map(|p| {
+            let bytes = std::fs::read(p).map_err(|e| {
+                Error::parse(p.display().to_string(), "file", format!("cannot read: {e}"))
+            })?;
+            Ok(InputFile {
+                name: p.display().to_string(),
+                bytes,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,335 @@
+//! `asof ingest` end to end through the library: real files in, corpus versions out, answers
+//! read back through the engine.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use asof_engine::corpus::{Entity, NewsQuery, RecordLookup};
+use asof_engine::coverage::Scope;
+use asof_engine::{Answer, Corpus, CorpusStore, Day, Instant, Lane, SourceId, VisibleBy};
+use asof_ingest::adapter::InputFile;
+use asof_ingest::pipeline::{Outcome, Request, ingest};
+
+fn sources() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../snapshots/sources")
+}
+
+fn file(rel: &str) -> InputFile {
+    let path = sources().join(rel);
+    InputFile {
+        name: rel.rsplit('/').next().unwrap().to_owned(),
+        bytes: std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    }
+}
+
+fn at(s: &str) -> Instant {
+    Instant::parse(s).unwrap()
+}
+
+fn request(source: SourceId, commit: &str, files: Vec<InputFile>) -> Request {
+    Request {
+        source,
+        lane: Lane::CertifiedPit,
+        commit_time: at(commit),
+        captured_at: Some(at(commit)),
+        certify: None,
+        files,
+    }
+}
+
+async fn run(store: &CorpusStore, req: Request) -> asof_ingest::Result<Outcome> {
+    ingest(store, req, &|_| {}).await
+}
+
+/// Every object under the corpus directory with its bytes, to prove nothing changed.
+fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else {
+                let rel = p.strip_prefix(dir).unwrap().display().to_string();
+                out.insert(rel, std::fs::read(&p).unwrap());
+            }
+        }
+    }
+    out
+}
+
+const ALZAMEND_FIRST: &str = "sec.edgar/submissions/CIK0001677077__20260310T195209Z.json";
+const ALZAMEND_LATER: &str = "sec.edgar/submissions/CIK0001677077__20260620T125607Z.json";
+/// An 8-K of Alzamend Neuro whose acceptance time the two captures give five hours apart.
+const DISPUTED: &str = "0001214659-26-002941_1677077";
+
+#[tokio::test]
+async fn edgar_captures_that_disagree_are_two_revisions_under_committed_at() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let first = run(
+        &store,
+        request(
+            SourceId::SecEdgar,
+            "2026-03-10T19:52:09Z",
+            vec![file(ALZAMEND_FIRST)],
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(first.published.changed && first.published.rows_added > 300);
+    let second = run(
+        &store,
+        request(
+            SourceId::SecEdgar,
+            "2026-06-20T12:56:07Z",
+            vec![file(ALZAMEND_LATER)],
+        ),
+    )
+    .await
+    .unwrap();
+    assert!(second.published.changed);
+    assert_ne!(first.published.version, second.published.version);
+
+    let corpus = Corpus::open(store.clone()).await.unwrap();
+    let lookup = |t: &str| corpus.record(DISPUTED, at(t), VisibleBy::CommittedAt);
+    let RecordLookup::Visible(old) = lookup("2026-04-01T00:00:00Z").await.unwrap() else {
+        panic!("the first capture's revision is visible between the two commits");
+    };
+    assert_eq!(old.acceptance_at, Some(at("2026-03-06T16:46:18Z")));
+    let RecordLookup::Visible(new) = lookup("2026-07-01T00:00:00Z").await.unwrap() else {
+        panic!("the correction is visible after the second commit");
+    };
+    assert_eq!(new.acceptance_at, Some(at("2026-03-06T21:46:18Z")));
+    assert_eq!(new.supersedes.as_deref(), Some(old.revision_id.as_str()));
+    assert!(matches!(
+        lookup("2026-03-10T19:52:08Z").await.unwrap(),
+        RecordLookup::NotYetVisible
+    ));
+}
+
+#[tokio::test]
+async fn identical_reingest_publishes_no_new_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let req = request(
+        SourceId::SecEdgar,
+        "2026-03-10T19:52:09Z",
+        vec![file(ALZAMEND_FIRST)],
+    );
+    let first = run(&store, req.clone()).await.unwrap();
+    let before = tree(dir.path());
+    let mut again = req;
+    again.commit_time = at("2026-03-11T00:00:00Z");
+    let second = run(&store, again).await.unwrap();
+    assert!(!second.published.changed);
+    assert_eq!(second.published.version, first.published.version);
+    assert_eq!(second.published.rows_unchanged, first.published.rows_added);
+    assert_eq!(tree(dir.path()), before, "no object written");
+}
+
+#[tokio::test]
+async fn same_inputs_and_commit_time_give_the_same_corpus_version() {
+    let mut versions = Vec::new();
+    for _ in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let o = run(
+            &store,
+            request(
+                SourceId::SecEdgar,
+                "2026-03-10T19:52:09Z",
+                vec![file(ALZAMEND_FIRST)],
+            ),
+        )
+        .await
+        .unwrap();
+        versions.push(o.published.version);
+    }
+    assert_eq!(versions[0], versions[1]);
+}
+
+/// Truncated, malformed, empty and wrongly encoded variants of real files.
+fn corrupt_variants() -> Vec<(&'static str, InputFile)> {
+    let good = file(ALZAMEND_LATER);
+    let idx = file("sec.edgar/daily-index/company.20221003.idx");
+    let mut latin1 = idx.bytes.clone();
+    let pos = latin1.len() / 2;
+    latin1.splice(pos..pos, [0xC9u8, 0x20]);
+    let text = String::from_utf8(idx.bytes.clone()).unwrap();
+    let bad_row = text.replacen("20221003 ", "20221303 ", 1);
+    vec![
+        (
+            "truncated",
+            InputFile {
+                name: "CIK0001677077__20260620T125607Z.json".into(),
+                bytes: good.bytes[..good.bytes.len() / 2].to_vec(),
+            },
+        ),
+        (
+            "empty",
+            InputFile {
+                name: "CIK0001677077__20260620T125607Z.json".into(),
+                bytes: vec![],
+            },
+        ),
+        (
+            "wrong encoding",
+            InputFile {
+                name: "company.20221003.idx".into(),
+                bytes: latin1,
+            },
+        ),
+        (
+            "malformed row",
+            InputFile {
+                name: "company.20221003.idx".into(),
+                bytes: bad_row.into_bytes(),
+            },
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn a_corrupt_file_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let base = run(
+        &store,
+        request(
+            SourceId::SecEdgar,
+            "2026-03-10T19:52:09Z",
+            vec![file(ALZAMEND_FIRST)],
+        ),
+    )
+    .await
+    .unwrap();
+    let before = tree(dir.path());
+    for (what, bad) in corrupt_variants() {
+        let name = bad.name.clone();
+        // The corrupt file travels with a good one: all or nothing.
+        let err = run(
+            &store,
+            request(
+                SourceId::SecEdgar,
+                "2026-06-20T12:56:07Z",
+                vec![file(ALZAMEND_LATER), bad],
+            ),
+        )
+        .await
+        .expect_err(what)
+        .to_string();
+        assert!(err.contains(&name), "{what}: the error names the file: {err}");
+        assert_eq!(
+            store.current_version().await.unwrap().as_deref(),
+            Some(base.published.version.as_str()),
+            "{what}: the previous version stays current"
+        );
+        assert_eq!(tree(dir.path()), before, "{what}: no object written");
+    }
+}
+
+#[tokio::test]
+async fn a_daily_index_certifies_its_day_with_evidence_and_row_count() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let out = run(
+        &store,
+        request(
+            SourceId::SecEdgar,
+            "2022-10-04T06:00:00Z",
+            vec![file("sec.edgar/daily-index/company.20221003.idx")],
+        ),
+    )
+    .await
+    .unwrap();
+    let day: Day = "2022-10-03".parse().unwrap();
+    assert_eq!(out.certified, vec![(day, day)]);
+    let corpus = Corpus::open(store).await.unwrap();
+    let cert = corpus.certificate(SourceId::SecEdgar, Lane::CertifiedPit, day, None);
+    assert_eq!(cert.status, "certified");
+    // 4,925 lines, 16 of them repeating a filing line for line: 4,909 records.
+    assert_eq!(cert.row_count, Some(4909));
+    assert_eq!(cert.evidence.len(), 1);
+    assert_eq!(cert.evidence[0].file, "company.20221003.idx");
+    assert_eq!(cert.evidence[0].sha256.len(), 64);
+}
+
+#[tokio::test]
+async fn a_certified_day_without_rows_is_an_empty_answer_and_an_uncertified_day_a_hole() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    // Alzamend filed nothing on the weekend of 2026-03-07/08.
+    let mut req = request(
+        SourceId::SecEdgar,
+        "2026-03-10T19:52:09Z",
+        vec![file(ALZAMEND_FIRST)],
+    );
+    req.certify = Some(("2026-03-07".parse().unwrap(), "2026-03-08".parse().unwrap()));
+    run(&store, req).await.unwrap();
+    let corpus = Corpus::open(store).await.unwrap();
+    let query = |start: &str, end: &str| NewsQuery {
+        source: SourceId::SecEdgar,
+        lane: Lane::CertifiedPit,
+        visible_by: VisibleBy::PublishedAt,
+        start: Some(at(start)),
+        as_of: at(end),
+        entity: Entity::Cik("1677077".into()),
+        after: None,
+        limit: 100,
+    };
+    match corpus
+        .news(
+            &query("2026-03-07T00:00:00Z", "2026-03-08T23:00:00Z"),
+            Scope::Corpus,
+        )
+        .await
+        .unwrap()
+    {
+        Answer::Page { rows, .. } => assert!(rows.is_empty()),
+        Answer::Hole { coverage } => panic!("certified empty days are not a hole: {coverage:?}"),
+    }
+    let hole = corpus
+        .news(
+            &query("2026-03-08T00:00:00Z", "2026-03-09T12:00:00Z"),
+            Scope::Corpus,
+        )
+        .await
+        .unwrap();
+    assert!(matches!(hole, Answer::Hole { .. }), "2026-03-09 is not certified");
+}
+
+#[tokio::test]
+async fn a_certification_of_days_after_the_commit_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let mut req = request(
+        SourceId::SecEdgar,
+        "2026-03-10T19:52:09Z",
+        vec![file(ALZAMEND_FIRST)],
+    );
+    req.certify = Some(("2026-03-09".parse().unwrap(), "2026-03-11".parse().unwrap()));
+    let err = run(&store, req).await.unwrap_err().to_string();
+    assert!(err.contains("--certify"), "{err}");
+    assert_eq!(store.current_version().await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn the_atom_feed_belongs_to_the_forward_lane() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let page = file("sec.edgar/current-feed-atom_2026-01-12/start_00000.atom");
+    let err = run(
+        &store,
+        request(SourceId::SecEdgar, "2026-01-12T17:00:00Z", vec![page.clone()]),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("forward_first_seen"), "{err}");
+    let mut req = request(SourceId::SecEdgar, "2026-01-12T17:00:00Z", vec![page]);
+    req.lane = Lane::ForwardFirstSeen;
+    let out = run(&store, req).await.unwrap();
+    assert!(out.published.rows_added > 0 && out.published.rows_added <= 100);
+}
