@@ -5,8 +5,13 @@
 //! clock rules are documented in docs/sources.md.
 
 pub mod adapter;
+pub mod cftc;
 pub mod edgar;
 pub mod error;
+pub mod fda;
+pub mod fedreg;
+pub mod gleif;
+pub mod ofac;
 pub mod pipeline;
 pub mod sample;
 pub mod synthetic;
