@@ -5,6 +5,7 @@
 //! clock rules are documented in docs/sources.md.
 
 pub mod adapter;
+pub mod cftc;
 pub mod edgar;
 pub mod error;
 pub mod sample;
