@@ -272,13 +272,13 @@ fn detect(file: &str, header: &csv::StringRecord) -> Result<&'static Layout> {
         ));
     };
     cols.require(&[layout.name, layout.date, layout.yymmdd, layout.code])?;
-    cols.require(layout.distinctive).map_err(|e| {
-        Error::parse(
+    if let Some(missing) = layout.distinctive.iter().find(|c| !cols.has(c)) {
+        return Err(Error::parse(
             file,
             "line 1",
-            format!("not a {} file: {e}", layout.kind.words()),
-        )
-    })?;
+            format!("not a {} file: no column {missing:?}", layout.kind.words()),
+        ));
+    }
     Ok(layout)
 }
 
@@ -573,6 +573,16 @@ mod tests {
     }
 
     #[test]
+    fn a_renamed_market_keeps_its_code_and_each_report_its_own_name() {
+        let p = parse(&[real(DISAGG)], &disagg_ctx()).unwrap();
+        let title = |day: &str| find(&p, &format!("disaggregated_futures_only:06439S@{day}")).title.clone();
+        assert!(title("2021-02-23").starts_with("ERCOT - SOUTH ZONE - ICE FUTURES ENERGY DIV ("));
+        assert!(title("2021-03-02").starts_with("ERCOT SOUTH 345 KV RT PEAK FIX - ICE FUTURES ENERGY DIV ("));
+        let rows = p.rows.iter().filter(|r| r.entity_id.as_deref() == Some("06439S")).count();
+        assert_eq!(rows, 11);
+    }
+
+    #[test]
     fn rows_are_published_at_the_capture_which_is_a_whole_day() {
         let p = parse(&[real(LEGACY_17)], &capture_of("2025-01-17")).unwrap();
         assert!(p.published_is_capture);
@@ -762,7 +772,7 @@ mod tests {
     fn a_latin1_file_is_refused_with_its_line() {
         let mut f = edited(DISAGG, 4, |l| l.replacen("WHEAT", "WH\u{00C9}AT", 1));
         let at = f.bytes.windows(2).position(|w| w == "\u{00C9}".as_bytes()).unwrap();
-        f.bytes.splice(at..at + 2, [0xC9]);
+        f.bytes = [&f.bytes[..at], &[0xC9], &f.bytes[at + 2..]].concat();
         let e = err(f, &disagg_ctx());
         assert!(e.contains(DISAGG) && e.contains("line 4") && e.contains("not UTF-8"), "{e}");
     }
