@@ -152,7 +152,10 @@ fn parse_file(file: &InputFile, ctx: &Context, captured_at: Instant) -> Result<V
         .has_headers(true)
         .flexible(false)
         .from_reader(text.as_bytes());
-    let header = reader.headers().map_err(|e| csv_error(name, &e))?.clone();
+    let header = reader
+        .headers()
+        .map_err(|e| csv_error(name, text, &e))?
+        .clone();
     let layout = detect(name, &header)?;
     let cols = Columns::new(name, &header);
     let keys: Vec<String> = header.iter().map(|h| h.trim().to_owned()).collect();
@@ -170,8 +173,8 @@ fn parse_file(file: &InputFile, ctx: &Context, captured_at: Instant) -> Result<V
     let mut rows = Vec::new();
     let mut lines: HashMap<String, u64> = HashMap::new();
     for record in reader.records() {
-        let record = record.map_err(|e| csv_error(name, &e))?;
-        let line = record.position().map_or(0, csv::Position::line);
+        let record = record.map_err(|e| csv_error(name, text, &e))?;
+        let line = record.position().map_or(0, |p| physical_line(text, p));
         let loc = format!("line {line}");
         let fault = |message: String| Error::parse(name, &loc, message);
 
@@ -180,9 +183,11 @@ fn parse_file(file: &InputFile, ctx: &Context, captured_at: Instant) -> Result<V
             return Err(fault(format!("{} is empty", layout.name)));
         }
         let code = cols.get(&record, layout.code);
-        if code.is_empty() || !code.bytes().all(|b| b.is_ascii_alphanumeric()) {
+        // `+` marks CFTC's consolidated markets (`13874+`, S&P 500 Consolidated); anything
+        // else outside letters and digits would be a shifted or corrupt column.
+        if code.is_empty() || !code.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'+') {
             return Err(fault(format!(
-                "{}: {code:?} is not a market code (letters and digits)",
+                "{}: {code:?} is not a market code (letters, digits, `+`)",
                 layout.code
             )));
         }
@@ -221,7 +226,9 @@ fn parse_file(file: &InputFile, ctx: &Context, captured_at: Instant) -> Result<V
         let kind = layout.kind.as_str();
         let id = format!("{kind}:{code}@{iso}");
         if let Some(first) = lines.insert(id.clone(), line) {
-            return Err(fault(format!("duplicate record {id} (first at line {first})")));
+            return Err(fault(format!(
+                "duplicate record {id} (first at line {first})"
+            )));
         }
         let payload: Map<String, Value> = keys
             .iter()
@@ -233,10 +240,7 @@ fn parse_file(file: &InputFile, ctx: &Context, captured_at: Instant) -> Result<V
             id,
             code.to_owned(),
             Some(kind.to_owned()),
-            format!(
-                "{market} (COT {}, positions of {iso})",
-                layout.kind.words()
-            ),
+            format!("{market} (COT {}, positions of {iso})", layout.kind.words()),
             layout.kind.locator(date.to_date().year()),
             &Value::Object(payload),
         );
@@ -294,8 +298,22 @@ fn field_value(column: &str, raw: &str) -> Value {
     Value::String(v.to_owned())
 }
 
-fn csv_error(file: &str, e: &csv::Error) -> Error {
-    let line = e.position().map_or(0, csv::Position::line);
+/// The 1-based physical line where the record at `pos` starts. The csv crate's own
+/// `Position::line()` lags one behind after the header of a CRLF file (the 2021 disaggregated
+/// file): a record's position is taken before the `\n` ending the previous line is consumed.
+fn physical_line(text: &str, pos: &csv::Position) -> u64 {
+    let bytes = text.as_bytes();
+    let mut at = usize::try_from(pos.byte())
+        .unwrap_or(usize::MAX)
+        .min(bytes.len());
+    while at < bytes.len() && matches!(bytes[at], b'\r' | b'\n') {
+        at += 1;
+    }
+    bytes[..at].iter().filter(|&&b| b == b'\n').count() as u64 + 1
+}
+
+fn csv_error(file: &str, text: &str, e: &csv::Error) -> Error {
+    let line = e.position().map_or(0, |p| physical_line(text, p));
     let message = match e.kind() {
         csv::ErrorKind::UnequalLengths {
             expected_len, len, ..
@@ -379,8 +397,8 @@ mod tests {
     /// The capture instants of the legacy snapshots, from the scrape's own COMMITS.txt.
     fn capture_of(day: &str) -> Context {
         let commits = real("legacy_futures_only_2025_weekly_asof/COMMITS.txt");
-        let map = commit_instants("COMMITS.txt", std::str::from_utf8(&commits.bytes).unwrap())
-            .unwrap();
+        let map =
+            commit_instants("COMMITS.txt", std::str::from_utf8(&commits.bytes).unwrap()).unwrap();
         Context {
             captured_at: Some(map[&d(day)]),
             ..ctx("2000-01-01T00:00:00Z")
@@ -482,7 +500,10 @@ mod tests {
         assert_eq!(r.source_id, SourceId::CftcCot);
         let v = payload(r);
         assert_eq!(v.as_object().unwrap().len(), 129);
-        assert_eq!(v["Market and Exchange Names"], "WHEAT-SRW - CHICAGO BOARD OF TRADE");
+        assert_eq!(
+            v["Market and Exchange Names"],
+            "WHEAT-SRW - CHICAGO BOARD OF TRADE"
+        );
         assert_eq!(v["As of Date in Form YYMMDD"], "250107");
         assert_eq!(v["CFTC Contract Market Code"], "001602");
         assert_eq!(v["CFTC Market Code in Initials"], "CBT");
@@ -509,7 +530,10 @@ mod tests {
         assert_eq!(r.entity_id.as_deref(), Some("0063EN"));
         assert_eq!(r.event_at, Some(t("2025-01-14T23:59:59Z")));
         assert_eq!(r.published_at, Some(t("2025-01-17T23:00:02Z")));
-        assert_eq!((r.available_at, r.acceptance_at, r.committed_at), (None, None, None));
+        assert_eq!(
+            (r.available_at, r.acceptance_at, r.committed_at),
+            (None, None, None)
+        );
         let v = payload(r);
         assert_eq!(v["CFTC Region Code"], "01");
         assert_eq!(v["CFTC Commodity Code"], "006");
@@ -543,7 +567,10 @@ mod tests {
         );
         assert_eq!(r.event_at, Some(t("2021-03-16T23:59:59Z")));
         assert_eq!(r.published_at, Some(t("2021-03-26T23:59:59Z")));
-        assert_eq!((r.available_at, r.acceptance_at, r.committed_at), (None, None, None));
+        assert_eq!(
+            (r.available_at, r.acceptance_at, r.committed_at),
+            (None, None, None)
+        );
         assert_eq!(r.availability_basis, "unknown");
         let v = payload(r);
         assert_eq!(v.as_object().unwrap().len(), 191);
@@ -573,12 +600,35 @@ mod tests {
     }
 
     #[test]
+    fn consolidated_markets_keep_the_plus_of_their_code() {
+        let p = parse(&[real(LEGACY_13)], &capture_of("2025-01-13")).unwrap();
+        let r = find(&p, "legacy_futures_only:13874+@2025-01-07");
+        assert_eq!(r.entity_id.as_deref(), Some("13874+"));
+        assert!(
+            r.title
+                .starts_with("S&P 500 Consolidated - CHICAGO MERCANTILE EXCHANGE (")
+        );
+        assert_eq!(payload(r)["CFTC Contract Market Code"], "13874+");
+    }
+
+    #[test]
     fn a_renamed_market_keeps_its_code_and_each_report_its_own_name() {
         let p = parse(&[real(DISAGG)], &disagg_ctx()).unwrap();
-        let title = |day: &str| find(&p, &format!("disaggregated_futures_only:06439S@{day}")).title.clone();
+        let title = |day: &str| {
+            find(&p, &format!("disaggregated_futures_only:06439S@{day}"))
+                .title
+                .clone()
+        };
         assert!(title("2021-02-23").starts_with("ERCOT - SOUTH ZONE - ICE FUTURES ENERGY DIV ("));
-        assert!(title("2021-03-02").starts_with("ERCOT SOUTH 345 KV RT PEAK FIX - ICE FUTURES ENERGY DIV ("));
-        let rows = p.rows.iter().filter(|r| r.entity_id.as_deref() == Some("06439S")).count();
+        assert!(
+            title("2021-03-02")
+                .starts_with("ERCOT SOUTH 345 KV RT PEAK FIX - ICE FUTURES ENERGY DIV (")
+        );
+        let rows = p
+            .rows
+            .iter()
+            .filter(|r| r.entity_id.as_deref() == Some("06439S"))
+            .count();
         assert_eq!(rows, 11);
     }
 
@@ -601,7 +651,9 @@ mod tests {
         let p = parse(&[real(LEGACY_13), real(LEGACY_17)], &c).unwrap();
         assert_eq!(p.rows.len(), 626);
         let changed = edited(LEGACY_13, 2, |l| l.replace("  471935", "  471936"));
-        let e = parse(&[changed, real(LEGACY_17)], &c).unwrap_err().to_string();
+        let e = parse(&[changed, real(LEGACY_17)], &c)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains(LEGACY_17)
                 && e.contains("record legacy_futures_only:001602@2025-01-07")
@@ -632,8 +684,13 @@ mod tests {
     #[test]
     fn commit_instants_refuse_a_malformed_line_with_its_number() {
         let text = "f0a02d8 2025-01-13T23:00:02Z 23:00 13/01/2025\nf03c915 2025-01-17 23:00\n";
-        let e = commit_instants("COMMITS.txt", text).unwrap_err().to_string();
-        assert!(e.contains("COMMITS.txt: line 2") && e.contains("2025-01-17"), "{e}");
+        let e = commit_instants("COMMITS.txt", text)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("COMMITS.txt: line 2") && e.contains("2025-01-17"),
+            "{e}"
+        );
         let e = commit_instants("COMMITS.txt", "not-a-sha 2025-01-17T23:00:02Z\n")
             .unwrap_err()
             .to_string();
@@ -649,7 +706,10 @@ mod tests {
         let start: usize = text.split_inclusive('\n').take(300).map(str::len).sum();
         f.bytes.truncate(start + 10);
         let e = err(f, &capture_of("2025-01-17"));
-        assert!(e.contains(LEGACY_17) && e.contains("line 301") && e.contains("truncated"), "{e}");
+        assert!(
+            e.contains(LEGACY_17) && e.contains("line 301") && e.contains("truncated"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -660,7 +720,9 @@ mod tests {
         });
         let e = err(f, &capture_of("2025-01-13"));
         assert!(
-            e.contains(LEGACY_13) && e.contains("line 5") && e.contains("128 fields where the header has 129"),
+            e.contains(LEGACY_13)
+                && e.contains("line 5")
+                && e.contains("128 fields where the header has 129"),
             "{e}"
         );
     }
@@ -670,12 +732,19 @@ mod tests {
         let f = edited(DISAGG, 7, |l| l.replacen(",2021-02-09,", ",2021-02-30,", 1));
         let e = err(f, &disagg_ctx());
         assert!(
-            e.contains(DISAGG) && e.contains("line 7") && e.contains("\"2021-02-30\" is not a date"),
+            e.contains(DISAGG)
+                && e.contains("line 7")
+                && e.contains("\"2021-02-30\" is not a date"),
             "{e}"
         );
-        let f = edited(LEGACY_13, 3, |l| l.replacen(",2025-01-07,", ",01/07/2025,", 1));
+        let f = edited(LEGACY_13, 3, |l| {
+            l.replacen(",2025-01-07,", ",01/07/2025,", 1)
+        });
         let e = err(f, &capture_of("2025-01-13"));
-        assert!(e.contains("line 3") && e.contains("\"01/07/2025\" is not a date"), "{e}");
+        assert!(
+            e.contains("line 3") && e.contains("\"01/07/2025\" is not a date"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -690,7 +759,9 @@ mod tests {
         let f = edited(LEGACY_13, 2, |l| l.replacen(",001602,", ",      ,", 1));
         let e = err(f, &capture_of("2025-01-13"));
         assert!(
-            e.contains(LEGACY_13) && e.contains("line 2") && e.contains("CFTC Contract Market Code"),
+            e.contains(LEGACY_13)
+                && e.contains("line 2")
+                && e.contains("CFTC Contract Market Code"),
             "{e}"
         );
     }
@@ -707,9 +778,25 @@ mod tests {
         let e = err(f, &capture_of("2025-01-13"));
         assert!(
             e.contains("line 312")
-                && e.contains("duplicate record legacy_futures_only:001602@2025-01-07 (first at line 2)"),
+                && e.contains(
+                    "duplicate record legacy_futures_only:001602@2025-01-07 (first at line 2)"
+                ),
             "{e}"
         );
+    }
+
+    #[test]
+    fn faults_of_the_crlf_file_name_the_physical_line() {
+        let e = err(
+            edited(DISAGG, 2, |l| l.replacen(",001602,", ",00-602,", 1)),
+            &disagg_ctx(),
+        );
+        assert!(e.contains(": line 2: "), "{e}");
+        let e = err(
+            edited(DISAGG, 2179, |l| l.replacen(",2021-", ",2O21-", 1)),
+            &disagg_ctx(),
+        );
+        assert!(e.contains(": line 2179: "), "{e}");
     }
 
     #[test]
@@ -722,7 +809,10 @@ mod tests {
     #[test]
     fn a_report_dated_after_the_capture_is_refused() {
         let e = err(real(LEGACY_17), &capture_of("2025-01-13"));
-        assert!(e.contains("line 2") && e.contains("after the capture"), "{e}");
+        assert!(
+            e.contains("line 2") && e.contains("after the capture"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -771,10 +861,17 @@ mod tests {
     #[test]
     fn a_latin1_file_is_refused_with_its_line() {
         let mut f = edited(DISAGG, 4, |l| l.replacen("WHEAT", "WH\u{00C9}AT", 1));
-        let at = f.bytes.windows(2).position(|w| w == "\u{00C9}".as_bytes()).unwrap();
+        let at = f
+            .bytes
+            .windows(2)
+            .position(|w| w == "\u{00C9}".as_bytes())
+            .unwrap();
         f.bytes = [&f.bytes[..at], &[0xC9], &f.bytes[at + 2..]].concat();
         let e = err(f, &disagg_ctx());
-        assert!(e.contains(DISAGG) && e.contains("line 4") && e.contains("not UTF-8"), "{e}");
+        assert!(
+            e.contains(DISAGG) && e.contains("line 4") && e.contains("not UTF-8"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -785,7 +882,8 @@ mod tests {
         };
         let e = err(f, &disagg_ctx());
         assert!(
-            e.contains("FinFutYY.txt: line 1") && e.contains("not a disaggregated futures-only file"),
+            e.contains("FinFutYY.txt: line 1")
+                && e.contains("not a disaggregated futures-only file"),
             "{e}"
         );
         let f = InputFile {
@@ -793,17 +891,35 @@ mod tests {
             bytes: b"36,\"AEROCARIBBEAN AIRLINES\",\"-0-\"\n".to_vec(),
         };
         let e = err(f, &disagg_ctx());
-        assert!(e.contains("sdn.csv: line 1") && e.contains("not a CFTC COT"), "{e}");
+        assert!(
+            e.contains("sdn.csv: line 1") && e.contains("not a CFTC COT"),
+            "{e}"
+        );
     }
 
     #[test]
     fn codes_and_dates_stay_strings_and_counts_become_numbers() {
         assert_eq!(field_value("CFTC Region Code", "00"), Value::from("00"));
-        assert_eq!(field_value("CFTC_Contract_Market_Code", "123456"), Value::from("123456"));
-        assert_eq!(field_value("As of Date in Form YYMMDD", "250107"), Value::from("250107"));
-        assert_eq!(field_value("Open Interest (All)", "  471935"), Value::from(471935));
-        assert_eq!(field_value("Change in Open Interest (All)", "   -120"), Value::from(-120));
+        assert_eq!(
+            field_value("CFTC_Contract_Market_Code", "123456"),
+            Value::from("123456")
+        );
+        assert_eq!(
+            field_value("As of Date in Form YYMMDD", "250107"),
+            Value::from("250107")
+        );
+        assert_eq!(
+            field_value("Open Interest (All)", "  471935"),
+            Value::from(471935)
+        );
+        assert_eq!(
+            field_value("Change in Open Interest (All)", "   -120"),
+            Value::from(-120)
+        );
         assert_eq!(field_value("% of OI (All)", "  100.0"), Value::from(100.0));
-        assert_eq!(field_value("Change in Open Interest (All)", "."), Value::from("."));
+        assert_eq!(
+            field_value("Change in Open Interest (All)", "."),
+            Value::from(".")
+        );
     }
 }
