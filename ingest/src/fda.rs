@@ -272,9 +272,22 @@ fn csv_records(file: &InputFile, text: &str) -> Result<Vec<(String, Map<String, 
 
     let mut out = Vec::new();
     let mut last_line = 1;
+    // csv's positions count a CRLF record's line from its `\n`, one line early; the physical
+    // line of a record's first byte is counted here instead, incrementally.
+    let bytes = text.as_bytes();
+    let (mut counted_to, mut lines_before) = (0usize, 0usize);
     for rec in rdr.records() {
         let rec = rec.map_err(csv_err)?;
-        let line = rec.position().map_or(0, csv::Position::line);
+        let mut start = rec
+            .position()
+            .map_or(0, |p| usize::try_from(p.byte()).unwrap_or(usize::MAX))
+            .min(bytes.len());
+        while start < bytes.len() && matches!(bytes[start], b'\r' | b'\n') {
+            start += 1;
+        }
+        lines_before += bytes[counted_to..start].iter().filter(|&&b| b == b'\n').count();
+        counted_to = start;
+        let line = lines_before + 1;
         last_line = line;
         let at = format!("line {line}");
         if rec.len() < min_fields || rec.len() > names.len() {
