@@ -134,7 +134,10 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
                     ));
                 }
                 None => {
-                    seen.insert(row.id.clone(), (rows.len(), format!("{}: {location}", file.name)));
+                    seen.insert(
+                        row.id.clone(),
+                        (rows.len(), format!("{}: {location}", file.name)),
+                    );
                     rows.push(row);
                 }
             }
@@ -174,7 +177,13 @@ fn json_records(file: &InputFile, text: &str) -> Result<Vec<(String, Map<String,
             if let Some(results) = o.remove("results") {
                 match results {
                     Value::Array(a) => ("results", a),
-                    _ => return Err(Error::parse(name, "results", "expected an array of records")),
+                    _ => {
+                        return Err(Error::parse(
+                            name,
+                            "results",
+                            "expected an array of records",
+                        ));
+                    }
                 }
             } else if let Some(result) = o.remove("result") {
                 // The documentation examples hold one real record under "result"; their
@@ -249,7 +258,11 @@ fn csv_records(file: &InputFile, text: &str) -> Result<Vec<(String, Map<String, 
             } else {
                 col
             };
-            return Err(Error::parse(name, "line 1", format!("missing column {shown:?}")));
+            return Err(Error::parse(
+                name,
+                "line 1",
+                format!("missing column {shown:?}"),
+            ));
         }
     }
     for (i, n) in names.iter().enumerate() {
@@ -285,7 +298,10 @@ fn csv_records(file: &InputFile, text: &str) -> Result<Vec<(String, Map<String, 
         while start < bytes.len() && matches!(bytes[start], b'\r' | b'\n') {
             start += 1;
         }
-        lines_before += bytes[counted_to..start].iter().filter(|&&b| b == b'\n').count();
+        lines_before += bytes[counted_to..start]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count();
         counted_to = start;
         let line = lines_before + 1;
         last_line = line;
@@ -309,7 +325,11 @@ fn csv_records(file: &InputFile, text: &str) -> Result<Vec<(String, Map<String, 
         let mut fields = Map::new();
         for (n, v) in names.iter().zip(rec.iter()) {
             let v = v.trim();
-            let v = if report && v.eq_ignore_ascii_case("n/a") { "" } else { v };
+            let v = if report && v.eq_ignore_ascii_case("n/a") {
+                ""
+            } else {
+                v
+            };
             if n == "more_code_info" {
                 // Pieces of one cut value: joined without separator they give it back whole.
                 if let Some(Value::String(s)) = fields.get_mut(n) {
@@ -491,10 +511,20 @@ mod tests {
 
     use super::*;
 
-    const DRUG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../snapshots/sources/us.fda.enforcement.drug/");
-    const DEVICE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../snapshots/sources/us.fda.enforcement.device/");
-    const FOOD: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../snapshots/sources/us.fda.enforcement.food/");
-    const CLASS_1: &str = "fda_enforcement_report_csv/Class_1_Drug_recalls_Jan_2024_to_12_July_2026.csv";
+    const DRUG: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../snapshots/sources/us.fda.enforcement.drug/"
+    );
+    const DEVICE: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../snapshots/sources/us.fda.enforcement.device/"
+    );
+    const FOOD: &str = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../snapshots/sources/us.fda.enforcement.food/"
+    );
+    const CLASS_1: &str =
+        "fda_enforcement_report_csv/Class_1_Drug_recalls_Jan_2024_to_12_July_2026.csv";
     const JAN_2016: &str = "fda_enforcement_report_csv/Jan_2016_to_Oct_2016.csv";
     const JUN_2023: &str = "fda_enforcement_report_csv/Jun_2023_to_Sep_2024.csv";
     const OPENFDA_DRUG: &str = "openfda_api_NY_subset/drug-recalls.csv";
@@ -584,7 +614,10 @@ mod tests {
                 && r.source_id == source));
         }
         // 989 records, one of them the second D-1442-2016 (see the next test).
-        assert_eq!(drug(&[jan_2016_without_line_878()]).unwrap().rows.len(), 988);
+        assert_eq!(
+            drug(&[jan_2016_without_line_878()]).unwrap().rows.len(),
+            988
+        );
     }
 
     #[test]
@@ -593,7 +626,10 @@ mod tests {
         // real 2016 export both carry D-1442-2016.
         let err = err_of(drug(&[real(DRUG, JAN_2016)]));
         assert!(err.starts_with(&format!("{JAN_2016}: line 878: ")), "{err}");
-        assert!(err.contains("D-1442-2016") && err.contains(&format!("{JAN_2016}: line 574")), "{err}");
+        assert!(
+            err.contains("D-1442-2016") && err.contains(&format!("{JAN_2016}: line 574")),
+            "{err}"
+        );
     }
 
     #[test]
@@ -613,7 +649,10 @@ mod tests {
         );
         assert_eq!(r.published_at, at("2023-11-15T23:59:59Z"));
         assert_eq!(r.event_at, at("2021-11-09T23:59:59Z"));
-        assert_eq!((r.available_at, r.acceptance_at, r.committed_at), (None, None, None));
+        assert_eq!(
+            (r.available_at, r.acceptance_at, r.committed_at),
+            (None, None, None)
+        );
         assert_eq!(r.lane, Lane::CertifiedPit);
         let f = payload(r);
         let s = |k: &str| f.get(k).and_then(Value::as_str);
@@ -658,9 +697,18 @@ mod tests {
         assert_eq!(f["code_info"].as_str().unwrap().chars().count(), 32_600);
         let more = f["more_code_info"].as_str().unwrap();
         assert_eq!(more.chars().count(), 32_600 + 32_600 + 13_799);
-        assert!(more.starts_with("2242016:16  02232016:37"), "{}", &more[..40]);
+        assert!(
+            more.starts_with("2242016:16  02232016:37"),
+            "{}",
+            &more[..40]
+        );
         let f = payload(row(&p, "D-1396-2016"));
-        assert!(f["more_code_info"].as_str().unwrap().starts_with("870 , Lot Number 160950031C"));
+        assert!(
+            f["more_code_info"]
+                .as_str()
+                .unwrap()
+                .starts_with("870 , Lot Number 160950031C")
+        );
         assert!(!payload(row(&p, "D-1466-2016")).contains_key("more_code_info"));
     }
 
@@ -713,11 +761,17 @@ mod tests {
         let openfda = drug(&[real(DRUG, OPENFDA_DRUG)]).unwrap();
         for id in ["D-0856-2016", "D-1465-2016"] {
             let (a, b) = (row(&export, id), row(&openfda, id));
-            assert_eq!((&a.title, &a.form, a.published_at, a.event_at), (&b.title, &b.form, b.published_at, b.event_at));
+            assert_eq!(
+                (&a.title, &a.form, a.published_at, a.event_at),
+                (&b.title, &b.form, b.published_at, b.event_at)
+            );
             assert_eq!(a.source_locator, b.source_locator);
             let mut fa = payload(a);
             // The export's own field, which openFDA does not give.
-            assert_eq!(fa.remove("recently_updated_record"), Some(Value::from("No")));
+            assert_eq!(
+                fa.remove("recently_updated_record"),
+                Some(Value::from("No"))
+            );
             assert_eq!(fa, payload(b), "{id}");
         }
     }
@@ -725,9 +779,30 @@ mod tests {
     #[test]
     fn documentation_examples_without_recall_number_are_identified_by_event_and_description() {
         for (dir, source, id, endpoint, published, event) in [
-            (FOOD, SourceId::FdaFood, "event-62644-f12d249aa234", "food", "2012-09-05", "2012-07-20"),
-            (DRUG, SourceId::FdaDrug, "event-64372-bce21e24a23a", "drug", "2013-06-12", "2013-02-19"),
-            (DEVICE, SourceId::FdaDevice, "event-62561-c8162a97b092", "device", "2012-08-15", "2012-07-16"),
+            (
+                FOOD,
+                SourceId::FdaFood,
+                "event-62644-f12d249aa234",
+                "food",
+                "2012-09-05",
+                "2012-07-20",
+            ),
+            (
+                DRUG,
+                SourceId::FdaDrug,
+                "event-64372-bce21e24a23a",
+                "drug",
+                "2013-06-12",
+                "2013-02-19",
+            ),
+            (
+                DEVICE,
+                SourceId::FdaDevice,
+                "event-62561-c8162a97b092",
+                "device",
+                "2012-08-15",
+                "2012-07-16",
+            ),
         ] {
             let p = parse(&[real(dir, EXAMPLE)], &ctx(source)).unwrap();
             let r = &p.rows[0];
@@ -736,7 +811,9 @@ mod tests {
             let event_id = &id[6..11];
             assert_eq!(
                 r.source_locator,
-                format!("https://api.fda.gov/{endpoint}/enforcement.json?search=event_id:{event_id}")
+                format!(
+                    "https://api.fda.gov/{endpoint}/enforcement.json?search=event_id:{event_id}"
+                )
             );
             assert_eq!(r.published_at, at(&format!("{published}T23:59:59Z")));
             assert_eq!(r.event_at, at(&format!("{event}T23:59:59Z")));
@@ -747,25 +824,38 @@ mod tests {
         let p = parse(&[real(FOOD, EXAMPLE)], &ctx(SourceId::FdaFood)).unwrap();
         let r = &p.rows[0];
         assert_eq!(r.form.as_deref(), Some("Class II"));
-        assert_eq!(r.title, "Cass Clay Creamery AMPI Fargo Division: Cass-Clay , Swiss Chip, 3 Gallon(11.34 L).");
-        assert_eq!(payload(r)["code_info"], "all products that has a plant code of \"38-25\".");
+        assert_eq!(
+            r.title,
+            "Cass Clay Creamery AMPI Fargo Division: Cass-Clay , Swiss Chip, 3 Gallon(11.34 L)."
+        );
+        assert_eq!(
+            payload(r)["code_info"],
+            "all products that has a plant code of \"38-25\"."
+        );
     }
 
     #[test]
     fn openfda_api_responses_are_read_from_results() {
-        let body = br#"{"meta":{"last_updated":"2024-10-01","results":{"skip":0,"limit":2,"total":2}},
+        let body =
+            br#"{"meta":{"last_updated":"2024-10-01","results":{"skip":0,"limit":2,"total":2}},
           "results":[{"recall_number":"F-0001-2024","event_id":"1","product_type":"Food",
             "recalling_firm":"A","product_description":"B","classification":"Class I",
             "report_date":"20240103","recall_initiation_date":"","openfda":{}}]}"#;
-        let f = InputFile { name: "api.json".into(), bytes: body.to_vec() };
-        let p = parse(&[f.clone()], &ctx(SourceId::FdaFood)).unwrap();
+        let f = InputFile {
+            name: "api.json".into(),
+            bytes: body.to_vec(),
+        };
+        let p = parse(std::slice::from_ref(&f), &ctx(SourceId::FdaFood)).unwrap();
         assert_eq!(p.rows.len(), 1);
         assert_eq!(p.rows[0].published_at, at("2024-01-03T23:59:59Z"));
         // Nothing imputed: no initiation date, no event clock.
         assert_eq!(p.rows[0].event_at, None);
         let bad = edited(f, "\"20240103\"", "\"2024013\"");
         let err = err_of(parse(&[bad], &ctx(SourceId::FdaFood)));
-        assert!(err.starts_with("api.json: results[0]: report_date"), "{err}");
+        assert!(
+            err.starts_with("api.json: results[0]: report_date"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -778,12 +868,24 @@ mod tests {
 
     #[test]
     fn rows_of_another_center_are_refused_naming_the_record() {
-        let err = err_of(parse(&[real(DRUG, OPENFDA_DRUG)], &ctx(SourceId::FdaDevice)));
-        assert!(err.starts_with(&format!("{OPENFDA_DRUG}: line 2: product_type \"Drugs\"")), "{err}");
+        let err = err_of(parse(
+            &[real(DRUG, OPENFDA_DRUG)],
+            &ctx(SourceId::FdaDevice),
+        ));
+        assert!(
+            err.starts_with(&format!("{OPENFDA_DRUG}: line 2: product_type \"Drugs\"")),
+            "{err}"
+        );
         let err = err_of(parse(&[real(DRUG, JUN_2023)], &ctx(SourceId::FdaFood)));
-        assert!(err.starts_with(&format!("{JUN_2023}: line 2: ")) && err.contains("\"Food\""), "{err}");
+        assert!(
+            err.starts_with(&format!("{JUN_2023}: line 2: ")) && err.contains("\"Food\""),
+            "{err}"
+        );
         let err = err_of(drug(&[real(FOOD, EXAMPLE)]));
-        assert!(err.starts_with(&format!("{EXAMPLE}: result: product_type \"Food\"")), "{err}");
+        assert!(
+            err.starts_with(&format!("{EXAMPLE}: result: product_type \"Food\"")),
+            "{err}"
+        );
         let err = err_of(parse(&[real(DRUG, EXAMPLE)], &ctx(SourceId::OfacSdn)));
         assert!(err.contains("not an FDA enforcement source"), "{err}");
     }
@@ -793,16 +895,26 @@ mod tests {
         let mut f = real(DRUG, JUN_2023);
         // Cut inside line 5's product description: the record comes up short of fields.
         let text = String::from_utf8(f.bytes.clone()).unwrap();
-        let line5 = text.split_inclusive('\n').take(4).map(str::len).sum::<usize>();
+        let line5 = text
+            .split_inclusive('\n')
+            .take(4)
+            .map(str::len)
+            .sum::<usize>();
         f.bytes.truncate(line5 + 300);
         let err = err_of(drug(&[f]));
-        assert!(err.starts_with(&format!("{JUN_2023}: line 5: ")) && err.contains("fields"), "{err}");
+        assert!(
+            err.starts_with(&format!("{JUN_2023}: line 5: ")) && err.contains("fields"),
+            "{err}"
+        );
         // Cut inside the last field of a record: the fields are all there, the line end is not.
         let mut f = real(DRUG, OPENFDA_DRUG);
         let len = f.bytes.len();
         f.bytes.truncate(len - 3);
         let err = err_of(drug(&[f]));
-        assert!(err.starts_with(&format!("{OPENFDA_DRUG}: line 255: ")) && err.contains("truncated"), "{err}");
+        assert!(
+            err.starts_with(&format!("{OPENFDA_DRUG}: line 255: ")) && err.contains("truncated"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -810,7 +922,10 @@ mod tests {
         let mut f = real(FOOD, EXAMPLE);
         f.bytes.truncate(1200);
         let err = err_of(parse(&[f], &ctx(SourceId::FdaFood)));
-        assert!(err.starts_with(&format!("{EXAMPLE}: line ")) && err.contains("not valid JSON"), "{err}");
+        assert!(
+            err.starts_with(&format!("{EXAMPLE}: line ")) && err.contains("not valid JSON"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -819,27 +934,52 @@ mod tests {
         let err = err_of(drug(&[f]));
         assert_eq!(
             err,
-            format!("{JUN_2023}: line 2: report_date: \"11/31/2023\" is not a date (YYYY-MM-DD, YYYYMMDD or M/D/YYYY)")
+            format!(
+                "{JUN_2023}: line 2: report_date: \"11/31/2023\" is not a date (YYYY-MM-DD, YYYYMMDD or M/D/YYYY)"
+            )
         );
         let f = edited(real(DRUG, OPENFDA_DRUG), ",20200415,", ",2020-0415,");
         let err = err_of(drug(&[f]));
-        assert!(err.starts_with(&format!("{OPENFDA_DRUG}: line 2: recall_initiation_date")), "{err}");
+        assert!(
+            err.starts_with(&format!("{OPENFDA_DRUG}: line 2: recall_initiation_date")),
+            "{err}"
+        );
     }
 
     #[test]
     fn a_row_missing_a_field_or_a_value_is_refused_naming_the_line() {
-        let f = edited(real(DRUG, JUN_2023), "\"Terminated\",\"PAR Sterile", "\"PAR Sterile");
+        let f = edited(
+            real(DRUG, JUN_2023),
+            "\"Terminated\",\"PAR Sterile",
+            "\"PAR Sterile",
+        );
         let err = err_of(drug(&[f]));
-        assert_eq!(err, format!("{JUN_2023}: line 2: 24 fields, the header has 25"));
-        let f = edited(real(DRUG, JUN_2023), "\"PAR Sterile Products LLC\"", "\"N/A\"");
+        assert_eq!(
+            err,
+            format!("{JUN_2023}: line 2: 24 fields, the header has 25")
+        );
+        let f = edited(
+            real(DRUG, JUN_2023),
+            "\"PAR Sterile Products LLC\"",
+            "\"N/A\"",
+        );
         let err = err_of(drug(&[f]));
-        assert_eq!(err, format!("{JUN_2023}: line 2: recalling_firm is missing or empty"));
+        assert_eq!(
+            err,
+            format!("{JUN_2023}: line 2: recalling_firm is missing or empty")
+        );
         let f = edited(real(DRUG, OPENFDA_DRUG), ",20200506,", ",,");
         let err = err_of(drug(&[f]));
-        assert_eq!(err, format!("{OPENFDA_DRUG}: line 2: report_date is missing or empty"));
+        assert_eq!(
+            err,
+            format!("{OPENFDA_DRUG}: line 2: report_date is missing or empty")
+        );
         let f = edited(real(DRUG, OPENFDA_DRUG), "recall_number,", "recall_no,");
         let err = err_of(drug(&[f]));
-        assert_eq!(err, format!("{OPENFDA_DRUG}: line 1: missing column \"recall_number\""));
+        assert_eq!(
+            err,
+            format!("{OPENFDA_DRUG}: line 1: missing column \"recall_number\"")
+        );
     }
 
     #[test]
@@ -850,25 +990,37 @@ mod tests {
         let at = f.bytes.windows(2).position(|w| w == b"\xC2\xBF").unwrap();
         f.bytes.remove(at);
         let err = err_of(drug(&[f]));
-        assert!(err.starts_with(&format!("{CLASS_1}: line 116, byte ")) && err.contains("not UTF-8"), "{err}");
+        assert!(
+            err.starts_with(&format!("{CLASS_1}: line 116, byte ")) && err.contains("not UTF-8"),
+            "{err}"
+        );
     }
 
     #[test]
     fn identical_duplicates_collapse_and_changed_ones_are_refused_naming_both() {
         let p = drug(&[real(DRUG, CLASS_1), real(DRUG, CLASS_1)]).unwrap();
         assert_eq!(p.rows.len(), 171);
-        let mut later = edited(real(DRUG, CLASS_1), ",Terminated,The Procter", ",Ongoing,The Procter");
+        let mut later = edited(
+            real(DRUG, CLASS_1),
+            ",Terminated,The Procter",
+            ",Ongoing,The Procter",
+        );
         later.name = "later.csv".into();
         let err = err_of(drug(&[real(DRUG, CLASS_1), later]));
         assert_eq!(
             err,
-            format!("later.csv: line 2: recall D-0238-2024 appears again with different content (first at {CLASS_1}: line 2)")
+            format!(
+                "later.csv: line 2: recall D-0238-2024 appears again with different content (first at {CLASS_1}: line 2)"
+            )
         );
     }
 
     #[test]
     fn a_csv_of_another_layout_is_refused() {
-        let f = InputFile { name: "x.csv".into(), bytes: b"a,b\n1,2\n".to_vec() };
+        let f = InputFile {
+            name: "x.csv".into(),
+            bytes: b"a,b\n1,2\n".to_vec(),
+        };
         let err = err_of(drug(&[f]));
         assert!(err.starts_with("x.csv: line 1: neither"), "{err}");
     }
