@@ -137,7 +137,11 @@ fn terminator_len(s: &str) -> usize {
 
 /// 1-based line of byte `at`.
 fn line_at(text: &str, at: usize) -> u64 {
-    text.as_bytes()[..at].iter().filter(|&&b| b == b'\n').count() as u64 + 1
+    text.as_bytes()[..at]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count() as u64
+        + 1
 }
 
 /// Reads one file of the set into records of exactly its column count.
@@ -215,7 +219,11 @@ fn records(file: &InputFile, kind: Kind) -> Result<Vec<Record<'_>>> {
             fields: fields.clone(),
         };
         if k == 0 && *start != 0 {
-            return Err(Error::parse(name, "line 1", "a blank line before the first record"));
+            return Err(Error::parse(
+                name,
+                "line 1",
+                "a blank line before the first record",
+            ));
         }
         let own = &raw[..raw.len() - terminator_len(raw)];
         if k + 1 < read.len() && terminator_len(own) > 0 {
@@ -227,7 +235,9 @@ fn records(file: &InputFile, kind: Kind) -> Result<Vec<Record<'_>>> {
             ));
         }
         if own.bytes().filter(|&b| b == b'"').count() % 2 != 0 {
-            return Err(rec.err("an unterminated quoted field (the file is cut short or malformed)"));
+            return Err(
+                rec.err("an unterminated quoted field (the file is cut short or malformed)")
+            );
         }
         if fields.len() != columns.len() {
             return Err(rec.err(format!(
@@ -304,7 +314,11 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
             "file",
             format!(
                 "missing: the SDN set needs sdn.csv (given: {})",
-                if given.is_empty() { "nothing".to_owned() } else { given.join(", ") }
+                if given.is_empty() {
+                    "nothing".to_owned()
+                } else {
+                    given.join(", ")
+                }
             ),
         )
     })?;
@@ -386,7 +400,9 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
             let ent_num = owner(&rec, &entities)?;
             let add_num = rec.id(1, "add_num")?;
             if let Some(prev) = seen.insert(add_num, rec.line) {
-                return Err(rec.err(format!("add_num {add_num} is listed twice (also at line {prev})")));
+                return Err(rec.err(format!(
+                    "add_num {add_num} is listed twice (also at line {prev})"
+                )));
             }
             let address = json!({
                 "add_num": add_num,
@@ -405,7 +421,9 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
             let ent_num = owner(&rec, &entities)?;
             let alt_num = rec.id(1, "alt_num")?;
             if let Some(prev) = seen.insert(alt_num, rec.line) {
-                return Err(rec.err(format!("alt_num {alt_num} is listed twice (also at line {prev})")));
+                return Err(rec.err(format!(
+                    "alt_num {alt_num} is listed twice (also at line {prev})"
+                )));
             }
             let alias = json!({
                 "alt_num": alt_num,
@@ -437,8 +455,14 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
                 (r, Some((more, _))) => Some(r.unwrap_or_default() + &more),
             };
             fields.insert("remarks".into(), opt_json(remarks.as_deref()));
-            fields.insert("addresses".into(), Value::Array(addresses.into_values().collect()));
-            fields.insert("aliases".into(), Value::Array(aliases.into_values().collect()));
+            fields.insert(
+                "addresses".into(),
+                Value::Array(addresses.into_values().collect()),
+            );
+            fields.insert(
+                "aliases".into(),
+                Value::Array(aliases.into_values().collect()),
+            );
             let key = ent_num.to_string();
             let entry = Entry {
                 name,
@@ -687,14 +711,23 @@ mod tests {
         assert_eq!(e.name, "CIFUENTES VILLA, Jorge Milton");
         let r = e.fields["remarks"].as_str().unwrap();
         assert_eq!(r.len(), 1596);
-        assert!(r.starts_with("DOB 13 May 1965; alt. DOB 13 Apr 1968;"), "{r}");
-        assert!(r.contains("Linked To: PROMO RAIZ S.A.S.; Linked To: RED MUNDIAL"), "{r}");
+        assert!(
+            r.starts_with("DOB 13 May 1965; alt. DOB 13 Apr 1968;"),
+            "{r}"
+        );
+        assert!(
+            r.contains("Linked To: PROMO RAIZ S.A.S.; Linked To: RED MUNDIAL"),
+            "{r}"
+        );
         assert!(r.ends_with("Linked To: R D I S.A."), "{r}");
         let adds = e.fields["addresses"].as_array().unwrap();
         assert_eq!(adds.len(), 11);
         assert_eq!(adds[0]["add_num"], 18918);
         assert_eq!(adds[10]["add_num"], 20851);
-        assert_eq!(adds[10]["city_state_province_postal_code"], "Guadalajara, Jalisco");
+        assert_eq!(
+            adds[10]["city_state_province_postal_code"],
+            "Guadalajara, Jalisco"
+        );
         let alts = e.fields["aliases"].as_array().unwrap();
         assert_eq!(alts.len(), 2);
         assert_eq!(alts[1]["alt_name"], "OSUNA VILLARREAL, Sergio");
@@ -703,9 +736,15 @@ mod tests {
 
     #[test]
     fn multi_program_lists_are_split_and_kept_raw() {
-        let s = parse(&[real(Y2025, "sdn.csv")], &ctx()).unwrap().snapshot.unwrap();
+        let s = parse(&[real(Y2025, "sdn.csv")], &ctx())
+            .unwrap()
+            .snapshot
+            .unwrap();
         let e = entry(&s, "48727");
-        assert_eq!(e.fields["programs"], json!(["SDGT", "NPWMD", "IRGC", "IFSR"]));
+        assert_eq!(
+            e.fields["programs"],
+            json!(["SDGT", "NPWMD", "IRGC", "IFSR"])
+        );
         assert_eq!(e.fields["programs_raw"], "SDGT] [NPWMD] [IRGC] [IFSR");
         assert_eq!(split_programs("[SDGT] [IRGC]"), vec!["SDGT", "IRGC"]);
         assert_eq!(split_programs("CUBA"), vec!["CUBA"]);
@@ -726,10 +765,16 @@ mod tests {
         assert_eq!(e.fields["vess_flag"], "Cook Islands");
         assert_eq!(e.fields["tonnage"], Value::Null);
         let r = e.fields["remarks"].as_str().unwrap();
-        assert!(r.starts_with("Secondary sanctions risk: section 1(b"), "{r}");
+        assert!(
+            r.starts_with("Secondary sanctions risk: section 1(b"),
+            "{r}"
+        );
         assert!(!r.contains('\r'));
         let suex = entry(&s, "33151").fields["remarks"].as_str().unwrap();
-        assert!(suex.contains("XBT 1B64QRxfaa35MVkf7sDjuGUYAP5izQt7Qi; Digital Currency"), "{suex}");
+        assert!(
+            suex.contains("XBT 1B64QRxfaa35MVkf7sDjuGUYAP5izQt7Qi; Digital Currency"),
+            "{suex}"
+        );
         assert!(suex.ends_with("EXCHANGE'."), "{suex}");
     }
 
@@ -803,10 +848,17 @@ mod tests {
     #[test]
     fn more_blank_lines_or_a_misplaced_eof_byte_are_refused_with_their_line() {
         let mut f = real(Y2025, "sdn.csv");
+        // Lines 18 and 19 blank: the excess starts at line 18.
         f.bytes.extend_from_slice(b"\r\n\r\n");
         assert_eq!(
             err(&[f]),
-            "sdn.csv: line 19: more than one blank line at the end of the file"
+            "sdn.csv: line 18: more than one blank line at the end of the file"
+        );
+        let mut f = real(Y2025, "sdn.csv");
+        f.bytes.splice(0..0, *b"\r\n");
+        assert_eq!(
+            err(&[f]),
+            "sdn.csv: line 1: a blank line before the first record"
         );
         let f = edited(Y2025, "sdn.csv", "\r\n11195,", b"\r\n\r\n11195,");
         assert_eq!(err(&[f]), "sdn.csv: line 2: a blank line inside the file");
@@ -825,7 +877,10 @@ mod tests {
         assert!(lines[4].starts_with("19709,"));
         let dup: String = lines[..5].concat() + lines[4] + &lines[5..].concat();
         let e = err(&[file("sdn.csv", dup.as_bytes())]);
-        assert_eq!(e, "sdn.csv: line 6: ent_num 19709 is listed twice (also at line 5)");
+        assert_eq!(
+            e,
+            "sdn.csv: line 6: ent_num 19709 is listed twice (also at line 5)"
+        );
     }
 
     #[test]
@@ -853,7 +908,11 @@ mod tests {
         let bytes = real(Y2019, "sdn.csv").bytes;
         // Line 4 cut after `424,"BOUTIQUE LA MAISON",-0- ,`, before its Program.
         let line4 = bytes.windows(8).position(|w| w == b"\n424,\"BO").unwrap();
-        let at = line4 + bytes[line4..].windows(6).position(|w| w == b"\"CUBA\"").unwrap();
+        let at = line4
+            + bytes[line4..]
+                .windows(6)
+                .position(|w| w == b"\"CUBA\"")
+                .unwrap();
         let e = err(&[file("sdn.csv", &bytes[..at])]);
         assert_eq!(
             e,
@@ -864,7 +923,10 @@ mod tests {
     #[test]
     fn a_bad_ent_num_is_refused_with_its_line() {
         let f = edited(Y2019, "sdn.csv", "\n424,", b"\n42A,");
-        assert_eq!(err(&[f]), "sdn.csv: line 4: ent_num \"42A\" is not a number");
+        assert_eq!(
+            err(&[f]),
+            "sdn.csv: line 4: ent_num \"42A\" is not a number"
+        );
         let f = edited(Y2019, "alt.csv", "\n306,220,", b"\n-0- ,220,");
         assert_eq!(
             err(&[real(Y2019, "sdn.csv"), f]),
@@ -909,7 +971,10 @@ mod tests {
 
     #[test]
     fn an_empty_file_is_refused() {
-        assert_eq!(err(&[file("sdn.csv", b"")]), "sdn.csv: file: the file is empty");
+        assert_eq!(
+            err(&[file("sdn.csv", b"")]),
+            "sdn.csv: file: the file is empty"
+        );
         assert_eq!(
             err(&[real(Y2019, "sdn.csv"), file("add.csv", b"\r\n")]),
             "add.csv: file: the file is empty"
@@ -918,7 +983,12 @@ mod tests {
 
     #[test]
     fn a_latin1_file_is_refused_with_its_line() {
-        let f = edited(Y2019, "sdn.csv", "\"ANGLO-CARIBBEAN", b"\"ANGL\xD6-CARIBBEAN");
+        let f = edited(
+            Y2019,
+            "sdn.csv",
+            "\"ANGLO-CARIBBEAN",
+            b"\"ANGL\xD6-CARIBBEAN",
+        );
         let e = err(&[f]);
         assert!(e.starts_with("sdn.csv: line 2, byte "), "{e}");
         assert!(e.contains("not UTF-8"), "{e}");
@@ -954,7 +1024,9 @@ mod tests {
     fn a_set_without_capture_instant_is_refused() {
         let mut c = ctx();
         c.captured_at = None;
-        let e = parse(&[real(Y2025, "sdn.csv")], &c).unwrap_err().to_string();
+        let e = parse(&[real(Y2025, "sdn.csv")], &c)
+            .unwrap_err()
+            .to_string();
         assert!(e.starts_with("sdn.csv: file: "), "{e}");
         assert!(e.contains("--captured-at"), "{e}");
     }
