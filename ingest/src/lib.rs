@@ -7,6 +7,7 @@
 pub mod adapter;
 pub mod edgar;
 pub mod error;
+pub mod gleif;
 pub mod sample;
 pub mod synthetic;
 pub mod tickers;
