@@ -81,7 +81,11 @@ fn read_json(file: &InputFile) -> Result<Map<String, Value>> {
         )
     })?;
     let Value::Object(obj) = v else {
-        return Err(Error::parse(&file.name, "top level", "expected a JSON object"));
+        return Err(Error::parse(
+            &file.name,
+            "top level",
+            "expected a JSON object",
+        ));
     };
     // The API answers faults (unknown LEI, bad filter) with a JSON:API `errors` document:
     // a captured fault is a failed download, not an empty list.
@@ -570,7 +574,10 @@ mod tests {
         }
         let s = parse(&[multi()], &ctx()).unwrap().snapshot.unwrap();
         assert_eq!(s.captured_at, t("2025-05-15T00:00:00Z"));
-        assert_eq!(s.entries.keys().map(String::as_str).collect::<Vec<_>>(), LEIS);
+        assert_eq!(
+            s.entries.keys().map(String::as_str).collect::<Vec<_>>(),
+            LEIS
+        );
         for f in [
             "549300LBI3LRIZ2V8V66_lapsed.json",
             "9845001B2AD43E664E58_issued.json",
@@ -918,7 +925,9 @@ mod tests {
         let e = err(&[cut]);
         let lines = py.bytes[..2000].iter().filter(|&&b| b == b'\n').count() + 1;
         assert!(
-            e.starts_with(&format!("549300LBI3LRIZ2V8V66_lapsed.json: line {lines} column ")),
+            e.starts_with(&format!(
+                "549300LBI3LRIZ2V8V66_lapsed.json: line {lines} column "
+            )),
             "{e}"
         );
         let h = history("INR2EJN1ERAN0W5ZP974");
@@ -998,11 +1007,15 @@ mod tests {
             "LegalName"
         );
         assert_eq!(
-            field_label("/lei:LEIData/lei:LEIRecords/lei:LEIRecord/lei:Entity/lei:LegalAddress/@xml:lang"),
+            field_label(
+                "/lei:LEIData/lei:LEIRecords/lei:LEIRecord/lei:Entity/lei:LegalAddress/@xml:lang"
+            ),
             "LegalAddress@lang"
         );
         assert_eq!(
-            field_label("/lei:LEIData/lei:LEIRecords/lei:LEIRecord/lei:Entity/lei:LegalEntityEvents/lei:LegalEntityEvent/@group_type"),
+            field_label(
+                "/lei:LEIData/lei:LEIRecords/lei:LEIRecord/lei:Entity/lei:LegalEntityEvents/lei:LegalEntityEvent/@group_type"
+            ),
             "LegalEntityEvent@group_type"
         );
     }
