@@ -803,7 +803,7 @@ mod tests {
                 .unwrap()
                 .contains(r#""context":{"endNode":"549300OWK6ZGNYP4G142","relationshipType":"IS_DIRECTLY_CONSOLIDATED_BY"}"#)
         );
-        // A 128-character URL stays out of the title.
+        // A 113-character URL stays out of the title.
         let long = nordic
             .rows
             .iter()
