@@ -75,7 +75,7 @@ pub struct Entry {
 /// Decodes a file as UTF-8 (a leading byte-order mark is dropped). A file in another encoding
 /// is refused, naming the line and byte where decoding failed: guessing an encoding could
 /// silently corrupt names.
-pub fn utf8<'a>(file: &InputFile) -> Result<&str> {
+pub fn utf8(file: &InputFile) -> Result<&str> {
     let bytes = file
         .bytes
         .strip_prefix(b"\xEF\xBB\xBF")

@@ -468,7 +468,14 @@ fn row_of(
                 "https://api.fda.gov/{}/enforcement.json?search=recall_number:\"{n}\"",
                 center.endpoint
             );
-            (n, locator)
+            // FDA has given one recall number to two recalls (D-1442-2016: Pharmakon, event
+            // 73960, and GlaxoSmithKline, event 74742, in the 2016 export), so the number alone
+            // is not a key; with its event it is, and stays the same in every later export.
+            let id = match text("event_id")? {
+                Some(event) => format!("{n}:{event}"),
+                None => n.clone(),
+            };
+            (id, locator)
         }
         None => {
             // The documentation examples carry no recall number; the event groups a firm's
@@ -487,7 +494,11 @@ fn row_of(
     let form = text("classification")?;
     let title = format!("{}: {}", collapse(&firm), shorten(&collapse(&description)));
     let payload = Value::Object(fields);
-    let mut row = base_row(ctx, id.clone(), id, form, title, locator, &payload);
+    let entity = match payload.get("recall_number").and_then(Value::as_str) {
+        Some(n) => n.to_owned(),
+        None => id.clone(),
+    };
+    let mut row = base_row(ctx, id, entity, form, title, locator, &payload);
     row.published_at = Some(report_date.end_of_day());
     row.event_at = event_at;
     Ok(row)
@@ -556,7 +567,10 @@ mod tests {
     }
 
     fn row<'a>(p: &'a Parsed, id: &str) -> &'a NewsRow {
-        p.rows.iter().find(|r| r.id == id).unwrap()
+        p.rows
+            .iter()
+            .find(|r| r.entity_id.as_deref() == Some(id))
+            .unwrap()
     }
 
     fn payload(r: &NewsRow) -> Map<String, Value> {
@@ -565,22 +579,6 @@ mod tests {
 
     fn err_of(r: Result<Parsed>) -> String {
         r.unwrap_err().to_string()
-    }
-
-    /// The 2016 export without its line 878, the second recall numbered D-1442-2016.
-    fn jan_2016_without_line_878() -> InputFile {
-        let f = real(DRUG, JAN_2016);
-        let text = String::from_utf8(f.bytes).unwrap();
-        let kept: Vec<&str> = text
-            .split_inclusive('\n')
-            .enumerate()
-            .filter(|(i, _)| *i != 877)
-            .map(|(_, l)| l)
-            .collect();
-        InputFile {
-            name: f.name,
-            bytes: kept.concat().into_bytes(),
-        }
     }
 
     fn edited(f: InputFile, from: &str, to: &str) -> InputFile {
@@ -613,23 +611,26 @@ mod tests {
                 && r.availability_basis == "unknown"
                 && r.source_id == source));
         }
-        // 989 records, one of them the second D-1442-2016 (see the next test).
-        assert_eq!(
-            drug(&[jan_2016_without_line_878()]).unwrap().rows.len(),
-            988
-        );
+        // 989 records, two of them numbered D-1442-2016 (see the next test).
+        assert_eq!(drug(&[real(DRUG, JAN_2016)]).unwrap().rows.len(), 989);
     }
 
     #[test]
-    fn a_recall_number_given_to_two_recalls_is_refused_naming_both_lines() {
+    fn a_recall_number_given_to_two_recalls_gives_two_records() {
         // Lines 574 (Pharmakon, event 73960) and 878 (GlaxoSmithKline, event 74742) of the
         // real 2016 export both carry D-1442-2016.
-        let err = err_of(drug(&[real(DRUG, JAN_2016)]));
-        assert!(err.starts_with(&format!("{JAN_2016}: line 878: ")), "{err}");
-        assert!(
-            err.contains("D-1442-2016") && err.contains(&format!("{JAN_2016}: line 574")),
-            "{err}"
-        );
+        let p = drug(&[real(DRUG, JAN_2016)]).unwrap();
+        let mut twins: Vec<(&str, &str)> = p
+            .rows
+            .iter()
+            .filter(|r| r.entity_id.as_deref() == Some("D-1442-2016"))
+            .map(|r| (r.id.as_str(), r.title.split(':').next().unwrap()))
+            .collect();
+        twins.sort();
+        assert_eq!(twins.len(), 2);
+        assert_eq!(twins[0].0, "D-1442-2016:73960");
+        assert_eq!(twins[1].0, "D-1442-2016:74742");
+        assert!(twins[1].1.contains("Glaxo"), "{twins:?}");
     }
 
     #[test]
@@ -678,7 +679,7 @@ mod tests {
     fn dates_without_leading_zeros_in_the_class_1_export_are_read() {
         let p = drug(&[real(DRUG, CLASS_1)]).unwrap();
         let r = &p.rows[0];
-        assert_eq!(r.id, "D-0238-2024");
+        assert_eq!(r.id, format!("D-0238-2024:{}", payload(r)["event_id"].as_str().unwrap()));
         assert_eq!(r.form.as_deref(), Some("Class I"));
         assert_eq!(r.published_at, at("2024-01-24T23:59:59Z"));
         assert_eq!(r.event_at, at("2021-11-23T23:59:59Z"));
@@ -692,7 +693,7 @@ mod tests {
 
     #[test]
     fn code_lists_cut_into_more_code_info_columns_are_joined() {
-        let p = drug(&[jan_2016_without_line_878()]).unwrap();
+        let p = drug(&[real(DRUG, JAN_2016)]).unwrap();
         let f = payload(row(&p, "D-1462-2016"));
         assert_eq!(f["code_info"].as_str().unwrap().chars().count(), 32_600);
         let more = f["more_code_info"].as_str().unwrap();
@@ -716,7 +717,7 @@ mod tests {
     fn openfda_csv_rows_carry_report_date_and_initiation_date_at_day_resolution() {
         let p = drug(&[real(DRUG, OPENFDA_DRUG)]).unwrap();
         let r = &p.rows[0];
-        assert_eq!(r.id, "D-1253-2020");
+        assert_eq!(r.id, format!("D-1253-2020:{}", payload(r)["event_id"].as_str().unwrap()));
         assert_eq!(r.entity_id.as_deref(), Some("D-1253-2020"));
         assert_eq!(r.form.as_deref(), Some("Class II"));
         assert_eq!(
@@ -742,7 +743,7 @@ mod tests {
     fn device_rows_point_at_the_device_endpoint() {
         let p = parse(&[real(DEVICE, OPENFDA_DEVICE)], &ctx(SourceId::FdaDevice)).unwrap();
         let r = &p.rows[0];
-        assert_eq!(r.id, "Z-2038-2014");
+        assert_eq!(r.id, format!("Z-2038-2014:{}", payload(r)["event_id"].as_str().unwrap()));
         assert_eq!(r.source_id, SourceId::FdaDevice);
         assert_eq!(r.form.as_deref(), Some("Class II"));
         assert!(r.title.starts_with("Pall Corporation: PALL Medical Breathing Circuit Filter, REF BB50T and BB50T-BULK , Rx ONLY"));
@@ -757,7 +758,7 @@ mod tests {
 
     #[test]
     fn one_recall_from_the_export_and_from_openfda_compares_equal_where_the_facts_agree() {
-        let export = drug(&[jan_2016_without_line_878()]).unwrap();
+        let export = drug(&[real(DRUG, JAN_2016)]).unwrap();
         let openfda = drug(&[real(DRUG, OPENFDA_DRUG)]).unwrap();
         for id in ["D-0856-2016", "D-1465-2016"] {
             let (a, b) = (row(&export, id), row(&openfda, id));
@@ -1010,7 +1011,7 @@ mod tests {
         assert_eq!(
             err,
             format!(
-                "later.csv: line 2: recall D-0238-2024 appears again with different content (first at {CLASS_1}: line 2)"
+                "later.csv: line 2: recall D-0238-2024:89106 appears again with different content (first at {CLASS_1}: line 2)"
             )
         );
     }

@@ -103,11 +103,13 @@ pub fn parse_files(req: &Request) -> Result<Parsed> {
 fn dispatch(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
     match ctx.source {
         SourceId::SecEdgar => crate::edgar::parse(files, ctx),
-        other => Err(Error::parse(
-            "--source",
-            other.as_str(),
-            "no adapter for this source yet",
-        )),
+        SourceId::FederalRegisterPi => crate::fedreg::parse(files, ctx),
+        SourceId::CftcCot => crate::cftc::parse(files, ctx),
+        SourceId::OfacSdn => crate::ofac::parse(files, ctx),
+        SourceId::FdaDrug | SourceId::FdaDevice | SourceId::FdaFood => {
+            crate::fda::parse(files, ctx)
+        }
+        SourceId::GleifLei => crate::gleif::parse(files, ctx),
     }
 }
 
