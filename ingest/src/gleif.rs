@@ -475,7 +475,7 @@ fn modification_row(
     };
     let mut row = adapter::base_row(
         ctx,
-        format!("{lei}/fm/{mod_id}"),
+        format!("{lei}:fm:{mod_id}"),
         lei.to_owned(),
         Some(FORM_FIELD_MODIFICATION.to_owned()),
         title,
@@ -701,7 +701,7 @@ mod tests {
             assert!(p.snapshot.is_none() && p.whole_days.is_empty());
             for r in &p.rows {
                 assert_eq!(r.entity_id.as_deref(), Some(lei));
-                assert!(r.id.starts_with(&format!("{lei}/fm/")), "{}", r.id);
+                assert!(r.id.starts_with(&format!("{lei}:fm:")), "{}", r.id);
                 assert_eq!(r.published_at, r.event_at);
                 assert_eq!(
                     r.published_at.unwrap(),
@@ -725,7 +725,7 @@ mod tests {
             .unwrap();
         assert_eq!(
             r.id,
-            "21380068P1DRHMJ8KU70/fm/74d4467a-01c0-4945-8bd0-26046232b196"
+            "21380068P1DRHMJ8KU70:fm:74d4467a-01c0-4945-8bd0-26046232b196"
         );
         assert_eq!(r.source_id, SourceId::GleifLei);
         assert_eq!(r.lane, Lane::CertifiedPit);
@@ -759,7 +759,7 @@ mod tests {
         let first = &p.rows[0];
         assert_eq!(
             first.id,
-            "21380068P1DRHMJ8KU70/fm/d2cee385-9dc6-4382-9d27-eabdf2cd7064"
+            "21380068P1DRHMJ8KU70:fm:d2cee385-9dc6-4382-9d27-eabdf2cd7064"
         );
         assert_eq!(
             first.title,
@@ -824,7 +824,7 @@ mod tests {
         other.name = "page_again.json".into();
         let e = err(&[page, other]);
         assert!(
-            e.starts_with("page_again.json: data[0]: modification 984500983AD71E4FBC41/fm/")
+            e.starts_with("page_again.json: data[0]: modification 984500983AD71E4FBC41:fm:")
                 && e.contains("is also in field_modifications_984500983AD71E4FBC41.json"),
             "{e}"
         );

@@ -113,10 +113,17 @@ fn dispatch(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
     }
 }
 
-/// The current revision of every record of one source and lane in the store's current version.
-async fn held_rows(store: &CorpusStore, source: SourceId, lane: Lane) -> Result<Vec<NewsRow>> {
+/// What the store's current version holds of one source and lane: the current revision of
+/// every record, and the certifications.
+#[derive(Debug, Default)]
+pub struct Held {
+    pub rows: Vec<NewsRow>,
+    pub certifications: Vec<Certification>,
+}
+
+async fn held(store: &CorpusStore, source: SourceId, lane: Lane) -> Result<Held> {
     let Some(version) = store.current_version().await? else {
-        return Ok(vec![]);
+        return Ok(Held::default());
     };
     let manifest = store.manifest(&version).await?;
     let mut rows = Vec::new();
@@ -129,7 +136,15 @@ async fn held_rows(store: &CorpusStore, source: SourceId, lane: Lane) -> Result<
     }
     let superseded: HashSet<String> = rows.iter().filter_map(|r| r.supersedes.clone()).collect();
     rows.retain(|r| !superseded.contains(&r.revision_id));
-    Ok(rows)
+    let certifications = manifest
+        .certifications
+        .into_iter()
+        .filter(|c| c.source_id == source && c.lane == lane)
+        .collect();
+    Ok(Held {
+        rows,
+        certifications,
+    })
 }
 
 /// The kind of a change row, from its `payload.change`.
@@ -229,7 +244,7 @@ fn change_rows(
                     ),
                 ));
             }
-            Some((_, Some(before), ..)) if before == fields => {}
+            Some((_, Some(before), _, held_name)) if before == fields && held_name == name => {}
             Some((_, Some(before), ..)) => {
                 make(entity, "modified", name, locator, Some(before), Some(fields));
             }
@@ -273,7 +288,7 @@ fn runs(mut days: Vec<Day>) -> Vec<(Day, Day)> {
 }
 
 /// Steps 2–5: the change set an ingest publishes, given what the corpus holds of the source.
-pub fn prepare(req: &Request, parsed: Parsed, held: &[NewsRow]) -> Result<(ChangeSet, Outcome)> {
+pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet, Outcome)> {
     let ctx = Context {
         source: req.source,
         lane: req.lane,
@@ -289,7 +304,7 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &[NewsRow]) -> Result<(Chang
     let mut changes: BTreeMap<String, usize> = BTreeMap::new();
     let mut whole_days = parsed.whole_days;
     if let Some(snap) = &parsed.snapshot {
-        let state = list_state(held);
+        let state = list_state(&held.rows);
         let made = change_rows(&ctx, &state, snap, &files_label)?;
         for r in &made {
             *changes.entry(change_kind(r).unwrap_or_default()).or_default() += 1;
@@ -299,7 +314,8 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &[NewsRow]) -> Result<(Chang
 
     // Cumulative files: a row already held with the same facts keeps its first-seen instant.
     if parsed.published_is_capture {
-        let by_id: HashMap<&str, &NewsRow> = held.iter().map(|r| (r.id.as_str(), r)).collect();
+        let by_id: HashMap<&str, &NewsRow> =
+            held.rows.iter().map(|r| (r.id.as_str(), r)).collect();
         for row in &mut rows {
             if let Some(h) = by_id.get(row.id.as_str()) {
                 let mut probe = row.clone();
@@ -372,7 +388,15 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &[NewsRow]) -> Result<(Chang
         }
         whole_days.extend((from.days()..=to.days()).map(Day::from_days));
     }
-    whole_days.retain(|d| *d <= req.commit_time.day());
+    // A day already certified stays certified as it was: restating it (an identical re-ingest,
+    // a snapshot whose day is already certified) must not make a new version.
+    whole_days.retain(|d| {
+        *d <= req.commit_time.day()
+            && !held
+                .certifications
+                .iter()
+                .any(|c| c.from <= *d && *d <= c.to)
+    });
     let certified = runs(whole_days);
     let certifications = certified
         .iter()
@@ -413,7 +437,7 @@ pub async fn ingest(
     progress(Step::Parsed(0, req.files.len()));
     let parsed = parse_files(&req)?;
     progress(Step::Parsed(req.files.len(), req.files.len()));
-    let held = held_rows(store, req.source, req.lane).await?;
+    let held = held(store, req.source, req.lane).await?;
     let (changes, mut outcome) = prepare(&req, parsed, &held)?;
     progress(Step::Publishing);
     outcome.published = publish(store, changes, req.commit_time).await?;

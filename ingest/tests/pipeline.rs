@@ -333,3 +333,219 @@ async fn the_atom_feed_belongs_to_the_forward_lane() {
     let out = run(&store, req).await.unwrap();
     assert!(out.published.rows_added > 0 && out.published.rows_added <= 100);
 }
+
+/// `sdn.csv` of the 2019-01 set without the entries of its last `drop` lines.
+fn sdn_without_last(drop: usize) -> (InputFile, Vec<String>) {
+    let f = file("us.ofac.sdn/moov_2019-01/sdn.csv");
+    let text = String::from_utf8(f.bytes).unwrap();
+    let lines: Vec<&str> = text.split_inclusive('\n').collect();
+    let keep = lines.len() - drop;
+    let dropped = lines[keep..]
+        .iter()
+        .map(|l| l.split(',').next().unwrap().to_owned())
+        .collect();
+    (
+        InputFile {
+            name: "sdn.csv".into(),
+            bytes: lines[..keep].concat().into_bytes(),
+        },
+        dropped,
+    )
+}
+
+fn ofac(commit: &str, captured: &str, files: Vec<InputFile>) -> Request {
+    let mut r = request(SourceId::OfacSdn, commit, files);
+    r.captured_at = Some(at(captured));
+    r
+}
+
+#[tokio::test]
+async fn ofac_entries_added_between_two_snapshots_are_visible_only_after_the_second_capture() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let (older, added) = sdn_without_last(3);
+    let first = run(
+        &store,
+        ofac("2019-01-02T00:00:00Z", "2019-01-01T12:00:00Z", vec![older]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.changes.get("added"), Some(&7376));
+    assert_eq!(first.certified, vec![("2019-01-01".parse().unwrap(), "2019-01-01".parse().unwrap())]);
+
+    let mut second_req = ofac(
+        "2019-01-05T00:00:00Z",
+        "2019-01-04T12:00:00Z",
+        vec![file("us.ofac.sdn/moov_2019-01/sdn.csv")],
+    );
+    second_req.certify = Some(("2019-01-01".parse().unwrap(), "2019-01-04".parse().unwrap()));
+    let second = run(&store, second_req).await.unwrap();
+    assert_eq!(second.changes, BTreeMap::from([("added".to_owned(), 3)]));
+
+    let corpus = Corpus::open(store.clone()).await.unwrap();
+    for ent in &added {
+        let id = format!("{ent}@2019-01-04T12:00:00Z");
+        for (cut, visible) in [("2019-01-04T11:59:59Z", false), ("2019-01-04T12:00:00Z", true)] {
+            let got = corpus.record(&id, at(cut), VisibleBy::PublishedAt).await.unwrap();
+            assert_eq!(matches!(got, RecordLookup::Visible(_)), visible, "{id} at {cut}");
+        }
+    }
+    // What became knowable between the captures is exactly the three additions.
+    let diff = NewsQuery {
+        source: SourceId::OfacSdn,
+        lane: Lane::CertifiedPit,
+        visible_by: VisibleBy::PublishedAt,
+        start: Some(at("2019-01-02T00:00:00Z")),
+        as_of: at("2019-01-04T23:00:00Z"),
+        entity: Entity::All,
+        after: None,
+        limit: 100,
+    };
+    let Answer::Page { rows, .. } = corpus.news(&diff, Scope::Corpus).await.unwrap() else {
+        panic!("the window is certified");
+    };
+    let mut got: Vec<String> = rows.iter().map(|r| r.entity_id.clone().unwrap()).collect();
+    got.sort();
+    let mut want = added.clone();
+    want.sort();
+    assert_eq!(got, want);
+    assert!(rows.iter().all(|r| r.form.as_deref() == Some("sdn.added")));
+
+    // A third capture without one of them removes it, with the entry as it was in `before`.
+    let (third, _) = sdn_without_last(1);
+    let out = run(
+        &store,
+        ofac("2019-01-06T00:00:00Z", "2019-01-05T12:00:00Z", vec![third]),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.changes, BTreeMap::from([("removed".to_owned(), 1)]));
+    let corpus = Corpus::open(store.clone()).await.unwrap();
+    let id = format!("{}@2019-01-05T12:00:00Z", added.last().unwrap());
+    let RecordLookup::Visible(r) = corpus
+        .record(&id, at("2019-01-06T00:00:00Z"), VisibleBy::PublishedAt)
+        .await
+        .unwrap()
+    else {
+        panic!("the removal is a record");
+    };
+    let payload: serde_json::Value = serde_json::from_str(r.payload.as_deref().unwrap()).unwrap();
+    assert_eq!(payload["change"], "removed");
+    assert!(payload["after"].is_null() && payload["before"].is_object());
+
+    // The same snapshot again adds nothing; an older one is refused.
+    let (again, _) = sdn_without_last(1);
+    let same = run(
+        &store,
+        ofac("2019-01-07T00:00:00Z", "2019-01-05T12:00:00Z", vec![again]),
+    )
+    .await
+    .unwrap();
+    assert!(!same.published.changed);
+    let err = run(
+        &store,
+        ofac(
+            "2019-01-07T00:00:00Z",
+            "2019-01-03T00:00:00Z",
+            vec![file("us.ofac.sdn/moov_2019-01/sdn.csv")],
+        ),
+    )
+    .await
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("capture order"), "{err}");
+}
+
+#[tokio::test]
+async fn a_later_copy_of_a_cumulative_cot_file_adds_only_new_reports_keeping_first_sightings() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let dir_rel = "us.cftc.cot/legacy_futures_only_2025_weekly_asof";
+    let mut a = request(
+        SourceId::CftcCot,
+        "2025-01-14T00:00:00Z",
+        vec![file(&format!("{dir_rel}/annual.txt.committed_2025-01-13"))],
+    );
+    a.captured_at = Some(at("2025-01-13T23:00:02Z"));
+    let first = run(&store, a).await.unwrap();
+    assert_eq!(first.published.rows_added, 310);
+    let mut b = request(
+        SourceId::CftcCot,
+        "2025-01-18T00:00:00Z",
+        vec![file(&format!("{dir_rel}/annual.txt.committed_2025-01-17"))],
+    );
+    b.captured_at = Some(at("2025-01-17T23:00:02Z"));
+    let second = run(&store, b).await.unwrap();
+    assert_eq!(second.published.rows_added, 316);
+    assert_eq!(second.published.rows_unchanged, 310);
+
+    let corpus = Corpus::open(store).await.unwrap();
+    let wheat = |id: &'static str| {
+        let corpus = &corpus;
+        async move {
+            match corpus
+                .record(id, at("2025-02-01T00:00:00Z"), VisibleBy::PublishedAt)
+                .await
+                .unwrap()
+            {
+                RecordLookup::Visible(r) => r,
+                other => panic!("{id}: {other:?}"),
+            }
+        }
+    };
+    let old = wheat("legacy_futures_only:001602@2025-01-07").await;
+    assert_eq!(old.published_at, Some(at("2025-01-13T23:00:02Z")), "first sighting kept");
+    assert_eq!(old.supersedes, None);
+    let new = wheat("legacy_futures_only:001602@2025-01-14").await;
+    assert_eq!(new.published_at, Some(at("2025-01-17T23:00:02Z")));
+    assert_eq!(new.event_at, Some(at("2025-01-14T23:59:59Z")));
+}
+
+#[tokio::test]
+async fn every_source_ingests_its_real_files() {
+    // One real file set per source through the whole pipeline, into one corpus.
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let commit = "2026-11-20T00:00:00Z";
+    let cases: Vec<(SourceId, Vec<&str>, usize)> = vec![
+        (
+            SourceId::FederalRegisterPi,
+            vec!["us.federal_register.pi/gwu_midnight_rules_2017_2021/public_inspection_midnight_documents_all.csv"],
+            2245,
+        ),
+        (
+            SourceId::CftcCot,
+            vec!["us.cftc.cot/disaggregated_futures_only_2021/f_year.txt"],
+            2178,
+        ),
+        (
+            SourceId::FdaDrug,
+            vec!["us.fda.enforcement.drug/fda_enforcement_report_csv/Jun_2023_to_Sep_2024.csv"],
+            933,
+        ),
+        (
+            SourceId::FdaDevice,
+            vec!["us.fda.enforcement.device/openfda_api_NY_subset/medical-device-recalls.csv"],
+            34,
+        ),
+        (
+            SourceId::FdaFood,
+            vec!["us.fda.enforcement.food/openfda_doc_example/_examples.json"],
+            1,
+        ),
+        (
+            SourceId::GleifLei,
+            vec!["gleif.lei/api_json_gleif-rs_2025-05/lei_records/multi_lei_records.json"],
+            12,
+        ),
+    ];
+    for (source, files, rows) in cases {
+        let mut req = request(source, commit, files.iter().map(|f| file(f)).collect());
+        req.captured_at = Some(at("2021-03-26T23:59:59Z"));
+        let out = run(&store, req).await.unwrap_or_else(|e| panic!("{source}: {e}"));
+        assert_eq!(out.published.rows_added, rows, "{source}");
+    }
+    let corpus = Corpus::open(store).await.unwrap();
+    let held = corpus.manifest().held_sources();
+    assert_eq!(held.len(), 6, "{held:?}");
+}
