@@ -9,7 +9,9 @@
 //! - `sec.edgar` / `forward_first_seen`: the current-filings Atom feed fetched 2026-01-12,
 //!   certified for the UTC days the 51 contiguous pages cover entirely;
 //! - identity intervals from dated ticker-file snapshots and the submissions captures;
-//! - the public sample set (three companies on twelve days).
+//! - the public sample set (three companies on twelve days);
+//! - rows of the seven other sources, made by their adapters through the same pipeline steps
+//!   as `asof ingest` (see [`other_sources`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -366,6 +368,10 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
             captures.len()
         ),
     );
+    let (other_rows, other_certs, other_notes) = other_sources(root, commit_time)?;
+    rows.extend(other_rows);
+    certifications.extend(other_certs);
+    notes.extend(other_notes);
     let changes = ChangeSet {
         rows,
         certifications,
@@ -374,4 +380,194 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
         notes,
     };
     Ok(publish(out, changes, commit_time).await?)
+}
+
+/// One ingest of the sample's other sources: what `asof ingest` would be given.
+struct SampleIngest {
+    source: SourceId,
+    files: Vec<String>,
+    captured_at: Instant,
+    /// Certify the span of `published_at` days of the rows (exports of a date range).
+    certify_row_span: bool,
+}
+
+/// Rows, certifications and notes of every source but `sec.edgar`, made by the same adapters
+/// and pipeline steps as `asof ingest`, one ingest after the other (later snapshots and
+/// cumulative copies are compared with what the earlier ones added).
+fn other_sources(
+    root: &Path,
+    commit_time: Instant,
+) -> Result<(Vec<NewsRow>, Vec<Certification>, BTreeMap<String, String>)> {
+    use crate::pipeline::{Held, Request, parse_files, prepare};
+    let day_end = |d: &str| d.parse::<Day>().expect("constant").end_of_day();
+    let cot_dir = "us.cftc.cot/legacy_futures_only_2025_weekly_asof";
+    let commits = crate::cftc::commit_instants(
+        "COMMITS.txt",
+        &std::fs::read_to_string(root.join(cot_dir).join("COMMITS.txt"))?,
+    )?;
+    let cot_capture = |day: &str| -> Result<Instant> {
+        commits
+            .get(&day.parse::<Day>().expect("constant"))
+            .copied()
+            .ok_or_else(|| Error::parse("COMMITS.txt", day, "no commit on that day"))
+    };
+    let gleif_rs = "gleif.lei/api_json_gleif-rs_2025-05";
+    let dir_files = |rel: &str| -> Result<Vec<String>> {
+        Ok(read_dir_sorted(root, rel)?.into_iter().map(|i| i.rel).collect())
+    };
+    let steps = vec![
+        SampleIngest {
+            source: SourceId::FederalRegisterPi,
+            files: vec!["us.federal_register.pi/gwu_midnight_rules_2017_2021/public_inspection_midnight_documents_all.csv".into()],
+            captured_at: commit_time,
+            certify_row_span: false,
+        },
+        SampleIngest {
+            source: SourceId::CftcCot,
+            files: vec!["us.cftc.cot/disaggregated_futures_only_2021/f_year.txt".into()],
+            captured_at: day_end("2021-03-26"),
+            certify_row_span: false,
+        },
+        SampleIngest {
+            source: SourceId::CftcCot,
+            files: vec![format!("{cot_dir}/annual.txt.committed_2025-01-13")],
+            captured_at: cot_capture("2025-01-13")?,
+            certify_row_span: false,
+        },
+        SampleIngest {
+            source: SourceId::CftcCot,
+            files: vec![format!("{cot_dir}/annual.txt.committed_2025-01-17")],
+            captured_at: cot_capture("2025-01-17")?,
+            certify_row_span: false,
+        },
+        SampleIngest {
+            source: SourceId::OfacSdn,
+            files: ["sdn.csv", "alt.csv", "sdn_comments.csv"]
+                .iter()
+                .map(|f| format!("us.ofac.sdn/moov_2019-01/{f}"))
+                .collect(),
+            captured_at: day_end("2019-01-04"),
+            certify_row_span: false,
+        },
+        SampleIngest {
+            source: SourceId::FdaDrug,
+            files: vec!["us.fda.enforcement.drug/fda_enforcement_report_csv/Jun_2023_to_Sep_2024.csv".into()],
+            captured_at: commit_time,
+            certify_row_span: true,
+        },
+        SampleIngest {
+            source: SourceId::FdaDevice,
+            files: vec!["us.fda.enforcement.device/openfda_api_NY_subset/medical-device-recalls.csv".into()],
+            captured_at: commit_time,
+            certify_row_span: true,
+        },
+        SampleIngest {
+            source: SourceId::FdaFood,
+            files: vec!["us.fda.enforcement.food/openfda_doc_example/_examples.json".into()],
+            captured_at: commit_time,
+            certify_row_span: true,
+        },
+        SampleIngest {
+            source: SourceId::GleifLei,
+            files: dir_files("gleif.lei/api_v1_pygleif")?,
+            captured_at: commit_time,
+            certify_row_span: true,
+        },
+        SampleIngest {
+            source: SourceId::GleifLei,
+            files: dir_files(&format!("{gleif_rs}/lei_records"))?,
+            captured_at: commit_time,
+            certify_row_span: true,
+        },
+        SampleIngest {
+            source: SourceId::GleifLei,
+            files: dir_files(&format!("{gleif_rs}/field_modifications"))?,
+            captured_at: commit_time,
+            certify_row_span: false,
+        },
+    ];
+
+    let mut held: BTreeMap<SourceId, Held> = BTreeMap::new();
+    let (mut rows, mut certs) = (Vec::new(), Vec::new());
+    for step in steps {
+        let files = step
+            .files
+            .iter()
+            .map(|rel| {
+                Ok(crate::adapter::InputFile {
+                    name: rel.clone(),
+                    bytes: std::fs::read(root.join(rel))?,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let mut req = Request {
+            source: step.source,
+            lane: Lane::CertifiedPit,
+            commit_time,
+            captured_at: Some(step.captured_at),
+            certify: None,
+            files,
+        };
+        let parsed = parse_files(&req)?;
+        if step.certify_row_span {
+            // A partial list snapshot (GLEIF records) has no rows until `prepare` compares
+            // it with what is held: its capture day is the day it speaks for.
+            let days = parsed
+                .rows
+                .iter()
+                .filter_map(NewsRow::partition_day)
+                .chain(parsed.snapshot.as_ref().map(|s| s.captured_at.day()));
+            req.certify = days.clone().min().zip(days.max());
+        }
+        if step.source == SourceId::CftcCot && step.files[0].ends_with("2025-01-17") {
+            // The weekly copies hold every report released so far: the days between the two
+            // captures saw no row that the second does not show.
+            req.certify = Some((
+                "2025-01-13".parse().expect("constant"),
+                "2025-01-17".parse().expect("constant"),
+            ));
+        }
+        let h = held.entry(step.source).or_default();
+        let (changes, _) = prepare(&req, parsed, h)?;
+        for r in &changes.rows {
+            let sealed = r.clone().seal();
+            h.rows.retain(|x| x.id != sealed.id);
+            h.rows.push(sealed);
+        }
+        h.certifications.extend(changes.certifications.iter().cloned());
+        rows.extend(changes.rows);
+        certs.extend(changes.certifications);
+    }
+
+    let notes = BTreeMap::from([
+        (
+            SourceId::FederalRegisterPi.to_string(),
+            "Sample corpus. The public-inspection documents of 19 days in 2017 and 2021 (the API's full available_on answer for each day, from the GWU midnight-rules study); each of those days is certified, the days between are holes.".to_owned(),
+        ),
+        (
+            SourceId::CftcCot.to_string(),
+            "Sample corpus. Disaggregated futures-only reports of 2021 from one copy captured 2021-03-26 (certified that day), and legacy futures-only reports from the weekly copies captured 2025-01-13 and 2025-01-17 (certified 2025-01-13..2025-01-17); published_at is the first capture that showed a row.".to_owned(),
+        ),
+        (
+            SourceId::OfacSdn.to_string(),
+            "Sample corpus. One full SDN list captured 2019-01-04 (sdn.csv, alt.csv, sdn_comments.csv; its add.csv is cut short upstream and is left out, so entries carry no addresses): every entry is an sdn.added change row at that capture, which is the one certified day.".to_owned(),
+        ),
+        (
+            SourceId::FdaDrug.to_string(),
+            "Sample corpus. The FDA Enforcement Report export of drug recalls reported June 2023 to September 2024; the span of its report dates is certified complete for that export.".to_owned(),
+        ),
+        (
+            SourceId::FdaDevice.to_string(),
+            "Sample corpus. openFDA device enforcement records of firms in New York State only (search=state:\"NY\"); the span of their report dates is certified complete for that query, not for all device recalls.".to_owned(),
+        ),
+        (
+            SourceId::FdaFood.to_string(),
+            "Sample corpus. The one real food enforcement record of openFDA's documentation; its report day is certified for that record only.".to_owned(),
+        ),
+        (
+            SourceId::GleifLei.to_string(),
+            "Sample corpus. LEI records of two golden copies (2024-07-06: 2 LEIs; 2025-05-15: 12 LEIs) as lei.added change rows, and the first page of the field-modification history of 12 LEIs. The two golden-copy days are certified for the LEIs held only, not for the whole golden copy; modification days are not certified.".to_owned(),
+        ),
+    ]);
+    Ok((rows, certs, notes))
 }
