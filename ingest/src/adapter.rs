@@ -189,7 +189,9 @@ pub fn canonical_json(v: &serde_json::Value) -> String {
                 let mut keys: Vec<&String> = m.keys().collect();
                 keys.sort();
                 serde_json::Value::Object(
-                    keys.into_iter().map(|k| (k.clone(), sorted(&m[k]))).collect(),
+                    keys.into_iter()
+                        .map(|k| (k.clone(), sorted(&m[k])))
+                        .collect(),
                 )
             }
             serde_json::Value::Array(a) => serde_json::Value::Array(a.iter().map(sorted).collect()),

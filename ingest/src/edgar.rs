@@ -807,7 +807,6 @@ pub fn submissions_name(rel: &str) -> Result<(String, bool, Instant)> {
     Ok((cik.to_owned(), page, at))
 }
 
-
 /// The adapter contract (`crate::adapter`) for `sec.edgar`: EDGAR index files (`.idx`; a daily
 /// index is a whole day), submissions JSON (captured at the `__YYYYMMDDTHHMMSSZ` instant of
 /// its file name, else at `--captured-at`) and pages of the current-filings Atom feed (forward

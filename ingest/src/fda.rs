@@ -679,7 +679,10 @@ mod tests {
     fn dates_without_leading_zeros_in_the_class_1_export_are_read() {
         let p = drug(&[real(DRUG, CLASS_1)]).unwrap();
         let r = &p.rows[0];
-        assert_eq!(r.id, format!("D-0238-2024:{}", payload(r)["event_id"].as_str().unwrap()));
+        assert_eq!(
+            r.id,
+            format!("D-0238-2024:{}", payload(r)["event_id"].as_str().unwrap())
+        );
         assert_eq!(r.form.as_deref(), Some("Class I"));
         assert_eq!(r.published_at, at("2024-01-24T23:59:59Z"));
         assert_eq!(r.event_at, at("2021-11-23T23:59:59Z"));
@@ -717,7 +720,10 @@ mod tests {
     fn openfda_csv_rows_carry_report_date_and_initiation_date_at_day_resolution() {
         let p = drug(&[real(DRUG, OPENFDA_DRUG)]).unwrap();
         let r = &p.rows[0];
-        assert_eq!(r.id, format!("D-1253-2020:{}", payload(r)["event_id"].as_str().unwrap()));
+        assert_eq!(
+            r.id,
+            format!("D-1253-2020:{}", payload(r)["event_id"].as_str().unwrap())
+        );
         assert_eq!(r.entity_id.as_deref(), Some("D-1253-2020"));
         assert_eq!(r.form.as_deref(), Some("Class II"));
         assert_eq!(
@@ -743,7 +749,10 @@ mod tests {
     fn device_rows_point_at_the_device_endpoint() {
         let p = parse(&[real(DEVICE, OPENFDA_DEVICE)], &ctx(SourceId::FdaDevice)).unwrap();
         let r = &p.rows[0];
-        assert_eq!(r.id, format!("Z-2038-2014:{}", payload(r)["event_id"].as_str().unwrap()));
+        assert_eq!(
+            r.id,
+            format!("Z-2038-2014:{}", payload(r)["event_id"].as_str().unwrap())
+        );
         assert_eq!(r.source_id, SourceId::FdaDevice);
         assert_eq!(r.form.as_deref(), Some("Class II"));
         assert!(r.title.starts_with("Pall Corporation: PALL Medical Breathing Circuit Filter, REF BB50T and BB50T-BULK , Rx ONLY"));

@@ -233,7 +233,15 @@ fn change_rows(
         row.published_at = Some(at);
         out.push(row);
     };
-    for (entity, Entry { name, locator, fields }) in &snap.entries {
+    for (
+        entity,
+        Entry {
+            name,
+            locator,
+            fields,
+        },
+    ) in &snap.entries
+    {
         match state.get(entity) {
             Some((held_at, ..)) if *held_at > at => {
                 return Err(Error::parse(
@@ -246,7 +254,14 @@ fn change_rows(
             }
             Some((_, Some(before), _, held_name)) if before == fields && held_name == name => {}
             Some((_, Some(before), ..)) => {
-                make(entity, "modified", name, locator, Some(before), Some(fields));
+                make(
+                    entity,
+                    "modified",
+                    name,
+                    locator,
+                    Some(before),
+                    Some(fields),
+                );
             }
             _ => make(entity, "added", name, locator, None, Some(fields)),
         }
@@ -307,15 +322,16 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
         let state = list_state(&held.rows);
         let made = change_rows(&ctx, &state, snap, &files_label)?;
         for r in &made {
-            *changes.entry(change_kind(r).unwrap_or_default()).or_default() += 1;
+            *changes
+                .entry(change_kind(r).unwrap_or_default())
+                .or_default() += 1;
         }
         rows.extend(made);
     }
 
     // Cumulative files: a row already held with the same facts keeps its first-seen instant.
     if parsed.published_is_capture {
-        let by_id: HashMap<&str, &NewsRow> =
-            held.rows.iter().map(|r| (r.id.as_str(), r)).collect();
+        let by_id: HashMap<&str, &NewsRow> = held.rows.iter().map(|r| (r.id.as_str(), r)).collect();
         for row in &mut rows {
             if let Some(h) = by_id.get(row.id.as_str()) {
                 let mut probe = row.clone();
@@ -341,7 +357,11 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
             ));
         }
         if row.id.trim().is_empty() {
-            return Err(Error::parse(&files_label, format!("row {}", i + 1), "empty record id"));
+            return Err(Error::parse(
+                &files_label,
+                format!("row {}", i + 1),
+                "empty record id",
+            ));
         }
         if let Some(p) = row.published_at.or(row.available_at)
             && p > req.commit_time

@@ -413,7 +413,10 @@ fn other_sources(
     };
     let gleif_rs = "gleif.lei/api_json_gleif-rs_2025-05";
     let dir_files = |rel: &str| -> Result<Vec<String>> {
-        Ok(read_dir_sorted(root, rel)?.into_iter().map(|i| i.rel).collect())
+        Ok(read_dir_sorted(root, rel)?
+            .into_iter()
+            .map(|i| i.rel)
+            .collect())
     };
     let steps = vec![
         SampleIngest {
@@ -534,7 +537,8 @@ fn other_sources(
             h.rows.retain(|x| x.id != sealed.id);
             h.rows.push(sealed);
         }
-        h.certifications.extend(changes.certifications.iter().cloned());
+        h.certifications
+            .extend(changes.certifications.iter().cloned());
         rows.extend(changes.rows);
         certs.extend(changes.certifications);
     }

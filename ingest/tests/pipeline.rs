@@ -220,7 +220,10 @@ async fn a_corrupt_file_changes_nothing() {
         .await
         .expect_err(what)
         .to_string();
-        assert!(err.contains(&name), "{what}: the error names the file: {err}");
+        assert!(
+            err.contains(&name),
+            "{what}: the error names the file: {err}"
+        );
         assert_eq!(
             store.current_version().await.unwrap().as_deref(),
             Some(base.published.version.as_str()),
@@ -297,7 +300,10 @@ async fn a_certified_day_without_rows_is_an_empty_answer_and_an_uncertified_day_
         )
         .await
         .unwrap();
-    assert!(matches!(hole, Answer::Hole { .. }), "2026-03-09 is not certified");
+    assert!(
+        matches!(hole, Answer::Hole { .. }),
+        "2026-03-09 is not certified"
+    );
 }
 
 #[tokio::test]
@@ -322,7 +328,11 @@ async fn the_atom_feed_belongs_to_the_forward_lane() {
     let page = file("sec.edgar/current-feed-atom_2026-01-12/start_00000.atom");
     let err = run(
         &store,
-        request(SourceId::SecEdgar, "2026-01-12T17:00:00Z", vec![page.clone()]),
+        request(
+            SourceId::SecEdgar,
+            "2026-01-12T17:00:00Z",
+            vec![page.clone()],
+        ),
     )
     .await
     .unwrap_err()
@@ -371,7 +381,10 @@ async fn ofac_entries_added_between_two_snapshots_are_visible_only_after_the_sec
     .await
     .unwrap();
     assert_eq!(first.changes.get("added"), Some(&7376));
-    assert_eq!(first.certified, vec![("2019-01-01".parse().unwrap(), "2019-01-01".parse().unwrap())]);
+    assert_eq!(
+        first.certified,
+        vec![("2019-01-01".parse().unwrap(), "2019-01-01".parse().unwrap())]
+    );
 
     let mut second_req = ofac(
         "2019-01-05T00:00:00Z",
@@ -385,9 +398,19 @@ async fn ofac_entries_added_between_two_snapshots_are_visible_only_after_the_sec
     let corpus = Corpus::open(store.clone()).await.unwrap();
     for ent in &added {
         let id = format!("{ent}@2019-01-04T12:00:00Z");
-        for (cut, visible) in [("2019-01-04T11:59:59Z", false), ("2019-01-04T12:00:00Z", true)] {
-            let got = corpus.record(&id, at(cut), VisibleBy::PublishedAt).await.unwrap();
-            assert_eq!(matches!(got, RecordLookup::Visible(_)), visible, "{id} at {cut}");
+        for (cut, visible) in [
+            ("2019-01-04T11:59:59Z", false),
+            ("2019-01-04T12:00:00Z", true),
+        ] {
+            let got = corpus
+                .record(&id, at(cut), VisibleBy::PublishedAt)
+                .await
+                .unwrap();
+            assert_eq!(
+                matches!(got, RecordLookup::Visible(_)),
+                visible,
+                "{id} at {cut}"
+            );
         }
     }
     // What became knowable between the captures is exactly the three additions.
@@ -494,7 +517,11 @@ async fn a_later_copy_of_a_cumulative_cot_file_adds_only_new_reports_keeping_fir
         }
     };
     let old = wheat("legacy_futures_only:001602@2025-01-07").await;
-    assert_eq!(old.published_at, Some(at("2025-01-13T23:00:02Z")), "first sighting kept");
+    assert_eq!(
+        old.published_at,
+        Some(at("2025-01-13T23:00:02Z")),
+        "first sighting kept"
+    );
     assert_eq!(old.supersedes, None);
     let new = wheat("legacy_futures_only:001602@2025-01-14").await;
     assert_eq!(new.published_at, Some(at("2025-01-17T23:00:02Z")));
@@ -510,7 +537,9 @@ async fn every_source_ingests_its_real_files() {
     let cases: Vec<(SourceId, Vec<&str>, usize)> = vec![
         (
             SourceId::FederalRegisterPi,
-            vec!["us.federal_register.pi/gwu_midnight_rules_2017_2021/public_inspection_midnight_documents_all.csv"],
+            vec![
+                "us.federal_register.pi/gwu_midnight_rules_2017_2021/public_inspection_midnight_documents_all.csv",
+            ],
             2245,
         ),
         (
@@ -542,7 +571,9 @@ async fn every_source_ingests_its_real_files() {
     for (source, files, rows) in cases {
         let mut req = request(source, commit, files.iter().map(|f| file(f)).collect());
         req.captured_at = Some(at("2021-03-26T23:59:59Z"));
-        let out = run(&store, req).await.unwrap_or_else(|e| panic!("{source}: {e}"));
+        let out = run(&store, req)
+            .await
+            .unwrap_or_else(|e| panic!("{source}: {e}"));
         assert_eq!(out.published.rows_added, rows, "{source}");
     }
     let corpus = Corpus::open(store).await.unwrap();

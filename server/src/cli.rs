@@ -527,7 +527,11 @@ async fn ingest(a: IngestArgs) -> CliResult {
                     outcome
                         .certified
                         .iter()
-                        .map(|(a, b)| if a == b { a.to_string() } else { format!("{a}..{b}") })
+                        .map(|(a, b)| if a == b {
+                            a.to_string()
+                        } else {
+                            format!("{a}..{b}")
+                        })
                         .collect::<Vec<_>>()
                         .join(", ")
                 )

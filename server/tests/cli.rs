@@ -401,7 +401,10 @@ fn ingest_publishes_a_version_then_refuses_a_corrupt_file_leaving_it_current() {
     let version = stdout(&o).lines().last().unwrap().to_owned();
     assert!(version.starts_with("sha256:"), "{version}");
     let stderr = String::from_utf8_lossy(&o.stderr);
-    assert!(stderr.contains("4909 new rows") && stderr.contains("certified 2022-10-03"), "{stderr}");
+    assert!(
+        stderr.contains("4909 new rows") && stderr.contains("certified 2022-10-03"),
+        "{stderr}"
+    );
 
     // The same file again: nothing new, same version, exit 0.
     let again = asof(&[
@@ -434,7 +437,10 @@ fn ingest_publishes_a_version_then_refuses_a_corrupt_file_leaving_it_current() {
     ]);
     assert_eq!(refused.status.code(), Some(1));
     let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(err.contains("company.20221004.idx") && err.contains("line"), "{err}");
+    assert!(
+        err.contains("company.20221004.idx") && err.contains("line"),
+        "{err}"
+    );
     let current = std::fs::read_to_string(Path::new(corpus).join("manifests/CURRENT")).unwrap();
     assert_eq!(current.trim(), version);
 }
@@ -444,9 +450,19 @@ fn ingest_refuses_an_unknown_source_and_a_bad_commit_time() {
     let out = tempfile::tempdir().unwrap();
     let corpus = out.path().to_str().unwrap();
     let src = repo().join("snapshots/sources/sec.edgar/daily-index/company.20221003.idx");
-    let o = asof(&["ingest", "--corpus", corpus, "--source", "sec.gov", src.to_str().unwrap()]);
+    let o = asof(&[
+        "ingest",
+        "--corpus",
+        corpus,
+        "--source",
+        "sec.gov",
+        src.to_str().unwrap(),
+    ]);
     assert_eq!(o.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("us.ofac.sdn"), "lists the valid set");
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("us.ofac.sdn"),
+        "lists the valid set"
+    );
     let o = asof(&[
         "ingest",
         "--corpus",

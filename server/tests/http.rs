@@ -65,7 +65,11 @@ async fn unknown_source_lists_the_valid_set_and_a_held_one_is_answered() {
     );
     // Every source of the vocabulary is held by the sample, so a held one is answered (the
     // unheld case is unit-tested in params.rs): a certified COT day holds rows.
-    let r = get(&t, "/v1/news?as_of=2021-03-26T23:59:59Z&source=us.cftc.cot&limit=3").await;
+    let r = get(
+        &t,
+        "/v1/news?as_of=2021-03-26T23:59:59Z&source=us.cftc.cot&limit=3",
+    )
+    .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     assert_eq!(r.json["results"][0]["source_id"], "us.cftc.cot");
 }
@@ -654,7 +658,9 @@ async fn meta_lists_held_sources_with_their_certified_spans() {
 async fn meta_lists_all_eight_sources_of_the_sample_with_certified_spans() {
     let t = setup().await;
     let r = send(&t, Method::GET, "/v1/meta", None, &[]).await;
-    let sources = r.json["results"][0]["corpus"]["sources"].as_array().unwrap();
+    let sources = r.json["results"][0]["corpus"]["sources"]
+        .as_array()
+        .unwrap();
     let ids: Vec<&str> = sources
         .iter()
         .map(|s| s["source_id"].as_str().unwrap())
@@ -682,7 +688,11 @@ async fn meta_lists_all_eight_sources_of_the_sample_with_certified_spans() {
     }
     // The one OFAC capture of the sample is certified, and the day after it is a hole.
     let o = get(&t, "/v1/coverage?source=us.ofac.sdn&date=2019-01-04").await;
-    assert!(o.json["results"][0]["row_count"].as_u64().unwrap() > 0, "{}", o.json);
+    assert!(
+        o.json["results"][0]["row_count"].as_u64().unwrap() > 0,
+        "{}",
+        o.json
+    );
     let o = get(&t, "/v1/coverage?source=us.ofac.sdn&date=2019-01-05").await;
     assert_eq!(o.json["results"][0]["row_count"], Value::Null);
 }
