@@ -43,6 +43,8 @@ struct Inner {
     public_requests_per_minute: u32,
     audit: Audit,
     discovery: crate::discovery::Cache,
+    rate: Arc<crate::rate::RateWindows>,
+    keys: crate::key_cache::KeyCache,
 }
 
 /// Settings of one server process besides its corpus and state store.
@@ -96,6 +98,8 @@ impl AppState {
         opts: Options,
     ) -> crate::error::Result<Self> {
         let secret = store.secret("cursor_hmac").await?;
+        let rate = crate::rate::RateWindows::new(store.clone());
+        rate.start_flusher();
         Ok(AppState {
             inner: Arc::new(Inner {
                 corpus: RwLock::new(Arc::new(corpus)),
@@ -105,6 +109,8 @@ impl AppState {
                 trust_forwarded_for: opts.trust_forwarded_for,
                 public_requests_per_minute: opts.public_requests_per_minute,
                 discovery: crate::discovery::Cache::default(),
+                rate,
+                keys: crate::key_cache::KeyCache::new(crate::key_cache::TTL),
             }),
         })
     }
@@ -129,6 +135,12 @@ impl AppState {
 
     pub fn audit(&self) -> &Audit {
         &self.inner.audit
+    }
+
+    /// Writes the rate-limit counts this replica holds to the state store (the flusher does
+    /// this every 250 ms; shutdown and tests call it directly).
+    pub async fn flush_rate_windows(&self) -> crate::error::Result<()> {
+        self.inner.rate.flush().await
     }
 
     /// Requests per minute one client address may make to the public rate-limited routes.
@@ -629,7 +641,7 @@ async fn guard(State(state): State<AppState>, mut req: Request, next: Next) -> R
             (b, l)
         }
     };
-    let count = match state.store().hit(&bucket, window).await {
+    let count = match state.inner.rate.hit(&bucket, window, limit).await {
         Ok(c) => c,
         Err(e) => return ApiError::from(e).into_response(),
     };
@@ -675,8 +687,9 @@ pub async fn authenticate(
             )
         })?;
     let (key, user) = state
-        .store()
-        .key_by_hash(&hash_key(raw))
+        .inner
+        .keys
+        .get(state.store().as_ref(), &hash_key(raw))
         .await?
         .ok_or_else(|| ApiError::Unauthenticated("unknown API key".into()))?;
     if key.revoked_at.is_some() {

@@ -53,6 +53,10 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     )
     .with_graceful_shutdown(shutdown_signal())
     .await?;
+    // Rate-limit counts of the last requests are shared with other replicas only once written.
+    if let Err(e) = state.flush_rate_windows().await {
+        tracing::warn!(error = %e, "rate windows not written at shutdown");
+    }
     // Receipts of the last responses may still be queued: write them before exiting.
     if !state.audit().drain(Duration::from_secs(10)).await {
         tracing::error!(stats = ?state.audit().stats(), "audit queue not drained at shutdown");

@@ -73,7 +73,12 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     /// A named secret, created (random, 32 bytes hex) on first use; every replica reads the same.
     async fn secret(&self, name: &str) -> Result<String>;
     /// Counts one request in the fixed window `(bucket, window_start)`; returns the new count.
-    async fn hit(&self, bucket: &str, window_start: i64) -> Result<i64>;
+    async fn hit(&self, bucket: &str, window_start: i64) -> Result<i64> {
+        self.hit_n(bucket, window_start, 1).await
+    }
+    /// Counts `n` requests at once in the fixed window `(bucket, window_start)` (a replica
+    /// flushing what it counted locally); returns the new count.
+    async fn hit_n(&self, bucket: &str, window_start: i64, n: i64) -> Result<i64>;
     /// Drops windows that ended before `before`.
     async fn purge_windows(&self, before: i64) -> Result<u64>;
     /// Appends one audit receipt (append-only: the trait has no way to change or delete one).
@@ -234,13 +239,14 @@ macro_rules! sql_state_store {
                 Ok(r.try_get("value")?)
             }
 
-            async fn hit(&self, bucket: &str, window_start: i64) -> Result<i64> {
+            async fn hit_n(&self, bucket: &str, window_start: i64, n: i64) -> Result<i64> {
                 let r = sqlx::query(
-                    "INSERT INTO rate_windows (bucket, window_start, count) VALUES ($1, $2, 1) \
-                     ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + 1 RETURNING count",
+                    "INSERT INTO rate_windows (bucket, window_start, count) VALUES ($1, $2, $3) \
+                     ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + $3 RETURNING count",
                 )
                 .bind(bucket)
                 .bind(window_start)
+                .bind(n)
                 .fetch_one(&self.pool)
                 .await?;
                 Ok(r.try_get("count")?)

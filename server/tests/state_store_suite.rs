@@ -53,11 +53,17 @@ async fn suite(s: Arc<dyn StateStore>) {
     assert_eq!(s.hit("key:x", 60_000_000).await.unwrap(), 1);
     assert_eq!(s.hit("key:x", 60_000_000).await.unwrap(), 2);
     assert_eq!(
+        s.hit_n("key:x", 60_000_000, 5).await.unwrap(),
+        7,
+        "a replica's flush adds what it counted"
+    );
+    assert_eq!(s.hit_n("key:y", 60_000_000, 3).await.unwrap(), 3);
+    assert_eq!(
         s.hit("key:x", 120_000_000).await.unwrap(),
         1,
         "a new window starts at one"
     );
-    assert_eq!(s.purge_windows(120_000_000).await.unwrap(), 1);
+    assert_eq!(s.purge_windows(120_000_000).await.unwrap(), 2);
     receipts(&*s, &u.id).await;
 }
 

@@ -198,11 +198,11 @@ impl StateStore for Gated {
     async fn secret(&self, name: &str) -> Result<String> {
         self.inner.secret(name).await
     }
-    async fn hit(&self, bucket: &str, window_start: i64) -> Result<i64> {
+    async fn hit_n(&self, bucket: &str, window_start: i64, n: i64) -> Result<i64> {
         if self.fail_hits.load(Ordering::SeqCst) {
             return Err(Error::Config(INJECTED_FAULT.into()));
         }
-        self.inner.hit(bucket, window_start).await
+        self.inner.hit_n(bucket, window_start, n).await
     }
     async fn purge_windows(&self, before: i64) -> Result<u64> {
         self.inner.purge_windows(before).await
