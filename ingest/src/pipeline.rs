@@ -208,19 +208,26 @@ fn change_rows(
     let (prefix, label) = list_label(ctx.source);
     let at = snap.captured_at;
     let mut out = Vec::new();
+    // `name` is the entity's name after the change (as it was, for a removal); a modified row
+    // also gives `name_before`, since a rename alone is a modification.
     let mut make = |entity: &str,
                     kind: &str,
                     name: &str,
                     locator: &str,
-                    before: Option<&Value>,
+                    before: Option<(&Value, &str)>,
                     after: Option<&Value>| {
-        let payload = json!({
+        let mut payload = json!({
             "change": kind,
             "name": name,
             "captured_at": at.to_string(),
-            "before": before,
+            "before": before.map(|b| b.0),
             "after": after,
         });
+        if kind == "modified"
+            && let Some((_, before_name)) = before
+        {
+            payload["name_before"] = json!(before_name);
+        }
         let mut row = base_row(
             ctx,
             format!("{entity}@{at}"),
@@ -253,13 +260,13 @@ fn change_rows(
                 ));
             }
             Some((_, Some(before), _, held_name)) if before == fields && held_name == name => {}
-            Some((_, Some(before), ..)) => {
+            Some((_, Some(before), _, held_name)) => {
                 make(
                     entity,
                     "modified",
                     name,
                     locator,
-                    Some(before),
+                    Some((before, held_name)),
                     Some(fields),
                 );
             }
@@ -282,7 +289,14 @@ fn change_rows(
                     ),
                 ));
             }
-            make(entity, "removed", name, locator, before.as_ref(), None);
+            make(
+                entity,
+                "removed",
+                name,
+                locator,
+                before.as_ref().map(|b| (b, name.as_str())),
+                None,
+            );
         }
     }
     Ok(out)

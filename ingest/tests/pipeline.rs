@@ -580,3 +580,152 @@ async fn every_source_ingests_its_real_files() {
     let held = corpus.manifest().held_sources();
     assert_eq!(held.len(), 6, "{held:?}");
 }
+
+#[tokio::test]
+async fn an_entry_changed_between_snapshots_is_a_modified_row_with_before_and_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let real = file("us.ofac.sdn/moov_2019-01/sdn.csv");
+    run(
+        &store,
+        ofac(
+            "2019-01-02T00:00:00Z",
+            "2019-01-01T12:00:00Z",
+            vec![real.clone()],
+        ),
+    )
+    .await
+    .unwrap();
+    // The next capture renames entry 36 (its first line); nothing else differs.
+    let text = String::from_utf8(real.bytes).unwrap();
+    let renamed = text.replacen(
+        "36,\"AEROCARIBBEAN AIRLINES\"",
+        "36,\"AEROCARIBBEAN AIRLINES S.A.\"",
+        1,
+    );
+    assert_ne!(renamed, text);
+    let out = run(
+        &store,
+        ofac(
+            "2019-01-05T00:00:00Z",
+            "2019-01-04T12:00:00Z",
+            vec![InputFile {
+                name: "sdn.csv".into(),
+                bytes: renamed.into_bytes(),
+            }],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(out.changes, BTreeMap::from([("modified".to_owned(), 1)]));
+    let corpus = Corpus::open(store).await.unwrap();
+    let id = "36@2019-01-04T12:00:00Z";
+    assert!(matches!(
+        corpus
+            .record(id, at("2019-01-04T11:59:59Z"), VisibleBy::PublishedAt)
+            .await
+            .unwrap(),
+        RecordLookup::NotYetVisible | RecordLookup::NotFound
+    ));
+    let RecordLookup::Visible(r) = corpus
+        .record(id, at("2019-01-04T12:00:00Z"), VisibleBy::PublishedAt)
+        .await
+        .unwrap()
+    else {
+        panic!("the modification is visible from the second capture");
+    };
+    assert_eq!(r.form.as_deref(), Some("sdn.modified"));
+    let p: serde_json::Value = serde_json::from_str(r.payload.as_deref().unwrap()).unwrap();
+    assert_eq!(p["change"], "modified");
+    assert_eq!(p["name"], "AEROCARIBBEAN AIRLINES S.A.");
+    assert_eq!(p["name_before"], "AEROCARIBBEAN AIRLINES", "{p}");
+    assert_eq!(p["after"]["programs"][0], "CUBA", "{p}");
+    assert!(p["before"].is_object(), "{p}");
+}
+
+#[tokio::test]
+async fn a_corrupt_snapshot_or_report_file_of_another_source_changes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let base = run(
+        &store,
+        ofac(
+            "2019-01-02T00:00:00Z",
+            "2019-01-01T12:00:00Z",
+            vec![sdn_without_last(3).0],
+        ),
+    )
+    .await
+    .unwrap();
+    let before = tree(dir.path());
+    let sdn = file("us.ofac.sdn/moov_2019-01/sdn.csv").bytes;
+    let cot =
+        file("us.cftc.cot/legacy_futures_only_2025_weekly_asof/annual.txt.committed_2025-01-13");
+    let mut latin1 = sdn.clone();
+    let pos = sdn.len() / 2;
+    let pos = pos + sdn[pos..].iter().position(|b| *b == b'"').unwrap() + 1;
+    latin1.splice(pos..pos, [0xC9u8]);
+    let cases: Vec<(&str, Request)> = vec![
+        (
+            "truncated mid-record",
+            ofac(
+                "2019-01-05T00:00:00Z",
+                "2019-01-04T12:00:00Z",
+                vec![InputFile {
+                    name: "sdn.csv".into(),
+                    bytes: sdn[..sdn.len() - 40].to_vec(),
+                }],
+            ),
+        ),
+        (
+            "empty",
+            ofac(
+                "2019-01-05T00:00:00Z",
+                "2019-01-04T12:00:00Z",
+                vec![InputFile {
+                    name: "sdn.csv".into(),
+                    bytes: vec![],
+                }],
+            ),
+        ),
+        (
+            "wrong encoding",
+            ofac(
+                "2019-01-05T00:00:00Z",
+                "2019-01-04T12:00:00Z",
+                vec![InputFile {
+                    name: "sdn.csv".into(),
+                    bytes: latin1,
+                }],
+            ),
+        ),
+        ("malformed COT row", {
+            let text = String::from_utf8(cot.bytes.clone()).unwrap();
+            let mut lines: Vec<&str> = text.split_inclusive('\n').collect();
+            lines[5] = "\"WHEAT - CHICAGO BOARD OF TRADE\",not-a-date,oops\n";
+            let mut r = request(
+                SourceId::CftcCot,
+                "2025-01-14T00:00:00Z",
+                vec![InputFile {
+                    name: "annual.txt".into(),
+                    bytes: lines.concat().into_bytes(),
+                }],
+            );
+            r.captured_at = Some(at("2025-01-13T23:00:02Z"));
+            r
+        }),
+    ];
+    for (what, req) in cases {
+        let err = run(&store, req).await.expect_err(what).to_string();
+        assert!(
+            err.contains("sdn.csv") || err.contains("annual.txt"),
+            "{what}: the error names the file: {err}"
+        );
+        assert_eq!(
+            store.current_version().await.unwrap().as_deref(),
+            Some(base.published.version.as_str()),
+            "{what}: the previous version stays current"
+        );
+        assert_eq!(tree(dir.path()), before, "{what}: no object written");
+    }
+}
