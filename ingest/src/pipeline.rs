@@ -52,6 +52,8 @@ pub struct Outcome {
 pub enum Step {
     /// Files parsed so far, of the total.
     Parsed(usize, usize),
+    /// Reading what the current version holds of the source, to compare.
+    Comparing,
     Publishing,
 }
 
@@ -471,6 +473,7 @@ pub async fn ingest(
     progress(Step::Parsed(0, req.files.len()));
     let parsed = parse_files(&req)?;
     progress(Step::Parsed(req.files.len(), req.files.len()));
+    progress(Step::Comparing);
     let held = held(store, req.source, req.lane).await?;
     let (changes, mut outcome) = prepare(&req, parsed, &held)?;
     progress(Step::Publishing);

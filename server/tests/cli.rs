@@ -476,3 +476,89 @@ fn ingest_refuses_an_unknown_source_and_a_bad_commit_time() {
     assert_eq!(o.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&o.stderr).contains("commit-time"));
 }
+
+#[test]
+fn ingest_certifies_stated_days_with_evidence_and_chains_versions_by_parent() {
+    let out = tempfile::tempdir().unwrap();
+    let corpus = out.path().join("corpus");
+    let corpus = corpus.to_str().unwrap();
+    let dir = repo().join("snapshots/sources/us.cftc.cot/legacy_futures_only_2025_weekly_asof");
+    let first = dir.join("annual.txt.committed_2025-01-13");
+    let second = dir.join("annual.txt.committed_2025-01-17");
+    let run = |commit: &str, captured: &str, certify: &str, f: &std::path::Path| {
+        asof(&[
+            "ingest",
+            "--corpus",
+            corpus,
+            "--source",
+            "us.cftc.cot",
+            "--lane",
+            "certified_pit",
+            "--commit-time",
+            commit,
+            "--captured-at",
+            captured,
+            "--certify",
+            certify,
+            f.to_str().unwrap(),
+        ])
+    };
+    let a = run(
+        "2025-01-14T00:00:00Z",
+        "2025-01-13T23:00:02Z",
+        "2025-01-13",
+        &first,
+    );
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    let va = stdout(&a).lines().last().unwrap().to_owned();
+    let b = run(
+        "2025-01-18T00:00:00Z",
+        "2025-01-17T23:00:02Z",
+        "2025-01-14..2025-01-17",
+        &second,
+    );
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    let vb = stdout(&b).lines().last().unwrap().to_owned();
+    assert_ne!(va, vb);
+    let manifest = |v: &str| -> Value {
+        let digest = v.strip_prefix("sha256:").unwrap();
+        let p = out.path().join(format!("corpus/manifests/{digest}.json"));
+        serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    };
+    let (ma, mb) = (manifest(&va), manifest(&vb));
+    assert!(ma["parent"].is_null(), "the first version has no parent");
+    assert_eq!(
+        mb["parent"],
+        va.as_str(),
+        "the new version names the one it built on"
+    );
+    let certs = mb["certifications"].as_array().unwrap();
+    let stated = certs
+        .iter()
+        .find(|c| c["from"] == "2025-01-14" && c["to"] == "2025-01-17")
+        .unwrap_or_else(|| panic!("{certs:?}"));
+    assert_eq!(stated["certified_at"], "2025-01-18T00:00:00Z");
+    let sha = hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+        std::fs::read(&second).unwrap(),
+    ));
+    assert_eq!(
+        stated["evidence"][0]["file"], "annual.txt.committed_2025-01-17",
+        "{stated}"
+    );
+    assert_eq!(stated["evidence"][0]["sha256"], sha.as_str(), "{stated}");
+    // A stated day after the commit day is refused and nothing changes.
+    let c = run(
+        "2025-01-19T00:00:00Z",
+        "2025-01-17T23:00:02Z",
+        "2025-01-18..2025-01-20",
+        &second,
+    );
+    assert_eq!(c.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&c.stderr).contains("after the commit day"),
+        "{}",
+        String::from_utf8_lossy(&c.stderr)
+    );
+    let current = std::fs::read_to_string(out.path().join("corpus/manifests/CURRENT")).unwrap();
+    assert_eq!(current.trim(), vb);
+}
