@@ -834,7 +834,21 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
                 ))
             }
         };
-        if base.to_ascii_lowercase().ends_with(".idx") {
+        if crate::tickers::is_ticker_file(base) {
+            lane_must_be(Lane::CertifiedPit, "an SEC ticker list")?;
+            if out.snapshot.is_some() {
+                return Err(Error::parse(
+                    &f.name,
+                    "file",
+                    "one ticker list per ingest: each list is one capture, ingested in capture order",
+                ));
+            }
+            let at = require_capture(ctx, &f.name)?;
+            // Not a whole day of filings: a ticker list certifies no EDGAR day.
+            out.snapshot = Some(crate::tickers::parse_ticker_snapshot(
+                &f.name, &f.bytes, at,
+            )?);
+        } else if base.to_ascii_lowercase().ends_with(".idx") {
             lane_must_be(Lane::CertifiedPit, "an EDGAR index file")?;
             let placeholder = ctx.captured_at.unwrap_or(Instant::from_micros(0));
             let idx = parse_index(&f.name, &f.bytes, placeholder)?;
@@ -870,7 +884,7 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
             return Err(Error::parse(
                 &f.name,
                 "file",
-                "not an EDGAR index (.idx), submissions JSON or current-filings Atom page",
+                "not an EDGAR index (.idx), submissions JSON, current-filings Atom page or ticker list (company_tickers*.json|csv)",
             ));
         }
     }

@@ -194,6 +194,7 @@ fn list_label(source: SourceId) -> (&'static str, &'static str) {
     match source {
         SourceId::OfacSdn => ("sdn", "SDN entry"),
         SourceId::GleifLei => ("lei", "LEI record"),
+        SourceId::SecEdgar => ("ticker", "Ticker"),
         _ => ("list", "list entry"),
     }
 }
@@ -240,6 +241,18 @@ fn change_rows(
             &payload,
         );
         row.published_at = Some(at);
+        if ctx.source == SourceId::SecEdgar {
+            // A ticker change is news of the company it names: by-CIK queries find it, and
+            // its id ends in `_<cik>` like every EDGAR id, which is how a record lookup finds
+            // the CIK's runs.
+            row.cik = after
+                .or(before.map(|b| b.0))
+                .and_then(|f| f["listings"][0]["cik"].as_str())
+                .map(str::to_owned);
+            if let Some(cik) = &row.cik {
+                row.id = format!("{}_{cik}", row.id);
+            }
+        }
         out.push(row);
     };
     for (

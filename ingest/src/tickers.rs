@@ -1,28 +1,36 @@
 //! SEC ticker files (`company_tickers.json`, `company_tickers_exchange.json` and CSV exports of
-//! them) as dated full-list observations for identity intervals.
+//! them): dated full-list observations for identity intervals, and full list snapshots that
+//! `asof ingest` turns into `ticker.added|removed|modified` change rows of `sec.edgar`.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use asof_engine::clock::Instant;
 use asof_engine::identity::{EvidenceFile, Observation};
 use asof_engine::normalize_cik;
 use asof_engine::store::sha256_hex;
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use crate::adapter::{Entry, Snapshot};
 
 use crate::error::{Error, Result};
+
+/// One line of a ticker list: a ticker, the CIK it maps to, and what else the form gives.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Listing {
+    pub ticker: String,
+    pub cik: String,
+    pub name: Option<String>,
+    pub exchange: Option<String>,
+}
 
 /// Parses one full ticker list observed at `observed_at` into (ticker, CIK) pairs. Accepts the
 /// `{"0": {"cik_str", "ticker", "title"}, ...}` form, the `{"fields": [...], "data": [[...]]}`
 /// exchange form, and CSV with `cik` and `ticker` columns.
 pub fn parse_ticker_file(file: &str, bytes: &[u8], observed_at: Instant) -> Result<Observation> {
-    let pairs = if file.ends_with(".csv") {
-        parse_csv(file, bytes)?
-    } else {
-        parse_json(file, bytes)?
-    };
-    if pairs.is_empty() {
-        return Err(Error::parse(file, "content", "no ticker rows"));
-    }
+    let pairs: BTreeSet<(String, String)> = listings(file, bytes)?
+        .into_iter()
+        .map(|l| (l.ticker, l.cik))
+        .collect();
     Ok(Observation {
         evidence: EvidenceFile {
             file: file.to_owned(),
@@ -35,7 +43,81 @@ pub fn parse_ticker_file(file: &str, bytes: &[u8], observed_at: Instant) -> Resu
     })
 }
 
-fn pair(file: &str, at: &str, ticker: &str, cik: &str) -> Result<(String, String)> {
+/// Whether a file name is one of SEC's ticker lists (`company_tickers*.json|csv`, as SEC names
+/// them and as archives keep the names), which `asof ingest --source sec.edgar` reads as a
+/// list snapshot.
+pub fn is_ticker_file(base: &str) -> bool {
+    let b = base.to_ascii_lowercase();
+    b.starts_with("company_tickers") && (b.ends_with(".json") || b.ends_with(".csv"))
+}
+
+/// A ticker list as a full snapshot captured at `captured_at`, one entry per ticker: the
+/// listings under it (normally one; exchange exports list a few tickers under two CIKs), so a
+/// ticker that moves to another CIK, is renamed or changes exchange is `modified`, and one that
+/// leaves the list is `removed`.
+pub fn parse_ticker_snapshot(file: &str, bytes: &[u8], captured_at: Instant) -> Result<Snapshot> {
+    let mut by_ticker: BTreeMap<String, Vec<Listing>> = BTreeMap::new();
+    for l in listings(file, bytes)? {
+        by_ticker.entry(l.ticker.clone()).or_default().push(l);
+    }
+    let entries = by_ticker
+        .into_iter()
+        .map(|(ticker, mut ls)| {
+            ls.sort();
+            ls.dedup();
+            let first = &ls[0];
+            let name = first.name.clone().unwrap_or_else(|| ticker.clone());
+            let locator = format!(
+                "https://www.sec.gov/cgi-bin/browse-edgar?action=getcompany&CIK={}",
+                first.cik
+            );
+            let fields = json!({
+                "ticker": ticker,
+                "listings": ls.iter().map(|l| json!({
+                    "cik": l.cik,
+                    "name": l.name,
+                    "exchange": l.exchange,
+                })).collect::<Vec<_>>(),
+            });
+            let name = format!("{ticker} ({name})");
+            (
+                ticker,
+                Entry {
+                    name,
+                    locator,
+                    fields,
+                },
+            )
+        })
+        .collect();
+    Ok(Snapshot {
+        captured_at,
+        full: true,
+        entries,
+    })
+}
+
+/// Every listing of a ticker file, in file order; a file with none is refused.
+fn listings(file: &str, bytes: &[u8]) -> Result<Vec<Listing>> {
+    let out = if file.to_ascii_lowercase().ends_with(".csv") {
+        parse_csv(file, bytes)?
+    } else {
+        parse_json(file, bytes)?
+    };
+    if out.is_empty() {
+        return Err(Error::parse(file, "content", "no ticker rows"));
+    }
+    Ok(out)
+}
+
+fn listing(
+    file: &str,
+    at: &str,
+    ticker: &str,
+    cik: &str,
+    name: Option<&str>,
+    exchange: Option<&str>,
+) -> Result<Listing> {
     let ticker = ticker.trim().to_ascii_uppercase();
     if ticker.is_empty()
         || ticker.len() > 16
@@ -51,7 +133,17 @@ fn pair(file: &str, at: &str, ticker: &str, cik: &str) -> Result<(String, String
     }
     let cik = normalize_cik(cik.trim())
         .ok_or_else(|| Error::parse(file, at, format!("CIK {cik:?} is not a number")))?;
-    Ok((ticker, cik))
+    let text = |v: Option<&str>| {
+        v.map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    Ok(Listing {
+        ticker,
+        cik,
+        name: text(name),
+        exchange: text(exchange),
+    })
 }
 
 fn num_or_str(v: &Value) -> Option<String> {
@@ -62,7 +154,7 @@ fn num_or_str(v: &Value) -> Option<String> {
     }
 }
 
-fn parse_json(file: &str, bytes: &[u8]) -> Result<BTreeSet<(String, String)>> {
+fn parse_json(file: &str, bytes: &[u8]) -> Result<Vec<Listing>> {
     let v: Value = serde_json::from_slice(bytes).map_err(|e| {
         Error::parse(
             file,
@@ -70,18 +162,17 @@ fn parse_json(file: &str, bytes: &[u8]) -> Result<BTreeSet<(String, String)>> {
             format!("not valid JSON: {e}"),
         )
     })?;
-    let mut out = BTreeSet::new();
+    let mut out = Vec::new();
     if let (Some(fields), Some(data)) = (
         v.get("fields").and_then(Value::as_array),
         v.get("data").and_then(Value::as_array),
     ) {
-        let idx = |name: &str| {
-            fields
-                .iter()
-                .position(|f| f.as_str() == Some(name))
-                .ok_or_else(|| Error::parse(file, "fields", format!("no {name} field")))
+        let idx = |name: &str| fields.iter().position(|f| f.as_str() == Some(name));
+        let need = |name: &str| {
+            idx(name).ok_or_else(|| Error::parse(file, "fields", format!("no {name} field")))
         };
-        let (ci, ti) = (idx("cik")?, idx("ticker")?);
+        let (ci, ti) = (need("cik")?, need("ticker")?);
+        let (ni, ei) = (idx("name"), idx("exchange"));
         for (i, row) in data.iter().enumerate() {
             let at = format!("data[{i}]");
             let cik = row
@@ -92,7 +183,8 @@ fn parse_json(file: &str, bytes: &[u8]) -> Result<BTreeSet<(String, String)>> {
                 .get(ti)
                 .and_then(Value::as_str)
                 .ok_or_else(|| Error::parse(file, &at, "no ticker"))?;
-            out.insert(pair(file, &at, ticker, &cik)?);
+            let get = |i: Option<usize>| i.and_then(|i| row.get(i)).and_then(Value::as_str);
+            out.push(listing(file, &at, ticker, &cik, get(ni), get(ei))?);
         }
         return Ok(out);
     }
@@ -113,25 +205,25 @@ fn parse_json(file: &str, bytes: &[u8]) -> Result<BTreeSet<(String, String)>> {
             .get("ticker")
             .and_then(Value::as_str)
             .ok_or_else(|| Error::parse(file, &at, "no ticker"))?;
-        out.insert(pair(file, &at, ticker, &cik)?);
+        let title = e.get("title").and_then(Value::as_str);
+        out.push(listing(file, &at, ticker, &cik, title, None)?);
     }
     Ok(out)
 }
 
-fn parse_csv(file: &str, bytes: &[u8]) -> Result<BTreeSet<(String, String)>> {
+fn parse_csv(file: &str, bytes: &[u8]) -> Result<Vec<Listing>> {
     let mut r = csv::Reader::from_reader(bytes);
     let headers = r
         .headers()
         .map_err(|e| Error::parse(file, "header", e.to_string()))?
         .clone();
-    let idx = |name: &str| {
-        headers
-            .iter()
-            .position(|h| h == name)
-            .ok_or_else(|| Error::parse(file, "header", format!("no {name} column")))
+    let idx = |name: &str| headers.iter().position(|h| h == name);
+    let need = |name: &str| {
+        idx(name).ok_or_else(|| Error::parse(file, "header", format!("no {name} column")))
     };
-    let (ci, ti) = (idx("cik")?, idx("ticker")?);
-    let mut out = BTreeSet::new();
+    let (ci, ti) = (need("cik")?, need("ticker")?);
+    let (ni, ei) = (idx("name"), idx("exchange"));
+    let mut out = Vec::new();
     for (i, rec) in r.records().enumerate() {
         let at = format!("line {}", i + 2);
         let rec = rec.map_err(|e| Error::parse(file, &at, e.to_string()))?;
@@ -141,7 +233,8 @@ fn parse_csv(file: &str, bytes: &[u8]) -> Result<BTreeSet<(String, String)>> {
         if ticker.trim().is_empty() {
             continue; // exchange exports list some CIKs without a ticker
         }
-        out.insert(pair(file, &at, ticker, cik)?);
+        let get = |i: Option<usize>| i.and_then(|i| rec.get(i));
+        out.push(listing(file, &at, ticker, cik, get(ni), get(ei))?);
     }
     Ok(out)
 }

@@ -729,3 +729,103 @@ async fn a_corrupt_snapshot_or_report_file_of_another_source_changes_nothing() {
         assert_eq!(tree(dir.path()), before, "{what}: no object written");
     }
 }
+
+#[tokio::test]
+async fn successive_sec_ticker_lists_become_ticker_change_rows_of_the_companies_they_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let weekly = "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch";
+    let list = |commit: &str, captured: &str, name: &str| {
+        let mut r = request(
+            SourceId::SecEdgar,
+            commit,
+            vec![file(&format!("{weekly}/{name}"))],
+        );
+        r.captured_at = Some(at(captured));
+        r
+    };
+    let first = run(
+        &store,
+        list(
+            "2026-01-04T07:00:00Z",
+            "2026-01-04T06:01:13Z",
+            "company_tickers_2026-01-04T0601Z.json",
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(first.changes, BTreeMap::from([("added".to_owned(), 10283)]));
+    assert!(
+        first.certified.is_empty(),
+        "a ticker list certifies no EDGAR day"
+    );
+    let second = run(
+        &store,
+        list(
+            "2026-01-11T07:00:00Z",
+            "2026-01-11T06:01:14Z",
+            "company_tickers_2026-01-11T0601Z.json",
+        ),
+    )
+    .await
+    .unwrap();
+    // Counted by hand from the two files: 69 tickers new, 49 gone, 23 with another CIK or title.
+    assert_eq!(
+        second.changes,
+        BTreeMap::from([
+            ("added".to_owned(), 69),
+            ("modified".to_owned(), 23),
+            ("removed".to_owned(), 49),
+        ])
+    );
+    let corpus = Corpus::open(store).await.unwrap();
+    let lookup = |id: &'static str, cut: &'static str| {
+        let corpus = &corpus;
+        async move {
+            corpus
+                .record(id, at(cut), VisibleBy::PublishedAt)
+                .await
+                .unwrap()
+        }
+    };
+    // ABXL first listed on 2026-01-11, for Abacus Global Management (CIK 1814287).
+    assert!(!matches!(
+        lookup("ABXL@2026-01-11T06:01:14Z_1814287", "2026-01-11T06:01:13Z").await,
+        RecordLookup::Visible(_)
+    ));
+    let RecordLookup::Visible(abxl) =
+        lookup("ABXL@2026-01-11T06:01:14Z_1814287", "2026-01-11T06:01:14Z").await
+    else {
+        panic!("visible from the capture that first showed it");
+    };
+    assert_eq!(abxl.form.as_deref(), Some("ticker.added"));
+    assert_eq!(abxl.cik.as_deref(), Some("1814287"));
+    assert_eq!(abxl.committed_at, Some(at("2026-01-11T07:00:00Z")));
+    // ABX moved from Barrick (CIK 756894) to Abacus: one modified row, before and after.
+    let RecordLookup::Visible(abx) =
+        lookup("ABX@2026-01-11T06:01:14Z_1814287", "2026-01-12T00:00:00Z").await
+    else {
+        panic!("the move is a record");
+    };
+    let p: serde_json::Value = serde_json::from_str(abx.payload.as_deref().unwrap()).unwrap();
+    assert_eq!(p["change"], "modified");
+    assert_eq!(p["before"]["listings"][0]["cik"], "756894");
+    assert_eq!(p["after"]["listings"][0]["cik"], "1814287");
+    assert_eq!(p["name_before"], "ABX (BARRICK MINING CORP)");
+    assert_eq!(abx.cik.as_deref(), Some("1814287"));
+    // Ticker lists certify no EDGAR day, so a by-CIK cut over those days is a hole, not zero.
+    let q = NewsQuery {
+        source: SourceId::SecEdgar,
+        lane: Lane::CertifiedPit,
+        visible_by: VisibleBy::PublishedAt,
+        start: None,
+        as_of: at("2026-01-11T06:01:14Z"),
+        entity: Entity::Cik("1814287".into()),
+        after: None,
+        limit: 100,
+    };
+    assert!(matches!(
+        corpus.news(&q, Scope::Corpus).await.unwrap(),
+        Answer::Hole { .. }
+    ));
+}
