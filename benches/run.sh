@@ -7,7 +7,7 @@
 #      coverage decision), server-start time and resident memory, and the DataFusion scan path;
 #   2. criterion (cargo bench -p asof-bench --bench engine);
 #   3. DuckDB (Python package, in a venv) answering the same first pages over the same files;
-#   4. wrk against `asof serve` (benches/load.sh).
+#   4. wrk against `asof serve` (benches/load.sh), with 16 and with 32 connections.
 # Results land in <target>/bench-results/<scale>/ (one file per step).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,5 +52,9 @@ fi
 "$venv/bin/python" benches/duckdb_compare.py "$corpus" "$out/queries.jsonl" --per-size 20 |
   tee "$out/duckdb.md"
 
-ASOF_BIN="$bin" benches/load.sh "$corpus" "$out/queries.jsonl" 30s 32 | tee "$out/load.txt"
+# Two closed-loop loads: 16 connections (what two cores serve without queueing) and 32
+# (saturated: latency is then mostly time spent waiting in the queue).
+for c in 16 32; do
+  ASOF_BIN="$bin" benches/load.sh "$corpus" "$out/queries.jsonl" 30s "$c" | tee "$out/load-c$c.txt"
+done
 echo "results in $out"
