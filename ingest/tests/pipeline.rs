@@ -150,6 +150,22 @@ async fn same_inputs_and_commit_time_give_the_same_corpus_version() {
     assert_eq!(versions[0], versions[1]);
 }
 
+/// A refused ingest left the corpus as it was: the same current version and the same files.
+async fn assert_unchanged(
+    store: &CorpusStore,
+    dir: &Path,
+    base: &Outcome,
+    before: &BTreeMap<String, Vec<u8>>,
+    what: &str,
+) {
+    assert_eq!(
+        store.current_version().await.unwrap().as_deref(),
+        Some(base.published.version.as_str()),
+        "{what}: the previous version stays current"
+    );
+    assert_eq!(&tree(dir), before, "{what}: no object written");
+}
+
 /// Truncated, malformed, empty and wrongly encoded variants of real files.
 fn corrupt_variants() -> Vec<(&'static str, InputFile)> {
     let good = file(ALZAMEND_LATER);
@@ -224,12 +240,7 @@ async fn a_corrupt_file_changes_nothing() {
             err.contains(&name),
             "{what}: the error names the file: {err}"
         );
-        assert_eq!(
-            store.current_version().await.unwrap().as_deref(),
-            Some(base.published.version.as_str()),
-            "{what}: the previous version stays current"
-        );
-        assert_eq!(tree(dir.path()), before, "{what}: no object written");
+        assert_unchanged(&store, dir.path(), &base, &before, what).await;
     }
 }
 
@@ -721,12 +732,7 @@ async fn a_corrupt_snapshot_or_report_file_of_another_source_changes_nothing() {
             err.contains("sdn.csv") || err.contains("annual.txt"),
             "{what}: the error names the file: {err}"
         );
-        assert_eq!(
-            store.current_version().await.unwrap().as_deref(),
-            Some(base.published.version.as_str()),
-            "{what}: the previous version stays current"
-        );
-        assert_eq!(tree(dir.path()), before, "{what}: no object written");
+        assert_unchanged(&store, dir.path(), &base, &before, what).await;
     }
 }
 
