@@ -546,7 +546,7 @@ fn conventions(path: &str, op: &mut Operation) {
             ));
             h.push((
                 "X-RateLimit-Remaining",
-                integer_header("Requests left in this window."),
+                integer_header("Requests left in this window. Exact on one server; behind several replicas, while a key is far from its limit, it may not yet count other replicas' last 250 ms of requests; within a tenth of the limit it is the shared count every replica enforces."),
             ));
             h.push((
                 "X-RateLimit-Reset",
