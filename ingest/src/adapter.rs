@@ -91,6 +91,18 @@ pub fn utf8(file: &InputFile) -> Result<&str> {
     })
 }
 
+/// Parses a JSON document, or an error naming the line and column where it breaks (a
+/// truncated download ends mid-value).
+pub fn json(file: &str, bytes: &[u8]) -> Result<serde_json::Value> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        Error::parse(
+            file,
+            format!("line {} column {}", e.line(), e.column()),
+            format!("not valid JSON (truncated or corrupt): {e}"),
+        )
+    })
+}
+
 /// Refuses an empty (or whitespace-only) file: an empty download is a failed download, never
 /// "no rows".
 pub fn non_empty(file: &InputFile) -> Result<()> {

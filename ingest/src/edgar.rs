@@ -53,13 +53,7 @@ pub fn parse_submissions(
     cik_hint: &str,
     captured_at: Instant,
 ) -> Result<Submissions> {
-    let v: Value = serde_json::from_slice(bytes).map_err(|e| {
-        Error::parse(
-            file,
-            format!("line {} column {}", e.line(), e.column()),
-            format!("not valid JSON: {e}"),
-        )
-    })?;
+    let v = crate::adapter::json(file, bytes)?;
     let obj = v
         .as_object()
         .ok_or_else(|| Error::parse(file, "top level", "expected a JSON object"))?;

@@ -164,13 +164,7 @@ fn records(file: &InputFile) -> Result<Vec<(String, Map<String, Value>)>> {
 
 fn json_records(file: &InputFile, text: &str) -> Result<Vec<(String, Map<String, Value>)>> {
     let name = &file.name;
-    let v: Value = serde_json::from_str(text).map_err(|e| {
-        Error::parse(
-            name,
-            format!("line {} column {}", e.line(), e.column()),
-            format!("not valid JSON: {e}"),
-        )
-    })?;
+    let v = crate::adapter::json(name, text.as_bytes())?;
     let (prefix, list): (&str, Vec<Value>) = match v {
         Value::Array(a) => ("", a),
         Value::Object(mut o) => {

@@ -223,13 +223,7 @@ fn parse_csv(file: &InputFile, text: &str, ctx: &Context) -> Result<(Vec<NewsRow
 /// A search response (`{"count":..,"results":[..]}`) or one document (`{"document_number":..}`).
 fn parse_json(file: &InputFile, text: &str, ctx: &Context) -> Result<Vec<NewsRow>> {
     let name = file.name.as_str();
-    let v: Value = serde_json::from_str(text).map_err(|e| {
-        Error::parse(
-            name,
-            format!("line {} column {}", e.line(), e.column()),
-            format!("not valid JSON: {e}"),
-        )
-    })?;
+    let v = crate::adapter::json(name, text.as_bytes())?;
     let Some(obj) = v.as_object() else {
         return Err(Error::parse(
             name,

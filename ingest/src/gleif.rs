@@ -73,13 +73,7 @@ struct Record<'a> {
 fn read_json(file: &InputFile) -> Result<Map<String, Value>> {
     adapter::non_empty(file)?;
     let text = adapter::utf8(file)?;
-    let v: Value = serde_json::from_str(text).map_err(|e| {
-        Error::parse(
-            &file.name,
-            format!("line {} column {}", e.line(), e.column()),
-            format!("not valid JSON (truncated or corrupt): {e}"),
-        )
-    })?;
+    let v = adapter::json(&file.name, text.as_bytes())?;
     let Value::Object(obj) = v else {
         return Err(Error::parse(
             &file.name,

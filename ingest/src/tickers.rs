@@ -155,13 +155,7 @@ fn num_or_str(v: &Value) -> Option<String> {
 }
 
 fn parse_json(file: &str, bytes: &[u8]) -> Result<Vec<Listing>> {
-    let v: Value = serde_json::from_slice(bytes).map_err(|e| {
-        Error::parse(
-            file,
-            format!("line {}", e.line()),
-            format!("not valid JSON: {e}"),
-        )
-    })?;
+    let v = crate::adapter::json(file, bytes)?;
     let mut out = Vec::new();
     if let (Some(fields), Some(data)) = (
         v.get("fields").and_then(Value::as_array),
