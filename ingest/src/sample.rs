@@ -274,7 +274,10 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
         (None::<Instant>, None::<Instant>, None::<Instant>);
     for input in &atom {
         let page = parse_atom(&input.rel, &input.bytes)?;
-        oldest = page.oldest.map(|o| oldest.map_or(o, |x| x.min(o)));
+        oldest = page
+            .oldest
+            .map(|o| oldest.map_or(o, |x| x.min(o)))
+            .or(oldest);
         newest = page
             .newest
             .map(|o| newest.map_or(o, |x| x.max(o)))
