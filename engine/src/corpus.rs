@@ -108,6 +108,9 @@ pub struct PartitionRef {
 pub struct CoverageQuery {
     pub source: Option<SourceId>,
     pub date: Option<Day>,
+    /// The one lane answered (lanes are never mixed in one answer: a certificate's key names
+    /// a source-day, whatever its lane).
+    pub lane: Lane,
     pub as_of: Option<Instant>,
     /// Position: the last certificate of the previous page.
     pub after: Option<(SourceId, Lane, Day)>,
@@ -128,6 +131,8 @@ pub struct Corpus {
     use_access: bool,
     /// Per-day certification tables of every certified source-lane.
     day_tables: HashMap<(SourceId, Lane), DayTable>,
+    /// Bounds concurrent DataFusion scans (shared with the process's other versions).
+    scans: crate::ScanGate,
 }
 
 impl std::fmt::Debug for Corpus {
@@ -178,6 +183,7 @@ impl Corpus {
             access: None,
             use_access: true,
             day_tables: HashMap::new(),
+            scans: crate::ScanGate::unbounded(),
         };
         corpus.day_tables = corpus
             .manifest
@@ -209,6 +215,12 @@ impl Corpus {
     /// over partitions; differential tests and benchmarks compare the two.
     pub fn set_use_access(&mut self, on: bool) {
         self.use_access = on;
+    }
+
+    /// Bounds this corpus's DataFusion scans by `gate` (a server shares one gate between the
+    /// versions it serves); unbounded by default.
+    pub fn set_scan_gate(&mut self, gate: crate::ScanGate) {
+        self.scans = gate;
     }
 
     /// The access index in use, if any.
@@ -451,6 +463,7 @@ impl Corpus {
         ciks: Option<&[String]>,
         scope: Scope<'_>,
     ) -> Result<Vec<NewsRow>> {
+        let _slot = self.scans.enter().await?;
         let clock = q.visible_by.as_str();
         let files: Vec<String> = self
             .manifest
@@ -585,6 +598,7 @@ impl Corpus {
         if files.is_empty() {
             return Ok(vec![]);
         }
+        let _slot = self.scans.enter().await?;
         let df = self
             .read(files)
             .await?
@@ -607,21 +621,18 @@ impl Corpus {
             None => self.manifest.held_sources(),
         };
         let as_of_day = q.as_of.map(Instant::day);
+        let lane = q.lane;
         for &source in &sources {
-            for &lane in Lane::ALL {
-                if let Some(date) = q.date {
-                    if self.manifest.span(source, lane).is_some() || lane == Lane::CertifiedPit {
-                        keys.push((source, lane, date));
-                    }
-                    continue;
-                }
-                if let Some(span) = self.manifest.span(source, lane) {
-                    let mut d = span.first;
-                    let last = as_of_day.map_or(span.last, |a| a.min(span.last));
-                    while d <= last {
-                        keys.push((source, lane, d));
-                        d = d.next();
-                    }
+            if let Some(date) = q.date {
+                keys.push((source, lane, date));
+                continue;
+            }
+            if let Some(span) = self.manifest.span(source, lane) {
+                let mut d = span.first;
+                let last = as_of_day.map_or(span.last, |a| a.min(span.last));
+                while d <= last {
+                    keys.push((source, lane, d));
+                    d = d.next();
                 }
             }
         }
@@ -1151,6 +1162,7 @@ mod tests {
             .coverage(&CoverageQuery {
                 source: Some(SourceId::SecEdgar),
                 date: None,
+                lane: Lane::CertifiedPit,
                 as_of: None,
                 after: None,
                 limit: 10,
@@ -1174,6 +1186,7 @@ mod tests {
             .coverage(&CoverageQuery {
                 source: Some(SourceId::SecEdgar),
                 date: None,
+                lane: Lane::CertifiedPit,
                 as_of: None,
                 after: None,
                 limit: 2,
@@ -1184,6 +1197,7 @@ mod tests {
             .coverage(&CoverageQuery {
                 source: Some(SourceId::SecEdgar),
                 date: None,
+                lane: Lane::CertifiedPit,
                 as_of: None,
                 after: next,
                 limit: 10,

@@ -24,6 +24,9 @@ pub enum Error {
     /// A SQL statement was refused (not a read-only query).
     #[error("refused: {0}")]
     Refused(String),
+    /// Every scan slot stayed taken for the whole wait ([`crate::ScanGate`]).
+    #[error("every scan slot is taken")]
+    Busy,
     #[error("object store: {0}")]
     Store(#[from] object_store::Error),
     #[error("parquet: {0}")]

@@ -13,6 +13,7 @@ pub mod manifest;
 pub mod publish;
 pub mod read;
 pub mod record;
+pub mod scan_gate;
 pub mod sql;
 pub mod store;
 pub mod verify;
@@ -26,6 +27,7 @@ pub use coverage::{Coverage, Scope};
 pub use error::{ClockFault, Error, Result};
 pub use manifest::Manifest;
 pub use record::NewsRow;
+pub use scan_gate::ScanGate;
 pub use store::CorpusStore;
 
 #[cfg(test)]
