@@ -1211,6 +1211,7 @@ mod tests {
             .coverage(&CoverageQuery {
                 source: Some(SourceId::SecEdgar),
                 date: Some("2025-06-01".parse().unwrap()),
+                lane: Lane::CertifiedPit,
                 as_of: None,
                 after: None,
                 limit: 10,

@@ -1,20 +1,18 @@
 //! Source adapters: agency files in, corpus rows, identity observations and certified days out.
 //!
+//! - `adapter`: the contract every adapter meets and the helpers they share;
+//! - `sources/`: one adapter per agency format;
+//! - `pipeline`: one all-or-nothing ingest of one source's files as a new corpus version;
+//! - `corpora/`: whole corpora built in one go (the shipped sample, the synthetic bench corpus).
+//!
 //! Each adapter is a pure function of a file's bytes (plus the capture instant the caller
 //! knows from provenance); publishing goes through `asof_engine::publish`. Sources and their
 //! clock rules are documented in docs/sources.md.
 
 pub mod adapter;
-pub mod cftc;
-pub mod edgar;
+pub mod corpora;
 pub mod error;
-pub mod fda;
-pub mod fedreg;
-pub mod gleif;
-pub mod ofac;
 pub mod pipeline;
-pub mod sample;
-pub mod synthetic;
-pub mod tickers;
+pub mod sources;
 
 pub use error::{Error, Result};

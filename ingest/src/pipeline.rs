@@ -99,20 +99,7 @@ pub fn parse_files(req: &Request) -> Result<Parsed> {
             ),
         ));
     }
-    dispatch(&req.files, &ctx)
-}
-
-fn dispatch(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
-    match ctx.source {
-        SourceId::SecEdgar => crate::edgar::parse(files, ctx),
-        SourceId::FederalRegisterPi => crate::fedreg::parse(files, ctx),
-        SourceId::CftcCot => crate::cftc::parse(files, ctx),
-        SourceId::OfacSdn => crate::ofac::parse(files, ctx),
-        SourceId::FdaDrug | SourceId::FdaDevice | SourceId::FdaFood => {
-            crate::fda::parse(files, ctx)
-        }
-        SourceId::GleifLei => crate::gleif::parse(files, ctx),
-    }
+    crate::sources::parse(&req.files, &ctx)
 }
 
 /// What the store's current version holds of one source and lane: the current revision of

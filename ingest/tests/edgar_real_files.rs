@@ -4,8 +4,8 @@
 use std::path::PathBuf;
 
 use asof_engine::clock::{Instant, Lane};
-use asof_ingest::edgar::{IndexLayout, parse_atom, parse_index, parse_submissions};
-use asof_ingest::tickers::parse_ticker_file;
+use asof_ingest::sources::edgar::{IndexLayout, parse_atom, parse_index, parse_submissions};
+use asof_ingest::sources::tickers::parse_ticker_file;
 
 fn src(rel: &str) -> (String, Vec<u8>) {
     let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))

@@ -828,7 +828,7 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
                 ))
             }
         };
-        if crate::tickers::is_ticker_file(base) {
+        if crate::sources::tickers::is_ticker_file(base) {
             lane_must_be(Lane::CertifiedPit, "an SEC ticker list")?;
             if out.snapshot.is_some() {
                 return Err(Error::parse(
@@ -839,7 +839,7 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
             }
             let at = require_capture(ctx, &f.name)?;
             // Not a whole day of filings: a ticker list certifies no EDGAR day.
-            out.snapshot = Some(crate::tickers::parse_ticker_snapshot(
+            out.snapshot = Some(crate::sources::tickers::parse_ticker_snapshot(
                 &f.name, &f.bytes, at,
             )?);
         } else if base.to_ascii_lowercase().ends_with(".idx") {

@@ -23,9 +23,9 @@ use asof_engine::publish::{ChangeSet, Published, publish};
 use asof_engine::record::NewsRow;
 use asof_engine::store::{CorpusStore, sha256_hex};
 
-use crate::edgar::{parse_atom, parse_index, parse_submissions, submissions_name};
+use crate::sources::edgar::{parse_atom, parse_index, parse_submissions, submissions_name};
 use crate::error::{Error, Result};
-use crate::tickers::parse_ticker_file;
+use crate::sources::tickers::parse_ticker_file;
 
 /// Submissions rows published before this day are left out of the sample (they would add
 /// thousands of tiny daily partitions and are outside every certified day).
@@ -404,7 +404,7 @@ fn other_sources(
     use crate::pipeline::{Held, Request, parse_files, prepare};
     let day_end = |d: &str| d.parse::<Day>().expect("constant").end_of_day();
     let cot_dir = "us.cftc.cot/legacy_futures_only_2025_weekly_asof";
-    let commits = crate::cftc::commit_instants(
+    let commits = crate::sources::cftc::commit_instants(
         "COMMITS.txt",
         &std::fs::read_to_string(root.join(cot_dir).join("COMMITS.txt"))?,
     )?;
