@@ -8,7 +8,7 @@
 
 use asof_engine::clock::{Instant, Lane, SourceId, VisibleBy};
 use asof_engine::corpus::{Corpus, Entity, NewsQuery};
-use asof_ingest::synthetic::{Rng, cik_of};
+use asof_ingest::corpora::synthetic::{Rng, cik_of};
 use serde::Serialize;
 
 /// Which filers a query asks about.
