@@ -128,8 +128,11 @@ impl Instant {
     }
 }
 
+/// `+HH:MM` or `-HH:MM` (or shorter forms); a leading space is a `+` that a query string's
+/// form decoding turned into a space (`as_of=...T12:00:00+01:00` sent unencoded), which is
+/// still an offset, not a malformed instant.
 fn looks_like_offset(rest: &[u8]) -> bool {
-    matches!(rest.first(), Some(b'+' | b'-'))
+    matches!(rest.first(), Some(b'+' | b'-' | b' '))
         && rest.len() >= 3
         && rest[1..].iter().all(|c| c.is_ascii_digit() || *c == b':')
 }
@@ -363,6 +366,11 @@ mod tests {
         );
         assert_eq!(
             Instant::parse("2026-01-12T11:27:39+00:00"),
+            Err(ClockFault::Offset)
+        );
+        // `+01:00` sent unencoded in a query string arrives with a space for its `+`.
+        assert_eq!(
+            Instant::parse("2026-01-29T12:00:00 01:00"),
             Err(ClockFault::Offset)
         );
         assert_eq!(Instant::parse("2026-01-12"), Err(ClockFault::BareDate));

@@ -57,7 +57,8 @@ impl fmt::Display for ClockFault {
         f.write_str(match self {
             ClockFault::Offset => {
                 "a numeric UTC offset was sent; send the instant in UTC with a literal Z \
-                 (YYYY-MM-DDTHH:MM:SS[.fraction]Z); offsets are refused, never converted"
+                 (YYYY-MM-DDTHH:MM:SS[.fraction]Z); offsets are refused, never converted \
+                 (in a query string an unencoded `+` arrives as a space)"
             }
             ClockFault::BareDate => {
                 "a bare date was sent where an instant is required (a date is an interval, \

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use asof_engine::coverage::Scope;
-use asof_engine::{
-    Answer, Corpus, CorpusStore, Entity, Instant, Lane, NewsQuery, SourceId, VisibleBy,
-    normalize_cik,
-};
-use asof_server::envelope::{CoverageBody, Envelope, ErrorBody, NewsRecord, Status};
+use asof_engine::{Answer, Corpus, CorpusStore, Instant, Lane, NewsQuery, SourceId};
+use asof_server::error::ApiError;
+use asof_server::http::envelope::{CoverageBody, Envelope, ErrorBody, NewsRecord, Status};
+use asof_server::http::params::{FromQuery, Params, enum_param};
+use asof_server::routes::data::{DiffParams, NewsParams};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 /// Exit code when the answer is a coverage hole (409 over HTTP): not an error, not an answer.
@@ -76,10 +76,30 @@ pub struct ServeArgs {
     #[arg(
         long = "public-rate-limit",
         env = "ASOF_PUBLIC_RATE_LIMIT",
-        default_value_t = asof_server::auth::PUBLIC_REQUESTS_PER_MINUTE,
+        default_value_t = asof_server::plan::PUBLIC_REQUESTS_PER_MINUTE,
         value_parser = clap::value_parser!(u32).range(1..)
     )]
     pub public_rate_limit: u32,
+    /// Seconds a request may take before it is answered `503 timeout`.
+    #[arg(
+        long = "request-timeout",
+        env = "ASOF_REQUEST_TIMEOUT",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub request_timeout: u64,
+    /// DataFusion scans (queries the access index cannot answer) allowed at once; more wait
+    /// up to --scan-wait-ms, then get `503 overloaded` with Retry-After.
+    #[arg(
+        long = "max-scans",
+        env = "ASOF_MAX_SCANS",
+        default_value_t = 8,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_scans: u64,
+    /// Milliseconds a scan waits for a free slot.
+    #[arg(long = "scan-wait-ms", env = "ASOF_SCAN_WAIT_MS", default_value_t = 2000)]
+    pub scan_wait_ms: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -128,7 +148,7 @@ pub struct QueryArgs {
     #[command(flatten)]
     pub corpus: CorpusArg,
     /// Ticker, resolved to CIKs through identity as of the cut.
-    #[arg(long, conflicts_with = "cik")]
+    #[arg(long)]
     pub ticker: Option<String>,
     /// CIK, with or without leading zeros.
     #[arg(long)]
@@ -136,21 +156,21 @@ pub struct QueryArgs {
     /// The cut: RFC 3339 UTC with a literal Z.
     #[arg(long = "as-of")]
     pub as_of: String,
-    /// published_at, available_at or committed_at.
-    #[arg(long = "visible-by", default_value = "published_at")]
-    pub visible_by: String,
-    /// certified_pit or forward_first_seen.
-    #[arg(long, default_value = "certified_pit")]
-    pub lane: String,
+    /// published_at (default), available_at or committed_at.
+    #[arg(long = "visible-by")]
+    pub visible_by: Option<String>,
+    /// certified_pit (default) or forward_first_seen.
+    #[arg(long)]
+    pub lane: Option<String>,
     /// Source id; defaults to sec.edgar.
-    #[arg(long, default_value = "sec.edgar")]
-    pub source: String,
+    #[arg(long)]
+    pub source: Option<String>,
     /// Start of a diff window (exclusive): rows that became visible after it, up to --as-of.
     #[arg(long)]
     pub since: Option<String>,
-    /// Rows to print (1..1000).
-    #[arg(long, default_value_t = 100)]
-    pub limit: usize,
+    /// Rows to print: 1 to 1000, default 100.
+    #[arg(long)]
+    pub limit: Option<String>,
     #[arg(long, value_enum, default_value = "json")]
     pub format: Format,
 }
@@ -241,6 +261,8 @@ pub async fn run(cli: Cli) -> ExitCode {
     };
     match result {
         Ok(code) => code,
+        // `asof query ... | head`: the reader left; there is nobody to tell.
+        Err(e) if is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e}");
             ExitCode::from(1)
@@ -250,57 +272,92 @@ pub async fn run(cli: Cli) -> ExitCode {
 
 type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
+/// Whether writing the output failed because its reader closed the pipe (through the
+/// writers' own error types: JSON, CSV and Arrow wrap the `io::Error`).
+fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        let kind = if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            Some(io.kind())
+        } else if let Some(j) = e.downcast_ref::<serde_json::Error>() {
+            j.io_error_kind()
+        } else if let Some(c) = e.downcast_ref::<csv::Error>() {
+            match c.kind() {
+                csv::ErrorKind::Io(io) => Some(io.kind()),
+                _ => None,
+            }
+        } else if let Some(arrow::error::ArrowError::IoError(_, io)) =
+            e.downcast_ref::<arrow::error::ArrowError>()
+        {
+            Some(io.kind())
+        } else {
+            None
+        };
+        if kind == Some(std::io::ErrorKind::BrokenPipe) {
+            return true;
+        }
+        cur = e.source();
+    }
+    false
+}
+
 async fn open(corpus: &str) -> Result<Corpus, asof_engine::Error> {
     Corpus::open(CorpusStore::open(corpus)?).await
 }
 
-fn parse_enum<T: std::str::FromStr>(
-    param: &str,
-    value: &str,
-    valid: String,
-) -> Result<T, asof_engine::Error> {
-    value.parse().map_err(|_| {
-        asof_engine::Error::invalid(param, format!("{value:?} is not one of: {valid}"))
-    })
+/// Each `asof query` flag and the HTTP query parameter it fills: the flags are parsed by the
+/// routes' own query structs, so the CLI refuses what the API refuses, with its messages.
+const QUERY_FLAGS: &[(&str, &str)] = &[
+    ("ticker", "--ticker"),
+    ("cik", "--cik"),
+    ("as_of", "--as-of"),
+    ("as_of_end", "--as-of"),
+    ("as_of_start", "--since"),
+    ("visible_by", "--visible-by"),
+    ("lane", "--lane"),
+    ("source", "--source"),
+    ("limit", "--limit"),
+];
+
+/// An API refusal, said with the flag's name instead of the parameter's.
+fn flag_error(e: ApiError) -> Box<dyn std::error::Error> {
+    let param = e.param();
+    let flag = QUERY_FLAGS
+        .iter()
+        .find(|(p, _)| Some(*p) == param.as_deref())
+        .map_or_else(|| param.clone().unwrap_or_default(), |(_, f)| (*f).to_owned());
+    format!("{flag}: {}", e.message()).into()
+}
+
+/// The engine query `asof query` runs: a diff window with `--since`, else a cut.
+fn query_of(a: &QueryArgs, corpus: &Corpus) -> Result<NewsQuery, ApiError> {
+    let (cut_name, names) = match a.since {
+        None => ("as_of", NewsParams::NAMES),
+        Some(_) => ("as_of_end", DiffParams::NAMES),
+    };
+    let pairs = [
+        ("ticker", a.ticker.as_ref()),
+        ("cik", a.cik.as_ref()),
+        (cut_name, Some(&a.as_of)),
+        ("as_of_start", a.since.as_ref()),
+        ("visible_by", a.visible_by.as_ref()),
+        ("lane", a.lane.as_ref()),
+        ("source", a.source.as_ref()),
+        ("limit", a.limit.as_ref()),
+    ]
+    .into_iter()
+    .filter_map(|(k, v)| Some((k.to_owned(), v?.clone())));
+    let params = Params::from_pairs(pairs, names)?;
+    match a.since {
+        None => NewsParams::from_params(&params)?.to_query(corpus),
+        Some(_) => DiffParams::from_params(&params)?.to_query(corpus),
+    }
 }
 
 async fn query(a: QueryArgs) -> CliResult {
-    let as_of = Instant::parse_param("--as-of", &a.as_of)?;
-    let start = a
-        .since
-        .as_deref()
-        .map(|s| Instant::parse_param("--since", s))
-        .transpose()?;
-    let visible_by: VisibleBy = parse_enum("--visible-by", &a.visible_by, VisibleBy::valid_set())?;
-    let lane: Lane = parse_enum("--lane", &a.lane, Lane::valid_set())?;
-    let source: SourceId = parse_enum("--source", &a.source, SourceId::valid_set())?;
-    if !(1..=1000).contains(&a.limit) {
-        return Err(asof_engine::Error::invalid("--limit", "must be within 1..1000").into());
-    }
-    let entity = match (&a.ticker, &a.cik) {
-        (Some(t), None) => Entity::Ticker(t.to_ascii_uppercase()),
-        (None, Some(c)) => Entity::Cik(normalize_cik(c).ok_or_else(|| {
-            asof_engine::Error::invalid("--cik", format!("{c:?} is not a CIK (1-10 digits)"))
-        })?),
-        _ => {
-            return Err(asof_engine::Error::invalid(
-                "--ticker/--cik",
-                "give exactly one of --ticker or --cik",
-            )
-            .into());
-        }
-    };
     let corpus = open(&a.corpus.corpus).await?;
-    let q = NewsQuery {
-        source,
-        lane,
-        visible_by,
-        start,
-        as_of,
-        entity,
-        after: None,
-        limit: a.limit,
-    };
+    let q = query_of(&a, &corpus).map_err(flag_error)?;
+    let (as_of, visible_by) = (q.as_of, q.visible_by);
     let answer = corpus.news(&q, Scope::Corpus).await?;
     let (rows, next, coverage, hole) = match answer {
         Answer::Page {
@@ -371,8 +428,11 @@ async fn query(a: QueryArgs) -> CliResult {
         Format::Table => {
             writeln!(
                 out,
-                "corpus_version {}  as_of {}  visible_by {}  status {:?}",
-                env.corpus_version, as_of, visible_by, env.status
+                "corpus_version {}  as_of {}  visible_by {}  status {}",
+                env.corpus_version,
+                as_of,
+                visible_by,
+                env.status.as_str()
             )?;
             for r in &env.results {
                 let p = r
@@ -444,9 +504,9 @@ async fn verify(a: CorpusArg) -> CliResult {
 async fn build_sample(a: BuildSampleArgs) -> CliResult {
     let sources = a
         .sources
-        .unwrap_or_else(asof_ingest::sample::default_sources_dir);
+        .unwrap_or_else(asof_ingest::corpora::sample::default_sources_dir);
     let store = CorpusStore::local(&a.out)?;
-    let p = asof_ingest::sample::build_sample(&sources, &store).await?;
+    let p = asof_ingest::corpora::sample::build_sample(&sources, &store).await?;
     eprintln!(
         "published {} rows ({} unchanged)",
         p.rows_added, p.rows_unchanged
@@ -457,8 +517,9 @@ async fn build_sample(a: BuildSampleArgs) -> CliResult {
 
 async fn ingest(a: IngestArgs) -> CliResult {
     use asof_ingest::pipeline::{self, Request, Step};
-    let source: SourceId = parse_enum("source", &a.source, SourceId::valid_set())?;
-    let lane: Lane = parse_enum("lane", &a.lane, Lane::valid_set())?;
+    let source: SourceId =
+        enum_param("--source", &a.source, SourceId::valid_set).map_err(flag_error)?;
+    let lane: Lane = enum_param("--lane", &a.lane, Lane::valid_set).map_err(flag_error)?;
     let commit_time = match &a.commit_time {
         Some(t) => Instant::parse_param("commit-time", t)?,
         None => Instant::now(),
@@ -573,7 +634,7 @@ async fn bench_corpus(a: BenchCorpusArgs) -> CliResult {
     if store.current_version().await?.is_some() {
         return Err(format!("{} already holds a corpus; give an empty --out", a.out).into());
     }
-    let spec = asof_ingest::synthetic::Spec {
+    let spec = asof_ingest::corpora::synthetic::Spec {
         rows: a.rows,
         days: a.days,
         ciks: a.ciks,
@@ -589,7 +650,7 @@ async fn bench_corpus(a: BenchCorpusArgs) -> CliResult {
     );
     let started = std::time::Instant::now();
     let built =
-        asof_ingest::synthetic::build(&store, &spec, &|done| bar.set_position(done)).await?;
+        asof_ingest::corpora::synthetic::build(&store, &spec, &|done| bar.set_position(done)).await?;
     bar.finish_and_clear();
     eprintln!(
         "wrote {} rows in {} partitions ({} uncertified days, {} certified empty days) in {:.1} s",
@@ -611,13 +672,16 @@ async fn serve(a: ServeArgs) -> CliResult {
         reload_interval: std::time::Duration::from_secs(a.reload_interval.max(1)),
         trust_forwarded_for: a.trust_forwarded_for,
         public_requests_per_minute: a.public_rate_limit,
+        request_timeout: std::time::Duration::from_secs(a.request_timeout),
+        max_concurrent_scans: a.max_scans as usize,
+        scan_wait: std::time::Duration::from_millis(a.scan_wait_ms),
     };
     asof_server::serve::serve(cfg).await?;
     Ok(ExitCode::SUCCESS)
 }
 
 async fn keys_create(a: KeysCreateArgs) -> CliResult {
-    let plan: asof_server::auth::Plan = a.plan.parse().map_err(|()| {
+    let plan: asof_server::plan::Plan = a.plan.parse().map_err(|()| {
         asof_engine::Error::invalid(
             "--plan",
             format!("{:?} is not one of: researcher, power, desk", a.plan),
@@ -634,7 +698,7 @@ async fn keys_create(a: KeysCreateArgs) -> CliResult {
     if expires_at.is_some_and(|e| e <= Instant::now()) {
         return Err(asof_engine::Error::invalid("--expires-at", "must be in the future").into());
     }
-    let store = asof_server::state_store::open(&a.database_url).await?;
+    let store = asof_server::state::open(&a.database_url).await?;
     let user = store.upsert_user(&a.email, plan).await?;
     let (key, raw) = store
         .create_key(&user.id, a.name.as_deref().unwrap_or("default"), expires_at)
@@ -675,6 +739,9 @@ mod tests {
         );
         assert_eq!(a.reload_interval, 30);
         assert_eq!(a.public_rate_limit, 120);
+        assert_eq!(a.request_timeout, 30);
+        assert_eq!(a.max_scans, 8);
+        assert_eq!(a.scan_wait_ms, 2000);
         assert!(!a.trust_forwarded_for);
         assert!(Cli::try_parse_from(["asof", "serve", "--public-rate-limit", "0"]).is_err());
     }

@@ -38,6 +38,10 @@ pub enum ApiError {
     MethodNotAllowed { allow: String },
     #[error("rate limit exceeded")]
     RateLimited { retry_after: u64 },
+    #[error("request timed out")]
+    Timeout { after_secs: u64 },
+    #[error("overloaded")]
+    Overloaded { retry_after: u64 },
     #[error("internal error")]
     Internal,
 }
@@ -61,6 +65,9 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::Timeout { .. } | ApiError::Overloaded { .. } => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -77,6 +84,8 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::Timeout { .. } => "timeout",
+            ApiError::Overloaded { .. } => "overloaded",
             ApiError::Internal => "internal",
         }
     }
@@ -98,6 +107,8 @@ impl ApiError {
             ApiError::CursorExpired => "the corpus moved to a new corpus_version since this cursor was minted; restart from the first page".into(),
             ApiError::MethodNotAllowed { allow } => format!("method not allowed on this path; allowed: {allow}"),
             ApiError::RateLimited { retry_after } => format!("rate limit exceeded; retry after {retry_after} seconds"),
+            ApiError::Timeout { after_secs } => format!("the answer took longer than {after_secs} s and was abandoned; retry, or narrow the query (a ticker, cik or limit)"),
+            ApiError::Overloaded { retry_after } => format!("too many queries are scanning the corpus right now; retry after {retry_after} s"),
             ApiError::Internal => "internal error; the request id identifies it in the service logs".into(),
             other => other.to_string(),
         }
@@ -115,6 +126,7 @@ impl From<asof_engine::Error> for ApiError {
                 param: Some(param),
                 message,
             },
+            asof_engine::Error::Busy => ApiError::Overloaded { retry_after: 1 },
             other => {
                 tracing::error!(error = %other, "engine fault");
                 ApiError::Internal

@@ -1,24 +1,24 @@
-//! asof server library: the HTTP service over the as-of engine (router, middleware, state
-//! store, auth, cursors, audit receipts) and the envelope shared with the CLI.
+//! asof server library: the HTTP service over the as-of engine, laid out by area, each layer
+//! using only the ones below it:
+//!
+//! - `error`, `plan`: the server's error type and the data plans;
+//! - `state`: the state store and the in-process layers in front of it;
+//! - `http`: shared state, route entries, typed queries, cursors, envelopes, middleware;
+//! - `openapi`: the description, generated from route entries;
+//! - `mcp`: the MCP endpoint, re-dispatching tool calls through the router;
+//! - `routes`: the route table and the handlers, by area;
+//! - `app`, `serve`, `reload`: the application, the listening process and its corpus reloads.
 
-pub mod account;
 pub mod app;
-pub mod audit;
-pub mod audit_log;
-pub mod auth;
-pub mod cursor;
-pub mod discovery;
-pub mod envelope;
 pub mod error;
-pub mod key_cache;
+pub mod http;
 pub mod mcp;
-pub mod meta;
 pub mod openapi;
-pub mod params;
-pub mod rate;
+pub mod plan;
 pub mod reload;
 pub mod routes;
 pub mod serve;
-pub mod state_store;
+pub mod state;
 
-pub use app::{AppState, app};
+pub use app::app;
+pub use http::{AppState, Options};

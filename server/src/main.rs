@@ -14,6 +14,8 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only on a terminal: a log file or collector gets plain lines.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let rt = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use asof_engine::{Corpus, CorpusStore};
 
-use crate::app::AppState;
+use crate::http::AppState;
 
 /// Checks the pointer once; returns the version now served when it changed.
 pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String> {

@@ -6,7 +6,8 @@ use std::time::Duration;
 
 use asof_engine::{Corpus, CorpusStore};
 
-use crate::app::{AppState, app};
+use crate::app::app;
+use crate::http::AppState;
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone)]
@@ -17,22 +18,28 @@ pub struct ServeConfig {
     pub reload_interval: Duration,
     pub trust_forwarded_for: bool,
     pub public_requests_per_minute: u32,
+    pub request_timeout: Duration,
+    pub max_concurrent_scans: usize,
+    pub scan_wait: Duration,
 }
 
 pub async fn serve(cfg: ServeConfig) -> Result<()> {
     let store = CorpusStore::open(&cfg.corpus)?;
     let corpus = Corpus::open(store.clone()).await?;
-    let state_store = crate::state_store::open(&cfg.database_url).await?;
+    let state_store = crate::state::open(&cfg.database_url).await?;
     tracing::info!(
         corpus = store.display(),
         version = corpus.version(),
         state = state_store.backend(),
         "corpus loaded"
     );
-    let opts = crate::app::Options {
+    let opts = crate::http::Options {
         trust_forwarded_for: cfg.trust_forwarded_for,
         public_requests_per_minute: cfg.public_requests_per_minute,
-        ..crate::app::Options::default()
+        request_timeout: cfg.request_timeout,
+        max_concurrent_scans: cfg.max_concurrent_scans,
+        scan_wait: cfg.scan_wait,
+        ..crate::http::Options::default()
     };
     let state = AppState::with_options(corpus, state_store, opts).await?;
     let listener = tokio::net::TcpListener::bind(&cfg.listen)
@@ -45,7 +52,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         cfg.reload_interval,
     ));
     // Tests and operators wait for this line (or /health) before sending traffic.
-    tracing::warn!(%addr, "asof listening on http://{addr}");
+    tracing::info!(%addr, "asof listening on http://{addr}");
     eprintln!("asof listening on http://{addr}");
     axum::serve(
         listener,

@@ -562,3 +562,80 @@ fn ingest_certifies_stated_days_with_evidence_and_chains_versions_by_parent() {
     let current = std::fs::read_to_string(out.path().join("corpus/manifests/CURRENT")).unwrap();
     assert_eq!(current.trim(), vb);
 }
+
+#[test]
+fn query_refuses_what_the_api_refuses_with_the_api_messages_under_flag_names() {
+    let stderr = |args: &[&str]| {
+        let o = asof(args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}");
+        String::from_utf8_lossy(&o.stderr).into_owned()
+    };
+    let base = ["query", "--as-of", "2026-01-29T12:00:00Z"];
+    let e = stderr(&[&base[..], &["--ticker", "NOT A TICKER!"]].concat());
+    assert!(
+        e.contains("--ticker: ticker must be 1 to 16 letters, digits, '.' or '-'"),
+        "{e}"
+    );
+    let e = stderr(&[&base[..], &["--cik", "1318605", "--limit", "0"]].concat());
+    assert!(e.contains("--limit: limit must be an integer from 1 to 1000"), "{e}");
+    let e = stderr(&[&base[..], &["--ticker", "TSLA", "--cik", "1318605"]].concat());
+    assert!(e.contains("--cik: send ticker or cik, not both"), "{e}");
+    let e = stderr(&[&base[..], &["--cik", "1318605", "--lane", "fast"]].concat());
+    assert!(e.contains("--lane: lane must be one of: certified_pit"), "{e}");
+    let e = stderr(&[
+        "query",
+        "--cik",
+        "1318605",
+        "--as-of",
+        "2026-01-29T12:00:00Z",
+        "--since",
+        "2026-01-30T00:00:00Z",
+    ]);
+    assert!(e.contains("--since: as_of_start must be before as_of_end"), "{e}");
+}
+
+#[test]
+fn query_table_prints_the_status_as_the_api_spells_it() {
+    let o = asof(&[
+        "query",
+        "--ticker",
+        "TSLA",
+        "--as-of",
+        "2026-01-29T12:00:00Z",
+        "--format",
+        "table",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let first = stdout(&o).lines().next().unwrap().to_owned();
+    assert!(first.ends_with("status ok"), "{first}");
+}
+
+#[test]
+fn query_into_a_closed_pipe_exits_quietly() {
+    use std::process::Stdio;
+    for format in ["json", "csv", "table"] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_asof"))
+            .args([
+                "query",
+                "--ticker",
+                "TSLA",
+                "--as-of",
+                "2026-01-29T12:00:00Z",
+                "--limit",
+                "1000",
+                "--format",
+                format,
+            ])
+            .env("ASOF_LOG", "error")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // `| head -0`: the reader is gone before the first write.
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{format}: {:?} {err}", out.status);
+        assert!(err.is_empty(), "{format}: {err}");
+    }
+}

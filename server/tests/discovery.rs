@@ -4,7 +4,7 @@
 
 mod common;
 
-use asof_server::auth::Plan;
+use asof_server::plan::Plan;
 use asof_server::routes::TABLE;
 use axum::http::{Method, StatusCode, header};
 use common::{key_for, send, setup};
@@ -46,7 +46,8 @@ async fn every_route_of_the_router_is_in_the_description_and_back() {
     let doc = description(&t).await;
     assert_eq!(doc["openapi"], "3.1.0");
     assert_eq!(doc["info"]["version"], "0.1.0");
-    let table: Vec<&str> = TABLE.iter().map(|(p, _)| *p).collect();
+    let table: Vec<String> = TABLE.iter().map(|r| r.path()).collect();
+    let table: Vec<&str> = table.iter().map(String::as_str).collect();
     let documented: Vec<&str> = doc["paths"]
         .as_object()
         .unwrap()
@@ -81,6 +82,127 @@ async fn every_route_of_the_router_is_in_the_description_and_back() {
                     "{m} {uri}"
                 );
                 assert!(r.headers.contains_key("x-request-id"), "{m} {uri}");
+            }
+        }
+    }
+}
+
+/// The table's promise: every entry is routed with its methods, guarded by its access,
+/// described with matching security and statuses, listed in `/v1/meta` under the plans that
+/// may call it, and the MCP tools' schemas are its routes' parameters; and nothing exists
+/// that no entry declares.
+#[tokio::test]
+async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways() {
+    use asof_server::http::route::Access;
+    let t = setup().await;
+    let doc = description(&t).await;
+    let researcher = key_for(&t.store, "r@example.com", Plan::Researcher).await;
+    let meta = send(&t, Method::GET, "/v1/meta", None, &[]).await.json;
+    let plans = meta["results"][0]["plans"].as_array().unwrap().clone();
+    let listed = |plan: &str| -> Vec<String> {
+        plans
+            .iter()
+            .find(|p| p["plan_id"] == plan)
+            .unwrap()["routes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r.as_str().unwrap().to_owned())
+            .collect()
+    };
+    for route in TABLE {
+        let path = route.path();
+        // Description: the same methods, security exactly when a key is needed, 401/403
+        // exactly then, 429 exactly when rate-limited.
+        let methods: Vec<String> = documented_methods(&doc, &path)
+            .iter()
+            .map(|m| m.to_string())
+            .collect();
+        assert_eq!(methods, route.methods(), "{path}");
+        for m in route.methods() {
+            let op = &doc["paths"][&path][m.to_ascii_lowercase()];
+            let keyed = matches!(route.access, Access::Key(_));
+            assert_eq!(op.get("security").is_some(), keyed, "{m} {path} security");
+            assert_eq!(op["responses"].get("401").is_some(), keyed, "{m} {path} 401");
+            assert_eq!(
+                op["responses"].get("429").is_some(),
+                route.access != Access::Open,
+                "{m} {path} 429"
+            );
+            // Router: the method reaches the route; another method is a 405 naming them.
+            let uri = concrete(&doc, &path, &Method::from_bytes(m.as_bytes()).unwrap());
+            let method = Method::from_bytes(m.as_bytes()).unwrap();
+            let r = send(&t, method.clone(), &uri, None, &[]).await;
+            // Gate: a keyed route refuses a request without a key; others never ask for one.
+            assert_eq!(r.status == StatusCode::UNAUTHORIZED, keyed, "{m} {uri}");
+            if let Access::Key(min) = route.access {
+                let r = send(&t, method, &uri, Some(&researcher), &[]).await;
+                assert_eq!(
+                    r.status == StatusCode::FORBIDDEN,
+                    min > Plan::Researcher,
+                    "{m} {uri} with a researcher key"
+                );
+            }
+        }
+        let other = if route.methods().contains(&"GET") { Method::DELETE } else { Method::GET };
+        let uri = concrete(&doc, &path, &Method::from_bytes(route.methods()[0].as_bytes()).unwrap());
+        let r = send(&t, other.clone(), &uri, Some(&researcher), &[]).await;
+        if !matches!(r.status, StatusCode::FORBIDDEN) {
+            assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{other} {uri}");
+            assert_eq!(r.headers[header::ALLOW], route.allow().as_str(), "{other} {uri}");
+        }
+        let r = send(&t, Method::OPTIONS, &uri, None, &[]).await;
+        assert_eq!(r.status, StatusCode::NO_CONTENT, "OPTIONS {uri}");
+        assert_eq!(r.headers[header::ALLOW], route.allow().as_str(), "OPTIONS {uri}");
+        // /v1/meta: a keyed route is listed under exactly the plans that may call it.
+        for plan in Plan::ALL {
+            let may = matches!(route.access, Access::Key(min) if min <= plan);
+            assert_eq!(
+                listed(plan.as_str()).contains(&path),
+                may,
+                "{path} listed under {plan}"
+            );
+        }
+    }
+    // Both ways: every described path and every route /v1/meta lists is an entry.
+    let entries: Vec<String> = TABLE.iter().map(|r| r.path()).collect();
+    for p in doc["paths"].as_object().unwrap().keys() {
+        assert!(entries.contains(p), "{p} is described but has no entry");
+    }
+    for plan in Plan::ALL {
+        for p in listed(plan.as_str()) {
+            assert!(entries.contains(&p), "/v1/meta lists {p}, which has no entry");
+        }
+    }
+    // MCP: each tool's input schema is its routes' query parameters, both ways.
+    let tools = asof_server::mcp::tool_list(TABLE);
+    for tool in tools["tools"].as_array().unwrap() {
+        let props = tool["inputSchema"]["properties"].as_object().unwrap();
+        let (keyed, sample) = match tool["name"].as_str().unwrap() {
+            "svc_query" => ("/v1/news", "/v1/sample/news"),
+            "svc_diff" => ("/v1/news/diff", "/v1/sample/diff"),
+            "svc_coverage" => ("/v1/coverage", "/v1/sample/coverage"),
+            "svc_meta" => ("/v1/meta", "/v1/meta"),
+            other => panic!("unexpected tool {other}"),
+        };
+        let mut route_params: Vec<String> = Vec::new();
+        for path in [keyed, sample] {
+            for p in doc["paths"][path]["get"]["parameters"].as_array().into_iter().flatten() {
+                if p["in"] == "query" && !route_params.contains(&p["name"].as_str().unwrap().to_owned()) {
+                    route_params.push(p["name"].as_str().unwrap().to_owned());
+                }
+            }
+        }
+        let mut tool_params: Vec<String> = props.keys().cloned().collect();
+        tool_params.sort();
+        route_params.sort();
+        assert_eq!(tool_params, route_params, "{}", tool["name"]);
+        for p in doc["paths"][keyed]["get"]["parameters"].as_array().into_iter().flatten() {
+            let name = p["name"].as_str().unwrap();
+            if p["in"] == "query" {
+                for k in ["pattern", "enum", "minimum", "maximum"] {
+                    assert_eq!(props[name].get(k), p["schema"].get(k), "{} {name} {k}", tool["name"]);
+                }
             }
         }
     }

@@ -5,7 +5,7 @@ mod common;
 
 use asof_engine::{Corpus, CorpusStore};
 use asof_server::AppState;
-use asof_server::auth::Plan;
+use asof_server::plan::Plan;
 use axum::http::{Method, StatusCode, header};
 use common::{Res, T, assert_error, get, repo, send, setup};
 use serde_json::Value;
@@ -113,6 +113,12 @@ async fn clock_faults_are_invalid_clock_saying_which() {
             .unwrap()
             .contains("offset")
     );
+    // The same offset with its `+` sent raw: form decoding turns it into a space, and the
+    // fault is still named an offset (not "malformed").
+    let r = get(&t, "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00+01:00").await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_clock", Some("as_of"));
+    let message = r.json["error"]["message"].as_str().unwrap();
+    assert!(message.contains("offset") && !message.starts_with("malformed"), "{message}");
     let r = get(
         &t,
         "/v1/news/diff?ticker=TSLA&as_of_start=2026-01-27&as_of_end=2026-01-29T12:00:00Z",
@@ -905,7 +911,7 @@ async fn internal_faults_answer_500_without_describing_them() {
     let dir = tempfile::tempdir().unwrap();
     let inner = common::sqlite_store(dir.path()).await;
     let gated = std::sync::Arc::new(common::Gated::new(inner, 0, false));
-    let t = common::setup_with(dir, gated.clone(), asof_server::app::Options::default()).await;
+    let t = common::setup_with(dir, gated.clone(), asof_server::Options::default()).await;
     gated
         .fail_hits
         .store(true, std::sync::atomic::Ordering::SeqCst);
@@ -1013,4 +1019,87 @@ async fn replicas_sharing_a_state_store_share_one_rate_window_reset_in_unix_seco
             "the other replica counted in the same window"
         );
     }
+}
+
+/// A request that outlives `--request-timeout` (here: a state store that stopped answering)
+/// is answered with the envelope, not dropped.
+#[tokio::test]
+async fn a_request_past_the_timeout_is_a_503_timeout_envelope() {
+    let dir = tempfile::tempdir().unwrap();
+    let inner = common::sqlite_store(dir.path()).await;
+    let gated = std::sync::Arc::new(common::Gated::new(inner, 0, false));
+    let opts = asof_server::Options {
+        request_timeout: std::time::Duration::from_millis(300),
+        ..Default::default()
+    };
+    let t = common::setup_with(dir, gated.clone(), opts).await;
+    gated
+        .stall_hits
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let r = get(&t, TSLA).await;
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert_error(&r, StatusCode::SERVICE_UNAVAILABLE, "timeout", None);
+    assert_eq!(r.json["status"], "error");
+    assert!(r.json["request_id"].as_str().is_some_and(|s| !s.is_empty()));
+    assert_eq!(r.headers["x-request-id"], r.json["request_id"].as_str().unwrap());
+    let m = r.json["error"]["message"].as_str().unwrap();
+    assert!(m.contains("longer than 1 s"), "{m}");
+    // A cheap route is not held up by the stalled store.
+    assert_eq!(get(&t, "/health").await.status, StatusCode::OK);
+}
+
+/// While every scan slot is taken, a request that needs a DataFusion scan waits briefly, then
+/// is told to come back (`503 overloaded` with `Retry-After`); once a slot frees, it answers.
+#[tokio::test]
+async fn a_scan_past_the_concurrency_limit_is_a_503_overloaded_with_retry_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::sqlite_store(dir.path()).await;
+    let opts = asof_server::Options {
+        max_concurrent_scans: 1,
+        scan_wait: std::time::Duration::from_millis(50),
+        ..Default::default()
+    };
+    let t = common::setup_with(dir, store, opts).await;
+    // The sample scope is answered by a scan, never the access index.
+    let uri = "/v1/sample/news";
+    let held = t.state.scans().enter().await.unwrap();
+    let r = get(&t, uri).await;
+    assert_error(&r, StatusCode::SERVICE_UNAVAILABLE, "overloaded", None);
+    let retry: u64 = r.headers[header::RETRY_AFTER].to_str().unwrap().parse().unwrap();
+    assert!(retry >= 1, "{retry}");
+    drop(held);
+    let r = get(&t, uri).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+}
+
+/// A certificate key names one source-day, so a day gives one certificate: the lane asked
+/// for (`certified_pit` by default), never both lanes under the same key.
+#[tokio::test]
+async fn coverage_of_one_day_is_one_certificate_of_the_lane_asked_for() {
+    let t = setup().await;
+    let r = get(&t, "/v1/coverage?source=sec.edgar&date=2026-01-28").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["count"], 1, "{}", r.json);
+    assert_eq!(r.json["results"][0]["key"], "sec.edgar/2026-01-28");
+    assert_eq!(r.json["results"][0]["lane"], "certified_pit");
+    let r = get(
+        &t,
+        "/v1/coverage?source=sec.edgar&date=2026-01-28&lane=forward_first_seen",
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["count"], 1, "{}", r.json);
+    assert_eq!(r.json["results"][0]["lane"], "forward_first_seen");
+    // Without a date, every certificate listed is of the one lane.
+    let r = get(&t, "/v1/coverage?source=sec.edgar&limit=1000").await;
+    let results = r.json["results"].as_array().unwrap();
+    assert!(!results.is_empty());
+    assert!(results.iter().all(|c| c["lane"] == "certified_pit"), "{}", r.json);
+    assert_error(
+        &get(&t, "/v1/coverage?lane=fast").await,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("lane"),
+    );
 }

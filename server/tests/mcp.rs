@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use asof_server::AppState;
-use asof_server::auth::Plan;
+use asof_server::plan::Plan;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use common::{Res, T, get, key_for, sample_corpus, send, setup};
@@ -308,11 +308,11 @@ async fn a_tool_result_carries_the_same_envelope_as_the_rest_route() {
     let cov = call(
         &t,
         "svc_coverage",
-        json!({"date": "2026-01-29"}),
+        json!({"date": "2026-01-29", "as_of": "2026-02-01T00:00:00Z"}),
         Some(&t.key),
     )
     .await;
-    let rest = get(&t, "/v1/coverage?date=2026-01-29").await;
+    let rest = get(&t, "/v1/coverage?date=2026-01-29&as_of=2026-02-01T00:00:00Z").await;
     assert_eq!(
         without_request_id(envelope(&cov)),
         without_request_id(rest.json)
@@ -426,7 +426,7 @@ async fn each_tool_call_counts_once_against_the_keys_rate_limit() {
         call(
             &t,
             "svc_coverage",
-            json!({"date": "2026-01-29"}),
+            json!({"date": "2026-01-29", "as_of": "2026-02-01T00:00:00Z"}),
             Some(&t.key),
         )
         .await;
@@ -443,7 +443,7 @@ async fn each_tool_call_counts_once_against_the_keys_rate_limit() {
         call(
             &t,
             "svc_coverage",
-            json!({"date": "2026-01-29"}),
+            json!({"date": "2026-01-29", "as_of": "2026-02-01T00:00:00Z"}),
             Some(&t.key),
         )
         .await;
@@ -451,7 +451,7 @@ async fn each_tool_call_counts_once_against_the_keys_rate_limit() {
     let r = call(
         &t,
         "svc_coverage",
-        json!({"date": "2026-01-29"}),
+        json!({"date": "2026-01-29", "as_of": "2026-02-01T00:00:00Z"}),
         Some(&t.key),
     )
     .await;
@@ -528,9 +528,9 @@ async fn tool_schemas_use_the_same_vocabularies_as_the_rest_description() {
 async fn x_forwarded_for_is_forwarded_so_the_sample_tier_counts_the_callers_address() {
     let dir = tempfile::tempdir().unwrap();
     let store = common::sqlite_store(dir.path()).await;
-    let opts = asof_server::app::Options {
+    let opts = asof_server::Options {
         trust_forwarded_for: true,
-        ..asof_server::app::Options::default()
+        ..asof_server::Options::default()
     };
     let t = common::setup_with(dir, store, opts).await;
     let remaining = |r: &Res| -> i64 {
@@ -570,4 +570,31 @@ async fn x_forwarded_for_is_forwarded_so_the_sample_tier_counts_the_callers_addr
         );
         assert_eq!(b0 - b1, 1, "and not against another address");
     }
+}
+
+#[tokio::test]
+async fn keyless_svc_meta_is_watermarked_sample_and_keyed_svc_coverage_requires_as_of() {
+    let t = setup().await;
+    let meta = call(&t, "svc_meta", json!({}), None).await;
+    assert_eq!(meta["result"]["isError"], false, "{meta}");
+    assert_eq!(envelope(&meta)["sample"], true, "the keyless tier is the sample");
+    let keyed = call(&t, "svc_meta", json!({}), Some(&t.key)).await;
+    assert_eq!(envelope(&keyed)["sample"], Value::Null, "{keyed}");
+
+    // With a key the tool answers "as knowable at as_of": an answer without a cut is not one.
+    let r = call(&t, "svc_coverage", json!({"source": "sec.edgar"}), Some(&t.key)).await;
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    let env = envelope(&r);
+    assert_eq!(env["error"]["code"], "invalid_request");
+    assert_eq!(env["error"]["param"], "as_of");
+    assert_eq!(env["count"], Value::Null);
+    let r = call(
+        &t,
+        "svc_coverage",
+        json!({"source": "sec.edgar", "as_of": "2026-01-29T12:00:00Z", "limit": 2}),
+        Some(&t.key),
+    )
+    .await;
+    assert_eq!(r["result"]["isError"], false, "{r}");
+    assert_eq!(envelope(&r)["count"], 2);
 }

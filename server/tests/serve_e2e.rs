@@ -234,8 +234,15 @@ fn keys_and_query_strings_never_reach_the_logs_even_at_debug() {
     let mut guard = Guard(child);
     let key = keys_create(&db, "logs@example.com", "desk");
     let secret_query = "ticker=TSLA&as_of=2026-01-29T12:00:00Z";
-    let (status, _) = http_get(&addr, &format!("/v1/news?{secret_query}"), Some(&key));
+    let (status, answered) = http_get(&addr, &format!("/v1/news?{secret_query}"), Some(&key));
     assert_eq!(status, 200);
+    let request_id = answered
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            k.eq_ignore_ascii_case("x-request-id").then(|| v.trim().to_owned())
+        })
+        .expect("an X-Request-Id header");
     let (status, _) = http_get(
         &addr,
         &format!("/v1/news?{secret_query}"),
@@ -258,6 +265,24 @@ fn keys_and_query_strings_never_reach_the_logs_even_at_debug() {
         !log.contains("ticker=TSLA"),
         "a query string reached the log"
     );
+    // Every line written while serving a request names its request id (the id a 500's message
+    // points the client to).
+    let request_lines: Vec<&str> = log.lines().filter(|l| l.contains("/v1/news")).collect();
+    assert!(request_lines.len() >= 2, "{log}");
+    for line in &request_lines {
+        assert!(line.contains("request_id="), "a request's log line without its id: {line}");
+    }
+    assert!(
+        log.lines()
+            .any(|l| l.contains(&format!("request_id={request_id}"))),
+        "the id the client received is in the log:\n{log}"
+    );
+    // The readiness line is information, not a warning.
+    assert!(
+        log.lines()
+            .any(|l| l.contains(" INFO ") && l.contains("asof listening on http://")),
+        "{log}"
+    );
 }
 
 #[test]
@@ -267,7 +292,7 @@ fn serve_on_postgres_accepts_keys_created_in_the_same_database() {
     let schema = format!("asof_e2e_{}", uuid::Uuid::new_v4().simple());
     let rt = tokio::runtime::Runtime::new().unwrap();
     // The schema is made (and migrated) here so the test leaves the shared database clean.
-    if let Err(e) = rt.block_on(asof_server::state_store::open_postgres_schema(
+    if let Err(e) = rt.block_on(asof_server::state::store::open_postgres_schema(
         &url, &schema,
     )) {
         if std::env::var("ASOF_REQUIRE_POSTGRES").is_ok() {
@@ -294,7 +319,7 @@ fn serve_on_postgres_accepts_keys_created_in_the_same_database() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"name\":\"e2e\""), "{body}");
     assert!(guard.terminate().success());
-    rt.block_on(asof_server::state_store::drop_postgres_schema(
+    rt.block_on(asof_server::state::store::drop_postgres_schema(
         &url, &schema,
     ))
     .unwrap();

@@ -5,8 +5,8 @@
 use std::sync::Arc;
 
 use asof_engine::Instant;
-use asof_server::auth::Plan;
-use asof_server::state_store::{self, StateStore, StoredReceipt, hash_key};
+use asof_server::plan::Plan;
+use asof_server::state::store::{self, StateStore, StoredReceipt, hash_key};
 
 async fn suite(s: Arc<dyn StateStore>) {
     let u = s
@@ -130,7 +130,7 @@ async fn receipts(s: &dyn StateStore, user: &str) {
 async fn sqlite_state_store_suite() {
     let dir = tempfile::tempdir().unwrap();
     suite(
-        state_store::open(dir.path().join("s.db").to_str().unwrap())
+        store::open(dir.path().join("s.db").to_str().unwrap())
             .await
             .unwrap(),
     )
@@ -142,7 +142,7 @@ async fn postgres_state_store_suite() {
     let url = std::env::var("ASOF_TEST_POSTGRES_URL")
         .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
     let schema = format!("asof_test_{}", uuid::Uuid::new_v4().simple());
-    let store = match state_store::open_postgres_schema(&url, &schema).await {
+    let store = match store::open_postgres_schema(&url, &schema).await {
         Ok(s) => s,
         Err(e) if std::env::var("ASOF_REQUIRE_POSTGRES").is_err() => {
             // Straight to the process's stderr, past libtest's capture, so the skip is
@@ -157,7 +157,7 @@ async fn postgres_state_store_suite() {
         Err(e) => panic!("PostgreSQL required (ASOF_REQUIRE_POSTGRES) but unreachable: {e}"),
     };
     suite(store).await;
-    state_store::drop_postgres_schema(&url, &schema)
+    store::drop_postgres_schema(&url, &schema)
         .await
         .unwrap();
 }

@@ -2,8 +2,10 @@
 """Contract checks of the real binary against its own OpenAPI description.
 
 1. openapi-spec-validator validates the served description (OpenAPI 3.1).
-2. schemathesis runs every GET operation with a Desk key and the response checks on
-   (server errors, status code, content type, response schema, response headers): 0 failures.
+2. schemathesis runs every operation (GET routes and POST /mcp) with a Desk key and the
+   response checks on (server errors, status code, content type, response schema, response
+   headers): 0 failures.
+2b. /v1/openapi.yaml, loaded with PyYAML (a YAML 1.1 reader), equals /v1/openapi.json.
 3. Headless Chromium (Debian `chromium`) loads /docs with background networking off and must
    show every route of the description; a screenshot is saved under the output directory.
 
@@ -115,6 +117,32 @@ def check_validator(server):
     return doc
 
 
+def check_yaml_loads_as_the_json(server):
+    import yaml
+
+    _, j = http_get(server.base + "/v1/openapi.json")
+    _, y = http_get(server.base + "/v1/openapi.yaml")
+    from_yaml = yaml.safe_load(y)
+    from_json = json.loads(j)
+    if from_yaml != from_json:
+        diffs = []
+
+        def walk(a, b, at):
+            if len(diffs) > 5:
+                return
+            if isinstance(a, dict) and isinstance(b, dict):
+                for k in set(a) | set(b):
+                    walk(a.get(k), b.get(k), f"{at}/{k}")
+            elif isinstance(a, list) and isinstance(b, list) and len(a) == len(b):
+                for i, (x, z) in enumerate(zip(a, b)):
+                    walk(x, z, f"{at}/{i}")
+            elif a != b or type(a) is not type(b):
+                diffs.append(f"{at}: yaml {a!r} vs json {b!r}")
+
+        walk(from_yaml, from_json, "")
+        raise AssertionError("YAML and JSON descriptions differ: " + "; ".join(diffs))
+
+
 def check_schemathesis(server, key, venv_bin, out_dir, max_examples):
     cmd = [
         os.path.join(venv_bin, "st"),
@@ -122,8 +150,6 @@ def check_schemathesis(server, key, venv_bin, out_dir, max_examples):
         server.base + "/v1/openapi.json",
         "--checks",
         CHECKS,
-        "--include-method",
-        "GET",
         "--header",
         f"Authorization: Bearer {key}",
         "--max-examples",
@@ -214,7 +240,8 @@ def main():
             doc = None
             steps = [
                 ("openapi_spec_validator_accepts_the_description", lambda: check_validator(server)),
-                ("schemathesis_finds_no_failure_on_any_get_route", lambda: check_schemathesis(server, key, venv_bin, args.out, args.max_examples)),
+                ("yaml_description_read_by_a_yaml_1_1_reader_equals_the_json_one", lambda: check_yaml_loads_as_the_json(server)),
+                ("schemathesis_finds_no_failure_on_any_operation", lambda: check_schemathesis(server, key, venv_bin, args.out, args.max_examples)),
                 ("chromium_renders_docs_with_every_route", lambda: check_docs_in_chromium(server, doc, args.out)),
             ]
             for name, step in steps:

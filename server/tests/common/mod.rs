@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use asof_engine::{Corpus, CorpusStore, Instant};
-use asof_server::app::Options;
-use asof_server::auth::Plan;
+use asof_server::Options;
+use asof_server::plan::Plan;
 use asof_server::error::{Error, Result};
-use asof_server::state_store::{self, KeyRecord, StateStore, StoredReceipt, User};
+use asof_server::state::store::{self, KeyRecord, StateStore, StoredReceipt, User};
 use asof_server::{AppState, app};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
@@ -61,7 +61,7 @@ pub async fn copy_of_sample_corpus_into(dir: &Path) -> CorpusStore {
 }
 
 pub async fn sqlite_store(dir: &Path) -> Arc<dyn StateStore> {
-    state_store::open(dir.join("state.db").to_str().unwrap())
+    store::open(dir.join("state.db").to_str().unwrap())
         .await
         .unwrap()
 }
@@ -154,6 +154,8 @@ pub struct Gated {
     pub permits: tokio::sync::Semaphore,
     pub fail: AtomicBool,
     pub fail_hits: AtomicBool,
+    /// Rate-window writes never complete (a store that stopped answering).
+    pub stall_hits: AtomicBool,
 }
 
 /// The detail of [`Gated`]'s injected window fault.
@@ -166,6 +168,7 @@ impl Gated {
             permits: tokio::sync::Semaphore::new(permits),
             fail: AtomicBool::new(fail),
             fail_hits: AtomicBool::new(false),
+            stall_hits: AtomicBool::new(false),
         }
     }
 }
@@ -201,6 +204,9 @@ impl StateStore for Gated {
     async fn hit_n(&self, bucket: &str, window_start: i64, n: i64) -> Result<i64> {
         if self.fail_hits.load(Ordering::SeqCst) {
             return Err(Error::Config(INJECTED_FAULT.into()));
+        }
+        if self.stall_hits.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
         }
         self.inner.hit_n(bucket, window_start, n).await
     }

@@ -1,20 +1,35 @@
 //! `GET /v1/audit-log` and `GET /v1/audit-log/stats`: a Desk key reads its own receipts.
 
-use asof_engine::Coverage;
-use axum::extract::{Extension, RawQuery, State};
+use asof_engine::Day;
+use axum::extract::{Extension, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::app::{AppState, BodyEtag, CacheKind, Caller, Ctx, JsonEnvelope};
-use crate::audit::{AuditStats, NEXT_CURSOR_HEADER, Receipt};
-use crate::cursor::filter_digest;
-use crate::envelope::Envelope;
 use crate::error::ApiError;
-use crate::params::Params;
-use crate::routes::{Reply, ok};
+use crate::http::cursor::filter_digest;
+use crate::http::envelope::Envelope;
+use crate::http::params::{FromParam, Limit, NoQuery, Q, query};
+use crate::http::response::{CacheKind, JsonEnvelope};
+use crate::http::{AppState, Caller, Ctx, Reply, ok};
+use crate::state::audit::{AuditStats, NEXT_CURSOR_HEADER, Receipt};
 
-const AUDIT_LOG_PARAMS: &[&str] = &["day", "cursor", "limit", "format"];
+query! {
+    /// Query of `GET /v1/audit-log`.
+    pub struct AuditLogParams {
+        /// One UTC day of receipts; omitted means every day.
+        #[param(inline)]
+        pub day: Option<Day>,
+        /// `next_cursor` (or `X-Service-Audit-Next-Cursor`) of the previous page.
+        pub cursor: Option<String>,
+        /// Page size.
+        #[param(inline, required = false)]
+        pub limit: Limit,
+        /// `json` (an envelope) or `jsonl` (`application/x-ndjson`, one receipt per line).
+        #[param(inline, required = false, default = "json")]
+        pub format: Format,
+    }
+}
 
 /// Audit cursors are bound to the key and day, not to a corpus version: the log is not corpus
 /// data, so a corpus reload must not expire a walk through it.
@@ -28,36 +43,37 @@ pub enum Format {
     Jsonl,
 }
 
+impl FromParam for Format {
+    fn from_param(name: &str, raw: Option<&str>) -> Result<Self, ApiError> {
+        match raw {
+            None | Some("json") => Ok(Format::Json),
+            Some("jsonl") => Ok(Format::Jsonl),
+            Some(other) => Err(ApiError::invalid(
+                name,
+                format!("{name} must be one of: json, jsonl; got {other:?}"),
+            )),
+        }
+    }
+}
+
 /// `GET /v1/audit-log?day=&cursor=&limit=&format=`: the calling key's receipts, oldest first
 /// by serving instant, keyset-paged on (ts, request_id) so a resumed cursor yields only
 /// receipts after its position, whatever arrived meanwhile. Without `day`, every day.
 #[utoipa::path(get, path = "/v1/audit-log", tag = "audit", operation_id = "audit_log",
-    params(crate::openapi::AuditLogParams), security(("bearer" = [])),
+    params(AuditLogParams), security(("bearer" = [])),
     responses((status = 200, description = "The calling key's receipts, oldest first. With `format=jsonl`: one receipt per line, the next-page token in `X-Service-Audit-Next-Cursor`.",
         content(
             (Envelope<Receipt> = "application/json"),
             (String = "application/x-ndjson"),
         ),
         headers(("X-Service-Audit-Next-Cursor" = String, description = "With `format=jsonl`: the next page's cursor; absent on the last page.")))))]
-pub async fn audit_log(
+pub(crate) async fn audit_log(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
     Extension(caller): Extension<Caller>,
-    RawQuery(q): RawQuery,
+    Q(p): Q<AuditLogParams>,
 ) -> Reply {
-    let p = Params::parse(q.as_deref(), AUDIT_LOG_PARAMS)?;
-    let day = p.day("day")?;
-    let format = match p.get("format") {
-        None | Some("json") => Format::Json,
-        Some("jsonl") => Format::Jsonl,
-        Some(other) => {
-            return Err(ApiError::invalid(
-                "format",
-                format!("format must be one of: json, jsonl; got {other:?}"),
-            ));
-        }
-    };
-    let limit = p.limit()?;
+    let (day, format, limit) = (p.day, p.format, p.limit.0);
     let (from_ms, to_ms) = match day {
         Some(d) => (
             d.start().micros().div_euclid(1000),
@@ -73,7 +89,8 @@ pub async fn audit_log(
         ),
     ]);
     let after: Option<(i64, String)> = p
-        .get("cursor")
+        .cursor
+        .as_deref()
         .map(|c| {
             state
                 .signer()
@@ -99,20 +116,7 @@ pub async fn audit_log(
     };
     let receipts: Vec<Receipt> = rows.into_iter().map(Receipt::from).collect();
     match format {
-        Format::Json => {
-            let mut r = ok(
-                &ctx,
-                receipts,
-                None,
-                None,
-                Coverage::default(),
-                next_cursor,
-                false,
-                CacheKind::Live,
-            );
-            r.extensions_mut().insert(BodyEtag);
-            Ok(r)
-        }
+        Format::Json => Ok(ok(&ctx, receipts).next(next_cursor).into_response()),
         Format::Jsonl => Ok(jsonl(&receipts, next_cursor)),
     }
 }
@@ -136,7 +140,6 @@ fn jsonl(receipts: &[Receipt], next_cursor: Option<String>) -> Response {
     // Not an envelope, but the same answer in lines: it gets the headers of one (corpus
     // version, private no-cache, a body-derived ETag and 304).
     res.extensions_mut().insert(JsonEnvelope);
-    res.extensions_mut().insert(BodyEtag);
     res.extensions_mut().insert(CacheKind::Live);
     if let Some(c) = next_cursor {
         res.headers_mut().insert(
@@ -149,7 +152,7 @@ fn jsonl(receipts: &[Receipt], next_cursor: Option<String>) -> Response {
 
 /// `results[0]` of `/v1/audit-log/stats`: the process counters plus the caller's stored total.
 #[derive(Debug, Serialize, utoipa::ToSchema)]
-struct StatsRecord {
+pub struct StatsRecord {
     #[serde(flatten)]
     process: AuditStats,
     /// Receipts of the calling key held in the state store (all replicas, all time).
@@ -159,27 +162,15 @@ struct StatsRecord {
 #[utoipa::path(get, path = "/v1/audit-log/stats", tag = "audit", operation_id = "audit_stats",
     security(("bearer" = [])),
     responses((status = 200, description = "`results[0]`: the process's receipt counters and the caller's stored total.", body = Envelope<StatsRecord>)))]
-pub async fn audit_stats(
+pub(crate) async fn audit_stats(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
     Extension(caller): Extension<Caller>,
-    RawQuery(q): RawQuery,
+    Q(_): Q<NoQuery>,
 ) -> Reply {
-    Params::parse(q.as_deref(), &[])?;
     let rec = StatsRecord {
         process: state.audit().stats(),
         stored_for_key: state.store().receipt_count(&caller.key.id).await?,
     };
-    let mut r = ok(
-        &ctx,
-        vec![rec],
-        None,
-        None,
-        Coverage::default(),
-        None,
-        false,
-        CacheKind::Live,
-    );
-    r.extensions_mut().insert(BodyEtag);
-    Ok(r)
+    Ok(ok(&ctx, vec![rec]).into_response())
 }

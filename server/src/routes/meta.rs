@@ -4,8 +4,9 @@ use asof_engine::manifest::Manifest;
 use asof_engine::{Corpus, Day, Instant, Lane, SourceId, VisibleBy};
 use serde::Serialize;
 
-use crate::auth::{Access, GATES, Plan};
-use crate::params::{DEFAULT_LIMIT, MAX_LIMIT};
+use crate::http::params::{DEFAULT_LIMIT, MAX_LIMIT, TICKER_MAX_LENGTH};
+use crate::http::route::{Access, Route};
+use crate::plan::Plan;
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
 pub struct MetaRecord {
@@ -26,8 +27,9 @@ pub struct MetaRecord {
 pub struct PlanInfo {
     pub plan_id: &'static str,
     pub requests_per_minute: u32,
-    /// Route families this plan may call.
-    pub routes: Vec<&'static str>,
+    /// The keyed routes this plan may call (path patterns as in the description); public
+    /// routes need no plan.
+    pub routes: Vec<String>,
 }
 
 #[derive(Debug, Serialize, utoipa::ToSchema)]
@@ -102,8 +104,13 @@ fn span(m: &Manifest, s: SourceId, l: Lane) -> Option<SpanInfo> {
     })
 }
 
-/// The meta record of `corpus`, with the process's public allowance per client address.
-pub fn meta_record(corpus: &Corpus, public_requests_per_minute: u32) -> MetaRecord {
+/// The meta record of `corpus`: the plans' routes from `routes` (the route table), and the
+/// process's public allowance per client address.
+pub fn meta_record(
+    corpus: &Corpus,
+    routes: &[Route],
+    public_requests_per_minute: u32,
+) -> MetaRecord {
     let m = corpus.manifest();
     let sources = m
         .held_sources()
@@ -150,10 +157,10 @@ pub fn meta_record(corpus: &Corpus, public_requests_per_minute: u32) -> MetaReco
         .map(|&p| PlanInfo {
             plan_id: p.as_str(),
             requests_per_minute: p.requests_per_minute(),
-            routes: GATES
+            routes: routes
                 .iter()
-                .filter(|(_, a)| matches!(a, Access::Key(min) if *min <= p))
-                .map(|(r, _)| *r)
+                .filter(|r| matches!(r.access, Access::Key(min) if min <= p))
+                .map(Route::path)
                 .collect(),
         })
         .collect();
@@ -172,7 +179,7 @@ pub fn meta_record(corpus: &Corpus, public_requests_per_minute: u32) -> MetaReco
         limits: Limits {
             limit_default: DEFAULT_LIMIT,
             limit_max: MAX_LIMIT,
-            ticker_max_length: 16,
+            ticker_max_length: TICKER_MAX_LENGTH,
             public_requests_per_minute_per_address: public_requests_per_minute,
             coverage_missing_keys_listed: asof_engine::coverage::MAX_MISSING_KEYS,
         },

@@ -12,7 +12,7 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
-use crate::state_store::{KeyRecord, StateStore, User};
+use crate::state::store::{KeyRecord, StateStore, User};
 
 /// How long a looked-up key is trusted without asking the store again.
 pub const TTL: Duration = Duration::from_secs(5);
@@ -70,14 +70,14 @@ impl KeyCache {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::auth::Plan;
-    use crate::state_store::hash_key;
+    use crate::plan::Plan;
+    use crate::state::store::hash_key;
 
     #[tokio::test]
     async fn a_revocation_elsewhere_is_seen_once_the_entry_is_older_than_the_ttl() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("s.db").display());
-        let store = crate::state_store::open(&url).await.unwrap();
+        let store = crate::state::store::open(&url).await.unwrap();
         let user = store
             .upsert_user("a@example.com", Plan::Desk)
             .await

@@ -16,12 +16,23 @@ pub enum Status {
     Error,
 }
 
+impl Status {
+    /// The wire spelling (`ok`, `coverage_missing`, `error`), for text output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Ok => "ok",
+            Status::CoverageMissing => "coverage_missing",
+            Status::Error => "error",
+        }
+    }
+}
+
 /// Why the service did not answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
 pub struct ErrorBody {
     /// Stable machine-readable code: `invalid_request`, `invalid_clock`, `coverage_missing`,
     /// `cursor_expired`, `unauthorized`, `forbidden`, `not_found`, `method_not_allowed`,
-    /// `rate_limited`, `internal`.
+    /// `rate_limited`, `timeout`, `overloaded`, `internal`.
     pub code: String,
     /// A sentence for people; never carries internals.
     pub message: String,

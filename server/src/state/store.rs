@@ -10,7 +10,7 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use sqlx::Row;
 
-use crate::auth::Plan;
+use crate::plan::Plan;
 use crate::error::{Error, Result};
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -12,19 +12,38 @@
 //! `GET /mcp` (server-initiated stream) and `DELETE /mcp` (session end) answer 405.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
-use asof_engine::CLOCK_PATTERN;
 use axum::body::Body;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 use tower::ServiceExt;
+use utoipa::openapi::Required;
+use utoipa::openapi::path::ParameterIn;
 
-use crate::app::AppState;
+use crate::error::ApiError;
+use crate::http::route::Route;
+use crate::http::state::{AppState, Ctx, SampleTier};
 
 /// Protocol revisions this endpoint speaks, newest first.
 pub const PROTOCOL_VERSIONS: &[&str] = &["2025-06-18", "2025-03-26"];
+
+/// `MCP-Protocol-Version` as the description enumerates it (the values of
+/// [`PROTOCOL_VERSIONS`]).
+#[derive(Debug, Clone, Copy)]
+pub struct ProtocolVersion;
+
+impl utoipa::PartialSchema for ProtocolVersion {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        utoipa::openapi::schema::ObjectBuilder::new()
+            .schema_type(utoipa::openapi::schema::Type::String)
+            .enum_values(Some(PROTOCOL_VERSIONS.iter().copied()))
+            .into()
+    }
+}
+impl utoipa::ToSchema for ProtocolVersion {}
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -34,97 +53,13 @@ pub const REJECTED_KEY: i64 = -32001;
 const MAX_BODY: usize = 1 << 20;
 
 /// One of the four tools: its REST route with a key, and its sample-tier route without one.
+/// Its input schema is derived from those two routes' typed queries (see [`input_schema`]).
 struct Tool {
     name: &'static str,
     title: &'static str,
     description: &'static str,
     keyed: &'static str,
     sample: &'static str,
-    schema: fn() -> Value,
-}
-
-fn clock(description: &str) -> Value {
-    json!({
-        "type": "string",
-        "pattern": CLOCK_PATTERN,
-        "description": format!("{description} RFC 3339 UTC instant ending in Z, e.g. 2026-01-29T12:00:00Z; a bare date or a numeric offset is refused (invalid_clock)."),
-    })
-}
-
-fn common_filters() -> serde_json::Map<String, Value> {
-    let mut m = serde_json::Map::new();
-    m.insert(
-        "ticker".into(),
-        json!({"type": "string", "pattern": "^[A-Za-z0-9.-]{1,16}$",
-               "description": "Exchange ticker of an SEC filer, resolved through the identity intervals valid at the cut (never today's ticker file). Send ticker or cik, not both. Without a key it selects a sample company (TSLA, MSFT, SMEGF)."}),
-    );
-    m.insert(
-        "cik".into(),
-        json!({"type": "string", "pattern": "^[0-9]{1,10}$", "description": "SEC Central Index Key of the filer (leading zeros optional)."}),
-    );
-    m.insert(
-        "visible_by".into(),
-        json!({"type": "string", "enum": ["published_at", "available_at", "committed_at"], "default": "published_at",
-               "description": "Which clock must be at or before the cut: when the source published the row, when it first became available to a fetcher, or when this corpus committed it."}),
-    );
-    m.insert(
-        "lane".into(),
-        json!({"type": "string", "enum": ["certified_pit", "forward_first_seen"], "default": "certified_pit",
-               "description": "certified_pit: days certified complete after the fact; forward_first_seen: rows recorded as first seen by a live poller (available_at is the fetch minute)."}),
-    );
-    m.insert(
-        "source".into(),
-        json!({"type": "string", "description": "Source namespace, e.g. sec.edgar (default); svc_meta lists the sources this deployment holds."}),
-    );
-    m.insert(
-        "limit".into(),
-        json!({"type": "integer", "minimum": 1, "maximum": 1000, "default": 100, "description": "Page size."}),
-    );
-    m.insert(
-        "cursor".into(),
-        json!({"type": "string", "description": "next_cursor of the previous page, to continue the same query."}),
-    );
-    m.insert(
-        "example".into(),
-        json!({"type": "string", "description": "Without a key only: the sample company id (tesla, microsoft, siemens-energy); ticker works too."}),
-    );
-    m
-}
-
-fn query_schema() -> Value {
-    let mut p = common_filters();
-    p.insert(
-        "as_of".into(),
-        clock("The cut: answer only with rows whose chosen clock is at or before this instant."),
-    );
-    json!({"type": "object", "properties": p, "required": ["as_of"], "additionalProperties": false})
-}
-
-fn diff_schema() -> Value {
-    let mut p = common_filters();
-    p.insert(
-        "as_of_start".into(),
-        clock("Start of the window (exclusive)."),
-    );
-    p.insert("as_of_end".into(), clock("End of the window (inclusive)."));
-    json!({"type": "object", "properties": p, "required": ["as_of_start", "as_of_end"], "additionalProperties": false})
-}
-
-fn coverage_schema() -> Value {
-    let p = json!({
-        "as_of": clock("Certificates as knowable at this instant; omitted means the latest cut."),
-        "source": {"type": "string", "description": "Source namespace, e.g. sec.edgar."},
-        "date": {"type": "string", "pattern": r"^\d{4}-\d{2}-\d{2}$", "description": "One UTC day (YYYY-MM-DD)."},
-        "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 100},
-        "cursor": {"type": "string"},
-        "ticker": {"type": "string", "description": "Without a key only: the sample company."},
-        "example": {"type": "string", "description": "Without a key only: the sample company id."},
-    });
-    json!({"type": "object", "properties": p, "additionalProperties": false})
-}
-
-fn meta_schema() -> Value {
-    json!({"type": "object", "properties": {}, "additionalProperties": false})
 }
 
 const TOOLS: &[Tool] = &[
@@ -134,7 +69,6 @@ const TOOLS: &[Tool] = &[
         description: "Records (SEC filings and other public records) that were knowable at `as_of` by the chosen clock, oldest first, paged. Same answer as GET /v1/news. status `coverage_missing` (isError) means the corpus has a hole this cut depends on: that is NOT an empty answer; count 0 with status ok is a true empty answer. Without an API key it answers from the public sample (three companies, a few days) and takes only ticker (or example), as_of and visible_by.",
         keyed: "/v1/news",
         sample: "/v1/sample/news",
-        schema: query_schema,
     },
     Tool {
         name: "svc_diff",
@@ -142,28 +76,87 @@ const TOOLS: &[Tool] = &[
         description: "Records that became knowable in the window (as_of_start, as_of_end]: visible at the end and not at the start. Same answer as GET /v1/news/diff. Without an API key: the public sample, taking only ticker (or example), as_of_start, as_of_end and visible_by.",
         keyed: "/v1/news/diff",
         sample: "/v1/sample/diff",
-        schema: diff_schema,
     },
     Tool {
         name: "svc_coverage",
         title: "Coverage certificates",
-        description: "Per source-day certificates: whether a day is certified complete, its row count (null for a missing day), and the evidence. Same answer as GET /v1/coverage.",
+        description: "Per source-day certificates: whether a day is certified complete, its row count (null for a missing day), and the evidence. Same answer as GET /v1/coverage. Without an API key: the public sample's certificates.",
         keyed: "/v1/coverage",
         sample: "/v1/sample/coverage",
-        schema: coverage_schema,
     },
     Tool {
         name: "svc_meta",
         title: "Service metadata",
-        description: "The corpus version, clocks, lanes, plans, held sources with their certified spans and last partition dates. Same answer as GET /v1/meta. Call it first to learn what can be asked.",
+        description: "The corpus version, clocks, lanes, plans, held sources with their certified spans and last partition dates. Same answer as GET /v1/meta (watermarked sample: true without an API key). Call it first to learn what can be asked.",
         keyed: "/v1/meta",
         sample: "/v1/meta",
-        schema: meta_schema,
     },
 ];
 
-/// The `tools/list` result.
-pub fn tool_list() -> Value {
+/// The query parameters of the route at `path`: (name, JSON schema with its description,
+/// required).
+fn query_params(routes: &[Route], path: &str) -> Vec<(String, Value, bool)> {
+    let Some(route) = routes.iter().find(|r| r.path() == path) else {
+        return vec![];
+    };
+    let mut out = Vec::new();
+    for (_, op) in route.operations() {
+        for p in op.parameters.into_iter().flatten() {
+            if p.parameter_in != ParameterIn::Query {
+                continue;
+            }
+            let mut schema = p
+                .schema
+                .as_ref()
+                .and_then(|s| serde_json::to_value(s).ok())
+                .unwrap_or_else(|| json!({"type": "string"}));
+            crate::openapi::inline_single_one_of(&mut schema);
+            if let (Some(d), Some(m)) = (&p.description, schema.as_object_mut()) {
+                m.insert("description".into(), Value::String(d.clone()));
+            }
+            out.push((p.name, schema, matches!(p.required, Required::True)));
+        }
+    }
+    out
+}
+
+/// A tool's input schema: the keyed route's query parameters, plus the sample route's that
+/// the keyed one lacks (marked as keyless-only). Required: what the keyed route requires,
+/// and `as_of` wherever the keyed route takes it (the spec: with a key, `as_of` is a
+/// required tool argument).
+fn input_schema(tool: &Tool, routes: &[Route]) -> Value {
+    let mut props = serde_json::Map::new();
+    let mut required: Vec<String> = Vec::new();
+    for (name, schema, req) in query_params(routes, tool.keyed) {
+        if req || name == "as_of" {
+            required.push(name.clone());
+        }
+        props.insert(name, schema);
+    }
+    if tool.sample != tool.keyed {
+        for (name, mut schema, _) in query_params(routes, tool.sample) {
+            if props.contains_key(&name) {
+                continue;
+            }
+            if let Some(m) = schema.as_object_mut() {
+                let d = m
+                    .get("description")
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_owned();
+                m.insert(
+                    "description".into(),
+                    Value::String(format!("Without a key only: {d}").trim_end().to_owned()),
+                );
+            }
+            props.insert(name, schema);
+        }
+    }
+    json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
+}
+
+/// The `tools/list` result for the route table `routes`.
+pub fn tool_list(routes: &[Route]) -> Value {
     let tools: Vec<Value> = TOOLS
         .iter()
         .map(|t| {
@@ -171,7 +164,7 @@ pub fn tool_list() -> Value {
                 "name": t.name,
                 "title": t.title,
                 "description": t.description,
-                "inputSchema": (t.schema)(),
+                "inputSchema": input_schema(t, routes),
                 "annotations": {
                     "title": t.title,
                     "readOnlyHint": true,
@@ -183,6 +176,32 @@ pub fn tool_list() -> Value {
         })
         .collect();
     json!({ "tools": tools })
+}
+
+/// What the MCP endpoint needs of the application: the router its tool calls go through (the
+/// very one serving this request, built once) and the tool list derived from the routes.
+#[derive(Clone)]
+pub struct Dispatch {
+    router: axum::Router,
+    tools: Arc<Value>,
+    /// Which parameters each tool's keyed route requires, by tool name.
+    routes: &'static [Route],
+}
+
+impl std::fmt::Debug for Dispatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatch").finish_non_exhaustive()
+    }
+}
+
+impl Dispatch {
+    pub fn new(router: axum::Router, routes: &'static [Route]) -> Self {
+        Dispatch {
+            router,
+            tools: Arc::new(tool_list(routes)),
+            routes,
+        }
+    }
 }
 
 fn rpc_error(id: Value, code: i64, message: &str, data: Option<Value>) -> Value {
@@ -214,6 +233,7 @@ fn json_response(status: StatusCode, body: &Value) -> Response {
 /// What a POST carried, as far as the HTTP layer is concerned.
 struct Call<'a> {
     state: &'a AppState,
+    dispatch: &'a Dispatch,
     headers: &'a HeaderMap,
     peer: Option<ConnectInfo<SocketAddr>>,
     /// Protocol revision in force (header, else the oldest we speak, per the transport spec).
@@ -232,7 +252,7 @@ struct Call<'a> {
 #[utoipa::path(post, path = "/mcp", tag = "mcp", operation_id = "mcp",
     request_body(content = Object, content_type = "application/json", description = "A JSON-RPC 2.0 request or notification (or, on 2025-03-26, a batch)."),
     params(
-        ("MCP-Protocol-Version" = Option<String>, Header, description = "Protocol revision: `2025-06-18` or `2025-03-26` (assumed when absent)."),
+        ("MCP-Protocol-Version" = inline(Option<ProtocolVersion>), Header, description = "Protocol revision: `2025-06-18` or `2025-03-26` (assumed when absent); any other value is refused with 400."),
         ("Mcp-Session-Id" = Option<String>, Header, description = "The session id `initialize` returned; optional, verified by any replica."),
     ),
     responses(
@@ -244,7 +264,15 @@ struct Call<'a> {
         (status = 413, description = "Body larger than 1 MiB.", content_type = "application/json", body = Object),
         (status = 415, description = "Content-Type is not application/json.", content_type = "application/json", body = Object),
     ))]
-pub async fn post(State(state): State<AppState>, req: Request) -> Response {
+pub async fn post(
+    State(state): State<AppState>,
+    dispatch: Option<Extension<Dispatch>>,
+    req: Request,
+) -> Response {
+    // Only a request re-dispatched by a tool call lacks it, and no tool call targets /mcp.
+    let Some(Extension(dispatch)) = dispatch else {
+        return ApiError::Internal.into_response();
+    };
     let (parts, body) = req.into_parts();
     let headers = &parts.headers;
     let version = match headers
@@ -330,6 +358,7 @@ pub async fn post(State(state): State<AppState>, req: Request) -> Response {
     };
     let call = Call {
         state: &state,
+        dispatch: &dispatch,
         headers,
         peer: parts.extensions.get::<ConnectInfo<SocketAddr>>().cloned(),
         version,
@@ -378,13 +407,6 @@ pub async fn post(State(state): State<AppState>, req: Request) -> Response {
         );
     }
     res
-}
-
-/// `GET /mcp` and `DELETE /mcp`: no server-initiated stream, no session to end (405 envelope).
-pub async fn not_offered() -> crate::error::ApiError {
-    crate::error::ApiError::MethodNotAllowed {
-        allow: "POST, OPTIONS".into(),
-    }
 }
 
 impl Call<'_> {
@@ -450,7 +472,7 @@ impl Call<'_> {
             "ping" => (Some(rpc_result(id, json!({}))), None),
             "tools/list" => match self.check_key().await {
                 Err(e) => (Some(rejected(id, &e)), None),
-                Ok(()) => (Some(rpc_result(id, tool_list())), None),
+                Ok(()) => (Some(rpc_result(id, (*self.dispatch.tools).clone())), None),
             },
             "tools/call" => (Some(self.tools_call(id, &params).await), None),
             other => (
@@ -511,7 +533,7 @@ impl Call<'_> {
         if !self.headers.contains_key(header::AUTHORIZATION) {
             return Ok(());
         }
-        crate::app::authenticate(self.state, self.headers, asof_engine::Instant::now())
+        crate::http::middleware::authenticate(self.state, self.headers, asof_engine::Instant::now())
             .await
             .map(|_| ())
             .map_err(|e| e.message())
@@ -548,8 +570,13 @@ impl Call<'_> {
             return rejected(id, &e);
         }
         let keyed = self.headers.contains_key(header::AUTHORIZATION);
+        if keyed && !args.contains_key("as_of") && self.takes_as_of(tool) {
+            // With a key every tool answers as knowable at a cut the caller names (the REST
+            // coverage route defaults to the latest; a tool call must not).
+            return self.refusal(id, &crate::http::params::missing_instant("as_of"));
+        }
         let uri = self.uri(tool, keyed, args);
-        let (status, body) = self.dispatch(&uri).await;
+        let (status, body) = self.send(&uri, !keyed).await;
         let envelope: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         if status == StatusCode::UNAUTHORIZED {
             let msg = envelope["error"]["message"]
@@ -608,8 +635,35 @@ impl Call<'_> {
         }
     }
 
-    /// Sends the GET through the whole router, as one more request of this caller.
-    async fn dispatch(&self, uri: &str) -> (StatusCode, Vec<u8>) {
+    /// Whether the tool's keyed route takes `as_of` (then a keyed call must give it).
+    fn takes_as_of(&self, tool: &Tool) -> bool {
+        query_params(self.dispatch.routes, tool.keyed)
+            .iter()
+            .any(|(name, ..)| name == "as_of")
+    }
+
+    /// A refusal made here rather than by a route: the same envelope as a route's, as an
+    /// error tool result.
+    fn refusal(&self, id: Value, err: &ApiError) -> Value {
+        let ctx = Ctx {
+            request_id: uuid::Uuid::new_v4().hyphenated().to_string(),
+            corpus: self.state.corpus(),
+        };
+        let envelope = crate::http::middleware::error_envelope(&ctx, err, false);
+        let text = serde_json::to_string(&envelope).expect("envelope serializes");
+        let mut result = json!({
+            "content": [{"type": "text", "text": text}],
+            "isError": true,
+        });
+        if self.version == "2025-06-18" {
+            result["structuredContent"] = serde_json::to_value(&envelope).expect("json");
+        }
+        rpc_result(id, result)
+    }
+
+    /// Sends the GET through the whole router, as one more request of this caller; a keyless
+    /// call is the sample tier, and answers that are not sample routes' say so.
+    async fn send(&self, uri: &str, sample_tier: bool) -> (StatusCode, Vec<u8>) {
         let mut b = axum::http::Request::builder().method("GET").uri(uri);
         for name in [
             header::AUTHORIZATION,
@@ -623,7 +677,13 @@ impl Call<'_> {
         if let Some(peer) = self.peer.clone() {
             req.extensions_mut().insert(peer);
         }
-        let res = crate::app::app(self.state.clone())
+        if sample_tier {
+            req.extensions_mut().insert(SampleTier);
+        }
+        let res = self
+            .dispatch
+            .router
+            .clone()
             .oneshot(req)
             .await
             .expect("the router is infallible");

@@ -1,23 +1,16 @@
-//! Discovery routes: the OpenAPI description (JSON and YAML), `/docs` and `/llms.txt`.
+//! The renderings of the description: JSON, YAML, the HTML reference (`/docs`) and the
+//! agents' index (`/llms.txt`).
 //!
-//! All four are rendered from the one generated description ([`crate::openapi::document`]),
-//! so the HTML reference and the agents' index cannot disagree with it. They are rendered
-//! once per corpus version (the description names the sample's example ids) and cached; the
-//! middleware gives them a body-derived ETag, `Cache-Control: public, max-age=300` and 304s.
-//! `/docs` is self-contained: inline CSS, no script, nothing fetched from elsewhere.
+//! All four come from the one generated description ([`crate::openapi::document`]), so the
+//! HTML reference and the agents' index cannot disagree with it. `/docs` is self-contained:
+//! inline CSS, no script, nothing fetched from elsewhere.
 
 use std::fmt::Write;
-use std::sync::Arc;
 
-use axum::extract::{Extension, RawQuery, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::IntoResponse;
 use bytes::Bytes;
 use serde_json::Value;
 
-use crate::app::{AppState, BodyEtag, CacheKind, Ctx, Document};
-use crate::params::Params;
-use crate::routes::Reply;
+use crate::http::route::Route;
 
 /// The four renderings of the description for one corpus version.
 #[derive(Debug)]
@@ -30,111 +23,17 @@ pub struct Rendered {
 }
 
 impl Rendered {
-    pub fn new(corpus: &asof_engine::Corpus) -> Self {
-        let doc = crate::openapi::document(corpus);
+    pub fn new(corpus: &asof_engine::Corpus, routes: &[Route]) -> Self {
+        let doc = crate::openapi::document(corpus, routes);
         let mut json = serde_json::to_vec_pretty(&doc).expect("the description serializes");
         json.push(b'\n');
-        let yaml = serde_norway::to_string(&doc).expect("the description serializes as YAML");
+        let yaml = crate::openapi::yaml::to_yaml(&doc);
         Rendered {
             corpus_version: corpus.version().to_owned(),
             json: json.into(),
             yaml: yaml.into(),
             html: html(&doc).into(),
             llms: llms(&doc).into(),
-        }
-    }
-}
-
-/// Answers one rendering of the description for the request's corpus version. The
-/// discovery routes take no parameters; `pick` chooses the rendering and its content type.
-fn document(
-    state: &AppState,
-    ctx: &Ctx,
-    q: Option<&str>,
-    pick: fn(&Rendered) -> (&'static str, &Bytes),
-) -> Reply {
-    Params::parse(q, &[])?;
-    let rendered = state.discovery(&ctx.corpus);
-    let (content_type, body) = pick(&rendered);
-    let mut r = (
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, HeaderValue::from_static(content_type))],
-        body.clone(),
-    )
-        .into_response();
-    r.extensions_mut().insert(Document);
-    r.extensions_mut().insert(BodyEtag);
-    r.extensions_mut().insert(CacheKind::Historical);
-    Ok(r)
-}
-
-/// The machine-readable description (OpenAPI 3.1, version 0.1.0) as JSON.
-#[utoipa::path(get, path = "/v1/openapi.json", tag = "discovery", operation_id = "openapi_json",
-    responses((status = 200, description = "This description.", content_type = "application/json", body = Object)))]
-pub async fn openapi_json(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<Ctx>,
-    RawQuery(q): RawQuery,
-) -> Reply {
-    document(&state, &ctx, q.as_deref(), |r| {
-        ("application/json", &r.json)
-    })
-}
-
-/// The same description as YAML.
-#[utoipa::path(get, path = "/v1/openapi.yaml", tag = "discovery", operation_id = "openapi_yaml",
-    responses((status = 200, description = "This description, as YAML.", content_type = "application/yaml", body = Object)))]
-pub async fn openapi_yaml(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<Ctx>,
-    RawQuery(q): RawQuery,
-) -> Reply {
-    document(&state, &ctx, q.as_deref(), |r| {
-        ("application/yaml", &r.yaml)
-    })
-}
-
-/// A self-contained HTML reference: the as-of model, then every route with its parameters,
-/// an example and its errors, then the schemas.
-#[utoipa::path(get, path = "/docs", tag = "discovery", operation_id = "docs",
-    responses((status = 200, description = "HTML API reference; works offline.", content_type = "text/html", body = String)))]
-pub async fn docs(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<Ctx>,
-    RawQuery(q): RawQuery,
-) -> Reply {
-    document(&state, &ctx, q.as_deref(), |r| {
-        ("text/html; charset=utf-8", &r.html)
-    })
-}
-
-/// A Markdown index for language-model agents.
-#[utoipa::path(get, path = "/llms.txt", tag = "discovery", operation_id = "llms_txt",
-    responses((status = 200, description = "Markdown index: the API, the clocks, the routes, MCP, the license.", content_type = "text/markdown", body = String)))]
-pub async fn llms_txt(
-    State(state): State<AppState>,
-    Extension(ctx): Extension<Ctx>,
-    RawQuery(q): RawQuery,
-) -> Reply {
-    document(&state, &ctx, q.as_deref(), |r| {
-        ("text/markdown; charset=utf-8", &r.llms)
-    })
-}
-
-/// Cache of the renderings for the corpus version served last.
-#[derive(Debug, Default)]
-pub struct Cache(std::sync::Mutex<Option<Arc<Rendered>>>);
-
-impl Cache {
-    pub fn get(&self, corpus: &asof_engine::Corpus) -> Arc<Rendered> {
-        let mut slot = self.0.lock().expect("discovery cache lock");
-        match slot.as_ref() {
-            Some(r) if r.corpus_version == corpus.version() => r.clone(),
-            _ => {
-                let r = Arc::new(Rendered::new(corpus));
-                *slot = Some(r.clone());
-                r
-            }
         }
     }
 }

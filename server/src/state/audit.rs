@@ -13,7 +13,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::sync::mpsc;
 
-use crate::state_store::{StateStore, StoredReceipt};
+use crate::state::store::{StateStore, StoredReceipt};
 
 /// The spec's queue bound.
 pub const DEFAULT_QUEUE_CAPACITY: usize = 1200;

@@ -1,207 +1,25 @@
-//! The OpenAPI 3.1 description (version 0.1.0), generated from the handlers' annotations.
+//! The OpenAPI 3.1 description (version 0.1.0), generated from the route table.
 //!
-//! Handlers carry `#[utoipa::path]` with their parameters, their success body and the statuses
-//! only they answer. Everything every route shares is added here in one pass
-//! ([`Conventions`]) from the same tables the middleware obeys: the plan-gating table decides
-//! which operations need a key and are rate-limited, so the description cannot drift from
-//! what `guard` and `context` actually do. The per-corpus part (the sample `example` ids) is
-//! filled in by [`document`].
+//! Each route's handler carries `#[utoipa::path]` with its typed query, its success body and
+//! the statuses only it answers; the paths come from the route entries, never from a second
+//! list. Everything every route shares is added here in one pass ([`conventions`]) from the
+//! same entry the middleware obeys: the entry's access decides which operations need a key
+//! and are rate-limited, and its kind how answers are cached, so the description cannot
+//! drift from what `guard` and `context` do. The per-corpus part (the sample `example` ids)
+//! is filled in by [`document`].
 
-use std::sync::LazyLock;
+pub mod render;
+pub mod yaml;
 
-use asof_engine::{Corpus, Day, Instant, Lane, SourceId, VisibleBy};
+use asof_engine::Corpus;
 use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, SchemaFormat, Type};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, Required, ResponseBuilder};
-use utoipa::{IntoParams, Modify, OpenApi};
+use utoipa::OpenApi;
 
-use crate::auth::{Access, access_for};
-
-pub const TICKER_PATTERN: &str = "^[A-Za-z0-9.-]{1,16}$";
-
-/// Query of `GET /v1/news`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct NewsParams {
-    /// Exchange ticker of an SEC filer, resolved to CIKs through the identity intervals valid
-    /// at `as_of` (never a current ticker file). Send `ticker` or `cik`, not both; with
-    /// neither, every row of `source`.
-    #[param(pattern = "^[A-Za-z0-9.-]{1,16}$", max_length = 16, example = "TSLA")]
-    ticker: Option<String>,
-    /// SEC Central Index Key of the filer, with or without leading zeros.
-    #[param(pattern = "^[0-9]{1,10}$", example = "1318605")]
-    cik: Option<String>,
-    /// The cut: only rows whose `visible_by` clock is at or before this instant.
-    #[param(inline)]
-    as_of: Instant,
-    /// The clock visibility is evaluated on.
-    #[param(inline, default = "published_at")]
-    visible_by: Option<VisibleBy>,
-    /// The corpus lane (lanes are never mixed in one answer).
-    #[param(inline, default = "certified_pit")]
-    lane: Option<Lane>,
-    /// Source namespace; one `/v1/meta` lists as held. Default `sec.edgar`.
-    #[param(inline)]
-    source: Option<SourceId>,
-    /// Page size.
-    #[param(minimum = 1, maximum = 1000, default = 100)]
-    limit: Option<u32>,
-    /// `next_cursor` of the previous page, with the same query (any `limit`).
-    cursor: Option<String>,
-}
-
-/// Query of `GET /v1/news/diff`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct DiffParams {
-    /// As on `/v1/news`.
-    #[param(pattern = "^[A-Za-z0-9.-]{1,16}$", max_length = 16, example = "TSLA")]
-    ticker: Option<String>,
-    /// As on `/v1/news`.
-    #[param(pattern = "^[0-9]{1,10}$", example = "1318605")]
-    cik: Option<String>,
-    /// Start of the window, exclusive: rows already visible here are left out.
-    #[param(inline)]
-    as_of_start: Instant,
-    /// End of the window, inclusive; must be after `as_of_start`.
-    #[param(inline)]
-    as_of_end: Instant,
-    #[param(inline, default = "published_at")]
-    visible_by: Option<VisibleBy>,
-    #[param(inline, default = "certified_pit")]
-    lane: Option<Lane>,
-    #[param(inline)]
-    source: Option<SourceId>,
-    #[param(minimum = 1, maximum = 1000, default = 100)]
-    limit: Option<u32>,
-    cursor: Option<String>,
-}
-
-/// Query of `GET /v1/news/{id}`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct RecordParams {
-    /// The cut the record must be knowable at.
-    #[param(inline)]
-    as_of: Instant,
-    #[param(inline, default = "published_at")]
-    visible_by: Option<VisibleBy>,
-}
-
-/// Query of `GET /v1/coverage`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct CoverageParams {
-    /// Only this source; one `/v1/meta` lists as held.
-    #[param(inline)]
-    source: Option<SourceId>,
-    /// Only this UTC day; an uningested day answers a missing certificate, not 404.
-    #[param(inline)]
-    date: Option<Day>,
-    /// Certificates as knowable at this instant; omitted means the latest.
-    #[param(inline)]
-    as_of: Option<Instant>,
-    #[param(minimum = 1, maximum = 1000, default = 100)]
-    limit: Option<u32>,
-    cursor: Option<String>,
-}
-
-/// Query of the mapping routes.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct MappingParams {
-    /// The instant the identity intervals must hold at.
-    #[param(inline)]
-    as_of: Instant,
-}
-
-/// Query of `GET /v1/sample/news`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct SampleNewsParams {
-    /// Sample company; omitted means the first. The ids are listed in `/v1/meta`.
-    example: Option<String>,
-    /// The cut; omitted means the end of the sample's last day.
-    #[param(inline)]
-    as_of: Option<Instant>,
-    #[param(inline, default = "published_at")]
-    visible_by: Option<VisibleBy>,
-}
-
-/// Query of `GET /v1/sample/diff`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct SampleDiffParams {
-    /// Sample company; omitted means the first.
-    example: Option<String>,
-    /// Start of the window, exclusive.
-    #[param(inline)]
-    as_of_start: Instant,
-    /// End of the window, inclusive.
-    #[param(inline)]
-    as_of_end: Instant,
-    #[param(inline, default = "published_at")]
-    visible_by: Option<VisibleBy>,
-}
-
-/// Query of `GET /v1/sample/coverage`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct SampleCoverageParams {
-    /// Sample company; omitted means the first.
-    example: Option<String>,
-    /// Certificates as knowable at this instant; omitted means the latest.
-    #[param(inline)]
-    as_of: Option<Instant>,
-    /// The sample's source (it holds one).
-    #[param(inline)]
-    source: Option<SourceId>,
-    /// Only this UTC day.
-    #[param(inline)]
-    date: Option<Day>,
-    #[param(minimum = 1, maximum = 1000, default = 100)]
-    limit: Option<u32>,
-    cursor: Option<String>,
-}
-
-/// Query of `GET /v1/sample/mapping`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct SampleMappingParams {
-    /// Sample company; omitted means the first.
-    example: Option<String>,
-    /// The instant; omitted means the end of the sample's last day.
-    #[param(inline)]
-    as_of: Option<Instant>,
-}
-
-/// Query of `GET /v1/audit-log`.
-#[derive(IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code)]
-pub struct AuditLogParams {
-    /// One UTC day of receipts; omitted means every day.
-    #[param(inline)]
-    day: Option<Day>,
-    /// `next_cursor` (or `X-Service-Audit-Next-Cursor`) of the previous page.
-    cursor: Option<String>,
-    #[param(minimum = 1, maximum = 1000, default = 100)]
-    limit: Option<u32>,
-    /// `json` (an envelope) or `jsonl` (`application/x-ndjson`, one receipt per line).
-    #[param(inline, default = "json")]
-    format: Option<crate::audit_log::Format>,
-}
+use crate::http::route::{Access, Kind, Route};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -211,31 +29,7 @@ pub struct AuditLogParams {
         description = include_str!("guide.md"),
         license(name = "Internal use only; commercial redistribution needs a separate license"),
     ),
-    paths(
-        crate::routes::health,
-        crate::discovery::llms_txt,
-        crate::discovery::docs,
-        crate::discovery::openapi_json,
-        crate::discovery::openapi_yaml,
-        crate::routes::meta,
-        crate::routes::news,
-        crate::routes::diff,
-        crate::routes::record,
-        crate::routes::coverage,
-        crate::routes::mapping_ticker,
-        crate::routes::mapping_cik,
-        crate::routes::sample_news,
-        crate::routes::sample_diff,
-        crate::routes::sample_coverage,
-        crate::routes::sample_mapping,
-        crate::account::me,
-        crate::account::list_keys,
-        crate::audit_log::audit_log,
-        crate::audit_log::audit_stats,
-        crate::mcp::post,
-    ),
-    components(schemas(crate::envelope::ErrorEnvelope)),
-    modifiers(&Conventions),
+    components(schemas(crate::http::envelope::ErrorEnvelope)),
     tags(
         (name = "discovery", description = "Public: health, metadata and this description."),
         (name = "data", description = "As-of queries over the corpus (Bearer key)."),
@@ -247,14 +41,41 @@ pub struct AuditLogParams {
 )]
 pub struct ApiDoc;
 
-/// The description without per-corpus details, built once.
-static BASE: LazyLock<Document> = LazyLock::new(ApiDoc::openapi);
+/// The description of `routes`, without per-corpus details: each entry's path item and the
+/// schemas it refers to, then the shared conventions.
+pub fn base(routes: &[Route]) -> Document {
+    let mut doc = ApiDoc::openapi();
+    let components = doc.components.get_or_insert_with(Default::default);
+    add_security_schemes(components);
+    for route in routes {
+        let (schemas, paths, _) = (route.endpoint)();
+        for (name, schema) in schemas {
+            components.schemas.entry(name).or_insert(schema);
+        }
+        for (path, mut item) in paths.paths {
+            for op in [
+                item.get.as_mut(),
+                item.post.as_mut(),
+                item.put.as_mut(),
+                item.delete.as_mut(),
+                item.patch.as_mut(),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                conventions(&path, route, op);
+            }
+            doc.paths.paths.insert(path, item);
+        }
+    }
+    doc
+}
 
 /// The description as served with `corpus` loaded, as JSON: the sample `example` ids become
 /// an enum, and response headers that every such response carries are marked `required`
 /// (utoipa's header object has no `required` member, so that is done on the JSON).
-pub fn document(corpus: &Corpus) -> serde_json::Value {
-    let mut doc = BASE.clone();
+pub fn document(corpus: &Corpus, routes: &[Route]) -> serde_json::Value {
+    let mut doc = base(routes);
     let examples: Vec<String> = corpus
         .manifest()
         .sample
@@ -282,14 +103,14 @@ pub fn document(corpus: &Corpus) -> serde_json::Value {
         }
     }
     let mut json = serde_json::to_value(&doc).expect("the description serializes");
-    mark_required_headers(&mut json);
+    mark_required_headers(&mut json, routes);
     inline_single_one_of(&mut json);
     json
 }
 
 /// utoipa wraps an inline enum that has a default in a one-element `oneOf`; merge it into its
 /// parent so parameters read `{"type": "string", "enum": [...], "default": ...}`.
-fn inline_single_one_of(v: &mut serde_json::Value) {
+pub(crate) fn inline_single_one_of(v: &mut serde_json::Value) {
     match v {
         serde_json::Value::Object(m) => {
             let single = m
@@ -311,13 +132,13 @@ fn inline_single_one_of(v: &mut serde_json::Value) {
     }
 }
 
-/// Whether response header `name` is on every `status` response of `path`.
-fn header_required(path: &str, status: &str, name: &str) -> bool {
+/// Whether response header `name` is on every `status` response of a route of `kind`.
+fn header_required(kind: Kind, status: &str, name: &str) -> bool {
     match name {
         "X-Request-Id" => true,
-        "X-Corpus-Version" | "Cache-Control" => kind(path) != Kind::Mcp,
-        "ETag" => matches!(status, "200" | "304") && kind(path) != Kind::Mcp,
-        "Retry-After" => status == "429",
+        "X-Corpus-Version" | "Cache-Control" => kind != Kind::Rpc,
+        "ETag" => matches!(status, "200" | "304") && kind != Kind::Rpc,
+        "Retry-After" => matches!(status, "429" | "503"),
         // Credentials and the plan gate are checked before the window is counted, and a
         // fault of the state store leaves no window to report.
         n if n.starts_with("X-RateLimit-") => !matches!(status, "401" | "403" | "500"),
@@ -325,11 +146,15 @@ fn header_required(path: &str, status: &str, name: &str) -> bool {
     }
 }
 
-fn mark_required_headers(doc: &mut serde_json::Value) {
+fn mark_required_headers(doc: &mut serde_json::Value, routes: &[Route]) {
     let Some(paths) = doc.get_mut("paths").and_then(|p| p.as_object_mut()) else {
         return;
     };
     for (path, item) in paths.iter_mut() {
+        let kind = routes
+            .iter()
+            .find(|r| r.path() == *path)
+            .map_or(Kind::Envelope, |r| r.kind);
         for op in item
             .as_object_mut()
             .into_iter()
@@ -344,7 +169,7 @@ fn mark_required_headers(doc: &mut serde_json::Value) {
                     continue;
                 };
                 for (name, header) in headers.iter_mut() {
-                    if header_required(path, status, name) {
+                    if header_required(kind, status, name) {
                         header["required"] = true.into();
                     }
                 }
@@ -353,10 +178,7 @@ fn mark_required_headers(doc: &mut serde_json::Value) {
     }
 }
 
-/// What every operation shares: statuses, error bodies, headers and security schemes.
-struct Conventions;
-
-/// Descriptions of the statuses added by [`Conventions`], with their `error.code`s.
+/// Descriptions of the statuses added by [`conventions`], with their `error.code`s.
 fn status_description(status: &str) -> &'static str {
     match status {
         "304" => "Not Modified: the `If-None-Match` ETag still names this answer.",
@@ -369,6 +191,9 @@ fn status_description(status: &str) -> &'static str {
             "`rate_limited`: the fixed one-minute window is spent; retry after `Retry-After` seconds."
         }
         "500" => "`internal`: the request id identifies the fault in the service logs.",
+        "503" => {
+            "`timeout` (the answer took longer than the service's request timeout) or `overloaded` (every scan slot stayed taken); retry after `Retry-After` seconds."
+        }
         _ => "",
     }
 }
@@ -398,28 +223,8 @@ fn integer_header(description: &str) -> Header {
         .build()
 }
 
-/// How a route's answers look, as far as the shared conventions go.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    /// A JSON envelope (every `/v1` route and `/health`).
-    Envelope,
-    /// A discovery document (description, HTML docs, llms.txt): ETag, no envelope on success.
-    Document,
-    /// The MCP endpoint: JSON-RPC bodies, its own statuses.
-    Mcp,
-}
-
-fn kind(path: &str) -> Kind {
-    match path {
-        "/mcp" => Kind::Mcp,
-        "/docs" | "/llms.txt" | "/v1/openapi.json" | "/v1/openapi.yaml" => Kind::Document,
-        _ => Kind::Envelope,
-    }
-}
-
-impl Modify for Conventions {
-    fn modify(&self, doc: &mut Document) {
-        let components = doc.components.get_or_insert_with(Default::default);
+/// The two credentials: a Bearer key, and the browser session cookie of the account routes.
+fn add_security_schemes(components: &mut utoipa::openapi::Components) {
         components.add_security_scheme(
             "bearer",
             SecurityScheme::Http(
@@ -439,24 +244,14 @@ impl Modify for Conventions {
                 "Browser session cookie (HttpOnly; Secure outside local use; SameSite=Lax) for the account routes.",
             ))),
         );
-        for (path, item) in doc.paths.paths.iter_mut() {
-            for op in [item.get.as_mut(), item.post.as_mut()]
-                .into_iter()
-                .flatten()
-            {
-                conventions(path, op);
-            }
-        }
-    }
 }
 
-/// Adds the statuses, error bodies and headers the middleware gives every answer of `path`.
-fn conventions(path: &str, op: &mut Operation) {
-    let kind = kind(path);
-    let access = access_for(path);
-    let keyed = matches!(access, Some(Access::Key(_)));
-    let rate_limited = access.is_some();
-    if kind == Kind::Mcp {
+/// Adds the statuses, error bodies and headers the middleware gives every answer of `route`.
+fn conventions(path: &str, route: &Route, op: &mut Operation) {
+    let kind = route.kind;
+    let keyed = matches!(route.access, Access::Key(_));
+    let rate_limited = route.access != Access::Open;
+    if kind == Kind::Rpc {
         for response in op.responses.responses.values_mut() {
             if let RefOr::T(r) = response {
                 r.headers.insert("X-Request-Id".into(), request_id_header());
@@ -465,7 +260,7 @@ fn conventions(path: &str, op: &mut Operation) {
         return;
     }
     // The audit opt-in header, on the routes whose answers can be receipted.
-    if keyed && !path.starts_with("/v1/audit-log") {
+    if keyed && route.receipts {
         op.parameters.get_or_insert_with(Vec::new).push(
             ParameterBuilder::new()
                 .name("X-Service-Audit")
@@ -483,6 +278,10 @@ fn conventions(path: &str, op: &mut Operation) {
         );
     }
     let mut statuses = vec!["304", "400", "500"];
+    if kind != Kind::Document {
+        // Any route can outlive the request timeout; only a scan can find every slot taken.
+        statuses.push("503");
+    }
     if keyed {
         statuses.extend(["401", "403"]);
     }
@@ -533,7 +332,11 @@ fn conventions(path: &str, op: &mut Operation) {
             h.push((
                 "ETag",
                 string_header(
-                    "Strong validator derived from the corpus version and the request; send it back in `If-None-Match` for a 304.",
+                    match kind {
+                        Kind::Envelope => "Strong validator derived from the corpus version and the request; send it back in `If-None-Match` for a 304.",
+                        // These answers change while the corpus version stays the same.
+                        _ => "Strong validator derived from the body bytes (this answer can change without a new corpus version); send it back in `If-None-Match` for a 304.",
+                    },
                     None,
                     None,
                 ),
@@ -559,7 +362,13 @@ fn conventions(path: &str, op: &mut Operation) {
                 integer_header("Seconds until the window resets."),
             ));
         }
-        if path.starts_with("/v1/") && kind == Kind::Envelope {
+        if status == "503" {
+            h.push((
+                "Retry-After",
+                integer_header("Seconds after which a retry may succeed."),
+            ));
+        }
+        if path.starts_with("/v1/") && matches!(kind, Kind::Envelope | Kind::LiveEnvelope) {
             h.push((
                 "X-Service-Audit-Dropped",
                 integer_header(

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::state_store::StateStore;
+use crate::state::store::StateStore;
 
 /// How often a replica writes its locally counted requests to the state store.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(250);
@@ -199,7 +199,7 @@ mod tests {
     async fn store() -> (tempfile::TempDir, Arc<dyn StateStore>) {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("s.db").display());
-        (dir, crate::state_store::open(&url).await.unwrap())
+        (dir, crate::state::store::open(&url).await.unwrap())
     }
 
     const W: i64 = 60_000_000;

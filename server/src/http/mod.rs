@@ -1,0 +1,15 @@
+//! The HTTP layer every route stands on: the shared state and per-request context, the route
+//! entry type, typed query parameters, cursors, the envelope and answer builder, and the
+//! middleware. It knows no individual route (those are in `crate::routes`).
+
+pub mod cursor;
+pub mod envelope;
+pub mod middleware;
+pub mod params;
+pub mod response;
+pub mod route;
+pub mod state;
+
+pub use response::{Reply, ok};
+pub use route::{Access, Kind, Route};
+pub use state::{AppState, Caller, Ctx, Options};

@@ -1,0 +1,123 @@
+//! Building successful answers: the envelope builder handlers finish with, and the response
+//! extensions that tell the `context` middleware how to cache an answer.
+
+use asof_engine::{Coverage, Instant, VisibleBy};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::error::ApiError;
+use crate::http::envelope::{CoverageBody, Envelope, Status};
+use crate::http::state::Ctx;
+
+/// What every handler returns.
+pub type Reply = Result<Response, ApiError>;
+
+/// How a successful answer may be cached; set by handlers as a response extension.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CacheKind {
+    /// A cut strictly in the past: immutable for this corpus version.
+    Historical,
+    /// A cut at or after now, or no cut: may change as time passes.
+    Live,
+}
+
+impl CacheKind {
+    pub fn for_cut(as_of: Option<Instant>) -> Self {
+        match as_of {
+            Some(t) if t < Instant::now() => CacheKind::Historical,
+            _ => CacheKind::Live,
+        }
+    }
+}
+
+/// Marks a response body as a JSON envelope (it gets an ETag and the JSON-route headers).
+#[derive(Debug, Clone, Copy)]
+pub struct JsonEnvelope;
+
+/// Serializes an envelope (one trailing newline) into a response with its cache kind.
+pub fn envelope_response<E: Serialize>(status: StatusCode, env: &E, cache: CacheKind) -> Response {
+    let mut body = serde_json::to_vec(env).expect("envelope serializes");
+    body.push(b'\n');
+    let mut r = (
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response();
+    r.extensions_mut().insert(cache);
+    r.extensions_mut().insert(JsonEnvelope);
+    r
+}
+
+/// A successful envelope under construction: `ok(&ctx, results)` then what the answer is
+/// about (`cut`, `coverage`, `next`, `sample`), then `.into_response()`. Caching follows the
+/// cut: historical when `as_of` is in the past, live otherwise.
+#[must_use]
+#[derive(Debug)]
+pub struct Success<'a, T: Serialize> {
+    ctx: &'a Ctx,
+    results: Vec<T>,
+    as_of: Option<Instant>,
+    visible_by: Option<VisibleBy>,
+    coverage: Coverage,
+    next_cursor: Option<String>,
+    sample: bool,
+}
+
+/// Starts a successful envelope of `results`.
+pub fn ok<T: Serialize>(ctx: &Ctx, results: Vec<T>) -> Success<'_, T> {
+    Success {
+        ctx,
+        results,
+        as_of: None,
+        visible_by: None,
+        coverage: Coverage::default(),
+        next_cursor: None,
+        sample: false,
+    }
+}
+
+impl<T: Serialize> Success<'_, T> {
+    /// The instant answered (and the clock, on cut and diff routes).
+    pub fn at(mut self, as_of: Option<Instant>, visible_by: Option<VisibleBy>) -> Self {
+        self.as_of = as_of;
+        self.visible_by = visible_by;
+        self
+    }
+    pub fn coverage(mut self, coverage: Coverage) -> Self {
+        self.coverage = coverage;
+        self
+    }
+    pub fn next(mut self, cursor: Option<String>) -> Self {
+        self.next_cursor = cursor;
+        self
+    }
+    /// Watermarks the answer `sample: true` (sample routes and the keyless MCP tier).
+    pub fn sample(mut self, sample: bool) -> Self {
+        self.sample = sample;
+        self
+    }
+}
+
+impl<T: Serialize> IntoResponse for Success<'_, T> {
+    fn into_response(self) -> Response {
+        let env = Envelope {
+            request_id: self.ctx.request_id.clone(),
+            corpus_version: self.ctx.corpus.version().to_owned(),
+            as_of: self.as_of,
+            visible_by: self.visible_by.map(|v| v.to_string()),
+            status: Status::Ok,
+            count: Some(self.results.len()),
+            results: self.results,
+            next_cursor: self.next_cursor,
+            coverage: CoverageBody::from(self.coverage),
+            error: None,
+            sample: self.sample.then_some(true),
+        };
+        envelope_response(StatusCode::OK, &env, CacheKind::for_cut(self.as_of))
+    }
+}

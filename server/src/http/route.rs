@@ -1,0 +1,220 @@
+//! One route, declared once: who may call it, how its answers are cached and receipted, and
+//! its handler with the `#[utoipa::path]` annotation that gives its path, methods, typed
+//! query and description.
+//!
+//! Everything else about a route is derived from its entry in `crate::routes::TABLE`: the
+//! router and its `OPTIONS`/405 answers, the per-route guard (credential, plan, rate limit),
+//! the OpenAPI operation and the shared conventions added to it, `/v1/meta`'s route lists and
+//! the MCP tool input schemas. A route not in the table exists nowhere.
+
+use axum::routing::MethodRouter;
+use serde::Serialize;
+use utoipa::openapi::RefOr;
+use utoipa::openapi::path::{HttpMethod, Operation, Paths};
+use utoipa::openapi::schema::Schema;
+
+use crate::http::state::AppState;
+use crate::plan::Plan;
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Access {
+    /// No credential and no rate limit: `/health` (load balancers poll it and it must never
+    /// answer 429), the description documents, and the MCP endpoint (whose tool calls are
+    /// limited as the GETs they become).
+    Open,
+    /// No credential; rate-limited per client address.
+    Public,
+    /// A Bearer key of at least this plan; rate-limited per key.
+    Key(Plan),
+}
+
+/// What a successful answer is, as far as the shared conventions go.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// A JSON envelope whose ETag derives from the corpus version and the request: the same
+    /// request on the same version always gets the same answer.
+    Envelope,
+    /// A JSON envelope that can change while the corpus version stays (keys, the audit log):
+    /// its ETag derives from the body bytes.
+    LiveEnvelope,
+    /// A description document (OpenAPI, `/docs`, `/llms.txt`): not an envelope; a body ETag,
+    /// `public` caching, 304s.
+    Document,
+    /// The MCP endpoint: JSON-RPC bodies and its own statuses.
+    Rpc,
+}
+
+/// The handler side of an entry, as `utoipa_axum::routes!` builds it: the component schemas
+/// its description refers to, its path item, and the axum method router.
+pub type Endpoint = (Vec<(String, RefOr<Schema>)>, Paths, MethodRouter<AppState>);
+
+/// One entry of the route table.
+#[derive(Clone, Copy)]
+pub struct Route {
+    pub access: Access,
+    pub kind: Kind,
+    /// Whether an answer may carry a decision audit receipt (`X-Service-Audit`): every `/v1`
+    /// route but those that read the audit log itself.
+    pub receipts: bool,
+    pub endpoint: fn() -> Endpoint,
+}
+
+impl std::fmt::Debug for Route {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Route")
+            .field("path", &self.path())
+            .field("access", &self.access)
+            .finish()
+    }
+}
+
+impl Route {
+    /// A route any caller may use without a credential, rate-limited per address.
+    pub const fn public(endpoint: fn() -> Endpoint) -> Self {
+        Route {
+            access: Access::Public,
+            kind: Kind::Envelope,
+            receipts: true,
+            endpoint,
+        }
+    }
+
+    /// A route needing a Bearer key of `plan` or higher.
+    pub const fn key(plan: Plan, endpoint: fn() -> Endpoint) -> Self {
+        Route {
+            access: Access::Key(plan),
+            kind: Kind::Envelope,
+            receipts: true,
+            endpoint,
+        }
+    }
+
+    /// A route outside every gate (see [`Access::Open`]).
+    pub const fn open(endpoint: fn() -> Endpoint) -> Self {
+        Route {
+            access: Access::Open,
+            kind: Kind::Envelope,
+            receipts: true,
+            endpoint,
+        }
+    }
+
+    pub const fn kind(self, kind: Kind) -> Self {
+        Route { kind, ..self }
+    }
+
+    /// Answers are never receipted (the audit log's own routes).
+    pub const fn unreceipted(self) -> Self {
+        Route {
+            receipts: false,
+            ..self
+        }
+    }
+
+    /// The path as axum matches it (`{id}` stands for one segment), from the annotation.
+    pub fn path(&self) -> String {
+        let (_, paths, _) = (self.endpoint)();
+        paths.paths.keys().next().cloned().unwrap_or_default()
+    }
+
+    /// The methods the annotation declares, in their wire names.
+    pub fn methods(&self) -> Vec<&'static str> {
+        let (_, paths, _) = (self.endpoint)();
+        let mut m = Vec::new();
+        for item in paths.paths.values() {
+            for (method, op) in [
+                (HttpMethod::Get, &item.get),
+                (HttpMethod::Post, &item.post),
+                (HttpMethod::Put, &item.put),
+                (HttpMethod::Delete, &item.delete),
+                (HttpMethod::Patch, &item.patch),
+            ] {
+                if op.is_some() {
+                    m.push(method_name(&method));
+                }
+            }
+        }
+        m
+    }
+
+    /// The value of `Allow` on this route: its methods, `HEAD` with `GET`, and `OPTIONS`.
+    pub fn allow(&self) -> String {
+        let mut names = Vec::new();
+        for m in self.methods() {
+            names.push(m);
+            if m == "GET" {
+                names.push("HEAD");
+            }
+        }
+        names.push("OPTIONS");
+        names.join(", ")
+    }
+
+    /// The OpenAPI operations of this route, by method.
+    pub fn operations(&self) -> Vec<(&'static str, Operation)> {
+        let (_, paths, _) = (self.endpoint)();
+        let mut out = Vec::new();
+        for item in paths.paths.into_values() {
+            for (name, op) in [
+                ("GET", item.get),
+                ("POST", item.post),
+                ("PUT", item.put),
+                ("DELETE", item.delete),
+                ("PATCH", item.patch),
+            ] {
+                if let Some(op) = op {
+                    out.push((name, op));
+                }
+            }
+        }
+        out
+    }
+
+    /// Whether a request path matches this route.
+    pub fn matches(&self, path: &str) -> bool {
+        path_matches(&self.path(), path)
+    }
+}
+
+/// Whether request `path` matches route `pattern` (`{x}` matches one non-empty segment).
+pub fn path_matches(pattern: &str, path: &str) -> bool {
+    let (a, b): (Vec<&str>, Vec<&str>) = (pattern.split('/').collect(), path.split('/').collect());
+    a.len() == b.len()
+        && a.iter()
+            .zip(&b)
+            .all(|(x, y)| (x.starts_with('{') && !y.is_empty()) || x == y)
+}
+
+fn method_name(m: &HttpMethod) -> &'static str {
+    match m {
+        HttpMethod::Get => "GET",
+        HttpMethod::Post => "POST",
+        HttpMethod::Put => "PUT",
+        HttpMethod::Delete => "DELETE",
+        HttpMethod::Patch => "PATCH",
+        HttpMethod::Head => "HEAD",
+        HttpMethod::Options => "OPTIONS",
+        HttpMethod::Trace => "TRACE",
+    }
+}
+
+/// What the per-route layer tells the outer middleware about the route that answered (a
+/// response extension): `context` uses it for ETags, caching and receipts.
+#[derive(Debug, Clone, Copy)]
+pub struct RouteInfo {
+    pub access: Access,
+    pub kind: Kind,
+    pub receipts: bool,
+}
+
+impl From<&Route> for RouteInfo {
+    fn from(r: &Route) -> Self {
+        RouteInfo {
+            access: r.access,
+            kind: r.kind,
+            receipts: r.receipts,
+        }
+    }
+}

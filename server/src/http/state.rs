@@ -1,0 +1,215 @@
+//! The state one server process shares between requests (`AppState`) and what one request
+//! carries through the stack (`Ctx`, `Caller`).
+
+use std::any::{Any, TypeId};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use asof_engine::{Corpus, ScanGate};
+
+use crate::http::cursor::CursorSigner;
+use crate::plan::PUBLIC_REQUESTS_PER_MINUTE;
+use crate::state::audit::Audit;
+use crate::state::key_cache::KeyCache;
+use crate::state::rate::RateWindows;
+use crate::state::{KeyRecord, StateStore, User};
+
+/// Shared state of one server process. Cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    corpus: RwLock<Arc<Corpus>>,
+    store: Arc<dyn StateStore>,
+    signer: CursorSigner,
+    opts: Options,
+    audit: Audit,
+    rate: Arc<RateWindows>,
+    keys: KeyCache,
+    /// One bound on concurrent DataFusion scans, shared by every corpus version served.
+    scans: ScanGate,
+    /// Values derived from one corpus version (the rendered description), by type.
+    per_version: Mutex<HashMap<TypeId, (String, Arc<dyn Any + Send + Sync>)>>,
+}
+
+/// Settings of one server process besides its corpus and state store.
+#[derive(Debug, Clone)]
+pub struct Options {
+    /// Take the client address from `X-Forwarded-For` (only behind a trusted proxy).
+    pub trust_forwarded_for: bool,
+    /// Bound of the audit receipt queue (the spec's 1,200; tests use tiny ones).
+    pub audit_queue_capacity: usize,
+    /// Requests per minute one client address may make to the public rate-limited routes.
+    pub public_requests_per_minute: u32,
+    /// Longest a request may take before it is answered `503 timeout`.
+    pub request_timeout: Duration,
+    /// DataFusion scans (the non-index query path) allowed to run at once.
+    pub max_concurrent_scans: usize,
+    /// How long a scan waits for a free slot before the request is answered `503 overloaded`.
+    pub scan_wait: Duration,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            trust_forwarded_for: false,
+            audit_queue_capacity: crate::state::audit::DEFAULT_QUEUE_CAPACITY,
+            public_requests_per_minute: PUBLIC_REQUESTS_PER_MINUTE,
+            request_timeout: Duration::from_secs(30),
+            max_concurrent_scans: 8,
+            scan_wait: Duration::from_secs(2),
+        }
+    }
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("corpus", &self.corpus().version())
+            .finish()
+    }
+}
+
+impl AppState {
+    /// Builds the state; the cursor secret is read from (or created in) the state store, so
+    /// every replica sharing the store signs and verifies the same cursors.
+    pub async fn new(
+        corpus: Corpus,
+        store: Arc<dyn StateStore>,
+        trust_forwarded_for: bool,
+    ) -> crate::error::Result<Self> {
+        let opts = Options {
+            trust_forwarded_for,
+            ..Options::default()
+        };
+        Self::with_options(corpus, store, opts).await
+    }
+
+    /// As [`AppState::new`] with every setting explicit; starts the audit writer task and the
+    /// rate-window flusher.
+    pub async fn with_options(
+        corpus: Corpus,
+        store: Arc<dyn StateStore>,
+        opts: Options,
+    ) -> crate::error::Result<Self> {
+        let secret = store.secret("cursor_hmac").await?;
+        let scans = ScanGate::new(opts.max_concurrent_scans, opts.scan_wait);
+        let mut corpus = corpus;
+        corpus.set_scan_gate(scans.clone());
+        let rate = RateWindows::new(store.clone());
+        rate.start_flusher();
+        Ok(AppState {
+            inner: Arc::new(Inner {
+                corpus: RwLock::new(Arc::new(corpus)),
+                audit: Audit::start(store.clone(), opts.audit_queue_capacity),
+                store,
+                signer: CursorSigner::new(&secret),
+                rate,
+                keys: KeyCache::new(crate::state::key_cache::TTL),
+                per_version: Mutex::default(),
+                scans,
+                opts,
+            }),
+        })
+    }
+
+    /// The corpus version being served now. A request keeps the snapshot it started with.
+    pub fn corpus(&self) -> Arc<Corpus> {
+        self.inner.corpus.read().expect("corpus lock").clone()
+    }
+
+    /// Atomically serves a new corpus; in-flight requests finish on the one they hold.
+    pub fn swap_corpus(&self, mut corpus: Corpus) {
+        corpus.set_scan_gate(self.inner.scans.clone());
+        *self.inner.corpus.write().expect("corpus lock") = Arc::new(corpus);
+    }
+
+    pub fn store(&self) -> &Arc<dyn StateStore> {
+        &self.inner.store
+    }
+
+    pub fn signer(&self) -> &CursorSigner {
+        &self.inner.signer
+    }
+
+    pub fn audit(&self) -> &Audit {
+        &self.inner.audit
+    }
+
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    /// The bound on concurrent DataFusion scans every served version shares.
+    pub fn scans(&self) -> &ScanGate {
+        &self.inner.scans
+    }
+
+    pub(crate) fn rate(&self) -> &RateWindows {
+        &self.inner.rate
+    }
+
+    pub(crate) fn keys(&self) -> &KeyCache {
+        &self.inner.keys
+    }
+
+    /// Writes the rate-limit counts this replica holds to the state store (the flusher does
+    /// this every 250 ms; shutdown and tests call it directly).
+    pub async fn flush_rate_windows(&self) -> crate::error::Result<()> {
+        self.inner.rate.flush().await
+    }
+
+    /// Requests per minute one client address may make to the public rate-limited routes.
+    pub fn public_requests_per_minute(&self) -> u32 {
+        self.inner.opts.public_requests_per_minute
+    }
+
+    /// A value derived from `corpus` alone, made once per corpus version and shared (the
+    /// rendered description is one). `make` runs outside the lock; two racing requests may
+    /// both make it, and either result is the same.
+    pub fn per_version<T: Send + Sync + 'static>(
+        &self,
+        corpus: &Corpus,
+        make: impl FnOnce(&Corpus) -> T,
+    ) -> Arc<T> {
+        let key = TypeId::of::<T>();
+        if let Some((v, any)) = self.inner.per_version.lock().expect("memo lock").get(&key)
+            && v == corpus.version()
+            && let Ok(t) = any.clone().downcast::<T>()
+        {
+            return t;
+        }
+        let made = Arc::new(make(corpus));
+        self.inner.per_version.lock().expect("memo lock").insert(
+            key,
+            (
+                corpus.version().to_owned(),
+                made.clone() as Arc<dyn Any + Send + Sync>,
+            ),
+        );
+        made
+    }
+}
+
+/// Per-request context, inserted by the `context` middleware.
+#[derive(Debug, Clone)]
+pub struct Ctx {
+    pub request_id: String,
+    pub corpus: Arc<Corpus>,
+}
+
+/// The authenticated caller of a keyed route.
+#[derive(Debug, Clone)]
+pub struct Caller {
+    pub key: KeyRecord,
+    pub user: User,
+}
+
+/// Marks a request of the sample tier that reached a route which is not itself a sample
+/// route (the keyless MCP `svc_meta`): its answer is watermarked `sample: true`. Set only
+/// in process (a request extension), never from a client header.
+#[derive(Debug, Clone, Copy)]
+pub struct SampleTier;

@@ -1,0 +1,53 @@
+//! Every route of the service, one entry each, and their handlers by area.
+//!
+//! An entry names who may call the route and how its answers are cached; its handler's
+//! `#[utoipa::path]` gives the path, the methods, the typed query and the description. The
+//! router, `OPTIONS`/405, the per-route guard, the OpenAPI paths, `/v1/meta`'s route lists and
+//! the MCP tool schemas are all derived from [`TABLE`] (see `crate::http::route`). Adding a
+//! route is one entry here and one handler.
+
+pub mod account;
+pub mod audit;
+pub mod data;
+pub mod discovery;
+pub mod meta;
+pub mod sample;
+
+use utoipa_axum::routes;
+
+use crate::http::route::{Kind, Route};
+use crate::plan::Plan;
+
+/// The route table, in the order the description lists them.
+pub static TABLE: &[Route] = &[
+    Route::open(|| routes!(discovery::health)),
+    Route::open(|| routes!(discovery::llms_txt)).kind(Kind::Document),
+    Route::open(|| routes!(discovery::docs)).kind(Kind::Document),
+    Route::open(|| routes!(discovery::openapi_json)).kind(Kind::Document),
+    Route::open(|| routes!(discovery::openapi_yaml)).kind(Kind::Document),
+    Route::public(|| routes!(discovery::meta)),
+    Route::key(Plan::Researcher, || routes!(data::news)),
+    Route::key(Plan::Researcher, || routes!(data::diff)),
+    Route::key(Plan::Researcher, || routes!(data::record)),
+    Route::key(Plan::Researcher, || routes!(data::coverage)),
+    Route::key(Plan::Researcher, || routes!(data::mapping_ticker)),
+    Route::key(Plan::Researcher, || routes!(data::mapping_cik)),
+    Route::public(|| routes!(sample::sample_news)),
+    Route::public(|| routes!(sample::sample_diff)),
+    Route::public(|| routes!(sample::sample_coverage)),
+    Route::public(|| routes!(sample::sample_mapping)),
+    Route::key(Plan::Researcher, || routes!(account::me)).kind(Kind::LiveEnvelope),
+    Route::key(Plan::Researcher, || routes!(account::list_keys)).kind(Kind::LiveEnvelope),
+    Route::key(Plan::Desk, || routes!(audit::audit_log))
+        .kind(Kind::LiveEnvelope)
+        .unreceipted(),
+    Route::key(Plan::Desk, || routes!(audit::audit_stats))
+        .kind(Kind::LiveEnvelope)
+        .unreceipted(),
+    Route::open(|| routes!(crate::mcp::post)).kind(Kind::Rpc),
+];
+
+/// The entry serving `path` (a request path; `{x}` segments match any one segment).
+pub fn route_of(path: &str) -> Option<&'static Route> {
+    TABLE.iter().find(|r| r.matches(path))
+}
