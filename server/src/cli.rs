@@ -98,7 +98,11 @@ pub struct ServeArgs {
     )]
     pub max_scans: u64,
     /// Milliseconds a scan waits for a free slot.
-    #[arg(long = "scan-wait-ms", env = "ASOF_SCAN_WAIT_MS", default_value_t = 2000)]
+    #[arg(
+        long = "scan-wait-ms",
+        env = "ASOF_SCAN_WAIT_MS",
+        default_value_t = 2000
+    )]
     pub scan_wait_ms: u64,
 }
 
@@ -325,7 +329,10 @@ fn flag_error(e: ApiError) -> Box<dyn std::error::Error> {
     let flag = QUERY_FLAGS
         .iter()
         .find(|(p, _)| Some(*p) == param.as_deref())
-        .map_or_else(|| param.clone().unwrap_or_default(), |(_, f)| (*f).to_owned());
+        .map_or_else(
+            || param.clone().unwrap_or_default(),
+            |(_, f)| (*f).to_owned(),
+        );
     format!("{flag}: {}", e.message()).into()
 }
 
@@ -650,7 +657,8 @@ async fn bench_corpus(a: BenchCorpusArgs) -> CliResult {
     );
     let started = std::time::Instant::now();
     let built =
-        asof_ingest::corpora::synthetic::build(&store, &spec, &|done| bar.set_position(done)).await?;
+        asof_ingest::corpora::synthetic::build(&store, &spec, &|done| bar.set_position(done))
+            .await?;
     bar.finish_and_clear();
     eprintln!(
         "wrote {} rows in {} partitions ({} uncertified days, {} certified empty days) in {:.1} s",

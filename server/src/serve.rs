@@ -7,8 +7,8 @@ use std::time::Duration;
 use asof_engine::{Corpus, CorpusStore};
 
 use crate::app::app;
-use crate::http::AppState;
 use crate::error::{Error, Result};
+use crate::http::AppState;
 
 #[derive(Debug, Clone)]
 pub struct ServeConfig {

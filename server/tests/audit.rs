@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use asof_engine::Instant;
 use asof_server::Options;
-use asof_server::state::audit::AuditStats;
 use asof_server::plan::Plan;
+use asof_server::state::audit::AuditStats;
 use axum::http::{Method, StatusCode, header};
 use common::{Gated, Res, T, assert_error, key_for, send, setup, setup_with, sqlite_store};
 use serde_json::Value;

@@ -577,11 +577,17 @@ fn query_refuses_what_the_api_refuses_with_the_api_messages_under_flag_names() {
         "{e}"
     );
     let e = stderr(&[&base[..], &["--cik", "1318605", "--limit", "0"]].concat());
-    assert!(e.contains("--limit: limit must be an integer from 1 to 1000"), "{e}");
+    assert!(
+        e.contains("--limit: limit must be an integer from 1 to 1000"),
+        "{e}"
+    );
     let e = stderr(&[&base[..], &["--ticker", "TSLA", "--cik", "1318605"]].concat());
     assert!(e.contains("--cik: send ticker or cik, not both"), "{e}");
     let e = stderr(&[&base[..], &["--cik", "1318605", "--lane", "fast"]].concat());
-    assert!(e.contains("--lane: lane must be one of: certified_pit"), "{e}");
+    assert!(
+        e.contains("--lane: lane must be one of: certified_pit"),
+        "{e}"
+    );
     let e = stderr(&[
         "query",
         "--cik",
@@ -591,7 +597,10 @@ fn query_refuses_what_the_api_refuses_with_the_api_messages_under_flag_names() {
         "--since",
         "2026-01-30T00:00:00Z",
     ]);
-    assert!(e.contains("--since: as_of_start must be before as_of_end"), "{e}");
+    assert!(
+        e.contains("--since: as_of_start must be before as_of_end"),
+        "{e}"
+    );
 }
 
 #[test]

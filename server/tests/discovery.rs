@@ -100,10 +100,7 @@ async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways
     let meta = send(&t, Method::GET, "/v1/meta", None, &[]).await.json;
     let plans = meta["results"][0]["plans"].as_array().unwrap().clone();
     let listed = |plan: &str| -> Vec<String> {
-        plans
-            .iter()
-            .find(|p| p["plan_id"] == plan)
-            .unwrap()["routes"]
+        plans.iter().find(|p| p["plan_id"] == plan).unwrap()["routes"]
             .as_array()
             .unwrap()
             .iter()
@@ -123,7 +120,11 @@ async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways
             let op = &doc["paths"][&path][m.to_ascii_lowercase()];
             let keyed = matches!(route.access, Access::Key(_));
             assert_eq!(op.get("security").is_some(), keyed, "{m} {path} security");
-            assert_eq!(op["responses"].get("401").is_some(), keyed, "{m} {path} 401");
+            assert_eq!(
+                op["responses"].get("401").is_some(),
+                keyed,
+                "{m} {path} 401"
+            );
             assert_eq!(
                 op["responses"].get("429").is_some(),
                 route.access != Access::Open,
@@ -144,16 +145,32 @@ async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways
                 );
             }
         }
-        let other = if route.methods().contains(&"GET") { Method::DELETE } else { Method::GET };
-        let uri = concrete(&doc, &path, &Method::from_bytes(route.methods()[0].as_bytes()).unwrap());
+        let other = if route.methods().contains(&"GET") {
+            Method::DELETE
+        } else {
+            Method::GET
+        };
+        let uri = concrete(
+            &doc,
+            &path,
+            &Method::from_bytes(route.methods()[0].as_bytes()).unwrap(),
+        );
         let r = send(&t, other.clone(), &uri, Some(&researcher), &[]).await;
         if !matches!(r.status, StatusCode::FORBIDDEN) {
             assert_eq!(r.status, StatusCode::METHOD_NOT_ALLOWED, "{other} {uri}");
-            assert_eq!(r.headers[header::ALLOW], route.allow().as_str(), "{other} {uri}");
+            assert_eq!(
+                r.headers[header::ALLOW],
+                route.allow().as_str(),
+                "{other} {uri}"
+            );
         }
         let r = send(&t, Method::OPTIONS, &uri, None, &[]).await;
         assert_eq!(r.status, StatusCode::NO_CONTENT, "OPTIONS {uri}");
-        assert_eq!(r.headers[header::ALLOW], route.allow().as_str(), "OPTIONS {uri}");
+        assert_eq!(
+            r.headers[header::ALLOW],
+            route.allow().as_str(),
+            "OPTIONS {uri}"
+        );
         // /v1/meta: a keyed route is listed under exactly the plans that may call it.
         for plan in Plan::ALL {
             let may = matches!(route.access, Access::Key(min) if min <= plan);
@@ -171,7 +188,10 @@ async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways
     }
     for plan in Plan::ALL {
         for p in listed(plan.as_str()) {
-            assert!(entries.contains(&p), "/v1/meta lists {p}, which has no entry");
+            assert!(
+                entries.contains(&p),
+                "/v1/meta lists {p}, which has no entry"
+            );
         }
     }
     // MCP: each tool's input schema is its routes' query parameters, both ways.
@@ -187,8 +207,14 @@ async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways
         };
         let mut route_params: Vec<String> = Vec::new();
         for path in [keyed, sample] {
-            for p in doc["paths"][path]["get"]["parameters"].as_array().into_iter().flatten() {
-                if p["in"] == "query" && !route_params.contains(&p["name"].as_str().unwrap().to_owned()) {
+            for p in doc["paths"][path]["get"]["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                if p["in"] == "query"
+                    && !route_params.contains(&p["name"].as_str().unwrap().to_owned())
+                {
                     route_params.push(p["name"].as_str().unwrap().to_owned());
                 }
             }
@@ -197,11 +223,20 @@ async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways
         tool_params.sort();
         route_params.sort();
         assert_eq!(tool_params, route_params, "{}", tool["name"]);
-        for p in doc["paths"][keyed]["get"]["parameters"].as_array().into_iter().flatten() {
+        for p in doc["paths"][keyed]["get"]["parameters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
             let name = p["name"].as_str().unwrap();
             if p["in"] == "query" {
                 for k in ["pattern", "enum", "minimum", "maximum"] {
-                    assert_eq!(props[name].get(k), p["schema"].get(k), "{} {name} {k}", tool["name"]);
+                    assert_eq!(
+                        props[name].get(k),
+                        p["schema"].get(k),
+                        "{} {name} {k}",
+                        tool["name"]
+                    );
                 }
             }
         }

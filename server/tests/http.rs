@@ -118,7 +118,10 @@ async fn clock_faults_are_invalid_clock_saying_which() {
     let r = get(&t, "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00+01:00").await;
     assert_error(&r, StatusCode::BAD_REQUEST, "invalid_clock", Some("as_of"));
     let message = r.json["error"]["message"].as_str().unwrap();
-    assert!(message.contains("offset") && !message.starts_with("malformed"), "{message}");
+    assert!(
+        message.contains("offset") && !message.starts_with("malformed"),
+        "{message}"
+    );
     let r = get(
         &t,
         "/v1/news/diff?ticker=TSLA&as_of_start=2026-01-27&as_of_end=2026-01-29T12:00:00Z",
@@ -1042,7 +1045,10 @@ async fn a_request_past_the_timeout_is_a_503_timeout_envelope() {
     assert_error(&r, StatusCode::SERVICE_UNAVAILABLE, "timeout", None);
     assert_eq!(r.json["status"], "error");
     assert!(r.json["request_id"].as_str().is_some_and(|s| !s.is_empty()));
-    assert_eq!(r.headers["x-request-id"], r.json["request_id"].as_str().unwrap());
+    assert_eq!(
+        r.headers["x-request-id"],
+        r.json["request_id"].as_str().unwrap()
+    );
     let m = r.json["error"]["message"].as_str().unwrap();
     assert!(m.contains("longer than 1 s"), "{m}");
     // A cheap route is not held up by the stalled store.
@@ -1066,7 +1072,11 @@ async fn a_scan_past_the_concurrency_limit_is_a_503_overloaded_with_retry_after(
     let held = t.state.scans().enter().await.unwrap();
     let r = get(&t, uri).await;
     assert_error(&r, StatusCode::SERVICE_UNAVAILABLE, "overloaded", None);
-    let retry: u64 = r.headers[header::RETRY_AFTER].to_str().unwrap().parse().unwrap();
+    let retry: u64 = r.headers[header::RETRY_AFTER]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
     assert!(retry >= 1, "{retry}");
     drop(held);
     let r = get(&t, uri).await;
@@ -1095,7 +1105,11 @@ async fn coverage_of_one_day_is_one_certificate_of_the_lane_asked_for() {
     let r = get(&t, "/v1/coverage?source=sec.edgar&limit=1000").await;
     let results = r.json["results"].as_array().unwrap();
     assert!(!results.is_empty());
-    assert!(results.iter().all(|c| c["lane"] == "certified_pit"), "{}", r.json);
+    assert!(
+        results.iter().all(|c| c["lane"] == "certified_pit"),
+        "{}",
+        r.json
+    );
     assert_error(
         &get(&t, "/v1/coverage?lane=fast").await,
         StatusCode::BAD_REQUEST,

@@ -312,7 +312,11 @@ async fn a_tool_result_carries_the_same_envelope_as_the_rest_route() {
         Some(&t.key),
     )
     .await;
-    let rest = get(&t, "/v1/coverage?date=2026-01-29&as_of=2026-02-01T00:00:00Z").await;
+    let rest = get(
+        &t,
+        "/v1/coverage?date=2026-01-29&as_of=2026-02-01T00:00:00Z",
+    )
+    .await;
     assert_eq!(
         without_request_id(envelope(&cov)),
         without_request_id(rest.json)
@@ -577,12 +581,22 @@ async fn keyless_svc_meta_is_watermarked_sample_and_keyed_svc_coverage_requires_
     let t = setup().await;
     let meta = call(&t, "svc_meta", json!({}), None).await;
     assert_eq!(meta["result"]["isError"], false, "{meta}");
-    assert_eq!(envelope(&meta)["sample"], true, "the keyless tier is the sample");
+    assert_eq!(
+        envelope(&meta)["sample"],
+        true,
+        "the keyless tier is the sample"
+    );
     let keyed = call(&t, "svc_meta", json!({}), Some(&t.key)).await;
     assert_eq!(envelope(&keyed)["sample"], Value::Null, "{keyed}");
 
     // With a key the tool answers "as knowable at as_of": an answer without a cut is not one.
-    let r = call(&t, "svc_coverage", json!({"source": "sec.edgar"}), Some(&t.key)).await;
+    let r = call(
+        &t,
+        "svc_coverage",
+        json!({"source": "sec.edgar"}),
+        Some(&t.key),
+    )
+    .await;
     assert_eq!(r["result"]["isError"], true, "{r}");
     let env = envelope(&r);
     assert_eq!(env["error"]["code"], "invalid_request");

@@ -240,7 +240,8 @@ fn keys_and_query_strings_never_reach_the_logs_even_at_debug() {
         .lines()
         .find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case("x-request-id").then(|| v.trim().to_owned())
+            k.eq_ignore_ascii_case("x-request-id")
+                .then(|| v.trim().to_owned())
         })
         .expect("an X-Request-Id header");
     let (status, _) = http_get(
@@ -270,7 +271,10 @@ fn keys_and_query_strings_never_reach_the_logs_even_at_debug() {
     let request_lines: Vec<&str> = log.lines().filter(|l| l.contains("/v1/news")).collect();
     assert!(request_lines.len() >= 2, "{log}");
     for line in &request_lines {
-        assert!(line.contains("request_id="), "a request's log line without its id: {line}");
+        assert!(
+            line.contains("request_id="),
+            "a request's log line without its id: {line}"
+        );
     }
     assert!(
         log.lines()

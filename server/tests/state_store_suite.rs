@@ -157,7 +157,5 @@ async fn postgres_state_store_suite() {
         Err(e) => panic!("PostgreSQL required (ASOF_REQUIRE_POSTGRES) but unreachable: {e}"),
     };
     suite(store).await;
-    store::drop_postgres_schema(&url, &schema)
-        .await
-        .unwrap();
+    store::drop_postgres_schema(&url, &schema).await.unwrap();
 }

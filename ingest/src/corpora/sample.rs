@@ -23,8 +23,8 @@ use asof_engine::publish::{ChangeSet, Published, publish};
 use asof_engine::record::NewsRow;
 use asof_engine::store::{CorpusStore, sha256_hex};
 
-use crate::sources::edgar::{parse_atom, parse_index, parse_submissions, submissions_name};
 use crate::error::{Error, Result};
+use crate::sources::edgar::{parse_atom, parse_index, parse_submissions, submissions_name};
 use crate::sources::tickers::parse_ticker_file;
 
 /// Submissions rows published before this day are left out of the sample (they would add

@@ -118,7 +118,16 @@ pub async fn context(State(state): State<AppState>, mut req: Request, next: Next
     let query = req.uri().query().map(str::to_owned);
     let if_none_match = req.headers().get(header::IF_NONE_MATCH).cloned();
     let res = next.run(req).await;
-    let res = finish(&state, &ctx, &method, &path, query.as_deref(), if_none_match, res).await;
+    let res = finish(
+        &state,
+        &ctx,
+        &method,
+        &path,
+        query.as_deref(),
+        if_none_match,
+        res,
+    )
+    .await;
     if wants_audit {
         audit_step(&state, &ctx, &method, &path, query.as_deref(), res).await
     } else {

@@ -12,8 +12,8 @@ use std::collections::BTreeMap;
 use asof_engine::{Day, Entity, Instant, Lane, SourceId, VisibleBy, normalize_cik};
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 
 use crate::error::ApiError;
 
@@ -228,13 +228,16 @@ impl FromParam for VisibleBy {
 /// Absent means the default lane, `certified_pit`.
 impl FromParam for Lane {
     fn from_param(name: &str, raw: Option<&str>) -> Result<Self, ApiError> {
-        raw.map_or(Ok(Lane::default()), |s| enum_param(name, s, Lane::valid_set))
+        raw.map_or(Ok(Lane::default()), |s| {
+            enum_param(name, s, Lane::valid_set)
+        })
     }
 }
 
 impl FromParam for Option<Lane> {
     fn from_param(name: &str, raw: Option<&str>) -> Result<Self, ApiError> {
-        raw.map(|s| enum_param(name, s, Lane::valid_set)).transpose()
+        raw.map(|s| enum_param(name, s, Lane::valid_set))
+            .transpose()
     }
 }
 
@@ -258,14 +261,20 @@ impl FromParam for Option<SourceId> {
 }
 
 /// Refuses a source the corpus does not hold, naming the held ones.
-pub fn held_source(source: Option<SourceId>, held: &[SourceId]) -> Result<Option<SourceId>, ApiError> {
+pub fn held_source(
+    source: Option<SourceId>,
+    held: &[SourceId],
+) -> Result<Option<SourceId>, ApiError> {
     match source {
         Some(s) if !held.contains(&s) => Err(ApiError::invalid(
             "source",
             format!(
                 "source {:?} is not held by this deployment; held sources: {}",
                 s.as_str(),
-                held.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
+                held.iter()
+                    .map(|s| s.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
         )),
         other => Ok(other),
@@ -430,7 +439,11 @@ mod tests {
     fn undeclared_and_repeated_parameters_are_refused_by_name() {
         let e = probe("as_of=2026-01-01T00:00:00Z&colour=red").unwrap_err();
         assert_eq!(e.param().as_deref(), Some("colour"));
-        assert!(e.message().contains("as_of, since, visible_by"), "{}", e.message());
+        assert!(
+            e.message().contains("as_of, since, visible_by"),
+            "{}",
+            e.message()
+        );
         let e = probe("as_of=2026-01-01T00:00:00Z&as_of=2026-01-02T00:00:00Z").unwrap_err();
         assert_eq!(e.param().as_deref(), Some("as_of"));
         assert!(e.message().contains("more than once"));
@@ -460,7 +473,10 @@ mod tests {
         }
         let p = probe("as_of=2026-01-01T00:00:00Z&limit=1000").unwrap();
         assert_eq!(p.limit, Limit(1000));
-        assert_eq!(probe("as_of=2026-01-01T00:00:00Z").unwrap().limit, Limit(100));
+        assert_eq!(
+            probe("as_of=2026-01-01T00:00:00Z").unwrap().limit,
+            Limit(100)
+        );
     }
 
     #[test]

@@ -32,8 +32,11 @@ struct Inner {
     /// One bound on concurrent DataFusion scans, shared by every corpus version served.
     scans: ScanGate,
     /// Values derived from one corpus version (the rendered description), by type.
-    per_version: Mutex<HashMap<TypeId, (String, Arc<dyn Any + Send + Sync>)>>,
+    per_version: Mutex<HashMap<TypeId, PerVersion>>,
 }
+
+/// A value derived from the corpus version it names.
+type PerVersion = (String, Arc<dyn Any + Send + Sync>);
 
 /// Settings of one server process besides its corpus and state store.
 #[derive(Debug, Clone)]

@@ -674,7 +674,7 @@ impl Call<'_> {
             }
         }
         let mut req = b.body(Body::empty()).expect("valid request");
-        if let Some(peer) = self.peer.clone() {
+        if let Some(peer) = self.peer {
             req.extensions_mut().insert(peer);
         }
         if sample_tier {

@@ -12,12 +12,12 @@ pub mod render;
 pub mod yaml;
 
 use asof_engine::Corpus;
+use utoipa::OpenApi;
 use utoipa::openapi::header::{Header, HeaderBuilder};
 use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
 use utoipa::openapi::schema::{ObjectBuilder, SchemaFormat, Type};
 use utoipa::openapi::security::{ApiKey, ApiKeyValue, HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{Content, OpenApi as Document, Ref, RefOr, Required, ResponseBuilder};
-use utoipa::OpenApi;
 
 use crate::http::route::{Access, Kind, Route};
 
@@ -225,7 +225,7 @@ fn integer_header(description: &str) -> Header {
 
 /// The two credentials: a Bearer key, and the browser session cookie of the account routes.
 fn add_security_schemes(components: &mut utoipa::openapi::Components) {
-        components.add_security_scheme(
+    components.add_security_scheme(
             "bearer",
             SecurityScheme::Http(
                 HttpBuilder::new()
@@ -237,7 +237,7 @@ fn add_security_schemes(components: &mut utoipa::openapi::Components) {
                     .build(),
             ),
         );
-        components.add_security_scheme(
+    components.add_security_scheme(
             "session",
             SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
                 "svc_session",

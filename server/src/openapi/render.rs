@@ -86,13 +86,13 @@ fn resolve<'a>(doc: &'a Value, v: &'a Value) -> &'a Value {
 }
 
 /// A one-line type summary of a schema: type, format, enum, pattern, range, default.
-fn type_summary(doc: &Value, s: &Value) -> String {
+fn type_summary(s: &Value) -> String {
     if let Some(r) = s.get("$ref").and_then(Value::as_str) {
         let name = r.rsplit('/').next().unwrap_or(r);
         return format!("<a href=\"#schema-{0}\">{0}</a>", esc(name));
     }
     if let Some(one) = s.get("oneOf").and_then(Value::as_array) {
-        let parts: Vec<String> = one.iter().map(|x| type_summary(doc, x)).collect();
+        let parts: Vec<String> = one.iter().map(type_summary).collect();
         return parts.join(" or ");
     }
     let mut parts = Vec::new();
@@ -106,7 +106,7 @@ fn type_summary(doc: &Value, s: &Value) -> String {
         _ => "any".into(),
     };
     if ty == "array" {
-        parts.push(format!("array of {}", type_summary(doc, &s["items"])));
+        parts.push(format!("array of {}", type_summary(&s["items"])));
     } else {
         parts.push(esc(&ty));
     }
@@ -241,7 +241,7 @@ pub fn html(doc: &Value) -> String {
             .iter()
             .filter(|(_, _, op)| op["tags"][0] == tag.as_str())
         {
-            operation_html(&mut h, doc, method, path, op);
+            operation_html(&mut h, method, path, op);
         }
     }
     h.push_str("<section id=\"schemas\"><h2>Schemas</h2>");
@@ -260,7 +260,7 @@ pub fn html(doc: &Value) -> String {
     h
 }
 
-fn operation_html(h: &mut String, doc: &Value, method: &str, path: &str, op: &Value) {
+fn operation_html(h: &mut String, method: &str, path: &str, op: &Value) {
     let id = op["operationId"].as_str().unwrap_or("");
     let _ = write!(
         h,
@@ -293,7 +293,7 @@ fn operation_html(h: &mut String, doc: &Value, method: &str, path: &str, op: &Va
                     ""
                 },
                 esc(p["in"].as_str().unwrap_or("")),
-                type_summary(doc, &p["schema"]),
+                type_summary(&p["schema"]),
                 markdown(p["description"].as_str().unwrap_or("")),
             );
         }
@@ -310,13 +310,7 @@ fn operation_html(h: &mut String, doc: &Value, method: &str, path: &str, op: &Va
             .as_object()
             .into_iter()
             .flatten()
-            .map(|(ct, c)| {
-                format!(
-                    "{} <code>{}</code>",
-                    type_summary(doc, &c["schema"]),
-                    esc(ct)
-                )
-            })
+            .map(|(ct, c)| format!("{} <code>{}</code>", type_summary(&c["schema"]), esc(ct)))
             .collect();
         let headers: Vec<String> = r["headers"]
             .as_object()
@@ -339,7 +333,7 @@ fn operation_html(h: &mut String, doc: &Value, method: &str, path: &str, op: &Va
 fn schema_table(h: &mut String, doc: &Value, schema: &Value) {
     let schema = resolve(doc, schema);
     let Some(props) = schema["properties"].as_object() else {
-        let _ = write!(h, "<p>{}</p>", type_summary(doc, schema));
+        let _ = write!(h, "<p>{}</p>", type_summary(schema));
         return;
     };
     let required: Vec<&str> = schema["required"]
@@ -359,7 +353,7 @@ fn schema_table(h: &mut String, doc: &Value, schema: &Value) {
             } else {
                 " (optional)"
             },
-            type_summary(doc, p),
+            type_summary(p),
             markdown(p["description"].as_str().unwrap_or("")),
         );
     }

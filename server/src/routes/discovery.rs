@@ -12,9 +12,9 @@ use asof_engine::Instant;
 use crate::http::envelope::Envelope;
 use crate::http::params::{NoQuery, Q};
 use crate::http::response::CacheKind;
+use crate::http::state::SampleTier;
 use crate::http::{AppState, Ctx, Reply, ok};
 use crate::openapi::render::Rendered;
-use crate::http::state::SampleTier;
 use crate::routes::meta::MetaRecord;
 
 /// `results[0]` of `/health`.
@@ -85,9 +85,7 @@ pub(crate) async fn openapi_json(
     Extension(ctx): Extension<Ctx>,
     Q(_): Q<NoQuery>,
 ) -> Reply {
-    document(&state, &ctx, |r| {
-        ("application/json", &r.json)
-    })
+    document(&state, &ctx, |r| ("application/json", &r.json))
 }
 
 /// The same description as YAML.
@@ -98,9 +96,7 @@ pub(crate) async fn openapi_yaml(
     Extension(ctx): Extension<Ctx>,
     Q(_): Q<NoQuery>,
 ) -> Reply {
-    document(&state, &ctx, |r| {
-        ("application/yaml", &r.yaml)
-    })
+    document(&state, &ctx, |r| ("application/yaml", &r.yaml))
 }
 
 /// A self-contained HTML reference: the as-of model, then every route with its parameters,
@@ -112,9 +108,7 @@ pub(crate) async fn docs(
     Extension(ctx): Extension<Ctx>,
     Q(_): Q<NoQuery>,
 ) -> Reply {
-    document(&state, &ctx, |r| {
-        ("text/html; charset=utf-8", &r.html)
-    })
+    document(&state, &ctx, |r| ("text/html; charset=utf-8", &r.html))
 }
 
 /// A Markdown index for language-model agents.
@@ -125,7 +119,5 @@ pub(crate) async fn llms_txt(
     Extension(ctx): Extension<Ctx>,
     Q(_): Q<NoQuery>,
 ) -> Reply {
-    document(&state, &ctx, |r| {
-        ("text/markdown; charset=utf-8", &r.llms)
-    })
+    document(&state, &ctx, |r| ("text/markdown; charset=utf-8", &r.llms))
 }

@@ -10,8 +10,8 @@ use rand::RngCore;
 use sha2::{Digest, Sha256};
 use sqlx::Row;
 
-use crate::plan::Plan;
 use crate::error::{Error, Result};
+use crate::plan::Plan;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct User {

@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use asof_engine::{Corpus, CorpusStore, Instant};
 use asof_server::Options;
-use asof_server::plan::Plan;
 use asof_server::error::{Error, Result};
+use asof_server::plan::Plan;
 use asof_server::state::store::{self, KeyRecord, StateStore, StoredReceipt, User};
 use asof_server::{AppState, app};
 use axum::body::Body;
