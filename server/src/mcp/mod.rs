@@ -45,6 +45,22 @@ impl utoipa::PartialSchema for ProtocolVersion {
 }
 impl utoipa::ToSchema for ProtocolVersion {}
 
+/// A JSON-RPC reply body: one response object, or (to a batch, on 2025-03-26) an array of
+/// them in request order.
+#[derive(Debug, Clone, Copy)]
+pub struct RpcReply;
+
+impl utoipa::PartialSchema for RpcReply {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+        OneOfBuilder::new()
+            .item(ObjectBuilder::new().schema_type(Type::Object))
+            .item(ArrayBuilder::new().items(ObjectBuilder::new().schema_type(Type::Object)))
+            .into()
+    }
+}
+impl utoipa::ToSchema for RpcReply {}
+
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 /// JSON-RPC error for a rejected API key (the spec's single non-tool-result refusal).
@@ -256,7 +272,7 @@ struct Call<'a> {
         ("Mcp-Session-Id" = Option<String>, Header, description = "The session id `initialize` returned; optional, verified by any replica."),
     ),
     responses(
-        (status = 200, description = "A JSON-RPC response.", content_type = "application/json", body = Object,
+        (status = 200, description = "A JSON-RPC response, or an array of them answering a batch.", content_type = "application/json", body = inline(RpcReply),
             headers(("Mcp-Session-Id" = String, description = "On the answer to `initialize`: the session id."))),
         (status = 202, description = "Only notifications or responses were sent: accepted, no body."),
         (status = 400, description = "Unparseable JSON, an invalid request, or an unsupported protocol version (JSON-RPC error body).", content_type = "application/json", body = Object),
