@@ -28,7 +28,7 @@ CUT = "2026-01-29T12:00:00Z"
 KEYED_ARGS = {
     "svc_query": {"ticker": "TSLA", "as_of": CUT, "limit": 5},
     "svc_diff": {"cik": "789019", "as_of_start": "2026-01-27T00:00:00Z", "as_of_end": "2026-02-03T00:00:00Z"},
-    "svc_coverage": {"date": "2026-01-29"},
+    "svc_coverage": {"date": "2026-01-29", "as_of": "2026-02-01T00:00:00Z"},
     "svc_meta": {},
 }
 SAMPLE_ARGS = {
@@ -40,7 +40,7 @@ SAMPLE_ARGS = {
 REST = {
     "svc_query": "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z&limit=5",
     "svc_diff": "/v1/news/diff?cik=789019&as_of_start=2026-01-27T00:00:00Z&as_of_end=2026-02-03T00:00:00Z",
-    "svc_coverage": "/v1/coverage?date=2026-01-29",
+    "svc_coverage": "/v1/coverage?date=2026-01-29&as_of=2026-02-01T00:00:00Z",
     "svc_meta": "/v1/meta",
 }
 
