@@ -27,6 +27,19 @@ pub enum Error {
     /// Every scan slot stayed taken for the whole wait ([`crate::ScanGate`]).
     #[error("every scan slot is taken")]
     Busy,
+    /// Another publisher moved the pointer since this one read its parent (publishers rebase
+    /// on it; it reaches a caller only after the bounded retries, `crate::publish`).
+    #[error("the corpus pointer moved: expected {expected:?}, found {found:?}")]
+    PointerMoved {
+        expected: Option<String>,
+        found: Option<String>,
+    },
+    /// The object store cannot write conditionally and no shared publish lock is configured.
+    #[error(
+        "{0} does not support conditional writes, so concurrent publishers could lose a version; \
+         set ASOF_PUBLISH_LOCK to a lock file every publisher shares"
+    )]
+    NoConditionalWrites(String),
     #[error("object store: {0}")]
     Store(#[from] object_store::Error),
     #[error("parquet: {0}")]

@@ -1,5 +1,9 @@
 //! Publishing a new corpus version: partitions first, then the manifest, then the pointer.
 //!
+//! The pointer moves only by compare-and-swap from the version the publisher started from
+//! ([`crate::store::CorpusStore::swap_pointer`]); a publisher that finds it moved rebases:
+//! re-reads the new current version and re-applies its change set on top ([`rebasing`]).
+//!
 //! A crash at any step leaves the pointer on the previous version: objects written before the
 //! crash are unreferenced (content-addressed, so a retry rewrites the same paths with the same
 //! bytes) and nothing published is ever rewritten in place.
@@ -26,7 +30,7 @@ use crate::record::{CLOCK_COLUMNS, NewsRow, to_batch};
 use crate::store::{CorpusStore, sha256_hex};
 
 /// Everything one publish adds on top of the parent version.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct ChangeSet {
     /// New rows; `committed_at` must be set. Sealed here (content hash, revision id).
     pub rows: Vec<NewsRow>,
@@ -57,7 +61,8 @@ pub enum PublishStep {
     ManifestWritten,
 }
 
-/// Publishes `changes` on top of the store's current version (if any) at `created_at`.
+/// Publishes `changes` on top of the store's current version (if any) at `created_at`,
+/// rebasing onto a version another publisher moved the pointer to meanwhile.
 pub async fn publish(
     store: &CorpusStore,
     changes: ChangeSet,
@@ -72,8 +77,71 @@ pub async fn publish_with_hook(
     created_at: Instant,
     hook: StepHook<'_>,
 ) -> Result<Published> {
-    let parent = match store.current_version().await? {
-        Some(v) => Some((v.clone(), store.manifest(&v).await?)),
+    let changes = &changes;
+    rebasing(|| async move {
+        let parent = store.current_version().await?;
+        publish_onto(store, parent.as_deref(), changes.clone(), created_at, hook).await
+    })
+    .await
+}
+
+/// How many times a publisher rebases before it gives up ([`Error::PointerMoved`]).
+pub const MAX_PUBLISH_ATTEMPTS: usize = 200;
+
+/// Runs one publish attempt after another while the pointer moved under it (each attempt
+/// re-reads the current version and re-derives what depends on it), waiting a random
+/// 0–20 ms between attempts so racing publishers spread out; after
+/// [`MAX_PUBLISH_ATTEMPTS`] the last `PointerMoved` is the answer. Callers whose change set
+/// depends on the parent (the ingest pipeline) put that derivation inside `attempt`.
+pub async fn rebasing<T, E, F, Fut>(mut attempt: F) -> Result<T, E>
+where
+    E: Rebase,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, E>>,
+{
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match attempt().await {
+            Err(e) if e.pointer_moved() && tries < MAX_PUBLISH_ATTEMPTS => {
+                tracing::debug!(tries, "pointer moved; rebasing");
+                let jitter = rand::random_range(0..=20_000u64);
+                tokio::time::sleep(std::time::Duration::from_micros(jitter)).await;
+            }
+            Err(e) if e.pointer_moved() => {
+                tracing::warn!(tries, "publish gave up rebasing");
+                return Err(e);
+            }
+            other => return other,
+        }
+    }
+}
+
+/// An error type that can say "the pointer moved" (the engine's, and the error types of
+/// crates that publish through it).
+pub trait Rebase {
+    fn pointer_moved(&self) -> bool;
+}
+
+impl Rebase for Error {
+    fn pointer_moved(&self) -> bool {
+        matches!(self, Error::PointerMoved { .. })
+    }
+}
+
+/// One publish attempt on top of `parent_version` (`None`: the first version): writes the
+/// objects and the manifest, then moves the pointer from `parent_version` to the new version
+/// by compare-and-swap; [`Error::PointerMoved`] when another publisher moved it first (the
+/// objects written stay unreferenced and are reused by the rebased attempt).
+pub async fn publish_onto(
+    store: &CorpusStore,
+    parent_version: Option<&str>,
+    changes: ChangeSet,
+    created_at: Instant,
+    hook: StepHook<'_>,
+) -> Result<Published> {
+    let parent = match parent_version {
+        Some(v) => Some((v.to_owned(), store.manifest(v).await?)),
         None => None,
     };
     let mut manifest = match &parent {
@@ -223,8 +291,8 @@ pub async fn publish_with_hook(
     let version = store.put_manifest(&manifest).await?;
     hook(PublishStep::ManifestWritten)?;
 
-    // Step 3: flip the pointer.
-    store.set_pointer(&version).await?;
+    // Step 3: move the pointer, if it still names the parent.
+    store.swap_pointer(parent_version, &version).await?;
     Ok(Published {
         version,
         changed: true,
@@ -235,11 +303,14 @@ pub async fn publish_with_hook(
 
 /// The last two publish steps for writers that store their objects themselves (the bench
 /// corpus generator streams partitions day by day): puts `manifest` in canonical order with
-/// spans derived from its certifications, then moves the pointer to it.
+/// spans derived from its certifications, then moves the pointer to it from its `parent`
+/// (compare-and-swap: [`Error::PointerMoved`] if the pointer names another version).
 pub async fn publish_manifest(store: &CorpusStore, mut manifest: Manifest) -> Result<String> {
     canonical_order(&mut manifest);
     let version = store.put_manifest(&manifest).await?;
-    store.set_pointer(&version).await?;
+    store
+        .swap_pointer(manifest.parent.as_deref(), &version)
+        .await?;
     Ok(version)
 }
 

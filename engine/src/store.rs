@@ -1,7 +1,8 @@
 //! Where a corpus lives: an `object_store` rooted at a local directory or a cloud URL.
 //!
 //! Layout under the root (the repository root for the shipped sample corpus):
-//! - `manifests/CURRENT`: the pointer, one line `sha256:<hex>`; replaced atomically on publish;
+//! - `manifests/CURRENT`: the pointer, one line `sha256:<hex>`; moved only by compare-and-swap
+//!   ([`CorpusStore::swap_pointer`]);
 //! - `manifests/<hex>.json`: one canonical manifest per published version, never rewritten;
 //! - `snapshots/partitions/<source>/<lane>/<YYYY-MM-DD>/<sha256>.parquet`: content-addressed
 //!   source-day partitions, never rewritten (a changed day gets a new object);
@@ -13,7 +14,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use object_store::{
+    ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion,
+};
 use sha2::{Digest, Sha256};
 use url::Url;
 
@@ -158,16 +161,7 @@ impl CorpusStore {
     /// The published version the pointer names, if any.
     pub async fn current_version(&self) -> Result<Option<String>> {
         match self.get(POINTER).await {
-            Ok(b) => {
-                let v = String::from_utf8_lossy(&b).trim().to_owned();
-                if !is_version(&v) {
-                    return Err(Error::Manifest {
-                        path: POINTER.into(),
-                        detail: "pointer does not hold a sha256:<hex> version".into(),
-                    });
-                }
-                Ok(Some(v))
-            }
+            Ok(b) => Ok(Some(parse_pointer(&b)?)),
             Err(Error::Store(object_store::Error::NotFound { .. })) => Ok(None),
             Err(e) => Err(e),
         }
@@ -206,19 +200,159 @@ impl CorpusStore {
         Ok(version)
     }
 
-    /// Moves the pointer. Object stores replace a whole object atomically (the local backend
-    /// writes a temporary file and renames it), so readers see the old or the new version.
-    pub async fn set_pointer(&self, version: &str) -> Result<()> {
+    /// Moves the pointer from `expected` (`None`: no version published yet) to `version`, only
+    /// if it still names `expected`; otherwise [`Error::PointerMoved`] and nothing changes.
+    ///
+    /// This compare-and-swap is the only way the pointer moves, so two publishers can never
+    /// both succeed from the same parent (the second rebases, `crate::publish`). How it is made
+    /// atomic depends on the backend:
+    /// - a local directory: an OS lock on `manifests/CURRENT.lock` around read-compare-write
+    ///   (the write is a temporary file, fsync, rename); the OS drops the lock of a process
+    ///   that dies, so a crash never leaves the corpus locked;
+    /// - an object store with conditional writes (S3 `If-Match`/`If-None-Match`, GCS, Azure):
+    ///   `PutMode::Update` on the pointer's ETag/version, `PutMode::Create` for the first;
+    /// - an object store without them (some S3-compatible servers): every publisher must take
+    ///   the same lock file, named by `ASOF_PUBLISH_LOCK` (a path on a file system they share);
+    ///   without it the publish is refused ([`Error::NoConditionalWrites`]), never done blind.
+    ///   `ASOF_PUBLISH_LOCK` set also makes an object store with conditional writes take it.
+    pub async fn swap_pointer(&self, expected: Option<&str>, version: &str) -> Result<()> {
         if !self.exists(&manifest_path(version)?).await? {
             return Err(Error::integrity(
                 POINTER,
                 format!("refusing to point at {version}: its manifest is not stored"),
             ));
         }
-        let payload = PutPayload::from(format!("{version}\n").into_bytes());
-        self.store.put(&Path::from(POINTER), payload).await?;
-        Ok(())
+        if let Some(root) = &self.local_root {
+            let root = root.clone();
+            let (expected, version) = (expected.map(str::to_owned), version.to_owned());
+            return tokio::task::spawn_blocking(move || {
+                swap_local(&root, expected.as_deref(), &version)
+            })
+            .await
+            .map_err(|e| Error::Io(std::io::Error::other(e)))?;
+        }
+        if let Some(lock) = std::env::var_os(PUBLISH_LOCK_ENV).filter(|v| !v.is_empty()) {
+            let lock = PathBuf::from(lock);
+            let held = tokio::task::spawn_blocking(move || lock_file(&lock))
+                .await
+                .map_err(|e| Error::Io(std::io::Error::other(e)))??;
+            let found = self.current_version().await?;
+            check_expected(expected, found)?;
+            let payload = PutPayload::from(format!("{version}\n").into_bytes());
+            self.store.put(&Path::from(POINTER), payload).await?;
+            drop(held);
+            return Ok(());
+        }
+        self.swap_conditional(expected, version).await
     }
+
+    /// The compare-and-swap through the object store's own conditional writes.
+    async fn swap_conditional(&self, expected: Option<&str>, version: &str) -> Result<()> {
+        let payload = PutPayload::from(format!("{version}\n").into_bytes());
+        let mode = match self.store.get(&Path::from(POINTER)).await {
+            Ok(got) => {
+                let update = UpdateVersion {
+                    e_tag: got.meta.e_tag.clone(),
+                    version: got.meta.version.clone(),
+                };
+                let found = parse_pointer(&got.bytes().await?)?;
+                check_expected(expected, Some(found))?;
+                PutMode::Update(update)
+            }
+            Err(object_store::Error::NotFound { .. }) => {
+                check_expected(expected, None)?;
+                PutMode::Create
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let opts = PutOptions {
+            mode,
+            ..Default::default()
+        };
+        match self.store.put_opts(&Path::from(POINTER), payload, opts).await {
+            Ok(_) => Ok(()),
+            // Another publisher moved (or created) the pointer between our read and write.
+            Err(object_store::Error::Precondition { .. })
+            | Err(object_store::Error::AlreadyExists { .. }) => {
+                let found = self.current_version().await?;
+                Err(Error::PointerMoved {
+                    expected: expected.map(str::to_owned),
+                    found,
+                })
+            }
+            Err(object_store::Error::NotImplemented { .. }) => {
+                Err(Error::NoConditionalWrites(self.display.clone()))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// The variable naming the lock file publishers to an object store without conditional
+/// writes share.
+pub const PUBLISH_LOCK_ENV: &str = "ASOF_PUBLISH_LOCK";
+
+/// The lock file beside the pointer of a local corpus.
+pub const POINTER_LOCK: &str = "manifests/CURRENT.lock";
+
+fn check_expected(expected: Option<&str>, found: Option<String>) -> Result<()> {
+    if found.as_deref() == expected {
+        Ok(())
+    } else {
+        Err(Error::PointerMoved {
+            expected: expected.map(str::to_owned),
+            found,
+        })
+    }
+}
+
+fn parse_pointer(bytes: &[u8]) -> Result<String> {
+    let v = String::from_utf8_lossy(bytes).trim().to_owned();
+    if !is_version(&v) {
+        return Err(Error::Manifest {
+            path: POINTER.into(),
+            detail: "pointer does not hold a sha256:<hex> version".into(),
+        });
+    }
+    Ok(v)
+}
+
+/// Opens (creating) `path` and takes an exclusive OS lock on it, waiting for other holders.
+fn lock_file(path: &FsPath) -> Result<std::fs::File> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(path)?;
+    f.lock()?;
+    Ok(f)
+}
+
+/// The local compare-and-swap: under the lock, read, compare, write a temporary file, fsync,
+/// rename over the pointer, fsync the directory (so the rename survives a power cut).
+fn swap_local(root: &FsPath, expected: Option<&str>, version: &str) -> Result<()> {
+    use std::io::Write;
+    let _held = lock_file(&root.join(POINTER_LOCK))?;
+    let pointer = root.join(POINTER);
+    let found = match std::fs::read(&pointer) {
+        Ok(b) => Some(parse_pointer(&b)?),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    check_expected(expected, found)?;
+    let dir = pointer.parent().expect("the pointer is in manifests/");
+    let tmp = dir.join(format!(".CURRENT.{}.tmp", std::process::id()));
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(format!("{version}\n").as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, &pointer)?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
 }
 
 /// `manifests/<hex>.json` for `sha256:<hex>`.

@@ -33,7 +33,7 @@ pub struct Context {
 }
 
 /// What one ingest's files give.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 pub struct Parsed {
     /// Dated records. `committed_at` is left `None` (the pipeline sets it), `revision_id`,
     /// `content_sha256` and `supersedes` are left empty (publish seals rows).

@@ -15,6 +15,12 @@ pub enum Error {
     Io(#[from] std::io::Error),
 }
 
+impl asof_engine::publish::Rebase for Error {
+    fn pointer_moved(&self) -> bool {
+        matches!(self, Error::Engine(e) if e.pointer_moved())
+    }
+}
+
 impl Error {
     pub fn parse(
         file: impl Into<String>,

@@ -15,7 +15,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
 use asof_engine::manifest::{Certification, Evidence};
-use asof_engine::publish::{ChangeSet, Published, publish};
+use asof_engine::publish::{ChangeSet, Published, publish_onto, rebasing};
 use asof_engine::read::read_partition;
 use asof_engine::record::NewsRow;
 use asof_engine::store::{CorpusStore, sha256_hex};
@@ -110,11 +110,16 @@ pub struct Held {
     pub certifications: Vec<Certification>,
 }
 
-async fn held(store: &CorpusStore, source: SourceId, lane: Lane) -> Result<Held> {
-    let Some(version) = store.current_version().await? else {
+async fn held(
+    store: &CorpusStore,
+    version: Option<&str>,
+    source: SourceId,
+    lane: Lane,
+) -> Result<Held> {
+    let Some(version) = version else {
         return Ok(Held::default());
     };
-    let manifest = store.manifest(&version).await?;
+    let manifest = store.manifest(version).await?;
     let mut rows = Vec::new();
     for p in manifest
         .partitions
@@ -464,7 +469,9 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
     ))
 }
 
-/// The whole ingest: parse, prepare against the current version, publish.
+/// The whole ingest: parse, prepare against the current version, publish. When another
+/// publisher moves the pointer first, the comparison and the change set are re-derived on
+/// top of its version and published again (the files are parsed once).
 pub async fn ingest(
     store: &CorpusStore,
     req: Request,
@@ -473,12 +480,18 @@ pub async fn ingest(
     progress(Step::Parsed(0, req.files.len()));
     let parsed = parse_files(&req)?;
     progress(Step::Parsed(req.files.len(), req.files.len()));
-    progress(Step::Comparing);
-    let held = held(store, req.source, req.lane).await?;
-    let (changes, mut outcome) = prepare(&req, parsed, &held)?;
-    progress(Step::Publishing);
-    outcome.published = publish(store, changes, req.commit_time).await?;
-    Ok(outcome)
+    let (req, parsed) = (&req, &parsed);
+    rebasing(|| async move {
+        progress(Step::Comparing);
+        let parent = store.current_version().await?;
+        let held = held(store, parent.as_deref(), req.source, req.lane).await?;
+        let (changes, mut outcome) = prepare(req, parsed.clone(), &held)?;
+        progress(Step::Publishing);
+        outcome.published =
+            publish_onto(store, parent.as_deref(), changes, req.commit_time, &|_| Ok(())).await?;
+        Ok(outcome)
+    })
+    .await
 }
 
 /// Reads the named files (all before any is parsed, so a missing file fails fast).

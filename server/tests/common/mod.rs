@@ -56,7 +56,7 @@ pub async fn copy_of_sample_corpus_into(dir: &Path) -> CorpusStore {
             .unwrap();
     }
     dst.put_manifest(&m).await.unwrap();
-    dst.set_pointer(&version).await.unwrap();
+    dst.swap_pointer(None, &version).await.unwrap();
     dst
 }
 
