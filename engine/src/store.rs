@@ -35,6 +35,9 @@ pub struct CorpusStore {
     display: String,
     /// The root directory, when the corpus is a local directory (hot-path reads use it).
     local_root: Option<PathBuf>,
+    /// The lock file every publisher to this object store shares, when it has no conditional
+    /// writes ([`PUBLISH_LOCK_ENV`]).
+    publish_lock: Option<PathBuf>,
 }
 
 impl std::fmt::Debug for CorpusStore {
@@ -50,6 +53,25 @@ impl CorpusStore {
     /// (`s3://`, `gs://`, `az://`, `file://`, `memory://`), configured from the environment
     /// (`AWS_*`, `GOOGLE_*`, `AZURE_*`) where the build includes those backends.
     pub fn open(location: &str) -> Result<Self> {
+        let env: Vec<(String, String)> = std::env::vars()
+            .filter(|(k, _)| {
+                k.starts_with("AWS_") || k.starts_with("GOOGLE_") || k.starts_with("AZURE_")
+            })
+            .map(|(k, v)| (k.to_ascii_lowercase(), v))
+            .collect();
+        let mut store = Self::open_with_options(location, env)?;
+        store.publish_lock = std::env::var_os(PUBLISH_LOCK_ENV)
+            .filter(|v| !v.is_empty())
+            .map(PathBuf::from);
+        Ok(store)
+    }
+
+    /// As [`CorpusStore::open`] with the object store's options given (`aws_endpoint`,
+    /// `aws_access_key_id`, ...) instead of read from the environment.
+    pub fn open_with_options(
+        location: &str,
+        opts: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Self> {
         if let Ok(url) = Url::parse(location)
             && url.scheme().len() > 1
         {
@@ -59,12 +81,6 @@ impl CorpusStore {
                 })?;
                 return Self::local(&path);
             }
-            let opts: Vec<(String, String)> = std::env::vars()
-                .filter(|(k, _)| {
-                    k.starts_with("AWS_") || k.starts_with("GOOGLE_") || k.starts_with("AZURE_")
-                })
-                .map(|(k, v)| (k.to_ascii_lowercase(), v))
-                .collect();
             let (store, prefix) = object_store::parse_url_opts(&url, opts).map_err(|e| {
                 Error::invalid("corpus", format!("cannot open {}: {e}", redact(&url)))
             })?;
@@ -97,7 +113,15 @@ impl CorpusStore {
             url,
             display,
             local_root: None,
+            publish_lock: None,
         }
+    }
+
+    /// Makes every pointer move take the OS lock on `path` (a file all publishers to this
+    /// store share), for object stores without conditional writes.
+    pub fn with_publish_lock(mut self, path: PathBuf) -> Self {
+        self.publish_lock = Some(path);
+        self
     }
 
     pub fn object_store(&self) -> Arc<dyn ObjectStore> {
@@ -231,8 +255,7 @@ impl CorpusStore {
             .await
             .map_err(|e| Error::Io(std::io::Error::other(e)))?;
         }
-        if let Some(lock) = std::env::var_os(PUBLISH_LOCK_ENV).filter(|v| !v.is_empty()) {
-            let lock = PathBuf::from(lock);
+        if let Some(lock) = self.publish_lock.clone() {
             let held = tokio::task::spawn_blocking(move || lock_file(&lock))
                 .await
                 .map_err(|e| Error::Io(std::io::Error::other(e)))??;
