@@ -269,10 +269,13 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
         sha256: hex::encode(Sha256::digest(spec_text.as_bytes())),
     };
     let created_at = Instant::parse(CREATED_AT).expect("static instant");
+    // A whole corpus, not a change on top; but the pointer's history stays one chain, so a
+    // corpus written over another names it as parent (and the pointer moves only from it).
+    let parent = store.current_version().await?;
     let mut manifest = Manifest {
         format: FORMAT.into(),
         created_at,
-        parent: None,
+        parent,
         partitions: Vec::new(),
         certifications: Vec::new(),
         spans: Vec::new(),
