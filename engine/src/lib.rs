@@ -13,6 +13,7 @@ pub mod manifest;
 pub mod publish;
 pub mod read;
 pub mod record;
+pub mod sample;
 pub mod scan_gate;
 pub mod sql;
 pub mod store;

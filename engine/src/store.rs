@@ -14,9 +14,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{
-    ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion,
-};
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
 use sha2::{Digest, Sha256};
 use url::Url;
 
@@ -292,7 +290,11 @@ impl CorpusStore {
             mode,
             ..Default::default()
         };
-        match self.store.put_opts(&Path::from(POINTER), payload, opts).await {
+        match self
+            .store
+            .put_opts(&Path::from(POINTER), payload, opts)
+            .await
+        {
             Ok(_) => Ok(()),
             // Another publisher moved (or created) the pointer between our read and write.
             Err(object_store::Error::Precondition { .. })

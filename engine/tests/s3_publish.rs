@@ -37,8 +37,7 @@ fn s3s_binary() -> Option<PathBuf> {
     let path = std::env::var_os("ASOF_S3S_FS")
         .map(PathBuf::from)
         .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/asof-tools/bin/s3s-fs"))
+            std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache/asof-tools/bin/s3s-fs"))
         })?;
     path.is_file().then_some(path)
 }

@@ -64,7 +64,11 @@ pub async fn race(store: CorpusStore, publishers: usize, each: usize) {
     for t in tasks {
         published.extend(t.await.unwrap());
     }
-    assert_eq!(published.len(), publishers * each, "every publish is its own version");
+    assert_eq!(
+        published.len(),
+        publishers * each,
+        "every publish is its own version"
+    );
 
     // Walk the chain from the pointer: linear by construction of `parent`, so it must reach
     // every version any publisher was told it published, and nothing else.
@@ -95,4 +99,3 @@ pub async fn race(store: CorpusStore, publishers: usize, each: usize) {
         .collect();
     assert_eq!(ids, want);
 }
-

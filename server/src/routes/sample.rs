@@ -3,7 +3,8 @@
 
 use asof_engine::coverage::Scope;
 use asof_engine::manifest::{SampleExample, SampleSet};
-use asof_engine::{Answer, Coverage, Day, Entity, Instant, Lane, NewsQuery, SourceId, VisibleBy};
+use asof_engine::sample::{SampleCoverageQuery, sample_latest};
+use asof_engine::{Answer, Day, Entity, Instant, Lane, NewsQuery, SourceId, VisibleBy};
 use axum::extract::{Extension, State};
 use axum::response::IntoResponse;
 use serde::Serialize;
@@ -128,14 +129,6 @@ fn sample_query(
     }
 }
 
-/// The latest cut the sample can serve: the end of its last day.
-fn sample_latest(set: &SampleSet) -> Instant {
-    set.days
-        .iter()
-        .max()
-        .map_or_else(Instant::now, |d| d.end_of_day())
-}
-
 /// The as-of query on the public sample (no key; `sample: true`).
 ///
 /// Three sample companies on a few certified days. A day the sample has not read is a 409
@@ -205,8 +198,24 @@ pub struct SampleCertificate {
     lane: Lane,
     date: Day,
     example: String,
+    /// `certified` on a day the sample has read, `missing` otherwise.
     status: &'static str,
+    /// The example's rows on the day; null on a day the sample has not read.
     row_count: Option<u64>,
+}
+
+impl From<asof_engine::sample::SampleCertificate> for SampleCertificate {
+    fn from(c: asof_engine::sample::SampleCertificate) -> Self {
+        SampleCertificate {
+            key: c.key,
+            source_id: c.source_id,
+            lane: c.lane,
+            date: c.date,
+            example: c.example,
+            status: if c.read { "certified" } else { "missing" },
+            row_count: c.row_count,
+        }
+    }
 }
 
 /// Coverage certificates of the public sample: one per day of its span, counting the
@@ -237,22 +246,25 @@ pub(crate) async fn sample_coverage(
         .as_deref()
         .map(|c| state.signer().open(c, "sample.coverage", &filters, version))
         .transpose()?;
-    let limit = p.limit.0;
-    // The example's rows on the sample days, counted per day.
-    let all = NewsQuery {
-        source: set.source_id,
-        lane: set.lane,
-        visible_by: VisibleBy::PublishedAt,
-        start: None,
-        as_of: sample_latest(&set),
-        entity: Entity::Cik(ex.cik.clone()),
-        after: None,
-        limit: params::MAX_LIMIT,
+    let query = SampleCoverageQuery {
+        set: &set,
+        example: ex,
+        date: p.date,
+        as_of: p.as_of,
+        after,
+        limit: p.limit.0,
     };
-    let rows = match ctx.corpus.news(&all, Scope::Sample(&set)).await? {
-        Answer::Page { rows, .. } => rows,
+    let (certs, coverage) = match ctx.corpus.sample_coverage(&query).await? {
+        (Answer::Page { rows, coverage, .. }, next) => {
+            let next_cursor = next.map(|d| {
+                state
+                    .signer()
+                    .mint("sample.coverage", &filters, version, &d)
+            });
+            (rows, (coverage, next_cursor))
+        }
         // A count over a hole would be a made-up zero: the hole is the answer.
-        Answer::Hole { coverage } => {
+        (Answer::Hole { coverage }, _) => {
             return Err(ApiError::CoverageMissing {
                 coverage,
                 as_of: p.as_of,
@@ -260,52 +272,11 @@ pub(crate) async fn sample_coverage(
             });
         }
     };
-    let first = set.days.iter().min().copied();
-    let last = set.days.iter().max().copied();
-    let mut days: Vec<Day> = match (p.date, first, last) {
-        (Some(d), _, _) => vec![d],
-        (None, Some(f), Some(l)) => (f.days()..=l.days()).map(Day::from_days).collect(),
-        _ => vec![],
-    };
-    if let Some(cut) = p.as_of {
-        days.retain(|d| *d <= cut.day());
-    }
-    days.retain(|d| after.is_none_or(|a| *d > a));
-    let more = days.len() > limit;
-    days.truncate(limit);
-    let mut cov = Coverage::default();
-    let certs: Vec<SampleCertificate> = days
-        .iter()
-        .map(|&d| {
-            let key = asof_engine::coverage::day_key(set.source_id, d);
-            let read = set.days.contains(&d);
-            if read {
-                cov.touch(key.clone());
-            } else {
-                cov.missing.push(key.clone());
-                cov.missing_total += 1;
-            }
-            SampleCertificate {
-                key,
-                source_id: set.source_id,
-                lane: set.lane,
-                date: d,
-                example: ex.id.clone(),
-                status: if read { "certified" } else { "missing" },
-                row_count: read
-                    .then(|| rows.iter().filter(|r| r.partition_day() == Some(d)).count() as u64),
-            }
-        })
-        .collect();
-    let next_cursor = if more {
-        days.last()
-            .map(|d| state.signer().mint("sample.coverage", &filters, version, d))
-    } else {
-        None
-    };
+    let (coverage, next_cursor) = coverage;
+    let certs: Vec<SampleCertificate> = certs.into_iter().map(SampleCertificate::from).collect();
     Ok(ok(&ctx, certs)
         .at(p.as_of, None)
-        .coverage(cov)
+        .coverage(coverage)
         .next(next_cursor)
         .sample(true)
         .into_response())
