@@ -488,7 +488,10 @@ pub async fn ingest(
         let (changes, mut outcome) = prepare(req, parsed.clone(), &held)?;
         progress(Step::Publishing);
         outcome.published =
-            publish_onto(store, parent.as_deref(), changes, req.commit_time, &|_| Ok(())).await?;
+            publish_onto(store, parent.as_deref(), changes, req.commit_time, &|_| {
+                Ok(())
+            })
+            .await?;
         Ok(outcome)
     })
     .await
