@@ -476,7 +476,7 @@ impl Corpus {
                 Scope::Corpus => true,
             })
             .filter(|p| {
-                let s = &p.clocks[clock];
+                let s = p.clocks.get(q.visible_by);
                 s.min.is_some_and(|m| m <= q.as_of)
                     && q.start.is_none_or(|st| s.max.is_some_and(|m| m > st))
             })
@@ -487,12 +487,12 @@ impl Corpus {
                     published_at: Some(pos),
                     ..
                 }) => {
-                    let s = &p.clocks["published_at"];
+                    let s = &p.clocks.published_at;
                     s.nulls > 0 || s.max.is_some_and(|m| m >= *pos)
                 }
                 Some(Position {
                     published_at: None, ..
-                }) => p.clocks["published_at"].nulls > 0,
+                }) => p.clocks.published_at.nulls > 0,
                 None => true,
             })
             .map(|p| self.url_of(p))

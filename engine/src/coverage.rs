@@ -110,8 +110,7 @@ impl DayTable {
         {
             let off = p.date.days() - span.first.days();
             if off >= 0 && (off as usize) < len {
-                available[off as usize] =
-                    p.clocks.get("available_at").is_some_and(|s| s.nulls == 0);
+                available[off as usize] = p.clocks.available_at.nulls == 0;
             }
         }
         let mut uncovered = Vec::with_capacity(len + 1);
@@ -243,7 +242,7 @@ impl<'a> SourceCoverage<'a> {
             .partitions
             .iter()
             .find(|p| p.source_id == self.source && p.lane == self.lane && p.date == day)
-            .is_none_or(|p| p.clocks.get("available_at").is_some_and(|s| s.nulls == 0))
+            .is_none_or(|p| p.clocks.available_at.nulls == 0)
     }
 
     /// Coverage of the days `[from, to]` needed by a cut at `as_of`.

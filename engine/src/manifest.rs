@@ -11,8 +11,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
-use crate::clock::{Day, Instant, Lane, SourceId};
+use crate::clock::{Day, Instant, Lane, SourceId, VisibleBy};
 use crate::error::{Error, Result};
+use crate::record::{CLOCK_COLUMNS, NewsRow};
 
 /// The manifest format this engine reads and writes. Readers refuse other major formats.
 pub const FORMAT: &str = "asof.manifest/1";
@@ -55,7 +56,21 @@ pub struct PartitionEntry {
     pub bytes: u64,
     pub sha256: String,
     /// min/max/null count of each clock column, keyed by column name.
-    pub clocks: BTreeMap<String, ClockStats>,
+    pub clocks: PartitionClocks,
+}
+
+/// The statistics of every clock column of one partition, one field per column of
+/// [`CLOCK_COLUMNS`] (serialized as an object keyed by column name, so the manifest bytes are
+/// those of the map this replaced). Every key is required and no other is accepted: a manifest
+/// missing a clock fails to load with an error naming it, and no lookup can fail later.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PartitionClocks {
+    pub event_at: ClockStats,
+    pub published_at: ClockStats,
+    pub available_at: ClockStats,
+    pub acceptance_at: ClockStats,
+    pub committed_at: ClockStats,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,6 +78,69 @@ pub struct ClockStats {
     pub min: Option<Instant>,
     pub max: Option<Instant>,
     pub nulls: u64,
+}
+
+impl PartitionClocks {
+    /// The statistics of the clock visibility is evaluated on.
+    pub fn get(&self, by: VisibleBy) -> &ClockStats {
+        match by {
+            VisibleBy::PublishedAt => &self.published_at,
+            VisibleBy::AvailableAt => &self.available_at,
+            VisibleBy::CommittedAt => &self.committed_at,
+        }
+    }
+
+    /// The statistics of `rows`, column by column.
+    pub fn from_rows(rows: &[NewsRow]) -> Self {
+        let stats = |clock: fn(&NewsRow) -> Option<Instant>| {
+            let vals: Vec<Instant> = rows.iter().filter_map(clock).collect();
+            ClockStats {
+                min: vals.iter().min().copied(),
+                max: vals.iter().max().copied(),
+                nulls: (rows.len() - vals.len()) as u64,
+            }
+        };
+        PartitionClocks {
+            event_at: stats(|r| r.event_at),
+            published_at: stats(|r| r.published_at),
+            available_at: stats(|r| r.available_at),
+            acceptance_at: stats(|r| r.acceptance_at),
+            committed_at: stats(|r| r.committed_at),
+        }
+    }
+}
+
+/// Builds the statistics from `(column name, stats)` pairs, as writers that walk
+/// [`CLOCK_COLUMNS`] produce them.
+///
+/// # Panics
+/// On a name that is not a clock column or a column given no statistics: a writer's bug (the
+/// names come from [`CLOCK_COLUMNS`]), never a stored manifest's, which loads through serde.
+impl FromIterator<(String, ClockStats)> for PartitionClocks {
+    fn from_iter<I: IntoIterator<Item = (String, ClockStats)>>(iter: I) -> Self {
+        let mut slots: [Option<ClockStats>; CLOCK_COLUMNS.len()] = [None; CLOCK_COLUMNS.len()];
+        for (name, stats) in iter {
+            let i = CLOCK_COLUMNS
+                .iter()
+                .position(|c| *c == name)
+                .unwrap_or_else(|| panic!("{name:?} is not a clock column"));
+            slots[i] = Some(stats);
+        }
+        let at = |name: &str| {
+            let i = CLOCK_COLUMNS
+                .iter()
+                .position(|c| *c == name)
+                .expect("a clock column");
+            slots[i].unwrap_or_else(|| panic!("no statistics for clock column {name}"))
+        };
+        PartitionClocks {
+            event_at: at("event_at"),
+            published_at: at("published_at"),
+            available_at: at("available_at"),
+            acceptance_at: at("acceptance_at"),
+            committed_at: at("committed_at"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -331,6 +409,100 @@ mod tests {
         let mut other = m.clone();
         other.format = "asof.manifest/2".into();
         assert!(Manifest::from_bytes("m", &other.to_canonical_bytes().unwrap()).is_err());
+    }
+
+    /// The shipped sample corpus's current manifest: its version and bytes.
+    fn shipped() -> (String, Vec<u8>) {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let version = std::fs::read_to_string(root.join("manifests/CURRENT")).unwrap();
+        let version = version.trim().to_owned();
+        let hex = version.strip_prefix("sha256:").unwrap();
+        let bytes = std::fs::read(root.join(format!("manifests/{hex}.json"))).unwrap();
+        (version, bytes)
+    }
+
+    /// The shipped manifest with `edit` applied to the clocks of its first partition, in
+    /// canonical form.
+    fn shipped_with_clocks(edit: impl FnOnce(&mut serde_json::Map<String, Value>)) -> Vec<u8> {
+        let (_, bytes) = shipped();
+        let mut v: Value = serde_json::from_slice(&bytes).unwrap();
+        edit(v["partitions"][0]["clocks"].as_object_mut().unwrap());
+        let mut out = Vec::new();
+        write_canonical(&v, &mut out).unwrap();
+        out.push(b'\n');
+        out
+    }
+
+    #[test]
+    fn the_shipped_manifest_loads_with_typed_clocks_into_the_same_bytes_and_version() {
+        let (version, bytes) = shipped();
+        let m = Manifest::from_bytes("shipped", &bytes).unwrap();
+        assert_eq!(m.to_canonical_bytes().unwrap(), bytes);
+        assert_eq!(m.version().unwrap(), version);
+        let p = &m.partitions[0];
+        assert_eq!(p.clocks.get(VisibleBy::PublishedAt), &p.clocks.published_at);
+        assert_eq!(p.clocks.published_at.nulls, 0);
+    }
+
+    #[test]
+    fn a_manifest_missing_a_clock_fails_to_load_with_an_error_naming_it() {
+        let bytes = shipped_with_clocks(|c| {
+            c.remove("available_at");
+        });
+        match Manifest::from_bytes("m", &bytes) {
+            Err(Error::Manifest { path, detail }) => {
+                assert_eq!(path, "m");
+                assert!(detail.contains("missing field `available_at`"), "{detail}");
+            }
+            other => panic!("expected a manifest error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_manifest_with_an_unknown_clock_fails_to_load_with_an_error_naming_it() {
+        let bytes = shipped_with_clocks(|c| {
+            let stats = c["published_at"].clone();
+            c.insert("seen_at".into(), stats);
+        });
+        match Manifest::from_bytes("m", &bytes) {
+            Err(Error::Manifest { detail, .. }) => {
+                assert!(detail.contains("unknown field `seen_at`"), "{detail}");
+            }
+            other => panic!("expected a manifest error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn clock_statistics_built_by_column_name_equal_those_built_from_rows() {
+        let rows = vec![
+            crate::record::tests::row("0000000000-26-000001_1", "1", Some("2026-01-09T15:00:00Z")),
+            crate::record::tests::row("0000000000-26-000002_1", "1", None),
+        ];
+        let by_name: PartitionClocks = CLOCK_COLUMNS
+            .iter()
+            .map(|&c| {
+                let vals: Vec<Instant> = rows
+                    .iter()
+                    .filter_map(|r| match c {
+                        "event_at" => r.event_at,
+                        "published_at" => r.published_at,
+                        "available_at" => r.available_at,
+                        "acceptance_at" => r.acceptance_at,
+                        _ => r.committed_at,
+                    })
+                    .collect();
+                let stats = ClockStats {
+                    min: vals.iter().min().copied(),
+                    max: vals.iter().max().copied(),
+                    nulls: (rows.len() - vals.len()) as u64,
+                };
+                (c.to_owned(), stats)
+            })
+            .collect();
+        let from_rows = PartitionClocks::from_rows(&rows);
+        assert_eq!(by_name, from_rows);
+        assert_eq!(from_rows.published_at.nulls, 1);
+        assert_eq!(from_rows.event_at.min, None);
     }
 
     #[test]
