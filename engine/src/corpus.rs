@@ -5,15 +5,15 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use datafusion::arrow::record_batch::RecordBatch;
-use datafusion::common::ScalarValue;
 use datafusion::datasource::file_format::options::ParquetReadOptions;
-use datafusion::logical_expr::{Expr, col, lit};
+use datafusion::logical_expr::{col, lit};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use serde::Serialize;
 
 use crate::access::{AccessIndex, Bounds};
 use crate::clock::{Day, Instant, Lane, SourceId, VisibleBy};
 use crate::coverage::{Coverage, DayStatus, DayTable, Scope, SourceCoverage, day_key};
+use crate::cut::{Cut, ts};
 use crate::error::{Error, Result};
 use crate::identity::{IdentityFile, IdentityIndex, Mapping, ticker_hole_key};
 use crate::manifest::{Manifest, PartitionEntry};
@@ -142,13 +142,6 @@ impl std::fmt::Debug for Corpus {
             .field("store", &self.store)
             .finish()
     }
-}
-
-fn ts(i: Instant) -> Expr {
-    lit(ScalarValue::TimestampMicrosecond(
-        Some(i.micros()),
-        Some("UTC".into()),
-    ))
 }
 
 impl Corpus {
@@ -290,17 +283,6 @@ impl Corpus {
         Ok(self.ctx.read_parquet(files, opts).await?)
     }
 
-    /// Revisions that are not current at a cut: for `committed_at`, those superseded by a
-    /// revision committed at or before the cut; for other clocks, every superseded revision
-    /// (the corpus version's best knowledge).
-    fn stale_revisions(&self, visible_by: VisibleBy, as_of: Instant) -> Vec<Expr> {
-        self.superseded
-            .iter()
-            .filter(|(_, at)| visible_by != VisibleBy::CommittedAt || **at <= as_of)
-            .map(|(rev, _)| lit(rev.clone()))
-            .collect()
-    }
-
     /// Coverage view of a source-lane.
     pub fn source_coverage<'a>(
         &'a self,
@@ -378,17 +360,7 @@ impl Corpus {
     /// Whether a row belongs to the answer of `q` (any CIK): the exact predicate the scan
     /// expresses in DataFusion, for rows the index path reads.
     fn keeps(&self, q: &NewsQuery, r: &NewsRow) -> bool {
-        let Some(c) = r.clock(q.visible_by) else {
-            return false;
-        };
-        if c > q.as_of || q.start.is_some_and(|s| c <= s) {
-            return false;
-        }
-        let current = self
-            .superseded
-            .get(&r.revision_id)
-            .is_none_or(|at| q.visible_by == VisibleBy::CommittedAt && *at > q.as_of);
-        if !current {
+        if !Cut::of(q).admits(r, &self.superseded) {
             return false;
         }
         match &q.after {
@@ -464,7 +436,6 @@ impl Corpus {
         scope: Scope<'_>,
     ) -> Result<Vec<NewsRow>> {
         let _slot = self.scans.enter().await?;
-        let clock = q.visible_by.as_str();
         let files: Vec<String> = self
             .manifest
             .partitions
@@ -500,22 +471,10 @@ impl Corpus {
         if files.is_empty() || ciks.is_some_and(<[String]>::is_empty) {
             return Ok(vec![]);
         }
-        let c = col(clock);
-        let mut pred = c.clone().is_not_null().and(c.clone().lt_eq(ts(q.as_of)));
-        if let Some(start) = q.start {
-            pred = pred.and(c.gt(ts(start)));
-        }
+        let mut pred = Cut::of(q).expr(&self.superseded);
         if let Some(ciks) = ciks {
             pred =
                 pred.and(col("cik").in_list(ciks.iter().map(|c| lit(c.clone())).collect(), false));
-        }
-        let stale = self.stale_revisions(q.visible_by, q.as_of);
-        if !stale.is_empty() {
-            pred = pred.and(col("revision_id").in_list(stale, true));
-        }
-        if q.visible_by == VisibleBy::CommittedAt {
-            // Revisions committed after the cut are unknown at it.
-            pred = pred.and(col("committed_at").lt_eq(ts(q.as_of)));
         }
         if let Some(pos) = &q.after {
             let p = col("published_at");
@@ -572,18 +531,12 @@ impl Corpus {
         if revisions.is_empty() {
             return Ok(RecordLookup::NotFound);
         }
-        let current = revisions.into_iter().find(|r| {
-            let stale_at = self.superseded.get(&r.revision_id);
-            match visible_by {
-                VisibleBy::CommittedAt => {
-                    r.committed_at.is_some_and(|c| c <= as_of)
-                        && stale_at.is_none_or(|s| *s > as_of)
-                }
-                _ => stale_at.is_none(),
-            }
-        });
+        let cut = Cut::at(as_of, visible_by);
+        let current = revisions
+            .into_iter()
+            .find(|r| cut.knows(r) && cut.in_force(self.superseded.get(&r.revision_id).copied()));
         Ok(match current {
-            Some(r) if r.visible_at(as_of, visible_by) => RecordLookup::Visible(Box::new(r)),
+            Some(r) if cut.sees(&r) => RecordLookup::Visible(Box::new(r)),
             _ => RecordLookup::NotYetVisible,
         })
     }

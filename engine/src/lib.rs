@@ -7,6 +7,7 @@ pub mod access;
 pub mod clock;
 pub mod corpus;
 pub mod coverage;
+pub mod cut;
 pub mod error;
 pub mod identity;
 pub mod manifest;

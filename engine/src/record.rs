@@ -104,7 +104,7 @@ impl NewsRow {
     /// Visibility rule of the whole service: the named clock is non-null and at or before
     /// `as_of`. A null clock is never visible (fail closed).
     pub fn visible_at(&self, as_of: Instant, by: VisibleBy) -> bool {
-        self.clock(by).is_some_and(|c| c <= as_of)
+        crate::cut::Cut::at(as_of, by).sees(self)
     }
 
     /// The UTC day whose partition holds this row: the day of `published_at`, else of
