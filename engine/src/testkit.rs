@@ -74,3 +74,22 @@ pub async fn corpus(
     let c = Corpus::open(store.clone()).await.unwrap();
     (dir, store, c)
 }
+
+/// January certified in both lanes. Certified (committed) on Jan 1 so that `committed_at`
+/// cuts during January see the certification; a later `certified_at` would make them holes.
+pub fn january() -> Vec<crate::manifest::Certification> {
+    vec![
+        cert(
+            Lane::CertifiedPit,
+            "2026-01-01",
+            "2026-01-31",
+            "2026-01-01T00:00:00Z",
+        ),
+        cert(
+            Lane::ForwardFirstSeen,
+            "2026-01-01",
+            "2026-01-31",
+            "2026-01-01T00:00:00Z",
+        ),
+    ]
+}
