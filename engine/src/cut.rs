@@ -1,46 +1,72 @@
 //! The as-of rule, written once: which revisions a cut sees, as a DataFusion expression for
 //! the scan path and as a row predicate for the index path and single-record lookups.
 //!
-//! A row is visible at a cut when the cut's clock is non-null, at or before `as_of`, and (in a
-//! diff window) after `start`. Of a record's revisions, the one in force is: on
-//! `published_at` / `available_at`, the corpus version's current revision (never superseded);
-//! on `committed_at`, the revision current at the cut (not yet superseded by a revision
-//! committed at or before it). Lanes are chosen by the partitions read, never mixed.
+//! A row is visible at a cut when it is of the cut's lane (lanes are never mixed in one
+//! answer), and its clock is non-null, at or before `as_of`, and (in a diff window) after
+//! `start`. Of a record's revisions, the one in force follows the cut's [`Revisions`] policy.
 
 use std::collections::HashMap;
 
 use datafusion::prelude::{Expr, col, lit};
 
-use crate::clock::{Instant, VisibleBy};
+use crate::clock::{Instant, Lane, VisibleBy};
 use crate::record::NewsRow;
 
-/// One cut (or diff window) on one clock.
+/// One cut (or diff window): instant, clock, lane and revision policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cut {
     pub as_of: Instant,
     /// Exclusive start of a diff window.
     pub start: Option<Instant>,
     pub clock: VisibleBy,
+    /// The one lane answered; `None` for a record lookup by id, which names its own lane.
+    pub lane: Option<Lane>,
+    pub revisions: Revisions,
+}
+
+/// Which of a record's revisions a cut sees.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Revisions {
+    /// The corpus version's best knowledge: the revision never superseded, whatever the
+    /// instant (cuts on `published_at` and `available_at`).
+    Latest,
+    /// What the corpus held at the cut: revisions committed at or before it, and of those the
+    /// one not yet superseded by a revision committed at or before it (cuts on
+    /// `committed_at`).
+    AsCommitted,
+}
+
+impl Revisions {
+    /// The policy a clock implies: only `committed_at` replays the corpus's own history.
+    pub fn of(clock: VisibleBy) -> Self {
+        match clock {
+            VisibleBy::CommittedAt => Revisions::AsCommitted,
+            _ => Revisions::Latest,
+        }
+    }
 }
 
 /// Superseded revision id → the commit instant of the revision that superseded it.
 pub type Superseded = HashMap<String, Instant>;
 
 impl Cut {
+    /// A cut on `clock` at `as_of`, over every lane (a record lookup).
     pub fn at(as_of: Instant, clock: VisibleBy) -> Self {
         Cut {
             as_of,
             start: None,
             clock,
+            lane: None,
+            revisions: Revisions::of(clock),
         }
     }
 
-    /// The cut of an as-of or diff query.
+    /// The cut of an as-of or diff query: its lane only.
     pub fn of(q: &crate::corpus::NewsQuery) -> Self {
         Cut {
-            as_of: q.as_of,
             start: q.start,
-            clock: q.visible_by,
+            lane: Some(q.lane),
+            ..Cut::at(q.as_of, q.visible_by)
         }
     }
 
@@ -48,21 +74,25 @@ impl Cut {
     /// revisions committed at or before it; on the other clocks, every revision of the
     /// version (its best knowledge).
     pub fn knows(&self, r: &NewsRow) -> bool {
-        self.clock != VisibleBy::CommittedAt || r.committed_at.is_some_and(|c| c <= self.as_of)
+        match self.revisions {
+            Revisions::Latest => true,
+            Revisions::AsCommitted => r.committed_at.is_some_and(|c| c <= self.as_of),
+        }
     }
 
-    /// The row's clock lies in the cut: non-null, `<= as_of`, `> start`. Null is never
-    /// visible (fail closed).
+    /// The row is of the cut's lane and its clock lies in the cut: non-null, `<= as_of`,
+    /// `> start`. Null is never visible (fail closed).
     pub fn sees(&self, r: &NewsRow) -> bool {
-        r.clock(self.clock)
-            .is_some_and(|c| c <= self.as_of && self.start.is_none_or(|s| c > s))
+        self.lane.is_none_or(|l| l == r.lane)
+            && r.clock(self.clock)
+                .is_some_and(|c| c <= self.as_of && self.start.is_none_or(|s| c > s))
     }
 
     /// Whether a revision superseded at `superseded_at` (if ever) is the one in force.
     pub fn in_force(&self, superseded_at: Option<Instant>) -> bool {
-        match self.clock {
-            VisibleBy::CommittedAt => superseded_at.is_none_or(|at| at > self.as_of),
-            _ => superseded_at.is_none(),
+        match self.revisions {
+            Revisions::AsCommitted => superseded_at.is_none_or(|at| at > self.as_of),
+            Revisions::Latest => superseded_at.is_none(),
         }
     }
 
@@ -77,6 +107,12 @@ impl Cut {
         let mut pred = c.clone().is_not_null().and(c.clone().lt_eq(ts(self.as_of)));
         if let Some(start) = self.start {
             pred = pred.and(c.gt(ts(start)));
+        }
+        if let Some(lane) = self.lane {
+            pred = pred.and(col("lane").eq(lit(lane.as_str())));
+        }
+        if self.revisions == Revisions::AsCommitted && self.clock != VisibleBy::CommittedAt {
+            pred = pred.and(col("committed_at").lt_eq(ts(self.as_of)));
         }
         let stale: Vec<Expr> = superseded
             .iter()
@@ -121,9 +157,8 @@ mod tests {
     fn a_diff_window_excludes_its_start_and_includes_its_end() {
         let r = row("a_1", "1", Some("2026-01-09T15:00:00Z"));
         let window = |s: &str, e: &str| Cut {
-            as_of: t(e),
             start: Some(t(s)),
-            clock: VisibleBy::PublishedAt,
+            ..Cut::at(t(e), VisibleBy::PublishedAt)
         };
         assert!(window("2026-01-09T14:00:00Z", "2026-01-09T15:00:00Z").sees(&r));
         assert!(!window("2026-01-09T15:00:00Z", "2026-01-09T16:00:00Z").sees(&r));
@@ -147,27 +182,35 @@ mod tests {
             row("b_1", "1", Some("2026-01-10T15:00:00Z")),
             row("c_1", "1", None),
             row("d_1", "1", Some("2026-01-08T00:00:00Z")),
+            row("e_1", "1", Some("2026-01-08T00:00:00Z")),
         ];
         for (i, r) in rows.iter_mut().enumerate() {
             r.committed_at = Some(t(&format!("2026-01-{:02}T12:00:00Z", 7 + i)));
             r.revision_id = format!("rev{i}");
         }
+        rows[4].lane = Lane::ForwardFirstSeen;
+        rows[4].committed_at = Some(t("2026-01-08T00:00:00Z"));
+        let mut answers = std::collections::BTreeSet::new();
         let mut superseded = Superseded::new();
         superseded.insert("rev0".into(), t("2026-01-09T00:00:00Z"));
         superseded.insert("rev3".into(), t("2026-01-12T00:00:00Z"));
         let ctx = SessionContext::new();
         ctx.register_batch("r", crate::record::to_batch(&rows).unwrap())
             .unwrap();
-        for clock in [VisibleBy::PublishedAt, VisibleBy::CommittedAt] {
+        let lanes = [None, Some(Lane::CertifiedPit), Some(Lane::ForwardFirstSeen)];
+        for (clock, lane) in [VisibleBy::PublishedAt, VisibleBy::CommittedAt]
+            .into_iter()
+            .flat_map(|c| lanes.map(|l| (c, l)))
+        {
             for (as_of, start) in [
                 ("2026-01-09T15:00:00Z", None),
                 ("2026-01-11T00:00:00Z", None),
                 ("2026-01-11T00:00:00Z", Some("2026-01-09T15:00:00Z")),
             ] {
                 let cut = Cut {
-                    as_of: t(as_of),
                     start: start.map(t),
-                    clock,
+                    lane,
+                    ..Cut::at(t(as_of), clock)
                 };
                 let want: Vec<String> = rows
                     .iter()
@@ -201,7 +244,11 @@ mod tests {
                     })
                     .collect();
                 assert_eq!(got, want, "{cut:?}");
+                answers.insert(want);
             }
         }
+        // The cases tell rows apart: lanes, windows and revisions give different answers.
+        assert!(answers.len() >= 6, "{answers:?}");
+        assert!(answers.contains(&vec!["e_1".to_owned()]));
     }
 }
