@@ -22,8 +22,8 @@ pub mod verify;
 
 pub use clock::{CLOCK_PATTERN, DAY_PATTERN, Day, Instant, Lane, SourceId, VisibleBy};
 pub use corpus::{
-    Answer, Certificate, Corpus, CoverageQuery, Entity, NewsQuery, Position, RecordLookup,
-    normalize_cik,
+    Answer, Certificate, Corpus, CoverageQuery, Entity, FileEntry, FilePosition, FilesQuery,
+    NewsQuery, Position, RecordLookup, normalize_cik,
 };
 pub use coverage::{Coverage, Scope};
 pub use error::{ClockFault, Error, Result};

@@ -14,7 +14,11 @@ use std::sync::Arc;
 use bytes::Bytes;
 use object_store::local::LocalFileSystem;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload, UpdateVersion};
+use object_store::signer::Signer;
+use object_store::{
+    GetOptions, GetRange, GetResult, ObjectStore, ObjectStoreExt, ObjectStoreScheme, PutMode,
+    PutOptions, PutPayload, UpdateVersion,
+};
 use sha2::{Digest, Sha256};
 use url::Url;
 
@@ -22,6 +26,20 @@ use crate::error::{Error, Result};
 use crate::manifest::{Manifest, version_of};
 
 pub const POINTER: &str = "manifests/CURRENT";
+
+/// A cloud store builder configured from a URL and `(key, value)` options, as
+/// `object_store::parse_url_opts` configures it (unknown keys are ignored).
+macro_rules! configured {
+    ($builder:ty, $url:expr, $opts:expr) => {
+        $opts.iter().fold(
+            <$builder>::new().with_url($url.to_string()),
+            |b, (k, v)| match k.to_ascii_lowercase().parse() {
+                Ok(key) => b.with_config(key, v.clone()),
+                Err(_) => b,
+            },
+        )
+    };
+}
 
 /// A handle on one corpus root. Cheap to clone.
 #[derive(Clone)]
@@ -36,6 +54,10 @@ pub struct CorpusStore {
     /// The lock file every publisher to this object store shares, when it has no conditional
     /// writes ([`PUBLISH_LOCK_ENV`]).
     publish_lock: Option<PathBuf>,
+    /// The cloud store's own URL signer (S3, GCS, Azure), and the prefix the corpus root sits
+    /// under in its bucket: file downloads are presigned GETs that never pass through the
+    /// service. `None` for a local directory (the service signs its own URLs then).
+    signer: Option<(Arc<dyn Signer>, Path)>,
 }
 
 impl std::fmt::Debug for CorpusStore {
@@ -79,15 +101,56 @@ impl CorpusStore {
                 })?;
                 return Self::local(&path);
             }
-            let (store, prefix) = object_store::parse_url_opts(&url, opts).map_err(|e| {
+            let cannot = |e: &dyn std::fmt::Display| {
                 Error::invalid("corpus", format!("cannot open {}: {e}", redact(&url)))
-            })?;
-            let store: Arc<dyn ObjectStore> = if prefix.as_ref().is_empty() {
-                Arc::from(store)
-            } else {
-                Arc::new(object_store::prefix::PrefixStore::new(store, prefix))
             };
-            return Ok(Self::from_store(store, redact(&url)));
+            let opts: Vec<(String, String)> = opts.into_iter().collect();
+            let (scheme, prefix) = ObjectStoreScheme::parse(&url).map_err(|e| cannot(&e))?;
+            // The cloud backends are built here rather than by `parse_url_opts` so that the
+            // concrete store is kept as a `Signer` too.
+            let (store, signer): (Arc<dyn ObjectStore>, Option<Arc<dyn Signer>>) = match scheme {
+                ObjectStoreScheme::AmazonS3 => {
+                    let s = Arc::new(
+                        configured!(object_store::aws::AmazonS3Builder, &url, &opts)
+                            .build()
+                            .map_err(|e| cannot(&e))?,
+                    );
+                    (s.clone(), Some(s))
+                }
+                ObjectStoreScheme::GoogleCloudStorage => {
+                    let s = Arc::new(
+                        configured!(object_store::gcp::GoogleCloudStorageBuilder, &url, &opts)
+                            .build()
+                            .map_err(|e| cannot(&e))?,
+                    );
+                    (s.clone(), Some(s))
+                }
+                ObjectStoreScheme::MicrosoftAzure => {
+                    let s = Arc::new(
+                        configured!(object_store::azure::MicrosoftAzureBuilder, &url, &opts)
+                            .build()
+                            .map_err(|e| cannot(&e))?,
+                    );
+                    (s.clone(), Some(s))
+                }
+                _ => {
+                    let (s, _) =
+                        object_store::parse_url_opts(&url, opts).map_err(|e| cannot(&e))?;
+                    (Arc::from(s), None)
+                }
+            };
+            let prefix = Path::from(prefix.as_ref());
+            let store: Arc<dyn ObjectStore> = if prefix.as_ref().is_empty() {
+                store
+            } else {
+                Arc::new(object_store::prefix::PrefixStore::new(
+                    store,
+                    prefix.clone(),
+                ))
+            };
+            let mut corpus = Self::from_store(store, redact(&url));
+            corpus.signer = signer.map(|s| (s, prefix));
+            return Ok(corpus);
         }
         Self::local(FsPath::new(location))
     }
@@ -112,6 +175,7 @@ impl CorpusStore {
             display,
             local_root: None,
             publish_lock: None,
+            signer: None,
         }
     }
 
@@ -134,6 +198,32 @@ impl CorpusStore {
     /// The root directory of a local corpus; `None` for object-store URLs.
     pub fn local_root(&self) -> Option<&FsPath> {
         self.local_root.as_deref()
+    }
+
+    /// Whether file URLs come from the object store's own signer (S3, GCS, Azure).
+    pub fn presigns(&self) -> bool {
+        self.signer.is_some()
+    }
+
+    /// A presigned GET URL for the object at `path`, valid for `ttl`, from the object store's
+    /// own signer; `None` when the backend has none (a local directory).
+    pub async fn presigned_get(&self, path: &str, ttl: std::time::Duration) -> Result<Option<Url>> {
+        let Some((signer, prefix)) = &self.signer else {
+            return Ok(None);
+        };
+        let full: Path = prefix.parts().chain(Path::from(path).parts()).collect();
+        Ok(Some(
+            signer.signed_url(http::Method::GET, &full, ttl).await?,
+        ))
+    }
+
+    /// The object at `path`, or one byte range of it: a stream with its size and metadata.
+    pub async fn get_range(&self, path: &str, range: Option<GetRange>) -> Result<GetResult> {
+        let opts = GetOptions {
+            range,
+            ..GetOptions::default()
+        };
+        Ok(self.store.get_opts(&Path::from(path), opts).await?)
     }
 
     pub async fn get(&self, path: &str) -> Result<Bytes> {

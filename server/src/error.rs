@@ -36,6 +36,8 @@ pub enum ApiError {
     NotFound(String),
     #[error("method not allowed")]
     MethodNotAllowed { allow: String },
+    #[error("range not satisfiable")]
+    RangeNotSatisfiable { size: u64 },
     #[error("rate limit exceeded")]
     RateLimited { retry_after: u64 },
     #[error("request timed out")]
@@ -64,6 +66,7 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
+            ApiError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Timeout { .. } | ApiError::Overloaded { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
@@ -83,6 +86,7 @@ impl ApiError {
             ApiError::Forbidden(_) => "forbidden",
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
+            ApiError::RangeNotSatisfiable { .. } => "range_not_satisfiable",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::Timeout { .. } => "timeout",
             ApiError::Overloaded { .. } => "overloaded",
@@ -106,6 +110,7 @@ impl ApiError {
             }
             ApiError::CursorExpired => "the corpus moved to a new corpus_version since this cursor was minted; restart from the first page".into(),
             ApiError::MethodNotAllowed { allow } => format!("method not allowed on this path; allowed: {allow}"),
+            ApiError::RangeNotSatisfiable { size } => format!("the requested range lies past the end of the file ({size} bytes)"),
             ApiError::RateLimited { retry_after } => format!("rate limit exceeded; retry after {retry_after} seconds"),
             ApiError::Timeout { after_secs } => format!("the answer took longer than {after_secs} s and was abandoned; retry, or narrow the query (a ticker, cik or limit)"),
             ApiError::Overloaded { retry_after } => format!("too many queries are scanning the corpus right now; retry after {retry_after} s"),

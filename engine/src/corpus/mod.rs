@@ -1,14 +1,17 @@
 //! A loaded corpus version and the queries it answers, one file per operation: as-of news and
-//! diff (`news.rs`), single records (`record.rs`), coverage certificates (`coverage.rs`) and
-//! identity mappings (`mapping.rs`). This file loads a version and holds what they share. No
-//! HTTP here: the server and the CLI both call these.
+//! diff (`news.rs`), single records (`record.rs`), coverage certificates (`coverage.rs`),
+//! identity mappings (`mapping.rs`) and the version's partitions as flat files (`files.rs`).
+//! This file loads a version and holds what they share. No HTTP here: the server and the CLI
+//! both call these.
 
 mod coverage;
+mod files;
 mod mapping;
 mod news;
 mod record;
 
 pub use coverage::{Certificate, CoverageQuery, PartitionRef};
+pub use files::{FileEntry, FilePosition, FilesQuery};
 pub use news::{Answer, Entity, NewsQuery, Position};
 pub use record::RecordLookup;
 

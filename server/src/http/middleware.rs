@@ -390,6 +390,12 @@ pub fn error_response(ctx: &Ctx, err: &ApiError, sample: bool) -> Response {
         ApiError::Timeout { .. } => {
             h.insert(header::RETRY_AFTER, HeaderValue::from(1));
         }
+        ApiError::RangeNotSatisfiable { size } => {
+            h.insert(
+                header::CONTENT_RANGE,
+                HeaderValue::from_str(&format!("bytes */{size}")).expect("ascii"),
+            );
+        }
         _ => {}
     }
     r
@@ -440,6 +446,13 @@ async fn gate(state: &AppState, access: Access, mut req: Request, next: Next) ->
                 state.public_requests_per_minute(),
             )
         }
+        Access::Signed => (
+            format!(
+                "file-ip:{}",
+                client_addr(&req, state.options().trust_forwarded_for)
+            ),
+            state.options().file_requests_per_minute,
+        ),
         Access::Key(min_plan) => {
             let caller = match authenticate(state, req.headers(), now).await {
                 Ok(c) => c,

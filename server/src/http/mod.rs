@@ -4,8 +4,10 @@
 
 pub mod cursor;
 pub mod envelope;
+pub mod file_url;
 pub mod middleware;
 pub mod params;
+pub mod range;
 pub mod response;
 pub mod route;
 pub mod state;

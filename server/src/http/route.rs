@@ -28,6 +28,9 @@ pub enum Access {
     Public,
     /// A Bearer key of at least this plan; rate-limited per key.
     Key(Plan),
+    /// No credential but the signature in the URL itself (checked by the handler): signed
+    /// file URLs. Rate-limited per client address on a budget of their own.
+    Signed,
 }
 
 /// What a successful answer is, as far as the shared conventions go.
@@ -44,6 +47,9 @@ pub enum Kind {
     Document,
     /// The MCP endpoint: JSON-RPC bodies and its own statuses.
     Rpc,
+    /// File bytes (a signed file URL): `Content-Length`, ranges, the file's sha256 as ETag;
+    /// errors are envelopes, answers are not.
+    Bytes,
 }
 
 /// The handler side of an entry, as `utoipa_axum::routes!` builds it: the component schemas
@@ -97,6 +103,16 @@ impl Route {
             access: Access::Open,
             kind: Kind::Envelope,
             receipts: true,
+            endpoint,
+        }
+    }
+
+    /// A signed file URL (see [`Access::Signed`]): bytes, never receipted.
+    pub const fn signed(endpoint: fn() -> Endpoint) -> Self {
+        Route {
+            access: Access::Signed,
+            kind: Kind::Bytes,
+            receipts: false,
             endpoint,
         }
     }

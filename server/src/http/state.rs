@@ -9,6 +9,7 @@ use std::time::Duration;
 use asof_engine::{Corpus, ScanGate};
 
 use crate::http::cursor::CursorSigner;
+use crate::http::file_url::FileUrlSigner;
 use crate::plan::PUBLIC_REQUESTS_PER_MINUTE;
 use crate::state::audit::Audit;
 use crate::state::key_cache::KeyCache;
@@ -25,6 +26,7 @@ struct Inner {
     corpus: RwLock<Arc<Corpus>>,
     store: Arc<dyn StateStore>,
     signer: CursorSigner,
+    file_urls: FileUrlSigner,
     opts: Options,
     audit: Audit,
     rate: Arc<RateWindows>,
@@ -37,6 +39,9 @@ struct Inner {
 
 /// A value derived from the corpus version it names.
 type PerVersion = (String, Arc<dyn Any + Send + Sync>);
+
+/// Default of [`Options::file_requests_per_minute`].
+pub const FILE_REQUESTS_PER_MINUTE: u32 = 1200;
 
 /// Settings of one server process besides its corpus and state store.
 #[derive(Debug, Clone)]
@@ -53,6 +58,15 @@ pub struct Options {
     pub max_concurrent_scans: usize,
     /// How long a scan waits for a free slot before the request is answered `503 overloaded`.
     pub scan_wait: Duration,
+    /// How long a file URL (`/v1/files`) stays valid.
+    pub file_url_ttl: Duration,
+    /// Requests per minute one client address may make to signed file URLs (a Parquet reader
+    /// makes several range requests per file).
+    pub file_requests_per_minute: u32,
+    /// The origin clients reach this service at (`https://api.example.com`), for the URLs it
+    /// signs itself; `None`: the request's `Host` (and, behind a trusted proxy,
+    /// `X-Forwarded-Proto`).
+    pub public_url: Option<String>,
 }
 
 impl Default for Options {
@@ -64,6 +78,9 @@ impl Default for Options {
             request_timeout: Duration::from_secs(30),
             max_concurrent_scans: 8,
             scan_wait: Duration::from_secs(2),
+            file_url_ttl: Duration::from_secs(15 * 60),
+            file_requests_per_minute: FILE_REQUESTS_PER_MINUTE,
+            public_url: None,
         }
     }
 }
@@ -77,8 +94,8 @@ impl std::fmt::Debug for AppState {
 }
 
 impl AppState {
-    /// Builds the state; the cursor secret is read from (or created in) the state store, so
-    /// every replica sharing the store signs and verifies the same cursors.
+    /// Builds the state; the cursor and file-URL secrets are read from (or created in) the
+    /// state store, so every replica sharing the store signs and verifies the same tokens.
     pub async fn new(
         corpus: Corpus,
         store: Arc<dyn StateStore>,
@@ -99,6 +116,7 @@ impl AppState {
         opts: Options,
     ) -> crate::error::Result<Self> {
         let secret = store.secret("cursor_hmac").await?;
+        let file_secret = store.secret("file_url_hmac").await?;
         let scans = ScanGate::new(opts.max_concurrent_scans, opts.scan_wait);
         let mut corpus = corpus;
         corpus.set_scan_gate(scans.clone());
@@ -110,6 +128,7 @@ impl AppState {
                 audit: Audit::start(store.clone(), opts.audit_queue_capacity),
                 store,
                 signer: CursorSigner::new(&secret),
+                file_urls: FileUrlSigner::new(&file_secret),
                 rate,
                 keys: KeyCache::new(crate::state::key_cache::TTL),
                 per_version: Mutex::default(),
@@ -136,6 +155,11 @@ impl AppState {
 
     pub fn signer(&self) -> &CursorSigner {
         &self.inner.signer
+    }
+
+    /// Signs and verifies the service's own file URLs (see [`FileUrlSigner`]).
+    pub fn file_urls(&self) -> &FileUrlSigner {
+        &self.inner.file_urls
     }
 
     pub fn audit(&self) -> &Audit {

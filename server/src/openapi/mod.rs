@@ -136,11 +136,17 @@ pub(crate) fn inline_single_one_of(v: &mut serde_json::Value) {
 fn header_required(kind: Kind, status: &str, name: &str) -> bool {
     match name {
         "X-Request-Id" => true,
-        "X-Corpus-Version" | "Cache-Control" => kind != Kind::Rpc,
-        "ETag" => matches!(status, "200" | "304") && kind != Kind::Rpc,
+        // File bytes are not an answer of a corpus version (their ETag is their sha256).
+        "X-Corpus-Version" => {
+            kind != Kind::Rpc && !(kind == Kind::Bytes && matches!(status, "200" | "206" | "304"))
+        }
+        "Cache-Control" => kind != Kind::Rpc,
+        "ETag" => matches!(status, "200" | "206" | "304") && kind != Kind::Rpc,
         "Retry-After" => matches!(status, "429" | "503"),
         // Credentials and the plan gate are checked before the window is counted, and a
         // fault of the state store leaves no window to report.
+        // A signed file URL is checked after the window is counted.
+        n if n.starts_with("X-RateLimit-") && kind == Kind::Bytes => status != "500",
         n if n.starts_with("X-RateLimit-") => !matches!(status, "401" | "403" | "500"),
         _ => false,
     }
@@ -309,25 +315,29 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
                 Content::new(Some(RefOr::Ref(Ref::from_schema_name("ErrorEnvelope")))),
             );
         }
-        let mut h = vec![
-            ("X-Request-Id", request_id_header()),
-            (
+        let mut h = vec![("X-Request-Id", request_id_header())];
+        if !(kind == Kind::Bytes && answered) {
+            h.push((
                 "X-Corpus-Version",
                 string_header(
                     "The corpus version that answered (or that the document was made for).",
                     Some("^sha256:[0-9a-f]{64}$"),
                     None,
                 ),
+            ));
+        }
+        h.push((
+            "Cache-Control",
+            string_header(
+                if kind == Kind::Bytes {
+                    "`no-store` on errors; on file bytes `private, max-age=<seconds the URL has left>`."
+                } else {
+                    "`no-store` on errors; otherwise `public` (sample and discovery routes) or `private`, with `max-age=300` for a historical cut and `max-age=0, must-revalidate` for a live one."
+                },
+                None,
+                None,
             ),
-            (
-                "Cache-Control",
-                string_header(
-                    "`no-store` on errors; otherwise `public` (sample and discovery routes) or `private`, with `max-age=300` for a historical cut and `max-age=0, must-revalidate` for a live one.",
-                    None,
-                    None,
-                ),
-            ),
-        ];
+        ));
         if answered {
             h.push((
                 "ETag",

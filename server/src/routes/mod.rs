@@ -10,6 +10,7 @@ pub mod account;
 pub mod audit;
 pub mod data;
 pub mod discovery;
+pub mod files;
 pub mod meta;
 pub mod sample;
 
@@ -32,6 +33,10 @@ pub static TABLE: &[Route] = &[
     Route::key(Plan::Researcher, || routes!(data::coverage)),
     Route::key(Plan::Researcher, || routes!(data::mapping_ticker)),
     Route::key(Plan::Researcher, || routes!(data::mapping_cik)),
+    // File URLs expire, so a listing's body changes while the corpus version stays.
+    Route::key(Plan::Power, || routes!(files::files)).kind(Kind::LiveEnvelope),
+    Route::key(Plan::Power, || routes!(files::file)).kind(Kind::LiveEnvelope),
+    Route::signed(|| routes!(files::file_bytes)),
     Route::public(|| routes!(sample::sample_news)),
     Route::public(|| routes!(sample::sample_diff)),
     Route::public(|| routes!(sample::sample_coverage)),

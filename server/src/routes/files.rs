@@ -1,0 +1,319 @@
+//! Flat files (Power plan): the Parquet partitions a corpus version is made of, as file objects
+//! with signed URLs, and `/files/{id}`, where the service serves the bytes of the URLs it
+//! signs itself (a corpus on a local directory).
+//!
+//! A corpus in S3, GCS or Azure answers with the object store's own presigned URLs, so the
+//! bytes never pass through the service. A local corpus has no such signer: the service signs
+//! `/files/{id}?expires=..&signature=..` (see `crate::http::file_url`) and serves single byte
+//! ranges, which is what Parquet readers ask for.
+
+use asof_engine::{Corpus, Day, FileEntry, FilePosition, FilesQuery, Instant, SourceId};
+use axum::body::Body;
+use axum::extract::{Extension, Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::TryStreamExt;
+
+use crate::error::ApiError;
+use crate::http::cursor::filter_digest;
+use crate::http::envelope::{Envelope, FileRecord};
+use crate::http::params::{Limit, NoQuery, Q, held_source, query};
+use crate::http::range::{Ranged, resolve};
+use crate::http::{AppState, Ctx, Reply, ok};
+
+/// The media type of every file.
+pub const PARQUET: &str = "application/vnd.apache.parquet";
+
+query! {
+    /// Query of `GET /v1/files`.
+    pub struct FilesParams {
+        /// Only this source; one `/v1/meta` lists as held.
+        #[param(inline)]
+        pub source: Option<SourceId>,
+        /// Only files of UTC days on or after this one.
+        #[param(inline)]
+        pub from: Option<Day>,
+        /// Only files of UTC days on or before this one.
+        #[param(inline)]
+        pub to: Option<Day>,
+        /// Page size.
+        #[param(inline, required = false)]
+        pub limit: Limit,
+        /// `next_cursor` of the previous page, with the same query (any `limit`).
+        pub cursor: Option<String>,
+    }
+}
+
+query! {
+    /// Query of a signed file URL (as `/v1/files` hands it out; never built by hand).
+    pub struct FileUrlParams {
+        /// Unix seconds after which the URL is refused.
+        pub expires: Option<String>,
+        /// Hex HMAC-SHA256 the service made over the file id and `expires`.
+        pub signature: Option<String>,
+    }
+}
+
+/// The flat files of the corpus version: its Parquet partitions, with signed URLs.
+///
+/// One file per source, lane and UTC day, in `(date, source_id, lane, id)` order, paged like
+/// every listing. Each `url` is a signed GET URL valid until `expires_at` (15 minutes unless
+/// the deployment sets `--file-url-ttl`); it carries no API key, reads with plain HTTP (DuckDB
+/// `read_parquet`, pandas, curl) and serves byte ranges. A file's `id` is its sha256, stable
+/// for the same bytes across corpus versions; `/v1/files/{id}` gives a fresh URL. The
+/// `next_cursor` is bound to `source`, `from`, `to` and the corpus version.
+#[utoipa::path(get, path = "/v1/files", tag = "data", operation_id = "files",
+    params(FilesParams), security(("bearer" = [])),
+    responses(
+        (status = 200, description = "File objects in (date, source_id, lane, id) order.", body = Envelope<FileRecord>),
+        (status = 409, description = "`cursor_expired`: the corpus moved since the cursor was minted."),
+    ))]
+pub(crate) async fn files(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<Ctx>,
+    headers: HeaderMap,
+    Q(p): Q<FilesParams>,
+) -> Reply {
+    let held = ctx.corpus.manifest().held_sources();
+    let source = held_source(p.source, &held)?;
+    if let (Some(from), Some(to)) = (p.from, p.to)
+        && from > to
+    {
+        return Err(ApiError::invalid("from", "from must be on or before to"));
+    }
+    let day = |d: Option<Day>| d.map(|d| d.to_string()).unwrap_or_default();
+    let filters = filter_digest(&[
+        ("source", source.map(|s| s.to_string()).unwrap_or_default()),
+        ("from", day(p.from)),
+        ("to", day(p.to)),
+    ]);
+    let version = ctx.corpus.version();
+    let after: Option<FilePosition> = p
+        .cursor
+        .as_deref()
+        .map(|c| state.signer().open(c, "files", &filters, version))
+        .transpose()?;
+    let (entries, next) = ctx.corpus.files(&FilesQuery {
+        source,
+        from: p.from,
+        to: p.to,
+        after,
+        limit: p.limit.0,
+    });
+    let signing = Signing::new(&state, &headers);
+    let mut records = Vec::with_capacity(entries.len());
+    for e in entries {
+        records.push(signing.record(&ctx.corpus, e).await?);
+    }
+    let next_cursor = next.map(|pos| state.signer().mint("files", &filters, version, &pos));
+    Ok(ok(&ctx, records).next(next_cursor).into_response())
+}
+
+/// One file of the corpus version, with a fresh signed URL.
+#[utoipa::path(get, path = "/v1/files/{id}", tag = "data", operation_id = "file",
+    params(("id" = String, Path, pattern = "^[0-9a-f]{64}$", example = "0f4c7a52d3b1e8a96f20c5d7e4b3a1908c6d5e2f7a4b1c8d9e0f3a6b5c4d7e8f", description = "File id, as in `results[].id` of `/v1/files` (the file's sha256).")),
+    security(("bearer" = [])),
+    responses(
+        (status = 200, description = "`results[0]` is the file object.", body = Envelope<FileRecord>),
+        (status = 404, description = "`not_found`: the served corpus version holds no file with this id."),
+    ))]
+pub(crate) async fn file(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<Ctx>,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    _: Q<NoQuery>,
+) -> Reply {
+    let entry = lookup(&ctx.corpus, &id)?;
+    let record = Signing::new(&state, &headers)
+        .record(&ctx.corpus, entry)
+        .await?;
+    Ok(ok(&ctx, vec![record]).into_response())
+}
+
+/// The bytes of a file, at the URL `/v1/files` signed (a corpus on a local directory).
+///
+/// The signature in the query is the only credential (no `Authorization`); it names one file
+/// until `expires`. Answers carry `Content-Length`, `Accept-Ranges: bytes`, the file's sha256
+/// as a strong `ETag`, and `Content-Type: application/vnd.apache.parquet`; a single `Range`
+/// (`bytes=a-b`, `bytes=a-`, `bytes=-n`) answers `206` with `Content-Range`; `HEAD` answers the
+/// headers alone. Rate-limited per client address, not per key.
+#[utoipa::path(get, path = "/files/{id}", tag = "data", operation_id = "file_bytes",
+    params(("id" = String, Path, pattern = "^[0-9a-f]{64}$", example = "0f4c7a52d3b1e8a96f20c5d7e4b3a1908c6d5e2f7a4b1c8d9e0f3a6b5c4d7e8f", description = "File id (its sha256)."), FileUrlParams,
+        ("Range" = Option<String>, Header, description = "One byte range: `bytes=a-b`, `bytes=a-` or `bytes=-n`. Several ranges, or a malformed one, get the whole file.")),
+    responses(
+        (status = 200, description = "The whole file.", content_type = "application/vnd.apache.parquet", body = Vec<u8>,
+            headers(("Content-Length" = u64, description = "Size of the file."), ("Accept-Ranges" = String, description = "`bytes`."), ("ETag" = String, description = "The file's sha256, quoted (strong)."))),
+        (status = 206, description = "The requested range.", content_type = "application/vnd.apache.parquet", body = Vec<u8>,
+            headers(("Content-Range" = String, description = "`bytes a-b/size`."), ("Content-Length" = u64, description = "Size of the range."), ("ETag" = String, description = "The file's sha256, quoted (strong)."))),
+        (status = 403, description = "`forbidden`: the URL expired, was altered, or was signed for another file."),
+        (status = 404, description = "`not_found`: the served corpus version holds no file with this id."),
+        (status = 416, description = "`range_not_satisfiable`: the range starts past the end of the file (`Content-Range: bytes */size`)."),
+    ))]
+pub(crate) async fn file_bytes(
+    Extension(ctx): Extension<Ctx>,
+    State(state): State<AppState>,
+    method: Method,
+    headers: HeaderMap,
+    Path(id): Path<String>,
+    Q(p): Q<FileUrlParams>,
+) -> Reply {
+    let now = Instant::now().micros().div_euclid(1_000_000);
+    state
+        .file_urls()
+        .verify(&id, p.expires.as_deref(), p.signature.as_deref(), now)?;
+    let entry = lookup(&ctx.corpus, &id)?;
+    let size = entry.bytes;
+    let etag = format!("\"{}\"", entry.sha256);
+    let header_str = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
+    if header_str(header::IF_NONE_MATCH)
+        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
+    {
+        return Ok((
+            StatusCode::NOT_MODIFIED,
+            [
+                (header::ETAG, etag),
+                (header::CACHE_CONTROL, "private".to_owned()),
+            ],
+        )
+            .into_response());
+    }
+    // A range applies only while the client's copy is this file (`If-Range`).
+    let range_header = match header_str(header::IF_RANGE) {
+        Some(v) if v.trim() != etag => None,
+        _ => header_str(header::RANGE),
+    };
+    let (status, start, end) = match resolve(range_header, size) {
+        Ranged::Whole => (StatusCode::OK, 0, size),
+        Ranged::Part { start, end } => (StatusCode::PARTIAL_CONTENT, start, end),
+        Ranged::Unsatisfiable => return Err(ApiError::RangeNotSatisfiable { size }),
+    };
+    let expires: i64 = p.expires.as_deref().unwrap_or("0").parse().unwrap_or(0);
+    let mut res = if method == Method::HEAD {
+        Response::new(Body::empty())
+    } else {
+        let range = (status == StatusCode::PARTIAL_CONTENT).then_some(start..end);
+        let got = ctx
+            .corpus
+            .store()
+            .get_range(&entry.path, range.map(Into::into))
+            .await?;
+        if got.meta.size != size {
+            tracing::error!(path = %entry.path, stored = got.meta.size, listed = size, "file size differs from the manifest");
+            return Err(ApiError::Internal);
+        }
+        Response::new(Body::from_stream(
+            got.into_stream().map_err(std::io::Error::other),
+        ))
+    };
+    *res.status_mut() = status;
+    let h = res.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(PARQUET));
+    h.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
+    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
+    h.insert(header::ETAG, HeaderValue::from_str(&etag).expect("hex"));
+    // Cacheable by the one client holding the URL, and no longer than the URL lives.
+    let max_age = (expires - now).max(0);
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_str(&format!("private, max-age={max_age}")).expect("ascii"),
+    );
+    h.insert(
+        header::CONTENT_DISPOSITION,
+        HeaderValue::from_str(&format!(
+            "attachment; filename=\"{}_{}_{}.parquet\"",
+            entry.source_id, entry.lane, entry.date
+        ))
+        .expect("ascii"),
+    );
+    if status == StatusCode::PARTIAL_CONTENT {
+        h.insert(
+            header::CONTENT_RANGE,
+            HeaderValue::from_str(&format!("bytes {start}-{}/{size}", end - 1)).expect("ascii"),
+        );
+    }
+    Ok(res)
+}
+
+/// The file `id` of the served version, or 404 (400 when `id` cannot be a file id).
+fn lookup(corpus: &Corpus, id: &str) -> Result<FileEntry, ApiError> {
+    if id.len() != 64 || !id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        return Err(ApiError::invalid(
+            "id",
+            "a file id is the file's sha256: 64 lowercase hex digits, as listed by /v1/files",
+        ));
+    }
+    corpus.file(id).ok_or_else(|| {
+        ApiError::NotFound(format!(
+            "corpus version {} holds no file {id}; list the current files with /v1/files",
+            corpus.version()
+        ))
+    })
+}
+
+/// How this request's file URLs are signed: by the object store, or by the service for the
+/// origin the client reached it at.
+struct Signing<'a> {
+    state: &'a AppState,
+    origin: String,
+}
+
+impl<'a> Signing<'a> {
+    fn new(state: &'a AppState, headers: &HeaderMap) -> Self {
+        let origin = match &state.options().public_url {
+            Some(u) => u.trim_end_matches('/').to_owned(),
+            None => {
+                let host = headers
+                    .get(header::HOST)
+                    .and_then(|v| v.to_str().ok())
+                    .filter(|h| !h.is_empty() && !h.contains(['/', ' ', '?', '#', '@']))
+                    .unwrap_or("localhost");
+                let proto = headers
+                    .get("x-forwarded-proto")
+                    .and_then(|v| v.to_str().ok())
+                    .filter(|p| state.options().trust_forwarded_for && *p == "https")
+                    .unwrap_or("http");
+                format!("{proto}://{host}")
+            }
+        };
+        Signing { state, origin }
+    }
+
+    async fn record(&self, corpus: &Corpus, e: FileEntry) -> Result<FileRecord, ApiError> {
+        let ttl = self.state.options().file_url_ttl;
+        let now = Instant::now().micros().div_euclid(1_000_000);
+        let expires = now + i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
+        let (url, url_kind) = match corpus.store().presigned_get(&e.path, ttl).await? {
+            Some(u) => (u.to_string(), "presigned"),
+            None => (
+                format!(
+                    "{}/files/{}?{}",
+                    self.origin,
+                    e.id,
+                    self.state.file_urls().query(&e.id, expires)
+                ),
+                "service",
+            ),
+        };
+        Ok(FileRecord {
+            kind: "partition",
+            source_id: e.source_id.to_string(),
+            lane: e.lane.to_string(),
+            date: e.date.to_string(),
+            row_count: e.row_count,
+            bytes: e.bytes,
+            certified: e.certified_row_count.is_some(),
+            certified_row_count: e.certified_row_count,
+            coverage_key: e.coverage_key,
+            format: "parquet",
+            media_type: PARQUET,
+            path: e.path,
+            corpus_version: corpus.version().to_owned(),
+            url,
+            url_kind,
+            expires_at: Instant::from_micros(expires.saturating_mul(1_000_000)),
+            sha256: e.sha256,
+            id: e.id,
+        })
+    }
+}
