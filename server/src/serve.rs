@@ -21,6 +21,9 @@ pub struct ServeConfig {
     pub request_timeout: Duration,
     pub max_concurrent_scans: usize,
     pub scan_wait: Duration,
+    pub file_url_ttl: Duration,
+    pub file_requests_per_minute: u32,
+    pub public_url: Option<String>,
 }
 
 pub async fn serve(cfg: ServeConfig) -> Result<()> {
@@ -39,6 +42,9 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         request_timeout: cfg.request_timeout,
         max_concurrent_scans: cfg.max_concurrent_scans,
         scan_wait: cfg.scan_wait,
+        file_url_ttl: cfg.file_url_ttl,
+        file_requests_per_minute: cfg.file_requests_per_minute,
+        public_url: cfg.public_url,
         ..crate::http::Options::default()
     };
     let state = AppState::with_options(corpus, state_store, opts).await?;

@@ -1,4 +1,4 @@
-//! End-to-end tests of the offline CLI (`asof query`, `sql`, `verify`, `build-sample`) against
+//! End-to-end tests of the offline CLI (`asof query`, `sql`, `verify`, `build-sample`, `files`) against
 //! the shipped sample corpus, spawning the real binary.
 
 use std::path::{Path, PathBuf};
@@ -647,4 +647,116 @@ fn query_into_a_closed_pipe_exits_quietly() {
         assert!(out.status.success(), "{format}: {:?} {err}", out.status);
         assert!(err.is_empty(), "{format}: {err}");
     }
+}
+
+#[test]
+fn files_lists_the_partitions_of_the_corpus_with_their_certificates() {
+    let o = asof(&[
+        "files",
+        "--source",
+        "sec.edgar",
+        "--from",
+        "2026-01-08",
+        "--to",
+        "2026-01-09",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let v = json(&o);
+    assert_eq!(v["corpus_version"], committed_version());
+    let files = v["results"].as_array().unwrap();
+    assert_eq!(v["count"], files.len());
+    assert!(!files.is_empty());
+    for f in files {
+        assert_eq!(f["source_id"], "sec.edgar");
+        assert!(["2026-01-08", "2026-01-09"].contains(&f["date"].as_str().unwrap()));
+        assert_eq!(f["id"], f["sha256"]);
+        assert_eq!(f["certified"], f["certified_row_count"].is_number());
+        let bytes = std::fs::metadata(repo().join(f["path"].as_str().unwrap()))
+            .unwrap()
+            .len();
+        assert_eq!(f["bytes"], bytes);
+    }
+    let o = asof(&["files", "--source", "nope"]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--source"));
+    let o = asof(&["files", "--from", "2026-02-01", "--to", "2026-01-01"]);
+    assert_eq!(o.status.code(), Some(1));
+}
+
+#[test]
+fn files_download_verifies_every_file_and_keeps_none_that_fails() {
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().to_str().unwrap();
+    let o = asof(&["files", "download", "--out", dir, "--source", "us.cftc.cot"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let listing: Value =
+        serde_json::from_slice(&std::fs::read(out.path().join("files.json")).unwrap()).unwrap();
+    let files = listing["results"].as_array().unwrap();
+    assert!(!files.is_empty());
+    for f in files {
+        let p = out.path().join(format!(
+            "us.cftc.cot/{}/{}/{}.parquet",
+            f["lane"].as_str().unwrap(),
+            f["date"].as_str().unwrap(),
+            f["sha256"].as_str().unwrap()
+        ));
+        let bytes = std::fs::read(&p).unwrap();
+        use sha2::Digest;
+        assert_eq!(
+            hex::encode(sha2::Sha256::digest(&bytes)),
+            f["sha256"].as_str().unwrap()
+        );
+    }
+    // A corpus whose partition was altered on disk: the download refuses it and keeps nothing.
+    let copy = tempfile::tempdir().unwrap();
+    let status = Command::new("cp")
+        .args([
+            "-r",
+            &format!("{}/manifests", repo().display()),
+            &format!("{}/snapshots", repo().display()),
+        ])
+        .arg(copy.path())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let victim = copy.path().join(files[0]["path"].as_str().unwrap());
+    let mut bytes = std::fs::read(&victim).unwrap();
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 0xff;
+    std::fs::write(&victim, bytes).unwrap();
+    let out2 = tempfile::tempdir().unwrap();
+    let o = asof(&[
+        "files",
+        "download",
+        "--corpus",
+        copy.path().to_str().unwrap(),
+        "--out",
+        out2.path().to_str().unwrap(),
+        "--source",
+        "us.cftc.cot",
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("sha256"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let kept: Vec<_> = walk(out2.path())
+        .into_iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "parquet" || e == "part"))
+        .collect();
+    assert!(kept.is_empty(), "{kept:?}");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).unwrap() {
+        let p = e.unwrap().path();
+        if p.is_dir() {
+            out.extend(walk(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
 }

@@ -12,6 +12,8 @@ use asof_server::http::params::{FromQuery, Params, enum_param};
 use asof_server::routes::data::{DiffParams, NewsParams};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+mod files;
+
 /// Exit code when the answer is a coverage hole (409 over HTTP): not an error, not an answer.
 const EXIT_HOLE: u8 = 3;
 
@@ -42,6 +44,9 @@ pub enum Command {
     /// Write a synthetic EDGAR-like corpus for benchmarks (deterministic by seed); prints the
     /// corpus_version last.
     BenchCorpus(BenchCorpusArgs),
+    /// List a corpus's Parquet partitions as files, or download them verified
+    /// (`asof files download --out DIR`).
+    Files(files::FilesArgs),
     /// Run the HTTP service.
     Serve(ServeArgs),
     /// Manage API keys (operators and tests).
@@ -104,6 +109,27 @@ pub struct ServeArgs {
         default_value_t = 2000
     )]
     pub scan_wait_ms: u64,
+    /// Seconds a file URL from /v1/files stays valid (the object store's presigned URL, or
+    /// the service's own for a local corpus).
+    #[arg(
+        long = "file-url-ttl",
+        env = "ASOF_FILE_URL_TTL",
+        default_value_t = 900,
+        value_parser = clap::value_parser!(u64).range(1..=604_800)
+    )]
+    pub file_url_ttl: u64,
+    /// Requests per minute one client address may make to the service's signed file URLs.
+    #[arg(
+        long = "file-rate-limit",
+        env = "ASOF_FILE_RATE_LIMIT",
+        default_value_t = asof_server::http::state::FILE_REQUESTS_PER_MINUTE,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub file_rate_limit: u32,
+    /// The origin clients reach the service at (e.g. https://api.example.com), used in the
+    /// file URLs it signs; default: the request's Host.
+    #[arg(long = "public-url", env = "ASOF_PUBLIC_URL")]
+    pub public_url: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -136,7 +162,7 @@ fn default_corpus() -> String {
 #[derive(Debug, Args)]
 pub struct CorpusArg {
     /// Corpus location: a directory or an object-store URL (s3://, gs://, az://, file://).
-    #[arg(long, env = "ASOF_CORPUS", default_value_t = default_corpus())]
+    #[arg(long, global = true, env = "ASOF_CORPUS", default_value_t = default_corpus())]
     pub corpus: String,
 }
 
@@ -260,6 +286,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::BuildSample(a) => build_sample(a).await,
         Command::BenchCorpus(a) => bench_corpus(a).await,
         Command::Ingest(a) => ingest(a).await,
+        Command::Files(a) => files::files(a).await,
         Command::Serve(a) => serve(a).await,
         Command::Keys(KeysCommand::Create(a)) => keys_create(a).await,
     };
@@ -274,7 +301,7 @@ pub async fn run(cli: Cli) -> ExitCode {
     }
 }
 
-type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
+pub(crate) type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
 /// Whether writing the output failed because its reader closed the pipe (through the
 /// writers' own error types: JSON, CSV and Arrow wrap the `io::Error`).
@@ -305,7 +332,7 @@ fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
-async fn open(corpus: &str) -> Result<Corpus, asof_engine::Error> {
+pub(crate) async fn open(corpus: &str) -> Result<Corpus, asof_engine::Error> {
     Corpus::open(CorpusStore::open(corpus)?).await
 }
 
@@ -683,6 +710,9 @@ async fn serve(a: ServeArgs) -> CliResult {
         request_timeout: std::time::Duration::from_secs(a.request_timeout),
         max_concurrent_scans: a.max_scans as usize,
         scan_wait: std::time::Duration::from_millis(a.scan_wait_ms),
+        file_url_ttl: std::time::Duration::from_secs(a.file_url_ttl),
+        file_requests_per_minute: a.file_rate_limit,
+        public_url: a.public_url,
     };
     asof_server::serve::serve(cfg).await?;
     Ok(ExitCode::SUCCESS)
