@@ -18,14 +18,13 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
-import time
-import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tests"))
+from support import Server, create_key, http_get  # noqa: E402
 
 # The response checks the issue names; schemathesis' data-acceptance checks are not about
 # responses and stay off.
@@ -38,73 +37,6 @@ CHECKS = ",".join(
         "response_headers_conformance",
     ]
 )
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def http_get(url, timeout=5):
-    with urllib.request.urlopen(url, timeout=timeout) as r:
-        return r.status, r.read()
-
-
-class Server:
-    def __init__(self, binary, workdir):
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        self.db = f"sqlite://{workdir}/state.db"
-        self.log = open(os.path.join(workdir, "server.log"), "w")
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                "serve",
-                "--listen",
-                f"127.0.0.1:{self.port}",
-                "--corpus",
-                REPO,
-                "--database-url",
-                self.db,
-                # The fuzzer sends thousands of public requests from one address.
-                "--public-rate-limit",
-                "1000000",
-            ],
-            stdout=self.log,
-            stderr=subprocess.STDOUT,
-            cwd=workdir,
-        )
-        deadline = time.monotonic() + 60
-        while True:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"server exited with {self.proc.returncode}")
-            try:
-                if http_get(self.base + "/health", timeout=1)[0] == 200:
-                    return
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("server not ready after 60 s")
-            time.sleep(0.05)
-
-    def stop(self):
-        self.proc.terminate()
-        try:
-            self.proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-        self.log.close()
-
-
-def create_key(binary, db, plan):
-    out = subprocess.run(
-        [binary, "keys", "create", "--database-url", db, "--email", f"{plan}@contract.test", "--plan", plan],
-        check=True,
-        capture_output=True,
-        text=True,
-    ).stdout
-    return out.strip().splitlines()[-1]
 
 
 def check_validator(server):
@@ -234,7 +166,8 @@ def main():
     venv_bin = os.path.dirname(sys.executable)
     passed, failed = 0, 0
     with tempfile.TemporaryDirectory(prefix="asof-contract-") as work:
-        server = Server(args.bin, work)
+        # The fuzzer sends thousands of public requests from one address.
+        server = Server(args.bin, work, extra=["--public-rate-limit", "1000000"])
         try:
             key = create_key(args.bin, server.db, "desk")
             doc = None

@@ -1,0 +1,71 @@
+"""Helpers the Python client checks share: a real `asof serve` on a free loopback port (ready
+when /health answers, never after a fixed sleep) and API keys made with `asof keys create`."""
+
+import os
+import socket
+import subprocess
+import time
+import urllib.request
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def http_get(url, timeout=5, headers=None):
+    req = urllib.request.Request(url, headers=headers or {})
+    with urllib.request.urlopen(req, timeout=timeout) as r:
+        return r.status, r.read()
+
+
+class Server:
+    """`asof serve` over `corpus` (the shipped sample by default) with a fresh SQLite state
+    store in `workdir`; `env` adds environment variables (object-store credentials)."""
+
+    def __init__(self, binary, workdir, corpus=REPO, extra=(), env=None):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.db = f"sqlite://{workdir}/state.db"
+        self.log = open(os.path.join(workdir, f"server-{self.port}.log"), "w")
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--corpus", corpus,
+             "--database-url", self.db, *extra],
+            stdout=self.log,
+            stderr=subprocess.STDOUT,
+            cwd=workdir,
+            env={**os.environ, **(env or {})},
+        )
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"server exited with {self.proc.returncode}")
+            try:
+                if http_get(self.base + "/health", timeout=1)[0] == 200:
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("server not ready after 60 s")
+            time.sleep(0.05)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def create_key(binary, db, plan):
+    out = subprocess.run(
+        [binary, "keys", "create", "--database-url", db, "--email", f"{plan}@clients.test", "--plan", plan],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return out.strip().splitlines()[-1]
