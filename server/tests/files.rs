@@ -529,3 +529,46 @@ async fn the_public_url_option_names_the_origin_of_signed_urls() {
     let left = expires.micros() - asof_engine::Instant::now().micros();
     assert!((0..=61_000_000).contains(&left), "{left}");
 }
+
+#[tokio::test]
+async fn a_browser_may_read_a_file_url_by_range_across_origins() {
+    let t = setup().await;
+    let r = send(
+        &t,
+        Method::OPTIONS,
+        "/files/00",
+        None,
+        &[
+            ("origin", "https://shell.duckdb.org"),
+            ("access-control-request-method", "GET"),
+            ("access-control-request-headers", "range"),
+        ],
+    )
+    .await;
+    let allowed = r.headers["access-control-allow-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    assert!(allowed.contains("range"), "{allowed}");
+    let key = power(&t).await;
+    let f = first_file(&t, &key).await;
+    let r = send(
+        &t,
+        Method::GET,
+        &local(f["url"].as_str().unwrap()),
+        None,
+        &[
+            ("origin", "https://shell.duckdb.org"),
+            ("range", "bytes=-8"),
+        ],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::PARTIAL_CONTENT);
+    let exposed = r.headers["access-control-expose-headers"]
+        .to_str()
+        .unwrap()
+        .to_ascii_lowercase();
+    for h in ["content-range", "content-length", "etag"] {
+        assert!(exposed.contains(h), "{h} not in {exposed}");
+    }
+}
