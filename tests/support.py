@@ -30,7 +30,8 @@ class Server:
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.db = f"sqlite://{workdir}/state.db"
-        self.log = open(os.path.join(workdir, f"server-{self.port}.log"), "w")
+        self.log_path = os.path.join(workdir, f"server-{self.port}.log")
+        self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(
             [binary, "serve", "--listen", f"127.0.0.1:{self.port}", "--corpus", corpus,
              "--database-url", self.db, *extra],

@@ -189,7 +189,7 @@ def main():
                     failed += 1
         finally:
             server.stop()
-            shutil.copy(os.path.join(work, "server.log"), os.path.join(args.out, "server.log"))
+            shutil.copy(server.log_path, os.path.join(args.out, "server.log"))
     print(f"contract: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)
 
