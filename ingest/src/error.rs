@@ -9,6 +9,9 @@ pub enum Error {
         location: String,
         message: String,
     },
+    /// A setting refused before any work starts (the poller's User-Agent, rate, base URL).
+    #[error("{flag}: {message}")]
+    Config { flag: String, message: String },
     #[error(transparent)]
     Engine(#[from] asof_engine::Error),
     #[error("io: {0}")]
@@ -22,6 +25,13 @@ impl asof_engine::publish::Rebase for Error {
 }
 
 impl Error {
+    pub fn config(flag: impl Into<String>, message: impl Into<String>) -> Self {
+        Error::Config {
+            flag: flag.into(),
+            message: message.into(),
+        }
+    }
+
     pub fn parse(
         file: impl Into<String>,
         location: impl Into<String>,

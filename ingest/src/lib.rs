@@ -3,6 +3,8 @@
 //! - `adapter`: the contract every adapter meets and the helpers they share;
 //! - `sources/`: one adapter per agency format;
 //! - `pipeline`: one all-or-nothing ingest of one source's files as a new corpus version;
+//! - `poll`: `asof poll`, the live lane (EDGAR's current-filings feed, politely, into the
+//!   pipeline);
 //! - `corpora/`: whole corpora built in one go (the shipped sample, the synthetic bench corpus).
 //!
 //! Each adapter is a pure function of a file's bytes (plus the capture instant the caller
@@ -13,6 +15,7 @@ pub mod adapter;
 pub mod corpora;
 pub mod error;
 pub mod pipeline;
+pub mod poll;
 pub mod sources;
 
 pub use error::{Error, Result};

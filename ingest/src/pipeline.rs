@@ -337,6 +337,13 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
         .collect::<Vec<_>>()
         .join(", ");
     let mut rows = parsed.rows;
+    // The forward lane records when a filing was first seen here: a filing already held keeps
+    // its row, whatever a later fetch of the feed says.
+    if req.lane == Lane::ForwardFirstSeen {
+        let seen: std::collections::HashSet<&str> =
+            held.rows.iter().map(|r| r.id.as_str()).collect();
+        rows.retain(|r| !seen.contains(r.id.as_str()));
+    }
     let mut changes: BTreeMap<String, usize> = BTreeMap::new();
     let mut whole_days = parsed.whole_days;
     if let Some(snap) = &parsed.snapshot {

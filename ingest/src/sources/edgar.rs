@@ -865,7 +865,17 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
             captures.push((at, f.name.clone(), s.rows));
         } else if head == Some(b'<') {
             lane_must_be(Lane::ForwardFirstSeen, "a current-filings Atom page")?;
-            let page = parse_atom(&f.name, &f.bytes)?;
+            let mut page = parse_atom(&f.name, &f.bytes)?;
+            // A poller knows when it fetched the page (`captured_at`): that minute, not the
+            // feed's own `<updated>`, is when the filing was first seen here.
+            if let Some(at) = ctx.captured_at {
+                let minute = Instant::from_micros(at.micros() - at.micros().rem_euclid(60_000_000));
+                for r in &mut page.rows {
+                    r.available_at = Some(minute);
+                    // Committed when this ingest publishes it.
+                    r.committed_at = None;
+                }
+            }
             for r in page.rows {
                 match first_seen.get(&r.id) {
                     Some(prev) if prev.available_at <= r.available_at => {}

@@ -1,0 +1,336 @@
+//! `asof poll`, the live lane: fetch EDGAR's current-filings Atom feed (every page of the
+//! `getcurrent` listing), and publish each filing not yet held as a `forward_first_seen` row
+//! whose `available_at` is the minute this poller fetched it (`availability_basis =
+//! local_first_seen`). One publish per poll that found something, none otherwise.
+//!
+//! Politeness is SEC's fair-access rule, enforced here rather than left to the operator: a
+//! User-Agent naming a contact (an e-mail address), at most 10 requests per second, conditional
+//! requests (`If-None-Match` / `If-Modified-Since`), and backoff with jitter on 429 and 5xx,
+//! honouring `Retry-After`. A poll that fails leaves the corpus as it was; the next one retries.
+//! Publishing goes through the pipeline's compare-and-swap publish, so a poller and a manual
+//! `asof ingest` may run at once and neither loses a version.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use asof_engine::clock::{Instant, Lane, SourceId};
+use asof_engine::store::CorpusStore;
+use rand::Rng;
+
+use crate::adapter::InputFile;
+use crate::error::{Error, Result};
+use crate::pipeline::{self, Request};
+
+/// Entries per page of the `getcurrent` listing (EDGAR's largest).
+pub const PAGE_SIZE: usize = 100;
+/// SEC's fair-access ceiling.
+pub const MAX_REQUESTS_PER_SECOND: u32 = 10;
+
+/// How the poller reaches the feed and how hard it may push.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `https://www.sec.gov` in production; a local server in tests.
+    pub base_url: url::Url,
+    /// Must name a contact: SEC asks for "Company Name admin@company.com".
+    pub user_agent: String,
+    /// Requests per second, at most [`MAX_REQUESTS_PER_SECOND`].
+    pub requests_per_second: u32,
+    /// Pages of 100 entries read per poll at most (EDGAR lists a few thousand recent filings).
+    pub max_pages: usize,
+    /// Attempts per request on 429 / 5xx / a transport error before the poll fails.
+    pub attempts: u32,
+    /// First backoff delay (doubled per attempt, with jitter) when no `Retry-After` is given.
+    pub backoff: Duration,
+}
+
+impl Config {
+    /// Checks the fair-access settings before any request is made.
+    pub fn new(base_url: &str, user_agent: &str, requests_per_second: u32) -> Result<Self> {
+        let base_url = url::Url::parse(base_url).map_err(|e| {
+            Error::config(
+                "--edgar-base-url",
+                format!("{base_url:?} is not a URL: {e}"),
+            )
+        })?;
+        let ua = user_agent.trim();
+        let contact = ua
+            .split_whitespace()
+            .any(|w| w.contains('@') && w.contains('.') && !w.starts_with('@'));
+        if !contact {
+            return Err(Error::config(
+                "--user-agent",
+                "SEC's fair-access rule needs a contact in the User-Agent, e.g. \"Example Corp admin@example.com\"",
+            ));
+        }
+        if requests_per_second == 0 || requests_per_second > MAX_REQUESTS_PER_SECOND {
+            return Err(Error::config(
+                "--max-rps",
+                format!(
+                    "requests per second must be 1..={MAX_REQUESTS_PER_SECOND} (SEC's fair-access limit)"
+                ),
+            ));
+        }
+        Ok(Config {
+            base_url,
+            user_agent: ua.to_owned(),
+            requests_per_second,
+            max_pages: 60,
+            attempts: 5,
+            backoff: Duration::from_secs(1),
+        })
+    }
+
+    fn page_url(&self, start: usize) -> url::Url {
+        let mut u = self
+            .base_url
+            .join("/cgi-bin/browse-edgar")
+            .expect("static path");
+        u.query_pairs_mut()
+            .append_pair("action", "getcurrent")
+            .append_pair("owner", "include")
+            .append_pair("start", &start.to_string())
+            .append_pair("count", &PAGE_SIZE.to_string())
+            .append_pair("output", "atom");
+        u
+    }
+}
+
+/// What one poll did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Report {
+    /// When the first page was fetched (its minute is the new rows' `available_at`).
+    pub fetched_at: Instant,
+    /// Pages answered with a body, and pages unchanged since the last poll (304).
+    pub pages: usize,
+    pub unchanged: usize,
+    /// Filings new to the corpus.
+    pub new_rows: usize,
+    /// The version published, when the poll found something.
+    pub published: Option<String>,
+}
+
+/// A fetched page's validators, sent back on the next poll.
+#[derive(Debug, Clone, Default)]
+struct Validators {
+    etag: Option<String>,
+    last_modified: Option<String>,
+}
+
+/// One poller: its HTTP client, its pacing, and what the feed said last time.
+pub struct Poller {
+    cfg: Config,
+    client: reqwest::Client,
+    validators: HashMap<usize, Validators>,
+    last_request: Option<std::time::Instant>,
+}
+
+enum Page {
+    Body(Vec<u8>),
+    NotModified,
+}
+
+impl Poller {
+    pub fn new(cfg: Config) -> Result<Self> {
+        let client = reqwest::Client::builder()
+            .user_agent(cfg.user_agent.clone())
+            .timeout(Duration::from_secs(30))
+            .build()
+            .map_err(|e| {
+                Error::config(
+                    "--edgar-base-url",
+                    format!("cannot build an HTTP client: {e}"),
+                )
+            })?;
+        Ok(Poller {
+            cfg,
+            client,
+            validators: HashMap::new(),
+            last_request: None,
+        })
+    }
+
+    /// Waits until one more request stays within the requests-per-second ceiling.
+    async fn pace(&mut self) {
+        let gap = Duration::from_secs(1) / self.cfg.requests_per_second;
+        if let Some(last) = self.last_request {
+            let next = last + gap;
+            let now = std::time::Instant::now();
+            if next > now {
+                tokio::time::sleep(next - now).await;
+            }
+        }
+        self.last_request = Some(std::time::Instant::now());
+    }
+
+    /// One page, conditionally, with backoff on 429 / 5xx / transport errors.
+    async fn fetch(&mut self, start: usize) -> Result<Page> {
+        let url = self.cfg.page_url(start);
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            self.pace().await;
+            let mut req = self.client.get(url.clone());
+            if let Some(v) = self.validators.get(&start) {
+                if let Some(e) = &v.etag {
+                    req = req.header(reqwest::header::IF_NONE_MATCH, e);
+                }
+                if let Some(m) = &v.last_modified {
+                    req = req.header(reqwest::header::IF_MODIFIED_SINCE, m);
+                }
+            }
+            let wait = match req.send().await {
+                Ok(res) if res.status() == reqwest::StatusCode::NOT_MODIFIED => {
+                    return Ok(Page::NotModified);
+                }
+                Ok(res) if res.status().is_success() => {
+                    let header = |n: reqwest::header::HeaderName| {
+                        res.headers()
+                            .get(n)
+                            .and_then(|v| v.to_str().ok())
+                            .map(str::to_owned)
+                    };
+                    let v = Validators {
+                        etag: header(reqwest::header::ETAG),
+                        last_modified: header(reqwest::header::LAST_MODIFIED),
+                    };
+                    let expected = res.content_length();
+                    let body = res.bytes().await.map_err(|e| fetch_error(&url, e))?;
+                    if expected.is_some_and(|n| n != body.len() as u64) {
+                        return Err(Error::parse(
+                            url.as_str(),
+                            "body",
+                            "the page was cut short (Content-Length differs)",
+                        ));
+                    }
+                    self.validators.insert(start, v);
+                    return Ok(Page::Body(body.to_vec()));
+                }
+                Ok(res)
+                    if res.status() == reqwest::StatusCode::TOO_MANY_REQUESTS
+                        || res.status().is_server_error() =>
+                {
+                    let retry_after = res
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|v| v.to_str().ok())
+                        .and_then(|s| s.trim().parse::<u64>().ok())
+                        .map(Duration::from_secs);
+                    tracing::warn!(status = %res.status(), url = %url, ?retry_after, attempt, "feed asked us to slow down");
+                    retry_after
+                }
+                Ok(res) => {
+                    return Err(Error::parse(
+                        url.as_str(),
+                        "response",
+                        format!("the feed answered {}", res.status()),
+                    ));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, url = %url, attempt, "feed request failed");
+                    None
+                }
+            };
+            if attempt >= self.cfg.attempts {
+                return Err(Error::parse(
+                    url.as_str(),
+                    "response",
+                    format!("no answer after {attempt} attempts; the next poll retries"),
+                ));
+            }
+            // Retry-After when the server names it (never less), else exponential backoff;
+            // jitter so many pollers do not retry in step.
+            let base = wait.unwrap_or(self.cfg.backoff * 2u32.pow(attempt - 1));
+            let jitter = rand::rng().random_range(0..=base.as_millis() as u64 / 4 + 1);
+            tokio::time::sleep(base + Duration::from_millis(jitter)).await;
+        }
+    }
+
+    /// One poll: every page of the listing, then one publish of the filings not yet held.
+    pub async fn poll_once(&mut self, store: &CorpusStore) -> Result<Report> {
+        let fetched_at = Instant::now();
+        let mut files = Vec::new();
+        let mut unchanged = 0;
+        for page in 0..self.cfg.max_pages {
+            let start = page * PAGE_SIZE;
+            match self.fetch(start).await? {
+                // The first page unchanged: the listing has not moved since the last poll.
+                Page::NotModified if page == 0 => {
+                    unchanged += 1;
+                    break;
+                }
+                Page::NotModified => unchanged += 1,
+                Page::Body(bytes) => {
+                    let name = format!("{}#start={start}", self.cfg.base_url);
+                    let entries = crate::sources::edgar::parse_atom(&name, &bytes)?.rows.len();
+                    files.push(InputFile { name, bytes });
+                    if entries < PAGE_SIZE {
+                        break;
+                    }
+                }
+            }
+        }
+        let pages = files.len();
+        if files.is_empty() {
+            return Ok(Report {
+                fetched_at,
+                pages,
+                unchanged,
+                new_rows: 0,
+                published: None,
+            });
+        }
+        let req = Request {
+            source: SourceId::SecEdgar,
+            lane: Lane::ForwardFirstSeen,
+            commit_time: Instant::now(),
+            captured_at: Some(fetched_at),
+            certify: None,
+            files,
+        };
+        let outcome = pipeline::ingest(store, req, &|_| {}).await?;
+        let published = outcome
+            .published
+            .changed
+            .then(|| outcome.published.version.clone());
+        Ok(Report {
+            fetched_at,
+            pages,
+            unchanged,
+            new_rows: outcome.published.rows_added,
+            published,
+        })
+    }
+
+    /// Polls every `interval` until `stop` resolves; a failed poll is logged and retried at
+    /// the next tick, and a stop request ends the loop between polls.
+    pub async fn run(
+        &mut self,
+        store: &CorpusStore,
+        interval: Duration,
+        stop: impl std::future::Future<Output = ()>,
+    ) {
+        tokio::pin!(stop);
+        loop {
+            match self.poll_once(store).await {
+                Ok(r) => match &r.published {
+                    Some(v) => {
+                        tracing::info!(new = r.new_rows, pages = r.pages, version = %v, "published new filings")
+                    }
+                    None => tracing::info!(pages = r.pages, unchanged = r.unchanged, "nothing new"),
+                },
+                Err(e) => {
+                    tracing::error!(error = %e, "poll failed; the corpus is unchanged and the next poll retries")
+                }
+            }
+            tokio::select! {
+                () = &mut stop => break,
+                () = tokio::time::sleep(interval) => {}
+            }
+        }
+        tracing::info!("poller stopped");
+    }
+}
+
+fn fetch_error(url: &url::Url, e: reqwest::Error) -> Error {
+    Error::parse(url.as_str(), "body", format!("cannot read the page: {e}"))
+}

@@ -1,0 +1,309 @@
+//! `asof poll` against a local feed server that replays the recorded Atom pages of EDGAR's
+//! current-filings listing (snapshots/sources), enforces a User-Agent with a contact, answers
+//! 304 to conditional requests and 429 with `Retry-After` once, and records when each request
+//! came, so the poller's politeness and backoff are exercised for real.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use asof_engine::read::read_partition;
+use asof_engine::{CorpusStore, Instant, Lane};
+use asof_ingest::poll::{Config, Poller};
+use asof_ingest::sources::edgar::parse_atom;
+use axum::extract::{Query, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+
+const UA: &str = "asof tests ops@example.com";
+
+fn recorded(start: usize) -> Vec<u8> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../snapshots/sources/sec.edgar/current-feed-atom_2026-01-12");
+    std::fs::read(dir.join(format!("start_{start:05}.atom"))).unwrap()
+}
+
+/// A feed with no entries: the recorded head, closed.
+fn empty_page() -> Vec<u8> {
+    let page = String::from_utf8_lossy(&recorded(0)).into_owned();
+    let head = &page[..page.find("<entry>").unwrap()];
+    format!("{head}</feed>\n").into_bytes()
+}
+
+#[derive(Default)]
+struct Feed {
+    pages: Mutex<Vec<Vec<u8>>>,
+    /// (when, start, status) of every request.
+    log: Mutex<Vec<(std::time::Instant, usize, u16)>>,
+    throttle_once: AtomicBool,
+}
+
+async fn browse(
+    State(feed): State<Arc<Feed>>,
+    Query(q): Query<std::collections::HashMap<String, String>>,
+    headers: HeaderMap,
+) -> Response {
+    let start: usize = q.get("start").and_then(|s| s.parse().ok()).unwrap_or(0);
+    let ua = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let res = if !ua.contains('@') || q.get("action").map(String::as_str) != Some("getcurrent") {
+        StatusCode::FORBIDDEN.into_response()
+    } else if start == 100 && feed.throttle_once.swap(false, Ordering::SeqCst) {
+        (StatusCode::TOO_MANY_REQUESTS, [(header::RETRY_AFTER, "1")]).into_response()
+    } else {
+        let body = feed
+            .pages
+            .lock()
+            .unwrap()
+            .get(start / 100)
+            .cloned()
+            .unwrap_or_else(empty_page);
+        let etag = format!("\"{}\"", hex::encode(Sha256::digest(&body)));
+        let fresh = headers
+            .get(header::IF_NONE_MATCH)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v == etag);
+        if fresh {
+            (StatusCode::NOT_MODIFIED, [(header::ETAG, etag)]).into_response()
+        } else {
+            (
+                [
+                    (header::ETAG, etag),
+                    (header::CONTENT_TYPE, "application/atom+xml".into()),
+                ],
+                body,
+            )
+                .into_response()
+        }
+    };
+    feed.log
+        .lock()
+        .unwrap()
+        .push((std::time::Instant::now(), start, res.status().as_u16()));
+    res
+}
+
+/// Serves `feed` on a free loopback port; returns its base URL.
+async fn serve(feed: Arc<Feed>) -> String {
+    let app = axum::Router::new()
+        .route("/cgi-bin/browse-edgar", axum::routing::get(browse))
+        .with_state(feed);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://{addr}")
+}
+
+fn three_pages() -> Arc<Feed> {
+    Arc::new(Feed {
+        pages: Mutex::new(vec![recorded(0), recorded(100), recorded(200)]),
+        ..Default::default()
+    })
+}
+
+fn poller(base: &str) -> Poller {
+    let mut cfg = Config::new(base, UA, 10).unwrap();
+    cfg.backoff = Duration::from_millis(50);
+    Poller::new(cfg).unwrap()
+}
+
+async fn forward_rows(store: &CorpusStore) -> Vec<asof_engine::NewsRow> {
+    let (_, m) = store.current().await.unwrap();
+    let mut rows = Vec::new();
+    for p in m
+        .partitions
+        .iter()
+        .filter(|p| p.lane == Lane::ForwardFirstSeen)
+    {
+        rows.extend(read_partition(store, p).await.unwrap());
+    }
+    rows
+}
+
+fn ids_in(pages: &[Vec<u8>]) -> BTreeSet<String> {
+    pages
+        .iter()
+        .flat_map(|b| parse_atom("page", b).unwrap().rows)
+        .map(|r| r.id)
+        .collect()
+}
+
+fn minute(t: Instant) -> Instant {
+    Instant::from_micros(t.micros() - t.micros().rem_euclid(60_000_000))
+}
+
+#[tokio::test]
+async fn a_poll_publishes_exactly_the_new_filings_first_seen_at_the_fetch_minute() {
+    let feed = three_pages();
+    let base = serve(feed.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let mut p = poller(&base);
+    let r = p.poll_once(&store).await.unwrap();
+    let want = ids_in(&feed.pages.lock().unwrap());
+    assert_eq!(
+        r.pages, 4,
+        "three full pages and the short one that ends the listing"
+    );
+    assert_eq!(r.new_rows, want.len());
+    assert!(r.published.is_some());
+    let rows = forward_rows(&store).await;
+    let got: BTreeSet<String> = rows.iter().map(|r| r.id.clone()).collect();
+    assert_eq!(got, want);
+    for row in &rows {
+        assert_eq!(row.available_at, Some(minute(r.fetched_at)), "{}", row.id);
+        assert_eq!(row.availability_basis, "local_first_seen");
+        assert!(row.committed_at.is_some_and(|c| c >= r.fetched_at));
+    }
+    // A second poll: the listing answers 304, nothing is published.
+    let version = store.current_version().await.unwrap();
+    let again = p.poll_once(&store).await.unwrap();
+    assert_eq!(
+        (again.pages, again.unchanged, again.published),
+        (0, 1, None)
+    );
+    assert_eq!(store.current_version().await.unwrap(), version);
+    // A poller that starts afresh (no validators) reads everything again: still nothing new,
+    // and every filing keeps the minute it was first seen.
+    let fresh = poller(&base).poll_once(&store).await.unwrap();
+    assert_eq!((fresh.new_rows, fresh.published), (0, None));
+    assert_eq!(store.current_version().await.unwrap(), version);
+}
+
+#[tokio::test]
+async fn a_new_filing_on_the_first_page_is_the_only_row_the_next_poll_adds() {
+    let feed = three_pages();
+    let base = serve(feed.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let mut p = poller(&base);
+    let first = p.poll_once(&store).await.unwrap();
+    let before = forward_rows(&store).await;
+    // A derived page: one entry of page 0 re-issued under an accession EDGAR never used.
+    {
+        let mut pages = feed.pages.lock().unwrap();
+        let text = String::from_utf8(pages[0].clone()).unwrap();
+        let a = text.find("<entry>").unwrap();
+        let b = text.find("</entry>").unwrap() + "</entry>".len();
+        let entry = &text[a..b];
+        let acc = entry
+            .split("accession-number=")
+            .nth(1)
+            .unwrap()
+            .split('<')
+            .next()
+            .unwrap()
+            .to_owned();
+        let new_entry = entry.replace(&acc, "0009999999-26-000001");
+        pages[0] = format!("{}{new_entry}\n{}", &text[..a], &text[a..]).into_bytes();
+    }
+    let second = p.poll_once(&store).await.unwrap();
+    assert_eq!(second.new_rows, 1);
+    assert!(second.published.is_some());
+    let after = forward_rows(&store).await;
+    assert_eq!(after.len(), before.len() + 1);
+    let added: Vec<_> = after
+        .iter()
+        .filter(|r| r.accession.as_deref() == Some("0009999999-26-000001"))
+        .collect();
+    assert_eq!(added.len(), 1);
+    assert_eq!(added[0].available_at, Some(minute(second.fetched_at)));
+    // The rows seen before keep their revision.
+    let old: BTreeSet<_> = before.iter().map(|r| r.revision_id.clone()).collect();
+    assert!(old.is_subset(&after.iter().map(|r| r.revision_id.clone()).collect()));
+    assert!(first.published.is_some());
+}
+
+#[tokio::test]
+async fn a_429_is_waited_out_for_its_retry_after_and_requests_stay_under_ten_a_second() {
+    let feed = three_pages();
+    feed.throttle_once.store(true, Ordering::SeqCst);
+    let base = serve(feed.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let r = poller(&base).poll_once(&store).await.unwrap();
+    assert!(r.published.is_some());
+    let log = feed.log.lock().unwrap().clone();
+    let throttled = log
+        .iter()
+        .position(|(_, s, code)| *s == 100 && *code == 429)
+        .unwrap();
+    let (t429, _, _) = log[throttled];
+    let (retry, start, code) = log[throttled + 1];
+    assert_eq!((start, code), (100, 200));
+    assert!(
+        retry - t429 >= Duration::from_secs(1),
+        "retried after {:?}",
+        retry - t429
+    );
+    for w in log.windows(2) {
+        let gap = w[1].0 - w[0].0;
+        assert!(
+            gap >= Duration::from_millis(95),
+            "two requests {gap:?} apart"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_poll_that_fails_leaves_the_corpus_as_it_was() {
+    // The feed refuses a User-Agent without a contact (403): the poll fails, nothing changes.
+    let feed = three_pages();
+    let base = serve(feed.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let mut cfg = Config::new(&base, UA, 10).unwrap();
+    cfg.user_agent = "no contact".into();
+    let err = Poller::new(cfg)
+        .unwrap()
+        .poll_once(&store)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("403"), "{err}");
+    assert_eq!(store.current_version().await.unwrap(), None);
+}
+
+#[test]
+fn fair_access_settings_are_checked_before_any_request() {
+    let e = Config::new("http://127.0.0.1:1", "asof-bot", 10).unwrap_err();
+    assert!(e.to_string().starts_with("--user-agent"), "{e}");
+    let e = Config::new("http://127.0.0.1:1", UA, 11).unwrap_err();
+    assert!(e.to_string().starts_with("--max-rps"), "{e}");
+    let e = Config::new("not a url", UA, 5).unwrap_err();
+    assert!(e.to_string().starts_with("--edgar-base-url"), "{e}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_poll_and_a_manual_ingest_at_once_lose_neither() {
+    let feed = three_pages();
+    let base = serve(feed.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let cot = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../snapshots/sources/us.cftc.cot/disaggregated_futures_only_2021/f_year.txt");
+    let req = asof_ingest::pipeline::Request {
+        source: asof_engine::SourceId::CftcCot,
+        lane: Lane::CertifiedPit,
+        commit_time: Instant::now(),
+        captured_at: Some(Instant::parse("2021-03-26T23:59:59Z").unwrap()),
+        certify: None,
+        files: asof_ingest::pipeline::read_files(&[cot]).unwrap(),
+    };
+    let mut p = poller(&base);
+    let (polled, ingested) = tokio::join!(
+        p.poll_once(&store),
+        asof_ingest::pipeline::ingest(&store, req, &|_| {})
+    );
+    let (polled, ingested) = (polled.unwrap(), ingested.unwrap());
+    let (_, m) = store.current().await.unwrap();
+    let held: BTreeSet<_> = m.partitions.iter().map(|p| (p.source_id, p.lane)).collect();
+    assert!(held.contains(&(asof_engine::SourceId::SecEdgar, Lane::ForwardFirstSeen)));
+    assert!(held.contains(&(asof_engine::SourceId::CftcCot, Lane::CertifiedPit)));
+    assert_eq!(forward_rows(&store).await.len(), polled.new_rows);
+    assert!(ingested.published.rows_added > 0);
+}
