@@ -1,4 +1,4 @@
-//! End-to-end tests of the offline CLI (`asof query`, `sql`, `verify`, `build-sample`, `files`) against
+//! End-to-end tests of the CLI (`asof query`, `sql`, `verify`, `build-sample`, `files`, `poll`) against
 //! the shipped sample corpus, spawning the real binary.
 
 use std::path::{Path, PathBuf};
@@ -759,4 +759,104 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
         }
     }
     out
+}
+
+/// A local EDGAR feed (the recorded pages) on a runtime that lives as long as the guard.
+fn feed() -> (tokio::runtime::Runtime, String) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let base = rt.block_on(asof_test_support::feed::serve(
+        asof_test_support::feed::three_pages(),
+    ));
+    (rt, base)
+}
+
+#[test]
+fn poll_once_publishes_the_new_filings_and_then_nothing() {
+    let (_rt, base) = feed();
+    let corpus = tempfile::tempdir().unwrap();
+    let dir = corpus.path().to_str().unwrap();
+    let args = [
+        "poll",
+        "--once",
+        "--corpus",
+        dir,
+        "--user-agent",
+        "asof tests ops@example.com",
+        "--edgar-base-url",
+        &base,
+    ];
+    let o = asof(&args);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let version = stdout(&o).trim().to_owned();
+    assert!(version.starts_with("sha256:"), "{version}");
+    let pointer = std::fs::read_to_string(corpus.path().join("manifests/CURRENT")).unwrap();
+    assert_eq!(pointer.trim(), version);
+    // Nothing new: no version printed, the pointer stays.
+    let o = asof(&args);
+    assert!(o.status.success());
+    assert_eq!(stdout(&o).trim(), "");
+    let again = std::fs::read_to_string(corpus.path().join("manifests/CURRENT")).unwrap();
+    assert_eq!(again, pointer);
+    // Without a contact in the User-Agent nothing is fetched.
+    let o = asof(&[
+        "poll",
+        "--once",
+        "--corpus",
+        dir,
+        "--user-agent",
+        "bot",
+        "--edgar-base-url",
+        &base,
+    ]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--user-agent"));
+}
+
+#[test]
+fn the_poll_daemon_publishes_and_stops_on_sigterm() {
+    let (_rt, base) = feed();
+    let corpus = tempfile::tempdir().unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_asof"))
+        .args([
+            "poll",
+            "--interval",
+            "1",
+            "--corpus",
+            corpus.path().to_str().unwrap(),
+        ])
+        .args([
+            "--user-agent",
+            "asof tests ops@example.com",
+            "--edgar-base-url",
+            &base,
+        ])
+        .env("ASOF_LOG", "error")
+        .spawn()
+        .unwrap();
+    // Ready when its first publish has moved the pointer (bounded; never a fixed sleep).
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !corpus.path().join("manifests/CURRENT").exists() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no publish within 60 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            assert!(s.success(), "{s:?}");
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "still running 20 s after SIGTERM"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
 }

@@ -4,6 +4,9 @@
 //!   URLs). The binary comes from `ASOF_S3S_FS` (default `~/.cache/asof-tools/bin/s3s-fs`,
 //!   where `scripts/test-all` installs it). Without it a test says so and passes, unless
 //!   `ASOF_REQUIRE_S3=1` (CI), where a missing server fails it.
+//! - [`feed`]: a local EDGAR current-filings feed replaying the recorded Atom pages.
+
+pub mod feed;
 
 use std::net::TcpStream;
 use std::path::PathBuf;

@@ -13,6 +13,7 @@ use asof_server::routes::data::{DiffParams, NewsParams};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod files;
+mod poll;
 
 /// Exit code when the answer is a coverage hole (409 over HTTP): not an error, not an answer.
 const EXIT_HOLE: u8 = 3;
@@ -41,6 +42,9 @@ pub enum Command {
     /// Ingest agency files of one source as one new corpus version (all or nothing); prints the
     /// corpus_version last.
     Ingest(IngestArgs),
+    /// Keep the live lane current: poll EDGAR's current-filings feed and publish each filing
+    /// not yet held (forward_first_seen, available_at = the fetch minute).
+    Poll(poll::PollArgs),
     /// Write a synthetic EDGAR-like corpus for benchmarks (deterministic by seed); prints the
     /// corpus_version last.
     BenchCorpus(BenchCorpusArgs),
@@ -287,6 +291,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::BenchCorpus(a) => bench_corpus(a).await,
         Command::Ingest(a) => ingest(a).await,
         Command::Files(a) => files::files(a).await,
+        Command::Poll(a) => poll::poll(a).await,
         Command::Serve(a) => serve(a).await,
         Command::Keys(KeysCommand::Create(a)) => keys_create(a).await,
     };
