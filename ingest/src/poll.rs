@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use asof_engine::clock::{Instant, Lane, SourceId};
+use asof_engine::clock::{Day, Instant, Lane, SourceId};
 use asof_engine::store::CorpusStore;
 use rand::Rng;
 
@@ -39,6 +39,9 @@ pub struct Config {
     pub max_pages: usize,
     /// Attempts per request on 429 / 5xx / a transport error before the poll fails.
     pub attempts: u32,
+    /// How many finished UTC days back the certified lane looks for daily indexes it has not
+    /// certified yet.
+    pub backfill_days: u32,
     /// First backoff delay (doubled per attempt, with jitter) when no `Retry-After` is given.
     pub backoff: Duration,
 }
@@ -76,6 +79,7 @@ impl Config {
             requests_per_second,
             max_pages: 60,
             attempts: 5,
+            backfill_days: 7,
             backoff: Duration::from_secs(1),
         })
     }
@@ -109,6 +113,18 @@ pub struct Report {
     pub published: Option<String>,
 }
 
+/// What one certified-lane pass did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Certified {
+    /// Days certified with their daily index, and days certified empty on the listing's
+    /// evidence (EDGAR published no index for them).
+    pub indexed: Vec<Day>,
+    pub empty: Vec<Day>,
+    /// Finished days EDGAR's listing does not show yet: certified by a later pass.
+    pub waiting: Vec<Day>,
+    pub published: Option<String>,
+}
+
 /// A fetched page's validators, sent back on the next poll.
 #[derive(Debug, Clone, Default)]
 struct Validators {
@@ -120,13 +136,16 @@ struct Validators {
 pub struct Poller {
     cfg: Config,
     client: reqwest::Client,
-    validators: HashMap<usize, Validators>,
+    /// By URL.
+    validators: HashMap<String, Validators>,
     last_request: Option<std::time::Instant>,
 }
 
 enum Page {
     Body(Vec<u8>),
     NotModified,
+    /// 404: not published (yet).
+    Missing,
 }
 
 impl Poller {
@@ -162,15 +181,15 @@ impl Poller {
         self.last_request = Some(std::time::Instant::now());
     }
 
-    /// One page, conditionally, with backoff on 429 / 5xx / transport errors.
-    async fn fetch(&mut self, start: usize) -> Result<Page> {
-        let url = self.cfg.page_url(start);
+    /// One URL, conditionally, with backoff on 429 / 5xx / transport errors.
+    async fn fetch(&mut self, url: url::Url) -> Result<Page> {
+        let key = url.to_string();
         let mut attempt = 0;
         loop {
             attempt += 1;
             self.pace().await;
             let mut req = self.client.get(url.clone());
-            if let Some(v) = self.validators.get(&start) {
+            if let Some(v) = self.validators.get(&key) {
                 if let Some(e) = &v.etag {
                     req = req.header(reqwest::header::IF_NONE_MATCH, e);
                 }
@@ -181,6 +200,9 @@ impl Poller {
             let wait = match req.send().await {
                 Ok(res) if res.status() == reqwest::StatusCode::NOT_MODIFIED => {
                     return Ok(Page::NotModified);
+                }
+                Ok(res) if res.status() == reqwest::StatusCode::NOT_FOUND => {
+                    return Ok(Page::Missing);
                 }
                 Ok(res) if res.status().is_success() => {
                     let header = |n: reqwest::header::HeaderName| {
@@ -202,7 +224,7 @@ impl Poller {
                             "the page was cut short (Content-Length differs)",
                         ));
                     }
-                    self.validators.insert(start, v);
+                    self.validators.insert(key, v);
                     return Ok(Page::Body(body.to_vec()));
                 }
                 Ok(res)
@@ -245,6 +267,122 @@ impl Poller {
         }
     }
 
+    /// The certified lane: every finished UTC day up to `through` (yesterday, in the daemon)
+    /// that the corpus does not certify yet, at most `backfill_days` back. A day EDGAR lists a
+    /// daily index for is ingested from that index (which certifies it; a body cut short of
+    /// its `Content-Length` fails the pass); a day before the quarter's last listed index with
+    /// none is certified empty, the listing as evidence; a later day waits.
+    pub async fn poll_certified(&mut self, store: &CorpusStore, through: Day) -> Result<Certified> {
+        let last = match store.current_version().await? {
+            Some(v) => store
+                .manifest(&v)
+                .await?
+                .certifications
+                .iter()
+                .filter(|c| c.source_id == SourceId::SecEdgar && c.lane == Lane::CertifiedPit)
+                .map(|c| c.to)
+                .max(),
+            None => None,
+        };
+        let floor = Day::from_days(through.days() - self.cfg.backfill_days as i32 + 1);
+        let start = last.map_or(floor, |d| d.next().max(floor));
+        let mut out = Certified {
+            indexed: vec![],
+            empty: vec![],
+            waiting: vec![],
+            published: None,
+        };
+        if start > through {
+            return Ok(out);
+        }
+        let mut files = Vec::new();
+        let mut quarter = None;
+        for d in (start.days()..=through.days()).map(Day::from_days) {
+            let date = d.to_date();
+            let (year, q) = (date.year(), (u8::from(date.month()) - 1) / 3 + 1);
+            if quarter == Some((year, q)) {
+                continue;
+            }
+            quarter = Some((year, q));
+            let dir = format!("/Archives/edgar/daily-index/{year}/QTR{q}/");
+            let listing_url = self
+                .cfg
+                .base_url
+                .join(&format!("{dir}index.json"))
+                .expect("static path");
+            let listing = match self.fetch(listing_url.clone()).await? {
+                Page::Body(b) => b,
+                // A quarter not begun at EDGAR yet: its days wait.
+                Page::Missing | Page::NotModified => {
+                    self.validators.remove(&listing_url.to_string());
+                    continue;
+                }
+            };
+            // Fetched afresh next time: the listing is evidence, it must be in hand.
+            self.validators.remove(&listing_url.to_string());
+            let name = listing_url.to_string();
+            let (listed, unpublished) = crate::sources::edgar::daily_listing(&name, &listing)?;
+            let in_range = |x: &Day| *x >= start && *x <= through;
+            for &day in listed.iter().filter(|x| in_range(x)) {
+                let compact = day.to_string().replace('-', "");
+                let url = self
+                    .cfg
+                    .base_url
+                    .join(&format!("{dir}company.{compact}.idx"))
+                    .expect("static path");
+                match self.fetch(url.clone()).await? {
+                    Page::Body(bytes) => {
+                        self.validators.remove(&url.to_string());
+                        files.push(InputFile {
+                            name: url.to_string(),
+                            bytes,
+                        });
+                        out.indexed.push(day);
+                    }
+                    _ => {
+                        return Err(Error::parse(
+                            url.as_str(),
+                            "response",
+                            "listed in the quarter's daily-index listing but not served",
+                        ));
+                    }
+                }
+            }
+            let empty: Vec<Day> = unpublished.into_iter().filter(|x| in_range(x)).collect();
+            if !empty.is_empty() {
+                out.empty.extend(empty);
+                files.push(InputFile {
+                    name,
+                    bytes: listing,
+                });
+            }
+        }
+        let covered: std::collections::BTreeSet<Day> =
+            out.indexed.iter().chain(&out.empty).copied().collect();
+        out.waiting = (start.days()..=through.days())
+            .map(Day::from_days)
+            .filter(|d| !covered.contains(d))
+            .collect();
+        if files.is_empty() {
+            return Ok(out);
+        }
+        let now = Instant::now();
+        let req = Request {
+            source: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            commit_time: now,
+            captured_at: Some(now),
+            certify: None,
+            files,
+        };
+        let outcome = pipeline::ingest(store, req, &|_| {}).await?;
+        out.published = outcome
+            .published
+            .changed
+            .then(|| outcome.published.version.clone());
+        Ok(out)
+    }
+
     /// One poll: every page of the listing, then one publish of the filings not yet held.
     pub async fn poll_once(&mut self, store: &CorpusStore) -> Result<Report> {
         let fetched_at = Instant::now();
@@ -252,13 +390,20 @@ impl Poller {
         let mut unchanged = 0;
         for page in 0..self.cfg.max_pages {
             let start = page * PAGE_SIZE;
-            match self.fetch(start).await? {
+            match self.fetch(self.cfg.page_url(start)).await? {
                 // The first page unchanged: the listing has not moved since the last poll.
                 Page::NotModified if page == 0 => {
                     unchanged += 1;
                     break;
                 }
                 Page::NotModified => unchanged += 1,
+                Page::Missing => {
+                    return Err(Error::parse(
+                        self.cfg.page_url(start).as_str(),
+                        "response",
+                        "the feed answered 404",
+                    ));
+                }
                 Page::Body(bytes) => {
                     let name = format!("{}#start={start}", self.cfg.base_url);
                     let entries = crate::sources::edgar::parse_atom(&name, &bytes)?.rows.len();
@@ -301,8 +446,9 @@ impl Poller {
         })
     }
 
-    /// Polls every `interval` until `stop` resolves; a failed poll is logged and retried at
-    /// the next tick, and a stop request ends the loop between polls.
+    /// Polls both lanes every `interval` until `stop` resolves (the certified lane through
+    /// yesterday, UTC); a failed poll is logged and retried at the next tick, and a stop
+    /// request ends the loop between polls.
     pub async fn run(
         &mut self,
         store: &CorpusStore,
@@ -320,6 +466,19 @@ impl Poller {
                 },
                 Err(e) => {
                     tracing::error!(error = %e, "poll failed; the corpus is unchanged and the next poll retries")
+                }
+            }
+            let yesterday = Instant::now().day().prev();
+            match self.poll_certified(store, yesterday).await {
+                Ok(c) => {
+                    if let Some(v) = &c.published {
+                        tracing::info!(indexed = ?c.indexed, empty = ?c.empty, version = %v, "certified days");
+                    } else if !c.waiting.is_empty() {
+                        tracing::info!(waiting = ?c.waiting, "days wait for EDGAR's daily index");
+                    }
+                }
+                Err(e) => {
+                    tracing::error!(error = %e, "certified-lane pass failed; the next poll retries")
                 }
             }
             tokio::select! {

@@ -217,3 +217,108 @@ async fn a_poll_and_a_manual_ingest_at_once_lose_neither() {
     assert_eq!(forward_rows(&store).await.len(), polled.new_rows);
     assert!(ingested.published.rows_added > 0);
 }
+
+/// The recorded daily index of 2022-10-03 and a quarter listing naming it (and, with
+/// `more`, a later index), served under `/Archives/edgar/daily-index/2022/QTR4/`.
+fn with_quarter(feed: &asof_test_support::feed::Feed, more: bool) {
+    let dir =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../snapshots/sources/sec.edgar/daily-index");
+    let idx = std::fs::read(dir.join("company.20221003.idx")).unwrap();
+    let mut items = vec![r#"{"name":"company.20221003.idx","type":"file"}"#];
+    if more {
+        items.push(r#"{"name":"company.20221005.idx","type":"file"}"#);
+    }
+    let listing = format!(
+        r#"{{"directory":{{"name":"daily-index/2022/QTR4/","parent-dir":"../","item":[{}]}}}}"#,
+        items.join(",")
+    );
+    let mut a = feed.archives.lock().unwrap();
+    a.insert(
+        "edgar/daily-index/2022/QTR4/index.json".into(),
+        listing.into_bytes(),
+    );
+    a.insert(
+        "edgar/daily-index/2022/QTR4/company.20221003.idx".into(),
+        idx,
+    );
+}
+
+fn day(s: &str) -> asof_engine::Day {
+    s.parse().unwrap()
+}
+
+#[tokio::test]
+async fn a_finished_day_is_certified_from_its_daily_index_and_a_skipped_day_empty_on_the_listing() {
+    let feed = three_pages();
+    with_quarter(&feed, false);
+    let base = serve(feed.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    // Four days back: the quarter's first four days (the third quarter is not served).
+    let mut cfg = Config::new(&base, UA, 10).unwrap();
+    cfg.backfill_days = 4;
+    let mut p = Poller::new(cfg).unwrap();
+    let c = p.poll_certified(&store, day("2022-10-04")).await.unwrap();
+    assert_eq!(c.indexed, vec![day("2022-10-03")]);
+    // The weekend before it: EDGAR published no index; the listing is the evidence.
+    assert!(c.empty.contains(&day("2022-10-01")) && c.empty.contains(&day("2022-10-02")));
+    // The 4th is finished but not listed yet: it waits, it is not claimed empty.
+    assert_eq!(c.waiting, vec![day("2022-10-04")]);
+    assert!(c.published.is_some());
+    let (_, m) = store.current().await.unwrap();
+    let certified = |d: &str| {
+        m.certifications
+            .iter()
+            .find(|c| c.lane == Lane::CertifiedPit && c.from <= day(d) && day(d) <= c.to)
+            .cloned()
+    };
+    let oct3 = certified("2022-10-03").unwrap();
+    assert!(
+        oct3.evidence
+            .iter()
+            .any(|e| e.file == "company.20221003.idx")
+    );
+    let oct1 = certified("2022-10-01").unwrap();
+    assert!(oct1.evidence.iter().any(|e| e.file == "index.json"));
+    assert!(certified("2022-10-04").is_none());
+    let rows: usize = m
+        .partitions
+        .iter()
+        .filter(|p| p.lane == Lane::CertifiedPit && p.date == day("2022-10-03"))
+        .map(|p| p.row_count as usize)
+        .sum();
+    assert!(rows > 0);
+    assert!(m.partitions.iter().all(|p| p.date != day("2022-10-01")));
+    // Once EDGAR lists a later day, the 4th (skipped) is certified empty; nothing else moves.
+    with_quarter(&feed, true);
+    let c = p.poll_certified(&store, day("2022-10-04")).await.unwrap();
+    assert_eq!(
+        (c.indexed.clone(), c.empty.clone()),
+        (vec![], vec![day("2022-10-04")])
+    );
+    assert!(c.waiting.is_empty());
+    // Nothing left: no request for a publish.
+    let c = p.poll_certified(&store, day("2022-10-04")).await.unwrap();
+    assert_eq!(c.published, None);
+}
+
+#[tokio::test]
+async fn a_daily_index_cut_short_is_never_certified() {
+    let feed = three_pages();
+    with_quarter(&feed, false);
+    *feed.cut_short.lock().unwrap() =
+        Some("edgar/daily-index/2022/QTR4/company.20221003.idx".into());
+    let base = serve(feed.clone()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let mut cfg = Config::new(&base, UA, 10).unwrap();
+    cfg.attempts = 2;
+    cfg.backoff = Duration::from_millis(10);
+    let err = Poller::new(cfg)
+        .unwrap()
+        .poll_certified(&store, day("2022-10-03"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("company.20221003.idx"), "{err}");
+    assert_eq!(store.current_version().await.unwrap(), None);
+}

@@ -32,6 +32,11 @@ pub struct Feed {
     /// (when, start, status) of every request.
     pub log: Mutex<Vec<(std::time::Instant, usize, u16)>>,
     pub throttle_once: AtomicBool,
+    /// Files under `/Archives/` by path (`edgar/daily-index/2022/QTR4/index.json`, ...).
+    pub archives: Mutex<std::collections::HashMap<String, Vec<u8>>>,
+    /// An archive path answered with a `Content-Length` larger than its body (a cut-short
+    /// transfer).
+    pub cut_short: Mutex<Option<String>>,
 }
 
 async fn browse(
@@ -81,10 +86,58 @@ async fn browse(
     res
 }
 
+async fn archive(
+    State(feed): State<Arc<Feed>>,
+    axum::extract::Path(path): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    let ua = headers
+        .get(header::USER_AGENT)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    if !ua.contains('@') {
+        return StatusCode::FORBIDDEN.into_response();
+    }
+    let Some(body) = feed.archives.lock().unwrap().get(&path).cloned() else {
+        return StatusCode::NOT_FOUND.into_response();
+    };
+    if feed.cut_short.lock().unwrap().as_deref() == Some(path.as_str()) {
+        // Declares the whole file, sends half of it: the connection ends short.
+        let half = body[..body.len() / 2].to_vec();
+        let stream = futures_stream(half);
+        return Response::builder()
+            .header(header::CONTENT_LENGTH, body.len())
+            .body(axum::body::Body::from_stream(stream))
+            .unwrap();
+    }
+    body.into_response()
+}
+
+/// A body that yields `bytes` and then fails, as a dropped connection does.
+fn futures_stream(
+    bytes: Vec<u8>,
+) -> impl futures::Stream<Item = Result<Vec<u8>, std::io::Error>> + Send {
+    struct Once(Option<Vec<u8>>);
+    impl futures::Stream for Once {
+        type Item = Result<Vec<u8>, std::io::Error>;
+        fn poll_next(
+            mut self: std::pin::Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Option<Self::Item>> {
+            std::task::Poll::Ready(Some(match self.0.take() {
+                Some(b) => Ok(b),
+                None => Err(std::io::Error::other("connection dropped")),
+            }))
+        }
+    }
+    Once(Some(bytes))
+}
+
 /// Serves `feed` on a free loopback port (a task of the calling runtime); returns its base URL.
 pub async fn serve(feed: Arc<Feed>) -> String {
     let app = axum::Router::new()
         .route("/cgi-bin/browse-edgar", axum::routing::get(browse))
+        .route("/Archives/{*path}", axum::routing::get(archive))
         .with_state(feed);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();

@@ -760,6 +760,23 @@ mod tests {
     }
 
     #[test]
+    fn a_quarter_listing_certifies_the_unlisted_days_up_to_its_last_index_only() {
+        let listing = br#"{"directory":{"name":"daily-index/2022/QTR4/","item":[
+            {"name":"company.20221003.idx"},{"name":"master.20221003.idx"},
+            {"name":"company.20221005.idx"},{"name":"sitemap.quarterlyindex1.xml"}]}}"#;
+        let days = unpublished_days("index.json", listing).unwrap();
+        let want: Vec<Day> = ["2022-10-01", "2022-10-02", "2022-10-04"]
+            .iter()
+            .map(|d| d.parse().unwrap())
+            .collect();
+        assert_eq!(days, want);
+        let empty = br#"{"directory":{"name":"daily-index/2022/QTR4/","item":[]}}"#;
+        assert!(unpublished_days("index.json", empty).unwrap().is_empty());
+        let bad = br#"{"directory":{"name":"full-index/2022/","item":[]}}"#;
+        assert!(unpublished_days("index.json", bad).is_err());
+    }
+
+    #[test]
     fn index_without_header_is_refused_with_its_name() {
         let err = parse_index("bad.idx", b"hello\nworld\n", t("2026-11-01T00:00:00Z"))
             .unwrap_err()
@@ -805,6 +822,60 @@ pub fn submissions_name(rel: &str) -> Result<(String, bool, Instant)> {
 /// index is a whole day), submissions JSON (captured at the `__YYYYMMDDTHHMMSSZ` instant of
 /// its file name, else at `--captured-at`) and pages of the current-filings Atom feed (forward
 /// lane only; a row seen on several pages keeps its first sighting).
+/// The days of a quarter EDGAR published no daily index for, as its `daily-index/YYYY/QTRn/
+/// index.json` listing shows: every day from the quarter's first to its last listed
+/// `company.YYYYMMDD.idx` that has no such file (weekends, holidays). The listing is the
+/// evidence those days are complete and empty; days after the last listed one are not
+/// claimed (their index may not be out yet), and listed days are certified by their own
+/// index file, never by the listing.
+pub fn unpublished_days(file: &str, bytes: &[u8]) -> Result<Vec<Day>> {
+    Ok(daily_listing(file, bytes)?.1)
+}
+
+/// A quarter's daily-index listing: the days with a `company.YYYYMMDD.idx`, and the days from
+/// the quarter's first to its last listed day without one (see [`unpublished_days`]).
+pub fn daily_listing(file: &str, bytes: &[u8]) -> Result<(Vec<Day>, Vec<Day>)> {
+    let v: serde_json::Value = serde_json::from_slice(bytes)
+        .map_err(|e| Error::parse(file, "listing", format!("not JSON: {e}")))?;
+    let dir = v["directory"]["name"].as_str().unwrap_or_default();
+    // "daily-index/2026/QTR1/" (EDGAR may or may not lead with a slash).
+    let parts: Vec<&str> = dir.trim_matches('/').split('/').collect();
+    let (year, quarter) = match parts.as_slice() {
+        [.., "daily-index", y, q] => (
+            y.parse::<i32>().ok(),
+            q.strip_prefix("QTR").and_then(|n| n.parse::<u8>().ok()),
+        ),
+        _ => (None, None),
+    };
+    let (Some(year), Some(quarter @ 1..=4)) = (year, quarter) else {
+        return Err(Error::parse(
+            file,
+            "directory/name",
+            format!("{dir:?} is not a daily-index/YYYY/QTRn/ listing"),
+        ));
+    };
+    let first: Day = format!("{year}-{:02}-01", (quarter - 1) * 3 + 1)
+        .parse()
+        .map_err(|()| Error::parse(file, "directory/name", "no such quarter"))?;
+    let listed: std::collections::BTreeSet<Day> = v["directory"]["item"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|i| i["name"].as_str())
+        .filter_map(|n| n.strip_prefix("company.")?.strip_suffix(".idx"))
+        .filter_map(Day::parse_compact)
+        .filter(|d| *d >= first)
+        .collect();
+    let Some(&last) = listed.last() else {
+        return Ok((vec![], vec![]));
+    };
+    let unpublished = (first.days()..=last.days())
+        .map(Day::from_days)
+        .filter(|d| !listed.contains(d))
+        .collect();
+    Ok((listed.into_iter().collect(), unpublished))
+}
+
 pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
     let mut out = Parsed::default();
     let mut captures: Vec<(Instant, String, Vec<NewsRow>)> = Vec::new();
@@ -848,6 +919,9 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
             let idx = parse_index(&f.name, &f.bytes, placeholder)?;
             out.whole_days.extend(idx.daily);
             out.rows.extend(idx.rows);
+        } else if base == "index.json" {
+            lane_must_be(Lane::CertifiedPit, "an EDGAR daily-index listing")?;
+            out.whole_days.extend(unpublished_days(&f.name, &f.bytes)?);
         } else if head == Some(b'{') {
             lane_must_be(Lane::CertifiedPit, "a submissions file")?;
             let (cik, at) = match submissions_name(base) {

@@ -46,10 +46,19 @@ pub async fn poll(a: PollArgs) -> CliResult {
     if a.once {
         let r = poller.poll_once(&store).await?;
         eprintln!(
-            "fetched {} page(s) ({} unchanged), {} new filing(s)",
+            "forward lane: fetched {} page(s) ({} unchanged), {} new filing(s)",
             r.pages, r.unchanged, r.new_rows
         );
-        if let Some(v) = &r.published {
+        let yesterday = asof_engine::Instant::now().day().prev();
+        let c = poller.poll_certified(&store, yesterday).await?;
+        eprintln!(
+            "certified lane: {} day(s) from their daily index, {} empty on the listing's evidence, {} waiting",
+            c.indexed.len(),
+            c.empty.len(),
+            c.waiting.len()
+        );
+        // The version the corpus ends at, when this run published one.
+        if let Some(v) = c.published.or(r.published) {
             println!("{v}");
         }
         return Ok(ExitCode::SUCCESS);
