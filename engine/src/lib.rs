@@ -4,6 +4,7 @@
 //! analysts call it through `asof query` and `asof sql`. See ARCHITECTURE.md for the map.
 
 pub mod access;
+pub mod changes;
 pub mod clock;
 pub mod corpus;
 pub mod coverage;

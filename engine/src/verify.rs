@@ -16,6 +16,32 @@ pub struct Verified {
 /// Checks the pointer's manifest hash, then every partition's sha256 and row count, then every
 /// identity and access object. Stops at the first fault, naming the object.
 pub async fn verify(store: &CorpusStore, version: Option<&str>) -> Result<Verified> {
+    verify_beyond(store, version, None).await
+}
+
+/// As [`verify`], but objects `known` (a version already verified and served) also lists are
+/// not read again: objects are content-addressed, so the same path is the same bytes. A server
+/// reloading a version that adds one day's partition re-hashes that partition, not the corpus.
+/// `Verified` counts only what was read.
+pub async fn verify_beyond(
+    store: &CorpusStore,
+    version: Option<&str>,
+    known: Option<&crate::manifest::Manifest>,
+) -> Result<Verified> {
+    let seen: std::collections::HashSet<&str> = known
+        .map(|k| {
+            k.partitions
+                .iter()
+                .map(|p| p.path.as_str())
+                .chain(
+                    k.identity
+                        .iter()
+                        .chain(k.access.iter())
+                        .map(|o| o.path.as_str()),
+                )
+                .collect()
+        })
+        .unwrap_or_default();
     let version = match version {
         Some(v) => v.to_owned(),
         None => store
@@ -28,7 +54,11 @@ pub async fn verify(store: &CorpusStore, version: Option<&str>) -> Result<Verifi
         version,
         ..Default::default()
     };
-    for p in &m.partitions {
+    for p in m
+        .partitions
+        .iter()
+        .filter(|p| !seen.contains(p.path.as_str()))
+    {
         let bytes = get_checked(store, &p.path, &p.sha256).await?;
         if bytes.len() as u64 != p.bytes {
             return Err(Error::integrity(
@@ -46,7 +76,12 @@ pub async fn verify(store: &CorpusStore, version: Option<&str>) -> Result<Verifi
         out.partitions += 1;
         out.rows += rows;
     }
-    for o in m.identity.iter().chain(m.access.iter()) {
+    for o in m
+        .identity
+        .iter()
+        .chain(m.access.iter())
+        .filter(|o| !seen.contains(o.path.as_str()))
+    {
         get_checked(store, &o.path, &o.sha256).await?;
         out.other_objects += 1;
     }

@@ -40,6 +40,9 @@ pub enum ApiError {
     RangeNotSatisfiable { size: u64 },
     #[error("rate limit exceeded")]
     RateLimited { retry_after: u64 },
+    /// The key already holds its open streams (`/v1/stream`) on this process.
+    #[error("too many streams")]
+    TooManyStreams { limit: usize },
     #[error("request timed out")]
     Timeout { after_secs: u64 },
     #[error("overloaded")]
@@ -67,7 +70,9 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
-            ApiError::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::RateLimited { .. } | ApiError::TooManyStreams { .. } => {
+                StatusCode::TOO_MANY_REQUESTS
+            }
             ApiError::Timeout { .. } | ApiError::Overloaded { .. } => {
                 StatusCode::SERVICE_UNAVAILABLE
             }
@@ -88,6 +93,7 @@ impl ApiError {
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::RangeNotSatisfiable { .. } => "range_not_satisfiable",
             ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::TooManyStreams { .. } => "too_many_streams",
             ApiError::Timeout { .. } => "timeout",
             ApiError::Overloaded { .. } => "overloaded",
             ApiError::Internal => "internal",
@@ -112,6 +118,7 @@ impl ApiError {
             ApiError::MethodNotAllowed { allow } => format!("method not allowed on this path; allowed: {allow}"),
             ApiError::RangeNotSatisfiable { size } => format!("the requested range lies past the end of the file ({size} bytes)"),
             ApiError::RateLimited { retry_after } => format!("rate limit exceeded; retry after {retry_after} seconds"),
+            ApiError::TooManyStreams { limit } => format!("this key already holds {limit} open streams on this server; close one (or wait for it to end) and retry"),
             ApiError::Timeout { after_secs } => format!("the answer took longer than {after_secs} s and was abandoned; retry, or narrow the query (a ticker, cik or limit)"),
             ApiError::Overloaded { retry_after } => format!("too many queries are scanning the corpus right now; retry after {retry_after} s"),
             ApiError::Internal => "internal error; the request id identifies it in the service logs".into(),

@@ -28,14 +28,27 @@ pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String
         return None;
     }
     // A version that fails verification is refused and the old one stays served.
-    if let Err(e) = asof_engine::verify::verify(store, Some(&version)).await {
+    // Objects the served version holds were checked when it was loaded (and are
+    // content-addressed): only the new ones are read.
+    if let Err(e) =
+        asof_engine::verify::verify_beyond(store, Some(&version), Some(current.manifest())).await
+    {
         tracing::error!(error = %e, new = %version, kept = %current.version(), "REFUSED corpus reload: new version failed verification");
         return None;
     }
     match Corpus::open_version(store.clone(), &version).await {
         Ok(c) => {
+            let manifest = c.manifest().clone();
             state.swap_corpus(c);
             tracing::info!(from = %current.version(), to = %version, "corpus reloaded");
+            // Streams get the rows the new version (and any between) added.
+            if let Err(e) = state
+                .stream()
+                .advance(store, current.manifest(), &version, &manifest)
+                .await
+            {
+                tracing::error!(error = %e, to = %version, "stream: cannot read what the new version added; streams miss it until they reconnect");
+            }
             Some(version)
         }
         Err(e) => {
@@ -45,14 +58,22 @@ pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String
     }
 }
 
-/// Polls every `interval` until the process ends; also drops old rate-limit windows.
+/// Polls every `interval` until the process ends; about once a minute also drops old
+/// rate-limit windows (a write to the state store, which a sub-second pointer check must not
+/// bring along each time).
 pub async fn reload_loop(state: AppState, store: CorpusStore, interval: Duration) {
+    const PURGE_EVERY: Duration = Duration::from_secs(60);
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     tick.tick().await;
+    let mut purged = tokio::time::Instant::now();
     loop {
         tick.tick().await;
         reload_once(&state, &store).await;
+        if purged.elapsed() < PURGE_EVERY {
+            continue;
+        }
+        purged = tokio::time::Instant::now();
         let cutoff = asof_engine::Instant::now().micros() - 10 * 60_000_000;
         if let Err(e) = state.store().purge_windows(cutoff).await {
             tracing::warn!(error = %e, "could not purge old rate-limit windows");

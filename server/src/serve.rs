@@ -1,6 +1,7 @@
 //! `asof serve`: bind, load corpus and state, serve until SIGTERM/Ctrl-C, finish in-flight
 //! requests, exit.
 
+use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -24,6 +25,9 @@ pub struct ServeConfig {
     pub file_url_ttl: Duration,
     pub file_requests_per_minute: u32,
     pub public_url: Option<String>,
+    pub max_streams_per_key: usize,
+    /// How long after the shutdown signal connections may take to finish.
+    pub shutdown_grace: Duration,
 }
 
 pub async fn serve(cfg: ServeConfig) -> Result<()> {
@@ -45,6 +49,10 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         file_url_ttl: cfg.file_url_ttl,
         file_requests_per_minute: cfg.file_requests_per_minute,
         public_url: cfg.public_url,
+        stream: crate::http::stream::StreamOptions {
+            max_per_key: cfg.max_streams_per_key,
+            ..Default::default()
+        },
         ..crate::http::Options::default()
     };
     let state = AppState::with_options(corpus, state_store, opts).await?;
@@ -60,12 +68,33 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     // Tests and operators wait for this line (or /health) before sending traffic.
     tracing::info!(%addr, "asof listening on http://{addr}");
     eprintln!("asof listening on http://{addr}");
-    axum::serve(
+    // On the signal: streams end (each sends a last comment), in-flight requests finish, and
+    // after the grace period the process exits whatever connections are still open (a client
+    // that stopped reading must not hold a rolling restart).
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let hub = state.stream().clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        hub.close();
+        stop_tx.send_replace(true);
+    });
+    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    let server = axum::serve(
         listener,
         app(state.clone()).into_make_service_with_connect_info::<SocketAddr>(),
     )
-    .with_graceful_shutdown(shutdown_signal())
-    .await?;
+    .with_graceful_shutdown(stopped(stop_rx.clone()));
+    tokio::select! {
+        r = server.into_future() => r?,
+        () = async {
+            stopped(stop_rx).await;
+            tokio::time::sleep(cfg.shutdown_grace).await;
+        } => {
+            tracing::warn!(grace_secs = cfg.shutdown_grace.as_secs(), "connections still open after the shutdown grace period; exiting without them");
+        }
+    }
     // Rate-limit counts of the last requests are shared with other replicas only once written.
     if let Err(e) = state.flush_rate_windows().await {
         tracing::warn!(error = %e, "rate windows not written at shutdown");

@@ -70,13 +70,16 @@ pub struct ServeArgs {
     /// State store: sqlite://PATH (default) or postgres://...
     #[arg(long = "database-url", env = "ASOF_DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
     pub database_url: String,
-    /// Seconds between polls of the corpus pointer.
+    /// Seconds between checks of the corpus pointer, decimals allowed (0.1 at least): one
+    /// small read; a new version is then verified (its new objects only) and loaded, and its
+    /// new rows reach /v1/stream. It bounds how late a stream client learns of a publish.
     #[arg(
         long = "reload-interval",
         env = "ASOF_RELOAD_INTERVAL",
-        default_value_t = 30
+        default_value = "1",
+        value_parser = interval_seconds
     )]
-    pub reload_interval: u64,
+    pub reload_interval: std::time::Duration,
     /// Take the client address from X-Forwarded-For (only behind a trusted proxy).
     #[arg(long = "trust-forwarded-for", env = "ASOF_TRUST_FORWARDED_FOR")]
     pub trust_forwarded_for: bool,
@@ -134,6 +137,22 @@ pub struct ServeArgs {
     /// file URLs it signs; default: the request's Host.
     #[arg(long = "public-url", env = "ASOF_PUBLIC_URL")]
     pub public_url: Option<String>,
+    /// Streams (/v1/stream) one API key may hold open at once on this process.
+    #[arg(
+        long = "max-streams-per-key",
+        env = "ASOF_MAX_STREAMS_PER_KEY",
+        default_value_t = 4,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_streams_per_key: u64,
+    /// Seconds the process waits, after SIGTERM, for open connections to finish before it
+    /// exits anyway (streams end at once; this bounds clients that stopped reading).
+    #[arg(
+        long = "shutdown-grace",
+        env = "ASOF_SHUTDOWN_GRACE",
+        default_value_t = 10
+    )]
+    pub shutdown_grace: u64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -704,12 +723,26 @@ async fn bench_corpus(a: BenchCorpusArgs) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A `--reload-interval`: decimal seconds, at least 0.1 (a pointer check is cheap, but a
+/// tighter loop would only burn a core).
+fn interval_seconds(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds (e.g. 1 or 0.25)"))?;
+    if !(0.1..=86_400.0).contains(&secs) {
+        return Err(format!(
+            "`{s}`: the interval must lie between 0.1 and 86400 seconds"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
 async fn serve(a: ServeArgs) -> CliResult {
     let cfg = asof_server::serve::ServeConfig {
         listen: a.listen,
         corpus: a.corpus.corpus,
         database_url: a.database_url,
-        reload_interval: std::time::Duration::from_secs(a.reload_interval.max(1)),
+        reload_interval: a.reload_interval,
         trust_forwarded_for: a.trust_forwarded_for,
         public_requests_per_minute: a.public_rate_limit,
         request_timeout: std::time::Duration::from_secs(a.request_timeout),
@@ -718,6 +751,8 @@ async fn serve(a: ServeArgs) -> CliResult {
         file_url_ttl: std::time::Duration::from_secs(a.file_url_ttl),
         file_requests_per_minute: a.file_rate_limit,
         public_url: a.public_url,
+        max_streams_per_key: a.max_streams_per_key as usize,
+        shutdown_grace: std::time::Duration::from_secs(a.shutdown_grace),
     };
     asof_server::serve::serve(cfg).await?;
     Ok(ExitCode::SUCCESS)
@@ -780,12 +815,25 @@ mod tests {
                 .is_file(),
             "the default corpus is the shipped sample"
         );
-        assert_eq!(a.reload_interval, 30);
+        assert_eq!(a.reload_interval, std::time::Duration::from_secs(1));
+        assert_eq!(a.max_streams_per_key, 4);
         assert_eq!(a.public_rate_limit, 120);
         assert_eq!(a.request_timeout, 30);
         assert_eq!(a.max_scans, 8);
         assert_eq!(a.scan_wait_ms, 2000);
         assert!(!a.trust_forwarded_for);
         assert!(Cli::try_parse_from(["asof", "serve", "--public-rate-limit", "0"]).is_err());
+    }
+
+    #[test]
+    fn the_reload_interval_takes_decimal_seconds_from_a_tenth_up() {
+        assert_eq!(
+            interval_seconds("0.25"),
+            Ok(std::time::Duration::from_millis(250))
+        );
+        assert_eq!(interval_seconds("2"), Ok(std::time::Duration::from_secs(2)));
+        for bad in ["0.05", "0", "-1", "1e9", "soon", ""] {
+            assert!(interval_seconds(bad).is_err(), "{bad}");
+        }
     }
 }

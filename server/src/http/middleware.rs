@@ -390,6 +390,9 @@ pub fn error_response(ctx: &Ctx, err: &ApiError, sample: bool) -> Response {
         ApiError::Timeout { .. } => {
             h.insert(header::RETRY_AFTER, HeaderValue::from(1));
         }
+        ApiError::TooManyStreams { .. } => {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(5));
+        }
         ApiError::RangeNotSatisfiable { size } => {
             h.insert(
                 header::CONTENT_RANGE,

@@ -1,6 +1,6 @@
 //! The HTTP layer every route stands on: the shared state and per-request context, the route
-//! entry type, typed query parameters, cursors, the envelope and answer builder, and the
-//! middleware. It knows no individual route (those are in `crate::routes`).
+//! entry type, typed query parameters, cursors, the envelope and answer builder, the
+//! middleware, and the live stream's shared log. It knows no individual route (those are in `crate::routes`).
 
 pub mod cursor;
 pub mod envelope;
@@ -11,6 +11,7 @@ pub mod range;
 pub mod response;
 pub mod route;
 pub mod state;
+pub mod stream;
 
 pub use response::{Reply, ok};
 pub use route::{Access, Kind, Route};

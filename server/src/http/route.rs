@@ -47,6 +47,9 @@ pub enum Kind {
     Document,
     /// The MCP endpoint: JSON-RPC bodies and its own statuses.
     Rpc,
+    /// A server-sent-event stream (`/v1/stream`): not an envelope, never cached or receipted;
+    /// errors before it opens are envelopes.
+    Stream,
     /// File bytes (a signed file URL): `Content-Length`, ranges, the file's sha256 as ETag;
     /// errors are envelopes, answers are not.
     Bytes,

@@ -33,6 +33,8 @@ struct Inner {
     keys: KeyCache,
     /// One bound on concurrent DataFusion scans, shared by every corpus version served.
     scans: ScanGate,
+    /// The live stream's log of what each loaded version added.
+    stream: crate::http::stream::Hub,
     /// Values derived from one corpus version (the rendered description), by type.
     per_version: Mutex<HashMap<TypeId, PerVersion>>,
 }
@@ -67,6 +69,8 @@ pub struct Options {
     /// signs itself; `None`: the request's `Host` (and, behind a trusted proxy,
     /// `X-Forwarded-Proto`).
     pub public_url: Option<String>,
+    /// The live stream's limits (`/v1/stream`).
+    pub stream: crate::http::stream::StreamOptions,
 }
 
 impl Default for Options {
@@ -81,6 +85,7 @@ impl Default for Options {
             file_url_ttl: Duration::from_secs(15 * 60),
             file_requests_per_minute: FILE_REQUESTS_PER_MINUTE,
             public_url: None,
+            stream: crate::http::stream::StreamOptions::default(),
         }
     }
 }
@@ -120,6 +125,7 @@ impl AppState {
         let scans = ScanGate::new(opts.max_concurrent_scans, opts.scan_wait);
         let mut corpus = corpus;
         corpus.set_scan_gate(scans.clone());
+        let stream = crate::http::stream::Hub::new(corpus.version(), opts.stream.clone());
         let rate = RateWindows::new(store.clone());
         rate.start_flusher();
         Ok(AppState {
@@ -132,6 +138,7 @@ impl AppState {
                 rate,
                 keys: KeyCache::new(crate::state::key_cache::TTL),
                 per_version: Mutex::default(),
+                stream,
                 scans,
                 opts,
             }),
@@ -147,6 +154,11 @@ impl AppState {
     pub fn swap_corpus(&self, mut corpus: Corpus) {
         corpus.set_scan_gate(self.inner.scans.clone());
         *self.inner.corpus.write().expect("corpus lock") = Arc::new(corpus);
+    }
+
+    /// The live stream's shared log (`/v1/stream`).
+    pub fn stream(&self) -> &crate::http::stream::Hub {
+        &self.inner.stream
     }
 
     pub fn store(&self) -> &Arc<dyn StateStore> {

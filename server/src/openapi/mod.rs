@@ -141,7 +141,9 @@ fn header_required(kind: Kind, status: &str, name: &str) -> bool {
             kind != Kind::Rpc && !(kind == Kind::Bytes && matches!(status, "200" | "206" | "304"))
         }
         "Cache-Control" => kind != Kind::Rpc,
-        "ETag" => matches!(status, "200" | "206" | "304") && kind != Kind::Rpc,
+        "ETag" => {
+            matches!(status, "200" | "206" | "304") && !matches!(kind, Kind::Rpc | Kind::Stream)
+        }
         "Retry-After" => matches!(status, "429" | "503"),
         // Credentials and the plan gate are checked before the window is counted, and a
         // fault of the state store leaves no window to report.
@@ -266,7 +268,7 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
         return;
     }
     // The audit opt-in header, on the routes whose answers can be receipted.
-    if keyed && route.receipts {
+    if keyed && route.receipts && kind != Kind::Stream {
         op.parameters.get_or_insert_with(Vec::new).push(
             ParameterBuilder::new()
                 .name("X-Service-Audit")
@@ -283,7 +285,10 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
                 .build(),
         );
     }
-    let mut statuses = vec!["304", "400", "500"];
+    let mut statuses = vec!["400", "500"];
+    if kind != Kind::Stream {
+        statuses.push("304");
+    }
     if kind != Kind::Document {
         // Any route can outlive the request timeout; only a scan can find every slot taken.
         statuses.push("503");
@@ -329,7 +334,9 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
         h.push((
             "Cache-Control",
             string_header(
-                if kind == Kind::Bytes {
+                if kind == Kind::Stream {
+                    "`no-store` on errors; `no-cache, no-store` on the stream."
+                } else if kind == Kind::Bytes {
                     "`no-store` on errors; on file bytes `private, max-age=<seconds the URL has left>`."
                 } else {
                     "`no-store` on errors; otherwise `public` (sample and discovery routes) or `private`, with `max-age=300` for a historical cut and `max-age=0, must-revalidate` for a live one."
@@ -338,7 +345,7 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
                 None,
             ),
         ));
-        if answered {
+        if answered && kind != Kind::Stream {
             h.push((
                 "ETag",
                 string_header(

@@ -13,6 +13,7 @@ pub mod discovery;
 pub mod files;
 pub mod meta;
 pub mod sample;
+pub mod stream;
 
 use utoipa_axum::routes;
 
@@ -37,6 +38,8 @@ pub static TABLE: &[Route] = &[
     Route::key(Plan::Power, || routes!(files::files)).kind(Kind::LiveEnvelope),
     Route::key(Plan::Power, || routes!(files::file)).kind(Kind::LiveEnvelope),
     Route::signed(|| routes!(files::file_bytes)),
+    // An open stream counts as one request; it has no envelope to receipt (counted `skipped`).
+    Route::key(Plan::Researcher, || routes!(stream::stream)).kind(Kind::Stream),
     Route::public(|| routes!(sample::sample_news)),
     Route::public(|| routes!(sample::sample_diff)),
     Route::public(|| routes!(sample::sample_coverage)),
