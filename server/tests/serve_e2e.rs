@@ -377,3 +377,50 @@ fn a_served_process_polls_the_pointer_and_serves_a_new_version() {
     }
     assert!(guard.terminate().success());
 }
+
+#[test]
+fn sigterm_ends_open_streams_and_the_process_exits_promptly() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("state.db").display());
+    // A long grace: the exit must come from the streams ending, not from the grace running out.
+    let (child, addr, _) = start_logging(&db, "error", &["--shutdown-grace", "60"]);
+    let mut guard = Guard(child);
+    let key = keys_create(&db, "stream@example.com", "researcher");
+    let mut s = TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "GET /v1/stream HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\r\n"
+    )
+    .unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    // Wait until the stream is open (its first comment has arrived).
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !String::from_utf8_lossy(&got).contains("asof stream of lane") {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "the stream closed before opening");
+        got.extend_from_slice(&buf[..n]);
+    }
+    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
+    let started = std::time::Instant::now();
+    let code = guard.terminate();
+    assert!(code.success(), "graceful shutdown exits 0, got {code:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(20),
+        "an open stream held the process for {:?}",
+        started.elapsed()
+    );
+    // The client read the server's last word, then the end of the stream.
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => got.extend_from_slice(&buf[..n]),
+        }
+    }
+    assert!(
+        String::from_utf8_lossy(&got).contains("the server is shutting down"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+}
