@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use asof_engine::Instant;
 use asof_server::plan::Plan;
-use asof_server::state::store::{self, StateStore, StoredReceipt, hash_key};
+use asof_server::state::store::{self, StateStore, StoredReceipt, TokenUse, hash_key};
 
 async fn suite(s: Arc<dyn StateStore>) {
     let u = s
@@ -65,6 +65,118 @@ async fn suite(s: Arc<dyn StateStore>) {
     );
     assert_eq!(s.purge_windows(120_000_000).await.unwrap(), 2);
     receipts(&*s, &u.id).await;
+    sign_ins(&*s).await;
+}
+
+/// Sign-in links (single use, expiring), sessions (lifetimes, logout) and page views.
+async fn sign_ins(s: &dyn StateStore) {
+    let t = |secs: i64| Instant::from_micros(1_800_000_000_000_000 + secs * 1_000_000);
+    // First sign-in creates a researcher; a later one keeps whatever plan the user has.
+    let new = s.sign_in_user("new@example.com").await.unwrap();
+    assert_eq!(new.plan, Plan::Researcher);
+    let desk = s.upsert_user("desk@example.com", Plan::Desk).await.unwrap();
+    assert_eq!(s.sign_in_user("desk@example.com").await.unwrap(), desk);
+    assert_eq!(s.sign_in_user("new@example.com").await.unwrap().id, new.id);
+
+    s.put_login_token(&hash_key("tok-live"), "new@example.com", t(0), t(900))
+        .await
+        .unwrap();
+    s.put_login_token(&hash_key("tok-old"), "new@example.com", t(0), t(900))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.use_login_token(&hash_key("tok-live"), t(60))
+            .await
+            .unwrap(),
+        TokenUse::SignIn {
+            email: "new@example.com".into()
+        }
+    );
+    assert_eq!(
+        s.use_login_token(&hash_key("tok-live"), t(61))
+            .await
+            .unwrap(),
+        TokenUse::Used,
+        "a link works once"
+    );
+    assert_eq!(
+        s.use_login_token(&hash_key("tok-old"), t(900))
+            .await
+            .unwrap(),
+        TokenUse::Expired,
+        "a token is dead at its expiry instant"
+    );
+    assert_eq!(
+        s.use_login_token(&hash_key("tok-never"), t(1))
+            .await
+            .unwrap(),
+        TokenUse::Unknown
+    );
+
+    s.create_session(&hash_key("sess-1"), &new.id, "email", t(0), t(3600))
+        .await
+        .unwrap();
+    let got = s.session(&hash_key("sess-1")).await.unwrap().unwrap();
+    assert_eq!(
+        (
+            got.user.id.as_str(),
+            got.via.as_str(),
+            got.last_seen_at,
+            got.expires_at,
+            got.ended_at
+        ),
+        (new.id.as_str(), "email", t(0), t(3600), None)
+    );
+    s.touch_session(&hash_key("sess-1"), t(120)).await.unwrap();
+    s.touch_session(&hash_key("sess-1"), t(60)).await.unwrap();
+    assert_eq!(
+        s.session(&hash_key("sess-1"))
+            .await
+            .unwrap()
+            .unwrap()
+            .last_seen_at,
+        t(120),
+        "activity only moves forward"
+    );
+    assert!(s.session(&hash_key("sess-none")).await.unwrap().is_none());
+    assert!(s.end_session(&hash_key("sess-1"), t(200)).await.unwrap());
+    assert!(
+        !s.end_session(&hash_key("sess-1"), t(300)).await.unwrap(),
+        "a session ends once"
+    );
+    assert_eq!(
+        s.session(&hash_key("sess-1"))
+            .await
+            .unwrap()
+            .unwrap()
+            .ended_at,
+        Some(t(200))
+    );
+    s.create_session(&hash_key("sess-2"), &new.id, "provider_a", t(0), t(10_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.purge_sign_ins(t(5000)).await.unwrap(),
+        3,
+        "two expired tokens and the ended session"
+    );
+    assert!(s.session(&hash_key("sess-2")).await.unwrap().is_some());
+
+    for (path, day) in [
+        ("/", "2026-11-01"),
+        ("/", "2026-11-01"),
+        ("/account", "2026-11-02"),
+        ("/", "2026-10-01"),
+    ] {
+        s.count_page_view(path, day).await.unwrap();
+    }
+    assert_eq!(
+        s.page_views("2026-11-01", "2026-11-30").await.unwrap(),
+        [
+            ("/".to_string(), "2026-11-01".to_string(), 2),
+            ("/account".to_string(), "2026-11-02".to_string(), 1)
+        ]
+    );
 }
 
 fn receipt(user: &str, key: &str, ts_ms: i64, request_id: &str) -> StoredReceipt {

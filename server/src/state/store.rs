@@ -35,6 +35,32 @@ pub struct KeyRecord {
 
 pub const KEY_PREFIX: &str = "svc_live_";
 
+/// A signed-in browser session as stored: never its id, only the id's hash.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SessionRecord {
+    pub user: User,
+    /// How the user signed in: `email`, `provider_a` or `provider_b`.
+    pub via: String,
+    pub created_at: asof_engine::Instant,
+    pub last_seen_at: asof_engine::Instant,
+    /// The absolute end, whatever the activity.
+    pub expires_at: asof_engine::Instant,
+    pub ended_at: Option<asof_engine::Instant>,
+}
+
+/// What presenting a sign-in link's token did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenUse {
+    /// The token was live and is now used: sign in this address.
+    SignIn {
+        email: String,
+    },
+    /// The token was used before (a link works once).
+    Used,
+    Expired,
+    Unknown,
+}
+
 /// sha256 hex of a raw key: what the store keeps and looks keys up by.
 pub fn hash_key(raw: &str) -> String {
     hex::encode(Sha256::digest(raw.as_bytes()))
@@ -95,6 +121,48 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     ) -> Result<Vec<StoredReceipt>>;
     /// How many receipts one key has in the store.
     async fn receipt_count(&self, key_id: &str) -> Result<i64>;
+
+    /// The user signing in with this verified address: created on first sign-in with the
+    /// `researcher` plan; an existing user keeps its plan.
+    async fn sign_in_user(&self, email: &str) -> Result<User>;
+    /// Stores a sign-in link's token (by its hash only) for `email`, live until `expires_at`.
+    async fn put_login_token(
+        &self,
+        token_hash: &str,
+        email: &str,
+        now: asof_engine::Instant,
+        expires_at: asof_engine::Instant,
+    ) -> Result<()>;
+    /// Uses a sign-in token: atomically, so of two requests with the same live token exactly
+    /// one gets [`TokenUse::SignIn`].
+    async fn use_login_token(
+        &self,
+        token_hash: &str,
+        now: asof_engine::Instant,
+    ) -> Result<TokenUse>;
+    /// Starts a session (stored by its id's hash) for `user_id`, ending at `expires_at` at the
+    /// latest.
+    async fn create_session(
+        &self,
+        id_hash: &str,
+        user_id: &str,
+        via: &str,
+        now: asof_engine::Instant,
+        expires_at: asof_engine::Instant,
+    ) -> Result<()>;
+    /// The session with this id hash and its user, whatever its state (the caller checks the
+    /// lifetimes).
+    async fn session(&self, id_hash: &str) -> Result<Option<SessionRecord>>;
+    /// Records activity on a session (what the idle lifetime counts from).
+    async fn touch_session(&self, id_hash: &str, at: asof_engine::Instant) -> Result<()>;
+    /// Ends a session; false when there was no live one.
+    async fn end_session(&self, id_hash: &str, at: asof_engine::Instant) -> Result<bool>;
+    /// Drops sign-in tokens and sessions that ended or expired before `before`.
+    async fn purge_sign_ins(&self, before: asof_engine::Instant) -> Result<u64>;
+    /// Counts one page view of `path` on UTC day `day` (`YYYY-MM-DD`).
+    async fn count_page_view(&self, path: &str, day: &str) -> Result<()>;
+    /// Page views per `(path, day)` for days in `[from_day, to_day]`, by day then path.
+    async fn page_views(&self, from_day: &str, to_day: &str) -> Result<Vec<(String, String, i64)>>;
 }
 
 /// An audit receipt as stored: the spec's seven fields plus the owner, `ts` in milliseconds.
@@ -118,6 +186,11 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS rate_windows (bucket TEXT NOT NULL, window_start BIGINT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (bucket, window_start))",
     "CREATE TABLE IF NOT EXISTS audit_receipts (key_id TEXT NOT NULL, ts_ms BIGINT NOT NULL, request_id TEXT NOT NULL, user_id TEXT NOT NULL, route TEXT NOT NULL, params_digest TEXT NOT NULL, corpus_version TEXT NOT NULL, envelope_sha256 TEXT NOT NULL, PRIMARY KEY (key_id, ts_ms, request_id))",
+    // Sign-in links and sessions: only hashes of their secrets are kept.
+    "CREATE TABLE IF NOT EXISTS login_tokens (token_hash TEXT PRIMARY KEY, email TEXT NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, used_at BIGINT)",
+    "CREATE TABLE IF NOT EXISTS sessions (id_hash TEXT PRIMARY KEY, user_id TEXT NOT NULL REFERENCES users(id), via TEXT NOT NULL, created_at BIGINT NOT NULL, last_seen_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, ended_at BIGINT)",
+    "CREATE INDEX IF NOT EXISTS sessions_user ON sessions (user_id)",
+    "CREATE TABLE IF NOT EXISTS page_views (path TEXT NOT NULL, day TEXT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (path, day))",
 ];
 
 fn instant(v: Option<i64>) -> Option<asof_engine::Instant> {
@@ -311,6 +384,117 @@ macro_rules! sql_state_store {
             async fn receipt_count(&self, key_id: &str) -> Result<i64> {
                 let r = sqlx::query("SELECT COUNT(*) AS n FROM audit_receipts WHERE key_id = $1").bind(key_id).fetch_one(&self.pool).await?;
                 Ok(r.try_get("n")?)
+            }
+
+            async fn sign_in_user(&self, email: &str) -> Result<User> {
+                let id = format!("usr_{}", uuid::Uuid::new_v4().simple());
+                let now = asof_engine::Instant::now().micros();
+                sqlx::query("INSERT INTO users (id, email, plan, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (email) DO NOTHING")
+                    .bind(&id)
+                    .bind(email)
+                    .bind(Plan::Researcher.as_str())
+                    .bind(now)
+                    .execute(&self.pool)
+                    .await?;
+                let r = sqlx::query("SELECT id, email, plan FROM users WHERE email = $1").bind(email).fetch_one(&self.pool).await?;
+                let plan: String = r.try_get("plan")?;
+                Ok(User { id: r.try_get("id")?, email: r.try_get("email")?, plan: Plan::from_str(&plan).map_err(|()| Error::Config(format!("stored plan {plan:?} is unknown")))? })
+            }
+
+            async fn put_login_token(&self, token_hash: &str, email: &str, now: asof_engine::Instant, expires_at: asof_engine::Instant) -> Result<()> {
+                sqlx::query("INSERT INTO login_tokens (token_hash, email, created_at, expires_at, used_at) VALUES ($1, $2, $3, $4, NULL)")
+                    .bind(token_hash)
+                    .bind(email)
+                    .bind(now.micros())
+                    .bind(expires_at.micros())
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn use_login_token(&self, token_hash: &str, now: asof_engine::Instant) -> Result<TokenUse> {
+                // One statement marks the token used only if it is live: two requests racing
+                // with one link cannot both sign in.
+                let used = sqlx::query("UPDATE login_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING email")
+                    .bind(token_hash)
+                    .bind(now.micros())
+                    .fetch_optional(&self.pool)
+                    .await?;
+                if let Some(r) = used {
+                    return Ok(TokenUse::SignIn { email: r.try_get("email")? });
+                }
+                let r = sqlx::query("SELECT used_at FROM login_tokens WHERE token_hash = $1").bind(token_hash).fetch_optional(&self.pool).await?;
+                Ok(match r {
+                    None => TokenUse::Unknown,
+                    Some(r) if r.try_get::<Option<i64>, _>("used_at")?.is_some() => TokenUse::Used,
+                    Some(_) => TokenUse::Expired,
+                })
+            }
+
+            async fn create_session(&self, id_hash: &str, user_id: &str, via: &str, now: asof_engine::Instant, expires_at: asof_engine::Instant) -> Result<()> {
+                sqlx::query("INSERT INTO sessions (id_hash, user_id, via, created_at, last_seen_at, expires_at, ended_at) VALUES ($1, $2, $3, $4, $4, $5, NULL)")
+                    .bind(id_hash)
+                    .bind(user_id)
+                    .bind(via)
+                    .bind(now.micros())
+                    .bind(expires_at.micros())
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn session(&self, id_hash: &str) -> Result<Option<SessionRecord>> {
+                let row = sqlx::query(
+                    "SELECT s.user_id, s.via, s.created_at, s.last_seen_at, s.expires_at, s.ended_at, u.email, u.plan \
+                     FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = $1",
+                )
+                .bind(id_hash)
+                .fetch_optional(&self.pool)
+                .await?;
+                let Some(r) = row else { return Ok(None) };
+                let plan: String = r.try_get("plan")?;
+                Ok(Some(SessionRecord {
+                    user: User { id: r.try_get("user_id")?, email: r.try_get("email")?, plan: Plan::from_str(&plan).map_err(|()| Error::Config(format!("stored plan {plan:?} is unknown")))? },
+                    via: r.try_get("via")?,
+                    created_at: asof_engine::Instant::from_micros(r.try_get("created_at")?),
+                    last_seen_at: asof_engine::Instant::from_micros(r.try_get("last_seen_at")?),
+                    expires_at: asof_engine::Instant::from_micros(r.try_get("expires_at")?),
+                    ended_at: instant(r.try_get("ended_at")?),
+                }))
+            }
+
+            async fn touch_session(&self, id_hash: &str, at: asof_engine::Instant) -> Result<()> {
+                sqlx::query("UPDATE sessions SET last_seen_at = $2 WHERE id_hash = $1 AND last_seen_at < $2").bind(id_hash).bind(at.micros()).execute(&self.pool).await?;
+                Ok(())
+            }
+
+            async fn end_session(&self, id_hash: &str, at: asof_engine::Instant) -> Result<bool> {
+                let done = sqlx::query("UPDATE sessions SET ended_at = $2 WHERE id_hash = $1 AND ended_at IS NULL").bind(id_hash).bind(at.micros()).execute(&self.pool).await?;
+                Ok(done.rows_affected() > 0)
+            }
+
+            async fn purge_sign_ins(&self, before: asof_engine::Instant) -> Result<u64> {
+                let t = sqlx::query("DELETE FROM login_tokens WHERE expires_at < $1").bind(before.micros()).execute(&self.pool).await?.rows_affected();
+                let s = sqlx::query("DELETE FROM sessions WHERE expires_at < $1 OR ended_at < $1").bind(before.micros()).execute(&self.pool).await?.rows_affected();
+                Ok(t + s)
+            }
+
+            async fn count_page_view(&self, path: &str, day: &str) -> Result<()> {
+                sqlx::query("INSERT INTO page_views (path, day, count) VALUES ($1, $2, 1) ON CONFLICT (path, day) DO UPDATE SET count = page_views.count + 1")
+                    .bind(path)
+                    .bind(day)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn page_views(&self, from_day: &str, to_day: &str) -> Result<Vec<(String, String, i64)>> {
+                let rows = sqlx::query("SELECT path, day, count FROM page_views WHERE day >= $1 AND day <= $2 ORDER BY day, path")
+                    .bind(from_day)
+                    .bind(to_day)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(|r| Ok((r.try_get("path")?, r.try_get("day")?, r.try_get("count")?))).collect()
             }
         }
     };

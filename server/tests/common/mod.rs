@@ -10,7 +10,9 @@ use asof_engine::{Corpus, CorpusStore, Instant};
 use asof_server::Options;
 use asof_server::error::{Error, Result};
 use asof_server::plan::Plan;
-use asof_server::state::store::{self, KeyRecord, StateStore, StoredReceipt, User};
+use asof_server::state::store::{
+    self, KeyRecord, SessionRecord, StateStore, StoredReceipt, TokenUse, User,
+};
 use asof_server::{AppState, app};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
@@ -119,7 +121,19 @@ pub async fn send(
         .unwrap();
     let status = res.status();
     let headers = res.headers().clone();
-    let bytes = res.into_body().collect().await.unwrap().to_bytes().to_vec();
+    let bytes = if headers
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v == "text/event-stream")
+    {
+        // An open event stream never ends: what a request test sees of it is its first frame
+        // (the opening comment); dropping the body closes the stream.
+        match res.into_body().frame().await {
+            Some(Ok(f)) => f.into_data().map(|d| d.to_vec()).unwrap_or_default(),
+            _ => Vec::new(),
+        }
+    } else {
+        res.into_body().collect().await.unwrap().to_bytes().to_vec()
+    };
     let json = if bytes.is_empty() {
         Value::Null
     } else {
@@ -234,5 +248,52 @@ impl StateStore for Gated {
     }
     async fn receipt_count(&self, key_id: &str) -> Result<i64> {
         self.inner.receipt_count(key_id).await
+    }
+    async fn sign_in_user(&self, email: &str) -> Result<User> {
+        self.inner.sign_in_user(email).await
+    }
+    async fn put_login_token(
+        &self,
+        token_hash: &str,
+        email: &str,
+        now: Instant,
+        expires_at: Instant,
+    ) -> Result<()> {
+        self.inner
+            .put_login_token(token_hash, email, now, expires_at)
+            .await
+    }
+    async fn use_login_token(&self, token_hash: &str, now: Instant) -> Result<TokenUse> {
+        self.inner.use_login_token(token_hash, now).await
+    }
+    async fn create_session(
+        &self,
+        id_hash: &str,
+        user_id: &str,
+        via: &str,
+        now: Instant,
+        expires_at: Instant,
+    ) -> Result<()> {
+        self.inner
+            .create_session(id_hash, user_id, via, now, expires_at)
+            .await
+    }
+    async fn session(&self, id_hash: &str) -> Result<Option<SessionRecord>> {
+        self.inner.session(id_hash).await
+    }
+    async fn touch_session(&self, id_hash: &str, at: Instant) -> Result<()> {
+        self.inner.touch_session(id_hash, at).await
+    }
+    async fn end_session(&self, id_hash: &str, at: Instant) -> Result<bool> {
+        self.inner.end_session(id_hash, at).await
+    }
+    async fn purge_sign_ins(&self, before: Instant) -> Result<u64> {
+        self.inner.purge_sign_ins(before).await
+    }
+    async fn count_page_view(&self, path: &str, day: &str) -> Result<()> {
+        self.inner.count_page_view(path, day).await
+    }
+    async fn page_views(&self, from_day: &str, to_day: &str) -> Result<Vec<(String, String, i64)>> {
+        self.inner.page_views(from_day, to_day).await
     }
 }
