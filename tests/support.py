@@ -26,10 +26,10 @@ class Server:
     """`asof serve` over `corpus` (the shipped sample by default) with a fresh SQLite state
     store in `workdir`; `env` adds environment variables (object-store credentials)."""
 
-    def __init__(self, binary, workdir, corpus=REPO, extra=(), env=None):
-        self.port = free_port()
+    def __init__(self, binary, workdir, corpus=REPO, extra=(), env=None, port=None, db=None):
+        self.port = port or free_port()
         self.base = f"http://127.0.0.1:{self.port}"
-        self.db = f"sqlite://{workdir}/state.db"
+        self.db = db or f"sqlite://{workdir}/state.db"
         self.log_path = os.path.join(workdir, f"server-{self.port}.log")
         self.log = open(self.log_path, "w")
         self.proc = subprocess.Popen(

@@ -31,22 +31,34 @@ pub fn app(state: AppState) -> Router {
 }
 
 fn stack(state: AppState) -> Router {
-    let mut routes = Router::new();
+    // One method router per path: a path may have several entries (`GET /v1/keys` takes a key
+    // or the session, `POST /v1/keys` the session only), each behind its own guard. A method
+    // the path does not have is a 405 naming every method it has, before any credential is
+    // asked for: the method is wrong whoever sends it.
+    let mut paths: Vec<(String, axum::routing::MethodRouter<AppState>)> = Vec::new();
     for route in TABLE {
-        let (_, paths, method_router) = (route.endpoint)();
-        let allow = route.allow();
-        let method_router = method_router
-            .fallback(move || {
+        let (_, described, method_router) = (route.endpoint)();
+        let method_router = method_router.layer(middleware::from_fn_with_state(
+            (state.clone(), RouteInfo::from(route)),
+            guard,
+        ));
+        for path in described.paths.keys() {
+            match paths.iter_mut().find(|(p, _)| p == path) {
+                Some((_, m)) => *m = std::mem::take(m).merge(method_router.clone()),
+                None => paths.push((path.clone(), method_router.clone())),
+            }
+        }
+    }
+    let mut routes = Router::new();
+    for (path, method_router) in paths {
+        let allow = allow_of(&path);
+        routes = routes.route(
+            &path,
+            method_router.fallback(move || {
                 let allow = allow.clone();
                 async move { ApiError::MethodNotAllowed { allow } }
-            })
-            .layer(middleware::from_fn_with_state(
-                (state.clone(), RouteInfo::from(route)),
-                guard,
-            ));
-        for path in paths.paths.keys() {
-            routes = routes.route(path, method_router.clone());
-        }
+            }),
+        );
     }
     let timeout = state.options().request_timeout;
     let routes = routes
@@ -65,7 +77,7 @@ fn stack(state: AppState) -> Router {
     let allows = Arc::new(
         TABLE
             .iter()
-            .map(|r| (r.path(), r.allow()))
+            .map(|r| (r.path(), allow_of(&r.path())))
             .collect::<Vec<_>>(),
     );
     Router::new()
@@ -74,7 +86,15 @@ fn stack(state: AppState) -> Router {
         .layer(
             tower_http::cors::CorsLayer::new()
                 .allow_origin(tower_http::cors::Any)
-                .allow_methods([Method::GET, Method::HEAD, Method::OPTIONS, Method::POST])
+                // Never `allow_credentials`: another site's script cannot call the service with
+                // a visitor's session cookie, only with a key it holds itself.
+                .allow_methods([
+                    Method::GET,
+                    Method::HEAD,
+                    Method::OPTIONS,
+                    Method::POST,
+                    Method::DELETE,
+                ])
                 .allow_headers([
                     header::AUTHORIZATION,
                     header::IF_NONE_MATCH,
@@ -117,4 +137,20 @@ fn stack(state: AppState) -> Router {
             }),
         )
         .layer(middleware::from_fn(request_id))
+}
+
+/// The value of `Allow` on `path`: the methods of every entry serving it, `HEAD` with `GET`,
+/// and `OPTIONS`.
+pub fn allow_of(path: &str) -> String {
+    let mut names: Vec<&str> = Vec::new();
+    for r in TABLE.iter().filter(|r| r.path() == path) {
+        for m in r.methods() {
+            names.push(m);
+            if m == "GET" {
+                names.push("HEAD");
+            }
+        }
+    }
+    names.push("OPTIONS");
+    names.join(", ")
 }

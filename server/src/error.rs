@@ -47,6 +47,15 @@ pub enum ApiError {
     Timeout { after_secs: u64 },
     #[error("overloaded")]
     Overloaded { retry_after: u64 },
+    /// A sign-in way (e-mail, a provider) this server is not configured for.
+    #[error("{0}")]
+    SignInNotConfigured(String),
+    /// The mail server did not take the sign-in message.
+    #[error("mail unavailable")]
+    MailUnavailable,
+    /// A configured provider could not be reached (discovery failed).
+    #[error("provider unavailable")]
+    ProviderUnavailable(String),
     #[error("internal error")]
     Internal,
 }
@@ -73,9 +82,11 @@ impl ApiError {
             ApiError::RateLimited { .. } | ApiError::TooManyStreams { .. } => {
                 StatusCode::TOO_MANY_REQUESTS
             }
-            ApiError::Timeout { .. } | ApiError::Overloaded { .. } => {
-                StatusCode::SERVICE_UNAVAILABLE
-            }
+            ApiError::Timeout { .. }
+            | ApiError::Overloaded { .. }
+            | ApiError::SignInNotConfigured(_)
+            | ApiError::MailUnavailable
+            | ApiError::ProviderUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -96,6 +107,9 @@ impl ApiError {
             ApiError::TooManyStreams { .. } => "too_many_streams",
             ApiError::Timeout { .. } => "timeout",
             ApiError::Overloaded { .. } => "overloaded",
+            ApiError::SignInNotConfigured(_) => "sign_in_not_configured",
+            ApiError::MailUnavailable => "mail_unavailable",
+            ApiError::ProviderUnavailable(_) => "provider_unavailable",
             ApiError::Internal => "internal",
         }
     }
@@ -121,6 +135,8 @@ impl ApiError {
             ApiError::TooManyStreams { limit } => format!("this key already holds {limit} open streams on this server; close one (or wait for it to end) and retry"),
             ApiError::Timeout { after_secs } => format!("the answer took longer than {after_secs} s and was abandoned; retry, or narrow the query (a ticker, cik or limit)"),
             ApiError::Overloaded { retry_after } => format!("too many queries are scanning the corpus right now; retry after {retry_after} s"),
+            ApiError::MailUnavailable => "the sign-in e-mail could not be sent just now; retry in a minute".into(),
+            ApiError::ProviderUnavailable(p) => format!("{p} could not be reached just now; retry in a minute, or sign in another way"),
             ApiError::Internal => "internal error; the request id identifies it in the service logs".into(),
             other => other.to_string(),
         }
@@ -166,6 +182,8 @@ pub enum Error {
     Config(String),
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    #[error("mail: {0}")]
+    Mail(String),
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

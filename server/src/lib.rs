@@ -3,6 +3,7 @@
 //!
 //! - `error`, `plan`: the server's error type and the data plans;
 //! - `state`: the state store and the in-process layers in front of it;
+//! - `signin`: e-mail links, OpenID Connect providers and browser sessions;
 //! - `http`: shared state, route entries, typed queries, cursors, envelopes, middleware;
 //! - `openapi`: the description, generated from route entries;
 //! - `mcp`: the MCP endpoint, re-dispatching tool calls through the router;
@@ -18,6 +19,7 @@ pub mod plan;
 pub mod reload;
 pub mod routes;
 pub mod serve;
+pub mod signin;
 pub mod state;
 
 pub use app::app;

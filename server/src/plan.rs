@@ -32,6 +32,14 @@ impl Plan {
             Plan::Desk => 1200,
         }
     }
+    /// Live (neither revoked nor expired) keys a user of this plan may hold at once.
+    pub fn max_live_keys(self) -> u32 {
+        match self {
+            Plan::Researcher => 3,
+            Plan::Power => 10,
+            Plan::Desk => 50,
+        }
+    }
 }
 
 impl FromStr for Plan {

@@ -28,6 +28,10 @@ pub struct ServeConfig {
     pub max_streams_per_key: usize,
     /// How long after the shutdown signal connections may take to finish.
     pub shutdown_grace: Duration,
+    /// Which sign-in ways are configured.
+    pub sign_in: crate::signin::SignInConfig,
+    /// Send the session cookie with `Secure`.
+    pub secure_cookies: bool,
 }
 
 pub async fn serve(cfg: ServeConfig) -> Result<()> {
@@ -53,6 +57,11 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
             max_per_key: cfg.max_streams_per_key,
             ..Default::default()
         },
+        sessions: crate::signin::session::SessionOptions {
+            secure: cfg.secure_cookies,
+            ..Default::default()
+        },
+        sign_in: cfg.sign_in,
         ..crate::http::Options::default()
     };
     let state = AppState::with_options(corpus, state_store, opts).await?;
@@ -98,6 +107,9 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     // Rate-limit counts of the last requests are shared with other replicas only once written.
     if let Err(e) = state.flush_rate_windows().await {
         tracing::warn!(error = %e, "rate windows not written at shutdown");
+    }
+    if let Err(e) = state.usage().flush().await {
+        tracing::warn!(error = %e, "usage counts not written at shutdown");
     }
     // Receipts of the last responses may still be queued: write them before exiting.
     if !state.audit().drain(Duration::from_secs(10)).await {

@@ -170,6 +170,52 @@ async fn sign_ins(s: &dyn StateStore) {
     ] {
         s.count_page_view(path, day).await.unwrap();
     }
+    s.add_usage("usr_u", "key_1", "2026-11-02", "news", 5)
+        .await
+        .unwrap();
+    s.add_usage("usr_u", "key_1", "2026-11-02", "news", 2)
+        .await
+        .unwrap();
+    s.add_usage("usr_u", "", "2026-11-01", "keys", 1)
+        .await
+        .unwrap();
+    s.add_usage("usr_other", "key_9", "2026-11-02", "news", 9)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.usage("usr_u", "2026-11-01", "2026-11-30").await.unwrap(),
+        [
+            (
+                "2026-11-01".to_string(),
+                String::new(),
+                "keys".to_string(),
+                1
+            ),
+            (
+                "2026-11-02".to_string(),
+                "key_1".to_string(),
+                "news".to_string(),
+                7
+            )
+        ],
+        "counts add up, per user only"
+    );
+    s.purge_windows(i64::MAX).await.unwrap();
+    assert_eq!(
+        s.usage("usr_u", "2026-11-01", "2026-11-30")
+            .await
+            .unwrap()
+            .len(),
+        2,
+        "the rate purge leaves usage alone"
+    );
+    assert_eq!(
+        s.usage("usr_u", "2026-11-02", "2026-11-02")
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
     assert_eq!(
         s.page_views("2026-11-01", "2026-11-30").await.unwrap(),
         [

@@ -153,6 +153,96 @@ pub struct ServeArgs {
         default_value_t = 10
     )]
     pub shutdown_grace: u64,
+    /// E-mail sign-in: the SMTP server sign-in links go out through, in lettre's form
+    /// `smtp://[user:pass@]host[:port]` (add `?tls=required` for STARTTLS) or `smtps://...`;
+    /// needs --mail-from and --public-url. Unset: e-mail sign-in answers 503.
+    #[arg(long = "smtp-url", env = "ASOF_SMTP_URL", requires = "mail_from")]
+    pub smtp_url: Option<String>,
+    /// The sender of sign-in e-mail, e.g. "asof <no-reply@example.com>".
+    #[arg(long = "mail-from", env = "ASOF_MAIL_FROM", requires = "smtp_url")]
+    pub mail_from: Option<String>,
+    #[command(flatten)]
+    pub provider_a: ProviderAArgs,
+    #[command(flatten)]
+    pub provider_b: ProviderBArgs,
+    /// Send the session cookie without `Secure`: only for a local deployment over plain HTTP
+    /// on a host other than localhost (browsers drop Secure cookies set over plain HTTP).
+    #[arg(long = "insecure-cookies", env = "ASOF_INSECURE_COOKIES")]
+    pub insecure_cookies: bool,
+}
+
+/// OpenID Connect settings of sign-in provider A.
+#[derive(Debug, Args)]
+pub struct ProviderAArgs {
+    /// Provider A: the issuer URL (its /.well-known/openid-configuration is read);
+    /// unset: provider A sign-in answers 503.
+    #[arg(
+        id = "provider_a_issuer",
+        long = "provider-a-issuer",
+        env = "ASOF_PROVIDER_A_ISSUER",
+        requires = "provider_a_client_id"
+    )]
+    pub issuer: Option<String>,
+    /// Provider A: the client id registered with the provider.
+    #[arg(
+        id = "provider_a_client_id",
+        long = "provider-a-client-id",
+        env = "ASOF_PROVIDER_A_CLIENT_ID"
+    )]
+    pub client_id: Option<String>,
+    /// Provider A: the client secret (prefer the environment variable).
+    #[arg(
+        id = "provider_a_client_secret",
+        long = "provider-a-client-secret",
+        env = "ASOF_PROVIDER_A_CLIENT_SECRET",
+        hide_env_values = true
+    )]
+    pub client_secret: Option<String>,
+    /// Provider A: the redirect URL registered with the provider; default
+    /// <public-url>/v1/auth/provider_a/callback.
+    #[arg(
+        id = "provider_a_redirect_url",
+        long = "provider-a-redirect-url",
+        env = "ASOF_PROVIDER_A_REDIRECT_URL"
+    )]
+    pub redirect_url: Option<String>,
+}
+
+/// OpenID Connect settings of sign-in provider B.
+#[derive(Debug, Args)]
+pub struct ProviderBArgs {
+    /// Provider B: the issuer URL (its /.well-known/openid-configuration is read);
+    /// unset: provider B sign-in answers 503.
+    #[arg(
+        id = "provider_b_issuer",
+        long = "provider-b-issuer",
+        env = "ASOF_PROVIDER_B_ISSUER",
+        requires = "provider_b_client_id"
+    )]
+    pub issuer: Option<String>,
+    /// Provider B: the client id registered with the provider.
+    #[arg(
+        id = "provider_b_client_id",
+        long = "provider-b-client-id",
+        env = "ASOF_PROVIDER_B_CLIENT_ID"
+    )]
+    pub client_id: Option<String>,
+    /// Provider B: the client secret (prefer the environment variable).
+    #[arg(
+        id = "provider_b_client_secret",
+        long = "provider-b-client-secret",
+        env = "ASOF_PROVIDER_B_CLIENT_SECRET",
+        hide_env_values = true
+    )]
+    pub client_secret: Option<String>,
+    /// Provider B: the redirect URL registered with the provider; default
+    /// <public-url>/v1/auth/provider_b/callback.
+    #[arg(
+        id = "provider_b_redirect_url",
+        long = "provider-b-redirect-url",
+        env = "ASOF_PROVIDER_B_REDIRECT_URL"
+    )]
+    pub redirect_url: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -750,12 +840,64 @@ async fn serve(a: ServeArgs) -> CliResult {
         scan_wait: std::time::Duration::from_millis(a.scan_wait_ms),
         file_url_ttl: std::time::Duration::from_secs(a.file_url_ttl),
         file_requests_per_minute: a.file_rate_limit,
-        public_url: a.public_url,
+        public_url: a.public_url.clone(),
         max_streams_per_key: a.max_streams_per_key as usize,
         shutdown_grace: std::time::Duration::from_secs(a.shutdown_grace),
+        sign_in: asof_server::signin::SignInConfig {
+            mail: a.smtp_url.zip(a.mail_from),
+            provider_a: provider(
+                "provider_a",
+                a.provider_a.issuer,
+                a.provider_a.client_id,
+                a.provider_a.client_secret,
+                a.provider_a.redirect_url,
+                a.public_url.as_deref(),
+            )?,
+            provider_b: provider(
+                "provider_b",
+                a.provider_b.issuer,
+                a.provider_b.client_id,
+                a.provider_b.client_secret,
+                a.provider_b.redirect_url,
+                a.public_url.as_deref(),
+            )?,
+        },
+        secure_cookies: !a.insecure_cookies,
     };
     asof_server::serve::serve(cfg).await?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// One provider's settings from its flags: none without an issuer; the redirect URL defaults
+/// to the public URL's callback path.
+fn provider(
+    slot: &str,
+    issuer: Option<String>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    redirect_url: Option<String>,
+    public_url: Option<&str>,
+) -> Result<Option<asof_server::signin::oidc::ProviderConfig>, Box<dyn std::error::Error>> {
+    let Some(issuer) = issuer else {
+        return Ok(None);
+    };
+    let flag = slot.replace('_', "-");
+    let client_id = client_id.ok_or_else(|| format!("--{flag}-issuer needs --{flag}-client-id"))?;
+    let redirect_url = match (redirect_url, public_url) {
+        (Some(r), _) => r,
+        (None, Some(p)) => format!("{}/v1/auth/{slot}/callback", p.trim_end_matches('/')),
+        (None, None) => {
+            return Err(
+                format!("--{flag}-issuer needs --{flag}-redirect-url or --public-url").into(),
+            );
+        }
+    };
+    Ok(Some(asof_server::signin::oidc::ProviderConfig {
+        issuer,
+        client_id,
+        client_secret,
+        redirect_url,
+    }))
 }
 
 async fn keys_create(a: KeysCreateArgs) -> CliResult {

@@ -25,8 +25,9 @@ use crate::error::ApiError;
 use crate::http::envelope::{CoverageBody, ErrorBody, ErrorEnvelope, Status};
 use crate::http::response::{CacheKind, JsonEnvelope, envelope_response};
 use crate::http::route::{Access, Kind, RouteInfo};
-use crate::http::state::{AppState, Caller, Ctx};
+use crate::http::state::{AppState, Caller, ClientAddr, Ctx, Principal};
 use crate::plan::Plan;
+use crate::signin::session::{self, Session, same_origin};
 use crate::state::audit::{AUDIT_HEADER, DROPPED_HEADER, Skip, wants_receipt};
 use crate::state::{StoredReceipt, hash_key};
 
@@ -393,6 +394,13 @@ pub fn error_response(ctx: &Ctx, err: &ApiError, sample: bool) -> Response {
         ApiError::TooManyStreams { .. } => {
             h.insert(header::RETRY_AFTER, HeaderValue::from(5));
         }
+        ApiError::MailUnavailable | ApiError::ProviderUnavailable(_) => {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(60));
+        }
+        // Only an operator can change this; a day is as good a guess as any.
+        ApiError::SignInNotConfigured(_) => {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(86_400));
+        }
         ApiError::RangeNotSatisfiable { size } => {
             h.insert(
                 header::CONTENT_RANGE,
@@ -433,30 +441,55 @@ pub async fn guard(
 async fn gate(state: &AppState, access: Access, mut req: Request, next: Next) -> Response {
     let now = Instant::now();
     let window = now.micros().div_euclid(60_000_000) * 60_000_000;
+    let client = client_addr(&req, state.options().trust_forwarded_for);
+    req.extensions_mut().insert(ClientAddr(client.clone()));
     // The key a receipt is attributed to; public routes attribute one only when asked to audit.
     let mut attributed: Option<Caller> = None;
     let (bucket, limit) = match access {
         Access::Open => return next.run(req).await,
+        Access::KeyOrSession if !req.headers().contains_key(header::AUTHORIZATION) => {
+            let session = match signed_in(state, req.headers()).await {
+                Ok(s) => s,
+                Err(e) => return e.into_response(),
+            };
+            let b = format!("user:{}", session.user.id);
+            let l = session.user.plan.requests_per_minute();
+            req.extensions_mut().insert(Principal::Session(session));
+            (b, l)
+        }
+        Access::Session => {
+            let session = match signed_in(state, req.headers()).await {
+                Ok(s) => s,
+                Err(e) => return e.into_response(),
+            };
+            if req.method() != Method::GET
+                && req.method() != Method::HEAD
+                && let Err(e) = same_origin(req.headers(), state.options().public_url.as_deref())
+            {
+                return e.into_response();
+            }
+            let b = format!("user:{}", session.user.id);
+            let l = session.user.plan.requests_per_minute();
+            req.extensions_mut()
+                .insert(Principal::Session(session.clone()));
+            req.extensions_mut().insert(session);
+            (b, l)
+        }
         Access::Public => {
             if audit_requested(req.headers()) && req.headers().contains_key(header::AUTHORIZATION) {
                 attributed = authenticate(state, req.headers(), now).await.ok();
             }
-            (
-                format!(
-                    "ip:{}",
-                    client_addr(&req, state.options().trust_forwarded_for)
-                ),
-                state.public_requests_per_minute(),
-            )
+            (format!("ip:{client}"), state.public_requests_per_minute())
         }
         Access::Signed => (
-            format!(
-                "file-ip:{}",
-                client_addr(&req, state.options().trust_forwarded_for)
-            ),
+            format!("file-ip:{client}"),
             state.options().file_requests_per_minute,
         ),
-        Access::Key(min_plan) => {
+        Access::Key(_) | Access::KeyOrSession => {
+            let min_plan = match access {
+                Access::Key(p) => p,
+                _ => Plan::Researcher,
+            };
             let caller = match authenticate(state, req.headers(), now).await {
                 Ok(c) => c,
                 Err(e) => return e.into_response(),
@@ -473,6 +506,9 @@ async fn gate(state: &AppState, access: Access, mut req: Request, next: Next) ->
             let b = format!("key:{}", caller.key.id);
             let l = caller.user.plan.requests_per_minute();
             req.extensions_mut().insert(caller.clone());
+            if access == Access::KeyOrSession {
+                req.extensions_mut().insert(Principal::Key(caller.clone()));
+            }
             attributed = Some(caller);
             (b, l)
         }
@@ -487,6 +523,21 @@ async fn gate(state: &AppState, access: Access, mut req: Request, next: Next) ->
         let retry_after = (reset_secs - now.micros().div_euclid(1_000_000)).max(1) as u64;
         ApiError::RateLimited { retry_after }.into_response()
     } else {
+        // Usage per user and key (the account page's chart): every request a key or a
+        // session made that the rate limit let through.
+        let who = match (&attributed, req.extensions().get::<Principal>()) {
+            (_, Some(Principal::Session(s))) => Some((s.user.id.clone(), String::new())),
+            (Some(c), _) if matches!(access, Access::Key(_) | Access::KeyOrSession) => {
+                Some((c.user.id.clone(), c.key.id.clone()))
+            }
+            _ => None,
+        };
+        if let Some((user, key)) = who {
+            let group = crate::state::usage::route_group(req.uri().path());
+            state
+                .usage()
+                .count(&user, &key, &now.day().to_string(), &group);
+        }
         next.run(req).await
     };
     if let Some(c) = attributed {
@@ -497,6 +548,17 @@ async fn gate(state: &AppState, access: Access, mut req: Request, next: Next) ->
     h.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
     h.insert("x-ratelimit-reset", HeaderValue::from(reset_secs));
     res
+}
+
+/// The signed-in session of a cookie-authenticated route: 401 without a live one.
+async fn signed_in(state: &AppState, headers: &HeaderMap) -> Result<Session, ApiError> {
+    session::resolve(state.store().as_ref(), &state.options().sessions, headers)
+        .await?
+        .ok_or_else(|| {
+            ApiError::Unauthenticated(
+                "this route needs a signed-in session (the svc_session cookie): sign in at /sign-in".into(),
+            )
+        })
 }
 
 /// Resolves `Authorization: Bearer svc_live_...` to a live key and its owner.

@@ -2,6 +2,7 @@
 //! entry type, typed query parameters, cursors, the envelope and answer builder, the
 //! middleware, and the live stream's shared log. It knows no individual route (those are in `crate::routes`).
 
+pub mod body;
 pub mod cursor;
 pub mod envelope;
 pub mod file_url;
@@ -15,4 +16,4 @@ pub mod stream;
 
 pub use response::{Reply, ok};
 pub use route::{Access, Kind, Route};
-pub use state::{AppState, Caller, Ctx, Options};
+pub use state::{AppState, Caller, ClientAddr, Ctx, Options, Principal};

@@ -28,6 +28,12 @@ pub enum Access {
     Public,
     /// A Bearer key of at least this plan; rate-limited per key.
     Key(Plan),
+    /// A Bearer key of any plan or the `svc_session` cookie of a signed-in browser; rate-limited
+    /// per key, or per user for a session.
+    KeyOrSession,
+    /// The `svc_session` cookie only (keys cannot manage keys); writes must come from this
+    /// service's own pages (see `crate::signin::session::same_origin`). Rate-limited per user.
+    Session,
     /// No credential but the signature in the URL itself (checked by the handler): signed
     /// file URLs. Rate-limited per client address on a budget of their own.
     Signed,
@@ -53,6 +59,9 @@ pub enum Kind {
     /// File bytes (a signed file URL): `Content-Length`, ranges, the file's sha256 as ETag;
     /// errors are envelopes, answers are not.
     Bytes,
+    /// A browser redirect (`302`, sign-in flows): never cached; errors before it (a sign-in
+    /// way not configured) are envelopes.
+    Redirect,
 }
 
 /// The handler side of an entry, as `utoipa_axum::routes!` builds it: the component schemas
@@ -96,6 +105,36 @@ impl Route {
             access: Access::Key(plan),
             kind: Kind::Envelope,
             receipts: true,
+            endpoint,
+        }
+    }
+
+    /// An account route taking a Bearer key or the session cookie.
+    pub const fn key_or_session(endpoint: fn() -> Endpoint) -> Self {
+        Route {
+            access: Access::KeyOrSession,
+            kind: Kind::LiveEnvelope,
+            receipts: true,
+            endpoint,
+        }
+    }
+
+    /// An account route taking the session cookie only.
+    pub const fn session(endpoint: fn() -> Endpoint) -> Self {
+        Route {
+            access: Access::Session,
+            kind: Kind::LiveEnvelope,
+            receipts: true,
+            endpoint,
+        }
+    }
+
+    /// A sign-in step a browser is redirected through: public, answered with a `302`.
+    pub const fn redirect(endpoint: fn() -> Endpoint) -> Self {
+        Route {
+            access: Access::Public,
+            kind: Kind::Redirect,
+            receipts: false,
             endpoint,
         }
     }

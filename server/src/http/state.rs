@@ -11,9 +11,14 @@ use asof_engine::{Corpus, ScanGate};
 use crate::http::cursor::CursorSigner;
 use crate::http::file_url::FileUrlSigner;
 use crate::plan::PUBLIC_REQUESTS_PER_MINUTE;
+use crate::signin::SignInConfig;
+use crate::signin::mail::Mailer;
+use crate::signin::oidc::{Provider, ProviderConfig, ProviderName};
+use crate::signin::session::SessionOptions;
 use crate::state::audit::Audit;
 use crate::state::key_cache::KeyCache;
 use crate::state::rate::RateWindows;
+use crate::state::usage::Usage;
 use crate::state::{KeyRecord, StateStore, User};
 
 /// Shared state of one server process. Cheap to clone.
@@ -30,11 +35,18 @@ struct Inner {
     opts: Options,
     audit: Audit,
     rate: Arc<RateWindows>,
+    usage: Arc<Usage>,
     keys: KeyCache,
     /// One bound on concurrent DataFusion scans, shared by every corpus version served.
     scans: ScanGate,
     /// The live stream's log of what each loaded version added.
     stream: crate::http::stream::Hub,
+    /// Sign-in by e-mail link, when configured.
+    mailer: Option<Mailer>,
+    /// OpenID Connect providers A and B, when configured.
+    providers: [Option<Provider>; 2],
+    /// Seals OAuth flow cookies (a state-store secret, the same on every replica).
+    flow_key: Vec<u8>,
     /// Values derived from one corpus version (the rendered description), by type.
     per_version: Mutex<HashMap<TypeId, PerVersion>>,
 }
@@ -71,6 +83,10 @@ pub struct Options {
     pub public_url: Option<String>,
     /// The live stream's limits (`/v1/stream`).
     pub stream: crate::http::stream::StreamOptions,
+    /// Session lifetimes and the cookie's `Secure` attribute.
+    pub sessions: SessionOptions,
+    /// Which sign-in ways are configured.
+    pub sign_in: SignInConfig,
 }
 
 impl Default for Options {
@@ -86,6 +102,8 @@ impl Default for Options {
             file_requests_per_minute: FILE_REQUESTS_PER_MINUTE,
             public_url: None,
             stream: crate::http::stream::StreamOptions::default(),
+            sessions: SessionOptions::default(),
+            sign_in: SignInConfig::default(),
         }
     }
 }
@@ -122,12 +140,34 @@ impl AppState {
     ) -> crate::error::Result<Self> {
         let secret = store.secret("cursor_hmac").await?;
         let file_secret = store.secret("file_url_hmac").await?;
+        let flow_key = store.secret("oauth_flow_hmac").await?.into_bytes();
+        if opts.sign_in.mail.is_some() && opts.public_url.is_none() {
+            // Links are built on the configured origin, never on a request's Host header
+            // (a client could make the service mail a link to its own site).
+            return Err(crate::error::Error::Config(
+                "e-mail sign-in needs --public-url (the origin sign-in links point to)".into(),
+            ));
+        }
+        let mailer = match &opts.sign_in.mail {
+            Some((url, from)) => Some(Mailer::new(url, from)?),
+            None => None,
+        };
+        let provider =
+            |name, cfg: &Option<ProviderConfig>| -> crate::error::Result<Option<Provider>> {
+                cfg.clone().map(|c| Provider::new(name, c)).transpose()
+            };
+        let providers = [
+            provider(ProviderName::A, &opts.sign_in.provider_a)?,
+            provider(ProviderName::B, &opts.sign_in.provider_b)?,
+        ];
         let scans = ScanGate::new(opts.max_concurrent_scans, opts.scan_wait);
         let mut corpus = corpus;
         corpus.set_scan_gate(scans.clone());
         let stream = crate::http::stream::Hub::new(corpus.version(), opts.stream.clone());
         let rate = RateWindows::new(store.clone());
         rate.start_flusher();
+        let usage = Usage::new(store.clone());
+        usage.start_flusher();
         Ok(AppState {
             inner: Arc::new(Inner {
                 corpus: RwLock::new(Arc::new(corpus)),
@@ -136,10 +176,14 @@ impl AppState {
                 signer: CursorSigner::new(&secret),
                 file_urls: FileUrlSigner::new(&file_secret),
                 rate,
+                usage,
                 keys: KeyCache::new(crate::state::key_cache::TTL),
                 per_version: Mutex::default(),
                 stream,
                 scans,
+                mailer,
+                providers,
+                flow_key,
                 opts,
             }),
         })
@@ -159,6 +203,35 @@ impl AppState {
     /// The live stream's shared log (`/v1/stream`).
     pub fn stream(&self) -> &crate::http::stream::Hub {
         &self.inner.stream
+    }
+
+    /// The e-mail sign-in sender, when configured.
+    pub fn mailer(&self) -> Option<&Mailer> {
+        self.inner.mailer.as_ref()
+    }
+
+    /// A configured sign-in provider.
+    pub fn provider(&self, name: ProviderName) -> Option<&Provider> {
+        self.inner.providers[match name {
+            ProviderName::A => 0,
+            ProviderName::B => 1,
+        }]
+        .as_ref()
+    }
+
+    /// The key OAuth flow cookies are sealed with.
+    pub fn flow_key(&self) -> &[u8] {
+        &self.inner.flow_key
+    }
+
+    /// This service's own origin (`https://api.example.com`): `--public-url`, else
+    /// `http://localhost`. Sign-in links are built on it (never on a request's `Host`, which
+    /// a client chooses), and cookie-authenticated writes must come from it.
+    pub fn own_origin(&self) -> String {
+        self.options().public_url.as_deref().map_or_else(
+            || "http://localhost".to_owned(),
+            |u| u.trim_end_matches('/').to_owned(),
+        )
     }
 
     pub fn store(&self) -> &Arc<dyn StateStore> {
@@ -189,6 +262,11 @@ impl AppState {
 
     pub(crate) fn rate(&self) -> &RateWindows {
         &self.inner.rate
+    }
+
+    /// Requests per user, key, day and route group (written behind).
+    pub fn usage(&self) -> &Usage {
+        &self.inner.usage
     }
 
     pub(crate) fn keys(&self) -> &KeyCache {
@@ -246,6 +324,29 @@ pub struct Caller {
     pub key: KeyRecord,
     pub user: User,
 }
+
+/// Who an account route acts for: a key's owner, or a browser signed in with the session
+/// cookie. Keyed requests also carry their [`Caller`] (rate limits, receipts); a session
+/// carries none, so its requests are never attributed to a key (`unattributed`).
+#[derive(Debug, Clone)]
+pub enum Principal {
+    Key(Caller),
+    Session(crate::signin::session::Session),
+}
+
+impl Principal {
+    pub fn user(&self) -> &User {
+        match self {
+            Principal::Key(c) => &c.user,
+            Principal::Session(s) => &s.user,
+        }
+    }
+}
+
+/// The client's address as the rate limits see it (the socket's peer, or the first
+/// `X-Forwarded-For` hop behind a trusted proxy); set on every request by the route guard.
+#[derive(Debug, Clone)]
+pub struct ClientAddr(pub String);
 
 /// Marks a request of the sample tier that reached a route which is not itself a sample
 /// route (the keyless MCP `svc_meta`): its answer is watermarked `sample: true`. Set only

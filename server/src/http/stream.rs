@@ -164,6 +164,9 @@ struct HubInner {
     opts: StreamOptions,
 }
 
+/// Rows a version added, per lane.
+type LaneCounts = Vec<(Lane, u64)>;
+
 /// Limit on the log's frames in memory; the oldest versions go first.
 const MAX_LOG_BYTES: usize = 512 << 20;
 
@@ -396,7 +399,7 @@ impl Hub {
         m: &Manifest,
     ) -> asof_engine::Result<Step> {
         let counts = added_counts(parent, m);
-        let (small, bulk): (Vec<(Lane, u64)>, Vec<(Lane, u64)>) = counts
+        let (small, bulk): (LaneCounts, LaneCounts) = counts
             .into_iter()
             .partition(|(_, n)| *n <= self.inner.opts.max_step_events);
         let small_lanes: Vec<Lane> = small.iter().map(|(l, _)| *l).collect();

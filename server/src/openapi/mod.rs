@@ -37,6 +37,7 @@ use crate::http::route::{Access, Kind, Route};
         (name = "account", description = "The caller and its keys."),
         (name = "audit", description = "Decision audit receipts (Desk plan)."),
         (name = "mcp", description = "The MCP endpoint for AI agents."),
+        (name = "site", description = "The browser site: landing, sign-in and account pages, served offline by this binary."),
     ),
 )]
 pub struct ApiDoc;
@@ -65,7 +66,22 @@ pub fn base(routes: &[Route]) -> Document {
             {
                 conventions(&path, route, op);
             }
-            doc.paths.paths.insert(path, item);
+            // Several entries may share a path (one per method): their operations merge.
+            match doc.paths.paths.get_mut(&path) {
+                Some(held) => {
+                    held.get = held.get.take().or(item.get);
+                    held.post = held.post.take().or(item.post);
+                    held.put = held.put.take().or(item.put);
+                    held.delete = held.delete.take().or(item.delete);
+                    held.patch = held.patch.take().or(item.patch);
+                    if held.parameters.is_none() {
+                        held.parameters = item.parameters;
+                    }
+                }
+                None => {
+                    doc.paths.paths.insert(path, item);
+                }
+            }
         }
     }
     doc
@@ -138,11 +154,14 @@ fn header_required(kind: Kind, status: &str, name: &str) -> bool {
         "X-Request-Id" => true,
         // File bytes are not an answer of a corpus version (their ETag is their sha256).
         "X-Corpus-Version" => {
-            kind != Kind::Rpc && !(kind == Kind::Bytes && matches!(status, "200" | "206" | "304"))
+            kind != Kind::Rpc
+                && !(kind == Kind::Bytes && matches!(status, "200" | "206" | "304"))
+                && !(kind == Kind::Redirect && status == "302")
         }
         "Cache-Control" => kind != Kind::Rpc,
         "ETag" => {
-            matches!(status, "200" | "206" | "304") && !matches!(kind, Kind::Rpc | Kind::Stream)
+            matches!(status, "200" | "206" | "304")
+                && !matches!(kind, Kind::Rpc | Kind::Stream | Kind::Redirect)
         }
         "Retry-After" => matches!(status, "429" | "503"),
         // Credentials and the plan gate are checked before the window is counted, and a
@@ -193,14 +212,18 @@ fn status_description(status: &str) -> &'static str {
         "400" => {
             "`invalid_request` (undeclared or repeated parameter, unknown or unheld `source`, `ticker` with `cik`, `limit` outside 1..1000, a cursor not the service's own or minted for another operation or cut; `param` names it) or `invalid_clock` (a clock with an offset, a bare date, or malformed; `param` names it and the message says which)."
         }
-        "401" => "`unauthorized`: missing, unknown, revoked or expired API key.",
-        "403" => "`forbidden`: the key's plan lacks this route (see `plans` in `/v1/meta`).",
+        "401" => {
+            "`unauthorized`: missing, unknown, revoked or expired API key; on account routes, no live `svc_session` cookie (signed out, idle for 24 hours, or 14 days after sign-in)."
+        }
+        "403" => {
+            "`forbidden`: the key's plan lacks this route (see `plans` in `/v1/meta`); on account routes, a cookie-authenticated write sent from another site, or the plan's cap on live keys."
+        }
         "429" => {
             "`rate_limited`: the fixed one-minute window is spent; retry after `Retry-After` seconds."
         }
         "500" => "`internal`: the request id identifies the fault in the service logs.",
         "503" => {
-            "`timeout` (the answer took longer than the service's request timeout) or `overloaded` (every scan slot stayed taken); retry after `Retry-After` seconds."
+            "`timeout` (the answer took longer than the service's request timeout) or `overloaded` (every scan slot stayed taken); on sign-in routes `sign_in_not_configured` (this server has no settings for that sign-in way), `mail_unavailable` (the mail server refused the message) or `provider_unavailable` (the provider could not be reached); retry after `Retry-After` seconds."
         }
         _ => "",
     }
@@ -257,7 +280,10 @@ fn add_security_schemes(components: &mut utoipa::openapi::Components) {
 /// Adds the statuses, error bodies and headers the middleware gives every answer of `route`.
 fn conventions(path: &str, route: &Route, op: &mut Operation) {
     let kind = route.kind;
-    let keyed = matches!(route.access, Access::Key(_));
+    let keyed = matches!(
+        route.access,
+        Access::Key(_) | Access::KeyOrSession | Access::Session
+    );
     let rate_limited = route.access != Access::Open;
     if kind == Kind::Rpc {
         for response in op.responses.responses.values_mut() {
@@ -286,7 +312,7 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
         );
     }
     let mut statuses = vec!["400", "500"];
-    if kind != Kind::Stream {
+    if !matches!(kind, Kind::Stream | Kind::Redirect) {
         statuses.push("304");
     }
     if kind != Kind::Document {
@@ -321,7 +347,8 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
             );
         }
         let mut h = vec![("X-Request-Id", request_id_header())];
-        if !(kind == Kind::Bytes && answered) {
+        let redirected = status == "302";
+        if !((kind == Kind::Bytes && answered) || redirected) {
             h.push((
                 "X-Corpus-Version",
                 string_header(
@@ -336,6 +363,8 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
             string_header(
                 if kind == Kind::Stream {
                     "`no-store` on errors; `no-cache, no-store` on the stream."
+                } else if kind == Kind::Redirect {
+                    "`no-store`."
                 } else if kind == Kind::Bytes {
                     "`no-store` on errors; on file bytes `private, max-age=<seconds the URL has left>`."
                 } else {
@@ -345,7 +374,7 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
                 None,
             ),
         ));
-        if answered && kind != Kind::Stream {
+        if answered && !matches!(kind, Kind::Stream | Kind::Redirect) {
             h.push((
                 "ETag",
                 string_header(

@@ -27,8 +27,10 @@ pub struct MetaRecord {
 pub struct PlanInfo {
     pub plan_id: &'static str,
     pub requests_per_minute: u32,
-    /// The keyed routes this plan may call (path patterns as in the description); public
-    /// routes need no plan.
+    /// Live (neither revoked nor expired) keys a user of this plan may hold at once.
+    pub max_live_keys: u32,
+    /// The routes this plan may call with a credential (path patterns as in the
+    /// description): its keyed routes and the account routes; public routes need no plan.
     pub routes: Vec<String>,
 }
 
@@ -157,11 +159,23 @@ pub fn meta_record(
         .map(|&p| PlanInfo {
             plan_id: p.as_str(),
             requests_per_minute: p.requests_per_minute(),
-            routes: routes
-                .iter()
-                .filter(|r| matches!(r.access, Access::Key(min) if min <= p))
-                .map(Route::path)
-                .collect(),
+            max_live_keys: p.max_live_keys(),
+            routes: {
+                // Keyed routes of this plan or below, and the account routes every plan has
+                // (one path may have several entries, one per method: listed once).
+                let mut paths: Vec<String> = Vec::new();
+                for r in routes.iter().filter(|r| match r.access {
+                    Access::Key(min) => min <= p,
+                    Access::KeyOrSession | Access::Session => true,
+                    _ => false,
+                }) {
+                    let path = r.path();
+                    if !paths.contains(&path) {
+                        paths.push(path);
+                    }
+                }
+                paths
+            },
         })
         .collect();
     MetaRecord {

@@ -8,11 +8,14 @@
 
 pub mod account;
 pub mod audit;
+pub mod auth;
+pub mod billing;
 pub mod data;
 pub mod discovery;
 pub mod files;
 pub mod meta;
 pub mod sample;
+pub mod site;
 pub mod stream;
 
 use utoipa_axum::routes;
@@ -44,8 +47,20 @@ pub static TABLE: &[Route] = &[
     Route::public(|| routes!(sample::sample_diff)),
     Route::public(|| routes!(sample::sample_coverage)),
     Route::public(|| routes!(sample::sample_mapping)),
-    Route::key(Plan::Researcher, || routes!(account::me)).kind(Kind::LiveEnvelope),
-    Route::key(Plan::Researcher, || routes!(account::list_keys)).kind(Kind::LiveEnvelope),
+    Route::redirect(|| routes!(auth::provider_a_start)),
+    Route::redirect(|| routes!(auth::provider_a_callback)),
+    Route::redirect(|| routes!(auth::provider_b_start)),
+    Route::redirect(|| routes!(auth::provider_b_callback)),
+    // Sign-in asks are limited per client address (the public window) and, inside the
+    // handler, per recipient and per client over 15 minutes.
+    Route::public(|| routes!(auth::email_start)).kind(Kind::LiveEnvelope),
+    Route::redirect(|| routes!(auth::email_callback)),
+    Route::session(|| routes!(auth::logout)),
+    Route::key_or_session(|| routes!(account::me)),
+    Route::key_or_session(|| routes!(account::list_keys)),
+    Route::session(|| routes!(account::create_key)),
+    Route::session(|| routes!(account::revoke_key)),
+    Route::key_or_session(|| routes!(billing::usage)),
     Route::key(Plan::Desk, || routes!(audit::audit_log))
         .kind(Kind::LiveEnvelope)
         .unreceipted(),
@@ -53,6 +68,15 @@ pub static TABLE: &[Route] = &[
         .kind(Kind::LiveEnvelope)
         .unreceipted(),
     Route::open(|| routes!(crate::mcp::post)).kind(Kind::Rpc),
+    // The site: pages and their assets are documents; the beacon counts page views only.
+    Route::public(|| routes!(site::home)).kind(Kind::Document),
+    Route::public(|| routes!(site::sign_in)).kind(Kind::Document),
+    Route::public(|| routes!(site::account)).kind(Kind::Document),
+    Route::public(|| routes!(site::css)).kind(Kind::Document),
+    Route::public(|| routes!(site::js)).kind(Kind::Document),
+    Route::public(|| routes!(site::beacon))
+        .kind(Kind::LiveEnvelope)
+        .unreceipted(),
 ];
 
 /// The entry serving `path` (a request path; `{x}` segments match any one segment).

@@ -34,6 +34,15 @@ impl KeyCache {
         }
     }
 
+    /// Drops key `id` from this process's cache (it was just revoked here: refused at once on
+    /// this replica, within [`TTL`] on the others).
+    pub fn forget(&self, id: &str) {
+        self.entries
+            .lock()
+            .expect("key cache lock")
+            .retain(|_, (_, k, _)| k.id != id);
+    }
+
     /// The key and owner for a secret's hash: from the cache when fresh, else from the store.
     pub async fn get(
         &self,

@@ -6,5 +6,6 @@ pub mod audit;
 pub mod key_cache;
 pub mod rate;
 pub mod store;
+pub mod usage;
 
 pub use store::{KeyRecord, StateStore, StoredReceipt, User, hash_key, open};

@@ -163,6 +163,24 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     async fn count_page_view(&self, path: &str, day: &str) -> Result<()>;
     /// Page views per `(path, day)` for days in `[from_day, to_day]`, by day then path.
     async fn page_views(&self, from_day: &str, to_day: &str) -> Result<Vec<(String, String, i64)>>;
+    /// Adds `n` requests to a user's count for `(key_id, day, route_group)`; `key_id` is empty
+    /// for requests made with the session cookie.
+    async fn add_usage(
+        &self,
+        user_id: &str,
+        key_id: &str,
+        day: &str,
+        group: &str,
+        n: i64,
+    ) -> Result<()>;
+    /// A user's counts for days in `[from_day, to_day]`: `(day, key_id, route_group, requests)`
+    /// ordered by day, key, group.
+    async fn usage(
+        &self,
+        user_id: &str,
+        from_day: &str,
+        to_day: &str,
+    ) -> Result<Vec<(String, String, String, i64)>>;
 }
 
 /// An audit receipt as stored: the spec's seven fields plus the owner, `ts` in milliseconds.
@@ -191,6 +209,8 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS sessions (id_hash TEXT PRIMARY KEY, user_id TEXT NOT NULL REFERENCES users(id), via TEXT NOT NULL, created_at BIGINT NOT NULL, last_seen_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, ended_at BIGINT)",
     "CREATE INDEX IF NOT EXISTS sessions_user ON sessions (user_id)",
     "CREATE TABLE IF NOT EXISTS page_views (path TEXT NOT NULL, day TEXT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (path, day))",
+    // Usage per user, key, UTC day and route group; kept apart from the rate windows' purge.
+    "CREATE TABLE IF NOT EXISTS usage_days (user_id TEXT NOT NULL, key_id TEXT NOT NULL, day TEXT NOT NULL, route_group TEXT NOT NULL, requests BIGINT NOT NULL, PRIMARY KEY (user_id, day, key_id, route_group))",
 ];
 
 fn instant(v: Option<i64>) -> Option<asof_engine::Instant> {
@@ -486,6 +506,28 @@ macro_rules! sql_state_store {
                     .execute(&self.pool)
                     .await?;
                 Ok(())
+            }
+
+            async fn add_usage(&self, user_id: &str, key_id: &str, day: &str, group: &str, n: i64) -> Result<()> {
+                sqlx::query("INSERT INTO usage_days (user_id, key_id, day, route_group, requests) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (user_id, day, key_id, route_group) DO UPDATE SET requests = usage_days.requests + $5")
+                    .bind(user_id)
+                    .bind(key_id)
+                    .bind(day)
+                    .bind(group)
+                    .bind(n)
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn usage(&self, user_id: &str, from_day: &str, to_day: &str) -> Result<Vec<(String, String, String, i64)>> {
+                let rows = sqlx::query("SELECT day, key_id, route_group, requests FROM usage_days WHERE user_id = $1 AND day >= $2 AND day <= $3 ORDER BY day, key_id, route_group")
+                    .bind(user_id)
+                    .bind(from_day)
+                    .bind(to_day)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(|r| Ok((r.try_get("day")?, r.try_get("key_id")?, r.try_get("route_group")?, r.try_get("requests")?))).collect()
             }
 
             async fn page_views(&self, from_day: &str, to_day: &str) -> Result<Vec<(String, String, i64)>> {

@@ -296,4 +296,22 @@ impl StateStore for Gated {
     async fn page_views(&self, from_day: &str, to_day: &str) -> Result<Vec<(String, String, i64)>> {
         self.inner.page_views(from_day, to_day).await
     }
+    async fn add_usage(
+        &self,
+        user_id: &str,
+        key_id: &str,
+        day: &str,
+        group: &str,
+        n: i64,
+    ) -> Result<()> {
+        self.inner.add_usage(user_id, key_id, day, group, n).await
+    }
+    async fn usage(
+        &self,
+        user_id: &str,
+        from_day: &str,
+        to_day: &str,
+    ) -> Result<Vec<(String, String, String, i64)>> {
+        self.inner.usage(user_id, from_day, to_day).await
+    }
 }

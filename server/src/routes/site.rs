@@ -1,0 +1,213 @@
+//! The site a browser uses: the landing page, sign-in, the account page, their stylesheet and
+//! script, and the cookie-less page-view beacon. Everything is served by this binary from
+//! files compiled into it (`server/site/`): no CDN, web font or third-party script, so the
+//! site works offline and sends visitors nowhere else.
+//!
+//! Pages are documents (`Kind::Document`): the same bytes for everyone, a body ETag. The
+//! account page is a shell; its data comes from the account routes with the session cookie.
+
+use asof_engine::Instant;
+use axum::extract::{Extension, State};
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+use crate::error::ApiError;
+use crate::http::body::{FromJson, Json, required_string};
+use crate::http::envelope::Envelope;
+use crate::http::params::{NoQuery, Q, query};
+use crate::http::{AppState, Ctx, Reply, ok};
+use crate::signin::oidc::ProviderName;
+
+const INDEX: &str = include_str!("../../site/index.html");
+const SIGN_IN: &str = include_str!("../../site/sign-in.html");
+const ACCOUNT: &str = include_str!("../../site/account.html");
+const CSS: &str = include_str!("../../site/site.css");
+const JS: &str = include_str!("../../site/site.js");
+
+/// The pages the beacon counts.
+pub const PAGES: [&str; 3] = ["/", "/sign-in", "/account"];
+
+fn page(content_type: &'static str, body: String) -> Response {
+    let mut r = body.into_response();
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    // Scripts and styles from this origin only; no frames, no form posts elsewhere.
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'self'; img-src 'self' data:; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+        ),
+    );
+    h.insert(
+        "x-content-type-options",
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert("referrer-policy", HeaderValue::from_static("same-origin"));
+    r
+}
+
+const HTML: &str = "text/html; charset=utf-8";
+
+/// The landing page: what the service does, with a live example from the public sample.
+#[utoipa::path(get, path = "/", tag = "site", operation_id = "site_home",
+    params(NoQuery),
+    responses((status = 200, description = "HTML landing page; works offline.", content_type = "text/html", body = String)))]
+pub(crate) async fn home(Q(_): Q<NoQuery>) -> Reply {
+    Ok(page(HTML, INDEX.to_owned()))
+}
+
+query! {
+    /// Query of `GET /sign-in`.
+    pub struct SignInPage {
+        /// Why the last sign-in failed, as the sign-in routes redirect with it:
+        /// `link_used`, `link_expired`, `link_unknown`, `provider_denied`, `provider_state`,
+        /// `provider_token`, `provider_failed`, `email_unverified`, `session_ended`.
+        pub error: Option<String>,
+    }
+}
+
+/// A readable sentence for a sign-in failure (never the raw parameter: it is not echoed).
+fn reason(code: &str) -> &'static str {
+    match code {
+        "link_used" => {
+            "That sign-in link was already used: each link works once. Ask for a new one below."
+        }
+        "link_expired" => {
+            "That sign-in link has expired (links work for 15 minutes). Ask for a new one below."
+        }
+        "link_unknown" => "That sign-in link is not valid. Ask for a new one below.",
+        "provider_denied" => "Sign-in was cancelled at the provider.",
+        "provider_state" => {
+            "That sign-in did not start in this browser, or took longer than 10 minutes. Please try again."
+        }
+        "provider_token" => "The provider's answer could not be verified. Please try again.",
+        "provider_failed" => {
+            "The provider could not complete the sign-in. Please try again, or sign in another way."
+        }
+        "email_unverified" => {
+            "The provider did not confirm an e-mail address for your account; sign in with a verified address."
+        }
+        "session_ended" => "Your session has ended. Please sign in again.",
+        _ => "Sign-in did not complete. Please try again.",
+    }
+}
+
+/// The sign-in page: e-mail link, provider A and provider B, each shown only when this server
+/// is configured for it.
+#[utoipa::path(get, path = "/sign-in", tag = "site", operation_id = "site_sign_in",
+    params(SignInPage),
+    responses((status = 200, description = "HTML sign-in page; works offline.", content_type = "text/html", body = String)))]
+pub(crate) async fn sign_in(State(state): State<AppState>, Q(q): Q<SignInPage>) -> Reply {
+    let notice = q.error.as_deref().map_or(String::new(), |e| {
+        format!(r#"<p class="notice error" role="alert">{}</p>"#, reason(e))
+    });
+    let email = if state.mailer().is_some() {
+        r#"<form id="email-form"><label for="email">E-mail address</label><input id="email" name="email" type="email" autocomplete="email" required maxlength="254"><button type="submit">Send me a sign-in link</button></form><p id="email-result" hidden tabindex="-1"></p>"#.to_owned()
+    } else {
+        String::new()
+    };
+    let mut buttons = Vec::new();
+    for (name, label) in [
+        (ProviderName::A, "Sign in with provider A"),
+        (ProviderName::B, "Sign in with provider B"),
+    ] {
+        if state.provider(name).is_some() {
+            buttons.push(format!(
+                r#"<a class="button" href="/v1/auth/{name}/start">{label}</a>"#
+            ));
+        }
+    }
+    let providers = if buttons.is_empty() {
+        String::new()
+    } else {
+        format!(
+            r#"<h2>Or</h2><div class="providers">{}</div>"#,
+            buttons.join("")
+        )
+    };
+    let none = email.is_empty() && providers.is_empty();
+    let email = if none {
+        r#"<p class="notice">Sign-in is not configured on this server. An operator can create keys with <code>asof keys create</code>.</p>"#.to_owned()
+    } else {
+        email
+    };
+    Ok(page(
+        HTML,
+        SIGN_IN
+            .replace("{{notice}}", &notice)
+            .replace("{{email}}", &email)
+            .replace("{{providers}}", &providers),
+    ))
+}
+
+/// The account page: plan, keys (create, copy once, revoke), usage, sign out. Without a live
+/// session its script goes to the sign-in page.
+#[utoipa::path(get, path = "/account", tag = "site", operation_id = "site_account",
+    params(NoQuery),
+    responses((status = 200, description = "HTML account page; its data comes from /v1/me, /v1/keys and /v1/billing/usage with the session cookie.", content_type = "text/html", body = String)))]
+pub(crate) async fn account(Q(_): Q<NoQuery>) -> Reply {
+    Ok(page(HTML, ACCOUNT.to_owned()))
+}
+
+/// The site's stylesheet.
+#[utoipa::path(get, path = "/site/site.css", tag = "site", operation_id = "site_css",
+    params(NoQuery),
+    responses((status = 200, description = "CSS.", content_type = "text/css", body = String)))]
+pub(crate) async fn css(Q(_): Q<NoQuery>) -> Reply {
+    Ok(page("text/css; charset=utf-8", CSS.to_owned()))
+}
+
+/// The site's script.
+#[utoipa::path(get, path = "/site/site.js", tag = "site", operation_id = "site_js",
+    params(NoQuery),
+    responses((status = 200, description = "JavaScript.", content_type = "text/javascript", body = String)))]
+pub(crate) async fn js(Q(_): Q<NoQuery>) -> Reply {
+    Ok(page("text/javascript; charset=utf-8", JS.to_owned()))
+}
+
+/// Body of `POST /site/beacon`.
+#[derive(Debug, Clone, utoipa::ToSchema)]
+pub struct Beacon {
+    /// The page viewed: `/`, `/sign-in` or `/account`.
+    pub path: String,
+}
+
+impl FromJson for Beacon {
+    const FIELDS: &'static [&'static str] = &["path"];
+    fn from_object(o: &serde_json::Map<String, serde_json::Value>) -> Result<Self, ApiError> {
+        let path = required_string(o, "path", "the page viewed")?;
+        if !PAGES.contains(&path.as_str()) {
+            return Err(ApiError::invalid(
+                "path",
+                format!("path must be one of the site's pages: {}", PAGES.join(", ")),
+            ));
+        }
+        Ok(Beacon { path })
+    }
+}
+
+/// `results[0]` of `POST /site/beacon`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub struct Counted {
+    pub path: String,
+    /// The UTC day counted.
+    pub date: String,
+}
+
+/// Counts one page view (first-party, cookie-less): the page and the UTC day, nothing about
+/// the visitor. Never receipted.
+#[utoipa::path(post, path = "/site/beacon", tag = "site", operation_id = "site_beacon",
+    params(NoQuery),
+    request_body(content = Beacon, content_type = "application/json"),
+    responses((status = 200, description = "`results[0]`: what was counted.", body = Envelope<Counted>)))]
+pub(crate) async fn beacon(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<Ctx>,
+    Q(_): Q<NoQuery>,
+    Json(b): Json<Beacon>,
+) -> Reply {
+    let date = Instant::now().day().to_string();
+    state.store().count_page_view(&b.path, &date).await?;
+    Ok(ok(&ctx, vec![Counted { path: b.path, date }]).into_response())
+}

@@ -1,0 +1,689 @@
+//! Account routes over the router (oneshot): sessions by cookie, keys made and revoked by a
+//! signed-in user, who may use which credential, cross-site writes, lifetimes, logout, and
+//! the 503s of sign-in ways that are not configured. The e-mail link against a real SMTP
+//! server and the browser flows are in `tests/accounts/` (run by scripts/test-all).
+
+mod common;
+
+use asof_engine::Instant;
+use asof_server::Options;
+use asof_server::plan::Plan;
+use asof_server::signin::{SignInConfig, session};
+use asof_server::state::hash_key;
+use axum::body::Body;
+use axum::http::{Method, Request, StatusCode, header};
+use common::*;
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+/// A signed-in browser's cookie for `email` (plan set by `plan`), as the sign-in routes make it.
+async fn signed_in(t: &T, email: &str, plan: Plan) -> String {
+    let user = t.store.upsert_user(email, plan).await.unwrap();
+    let set = session::start(
+        t.store.as_ref(),
+        &t.state.options().sessions,
+        &user,
+        "email",
+    )
+    .await
+    .unwrap();
+    cookie_of(set.to_str().unwrap())
+}
+
+/// `name=value` of a `Set-Cookie` value.
+fn cookie_of(set_cookie: &str) -> String {
+    set_cookie.split(';').next().unwrap().to_owned()
+}
+
+async fn call(
+    t: &T,
+    method: Method,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> Res {
+    let mut b = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let body = match body {
+        Some(v) => {
+            b = b.header(header::CONTENT_TYPE, "application/json");
+            Body::from(v.to_string())
+        }
+        None => Body::empty(),
+    };
+    let res = asof_server::app(t.state.clone())
+        .oneshot(b.body(body).unwrap())
+        .await
+        .unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes().to_vec();
+    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    Res {
+        status,
+        headers,
+        bytes,
+        json,
+    }
+}
+
+fn with_cookie(c: &str) -> Vec<(&str, &str)> {
+    vec![("cookie", c), ("sec-fetch-site", "same-origin")]
+}
+
+#[tokio::test]
+async fn a_signed_in_browser_reads_me_and_keys_with_its_cookie_and_a_key_holder_with_the_key() {
+    let t = setup().await;
+    let cookie = signed_in(&t, "t@example.com", Plan::Researcher).await;
+    let me = call(&t, Method::GET, "/v1/me", &with_cookie(&cookie), None).await;
+    assert_eq!(me.status, StatusCode::OK, "{}", me.json);
+    let r = &me.json["results"][0];
+    assert_eq!(r["email"], "t@example.com");
+    assert_eq!(r["credential"], "session");
+    assert_eq!(r["key_id"], Value::Null);
+    assert_eq!(r["max_live_keys"], 3);
+    let bearer = format!("Bearer {}", t.key);
+    let me = call(
+        &t,
+        Method::GET,
+        "/v1/me",
+        &[("authorization", &bearer)],
+        None,
+    )
+    .await;
+    assert_eq!(me.json["results"][0]["credential"], "key");
+    assert!(
+        me.json["results"][0]["key_id"]
+            .as_str()
+            .unwrap()
+            .starts_with("key_")
+    );
+    let by_cookie = call(&t, Method::GET, "/v1/keys", &with_cookie(&cookie), None).await;
+    let by_key = call(
+        &t,
+        Method::GET,
+        "/v1/keys",
+        &[("authorization", &bearer)],
+        None,
+    )
+    .await;
+    assert_eq!(by_cookie.status, StatusCode::OK);
+    assert_eq!(
+        by_cookie.json["results"], by_key.json["results"],
+        "same user, same keys"
+    );
+    let none = call(&t, Method::GET, "/v1/me", &[], None).await;
+    assert_error(&none, StatusCode::UNAUTHORIZED, "unauthorized", None);
+}
+
+#[tokio::test]
+async fn a_key_is_created_with_its_secret_shown_once_and_works_at_once() {
+    let t = setup().await;
+    let cookie = signed_in(&t, "new@example.com", Plan::Researcher).await;
+    let made = call(
+        &t,
+        Method::POST,
+        "/v1/keys",
+        &with_cookie(&cookie),
+        Some(json!({"name": "laptop", "expires_at": "2099-01-01T00:00:00Z"})),
+    )
+    .await;
+    assert_eq!(made.status, StatusCode::OK, "{}", made.json);
+    let k = &made.json["results"][0];
+    let secret = k["secret"].as_str().unwrap();
+    assert!(secret.starts_with("svc_live_") && secret.starts_with(k["prefix"].as_str().unwrap()));
+    assert_eq!(k["name"], "laptop");
+    assert_eq!(k["expires_at"], "2099-01-01T00:00:00Z");
+    assert_eq!(
+        made.headers[header::CACHE_CONTROL],
+        "private, max-age=0, must-revalidate"
+    );
+    // Listed by prefix, never with the secret.
+    let listed = call(&t, Method::GET, "/v1/keys", &with_cookie(&cookie), None).await;
+    assert!(!String::from_utf8_lossy(&listed.bytes).contains(secret));
+    assert_eq!(listed.json["results"][0]["id"], k["id"]);
+    // The secret is a working key, and only its hash is stored.
+    let news = call(
+        &t,
+        Method::GET,
+        "/v1/news?cik=320193&as_of=2026-11-01T00:00:00Z",
+        &[("authorization", &format!("Bearer {secret}"))],
+        None,
+    )
+    .await;
+    assert_ne!(news.status, StatusCode::UNAUTHORIZED, "{}", news.json);
+    assert!(
+        t.store
+            .key_by_hash(&hash_key(secret))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
+
+#[tokio::test]
+async fn keys_are_made_and_revoked_with_the_session_only_never_with_a_key() {
+    let t = setup().await;
+    let bearer = format!("Bearer {}", t.key);
+    let r = call(
+        &t,
+        Method::POST,
+        "/v1/keys",
+        &[("authorization", &bearer)],
+        Some(json!({"name": "x"})),
+    )
+    .await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("sign in")
+    );
+    let id = t
+        .store
+        .list_keys(
+            &t.store
+                .upsert_user("t@example.com", Plan::Researcher)
+                .await
+                .unwrap()
+                .id,
+        )
+        .await
+        .unwrap()[0]
+        .id
+        .clone();
+    let r = call(
+        &t,
+        Method::DELETE,
+        &format!("/v1/keys/{id}"),
+        &[("authorization", &bearer)],
+        None,
+    )
+    .await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
+}
+
+#[tokio::test]
+async fn bad_key_bodies_are_refused_naming_the_field() {
+    let t = setup().await;
+    let cookie = signed_in(&t, "b@example.com", Plan::Researcher).await;
+    let h = with_cookie(&cookie);
+    for (body, param) in [
+        (json!({}), "name"),
+        (json!({"name": ""}), "name"),
+        (json!({"name": "a\u{7}b"}), "name"),
+        (json!({"name": "x".repeat(101)}), "name"),
+        (json!({"name": 7}), "name"),
+        (
+            json!({"name": "x", "expires_at": "2020-01-01T00:00:00Z"}),
+            "expires_at",
+        ),
+        (
+            json!({"name": "x", "expires_at": "2099-01-01T00:00:00+01:00"}),
+            "expires_at",
+        ),
+        (
+            json!({"name": "x", "expires_at": "2099-01-01"}),
+            "expires_at",
+        ),
+        (
+            json!({"name": "x", "expire_at": "2099-01-01T00:00:00Z"}),
+            "expire_at",
+        ),
+        (json!(["name"]), "body"),
+    ] {
+        let r = call(&t, Method::POST, "/v1/keys", &h, Some(body.clone())).await;
+        assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request", Some(param));
+        assert!(
+            !r.json["error"]["message"].as_str().unwrap().is_empty(),
+            "{body}"
+        );
+    }
+    // Not JSON at all.
+    let mut hs = h.clone();
+    hs.push(("content-type", "text/plain"));
+    let res = asof_server::app(t.state.clone())
+        .oneshot(
+            Request::post("/v1/keys")
+                .header("cookie", &cookie)
+                .header("content-type", "application/json")
+                .body(Body::from("{not json"))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::BAD_REQUEST);
+    assert!(
+        t.store
+            .list_keys(&t.store.sign_in_user("b@example.com").await.unwrap().id)
+            .await
+            .unwrap()
+            .is_empty(),
+        "nothing was made"
+    );
+}
+
+#[tokio::test]
+async fn a_plan_holds_at_most_its_live_keys() {
+    let t = setup().await;
+    let cookie = signed_in(&t, "cap@example.com", Plan::Researcher).await;
+    let h = with_cookie(&cookie);
+    let mut ids = Vec::new();
+    for n in 0..3 {
+        let r = call(
+            &t,
+            Method::POST,
+            "/v1/keys",
+            &h,
+            Some(json!({"name": format!("k{n}")})),
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::OK);
+        ids.push(r.json["results"][0]["id"].as_str().unwrap().to_owned());
+    }
+    let r = call(
+        &t,
+        Method::POST,
+        "/v1/keys",
+        &h,
+        Some(json!({"name": "k3"})),
+    )
+    .await;
+    assert_error(&r, StatusCode::FORBIDDEN, "forbidden", None);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 3")
+    );
+    // A revoked key frees its slot.
+    let d = call(
+        &t,
+        Method::DELETE,
+        &format!("/v1/keys/{}", ids[0]),
+        &h,
+        None,
+    )
+    .await;
+    assert_eq!(d.status, StatusCode::OK);
+    let r = call(
+        &t,
+        Method::POST,
+        "/v1/keys",
+        &h,
+        Some(json!({"name": "k3"})),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_revoked_key_is_refused_at_once_and_another_users_key_is_404() {
+    let t = setup().await;
+    let cookie = signed_in(&t, "rev@example.com", Plan::Researcher).await;
+    let h = with_cookie(&cookie);
+    let made = call(&t, Method::POST, "/v1/keys", &h, Some(json!({"name": "k"}))).await;
+    let id = made.json["results"][0]["id"].as_str().unwrap().to_owned();
+    let secret = made.json["results"][0]["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let bearer = format!("Bearer {secret}");
+    // Used once, so this process caches it.
+    let ok = call(
+        &t,
+        Method::GET,
+        "/v1/me",
+        &[("authorization", &bearer)],
+        None,
+    )
+    .await;
+    assert_eq!(ok.status, StatusCode::OK);
+    // Someone else's session cannot see or revoke it.
+    let other = signed_in(&t, "other@example.com", Plan::Desk).await;
+    let r = call(
+        &t,
+        Method::DELETE,
+        &format!("/v1/keys/{id}"),
+        &with_cookie(&other),
+        None,
+    )
+    .await;
+    assert_error(&r, StatusCode::NOT_FOUND, "not_found", None);
+    let r = call(&t, Method::DELETE, "/v1/keys/key_nope", &h, None).await;
+    assert_error(&r, StatusCode::NOT_FOUND, "not_found", None);
+    let r = call(&t, Method::DELETE, &format!("/v1/keys/{id}"), &h, None).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert!(r.json["results"][0]["revoked_at"].is_string());
+    let refused = call(
+        &t,
+        Method::GET,
+        "/v1/me",
+        &[("authorization", &bearer)],
+        None,
+    )
+    .await;
+    assert_error(&refused, StatusCode::UNAUTHORIZED, "unauthorized", None);
+    assert!(
+        refused.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("revoked")
+    );
+}
+
+#[tokio::test]
+async fn a_cookie_write_from_another_site_is_refused() {
+    let t = setup().await;
+    let cookie = signed_in(&t, "x@example.com", Plan::Researcher).await;
+    for extra in [
+        ("sec-fetch-site", "cross-site"),
+        ("sec-fetch-site", "same-site"),
+        ("origin", "https://evil.example"),
+    ] {
+        let r = call(
+            &t,
+            Method::POST,
+            "/v1/keys",
+            &[("cookie", &cookie), extra],
+            Some(json!({"name": "x"})),
+        )
+        .await;
+        assert_error(&r, StatusCode::FORBIDDEN, "forbidden", None);
+        assert!(
+            r.json["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("cross-site")
+        );
+        let r = call(
+            &t,
+            Method::POST,
+            "/v1/auth/logout",
+            &[("cookie", &cookie), extra],
+            None,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::FORBIDDEN);
+    }
+    // A same-origin page, and a client that is no browser page at all, may write.
+    let r = call(
+        &t,
+        Method::POST,
+        "/v1/keys",
+        &[("cookie", &cookie)],
+        Some(json!({"name": "cli"})),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    // CORS never lets another origin send credentials.
+    let pre = call(
+        &t,
+        Method::OPTIONS,
+        "/v1/keys",
+        &[
+            ("origin", "https://evil.example"),
+            ("access-control-request-method", "POST"),
+        ],
+        None,
+    )
+    .await;
+    assert!(!pre.headers.contains_key("access-control-allow-credentials"));
+}
+
+#[tokio::test]
+async fn sessions_end_at_logout_after_idling_and_at_their_absolute_end() {
+    let t = setup().await;
+    let cookie = signed_in(&t, "s@example.com", Plan::Researcher).await;
+    let out = call(
+        &t,
+        Method::POST,
+        "/v1/auth/logout",
+        &with_cookie(&cookie),
+        None,
+    )
+    .await;
+    assert_eq!(out.status, StatusCode::OK, "{}", out.json);
+    assert_eq!(out.json["results"][0]["signed_out"], true);
+    let cleared = out.headers[header::SET_COOKIE].to_str().unwrap();
+    assert!(cleared.starts_with("svc_session=;") && cleared.contains("Max-Age=0"));
+    let r = call(&t, Method::GET, "/v1/me", &with_cookie(&cookie), None).await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("signed out")
+    );
+
+    // Idle longer than the idle lifetime, and past the absolute end.
+    let user = t.store.sign_in_user("s@example.com").await.unwrap();
+    let now = Instant::now().micros();
+    let hour = 3_600_000_000;
+    t.store
+        .create_session(
+            &hash_key("idle"),
+            &user.id,
+            "email",
+            Instant::from_micros(now - 25 * hour),
+            Instant::from_micros(now + hour),
+        )
+        .await
+        .unwrap();
+    t.store
+        .create_session(
+            &hash_key("old"),
+            &user.id,
+            "email",
+            Instant::from_micros(now - 10),
+            Instant::from_micros(now - 1),
+        )
+        .await
+        .unwrap();
+    for id in ["idle", "old", "never-issued"] {
+        let c = format!("svc_session={id}");
+        let r = call(&t, Method::GET, "/v1/keys", &with_cookie(&c), None).await;
+        assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
+    }
+    // Logout without a session is 401.
+    let r = call(&t, Method::POST, "/v1/auth/logout", &[], None).await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
+}
+
+#[tokio::test]
+async fn the_session_cookie_is_http_only_lax_and_secure_by_default() {
+    let t = setup().await;
+    let user = t.store.sign_in_user("c@example.com").await.unwrap();
+    let set = session::start(
+        t.store.as_ref(),
+        &t.state.options().sessions,
+        &user,
+        "email",
+    )
+    .await
+    .unwrap();
+    let v = set.to_str().unwrap();
+    assert!(v.starts_with("svc_session="));
+    for attr in [
+        "HttpOnly",
+        "SameSite=Lax",
+        "Path=/",
+        "Secure",
+        "Max-Age=1209600",
+    ] {
+        assert!(v.contains(attr), "{v} lacks {attr}");
+    }
+    // What the cookie carries is never what the store keeps.
+    let id = cookie_of(v).trim_start_matches("svc_session=").to_owned();
+    assert!(t.store.session(&id).await.unwrap().is_none());
+    assert!(t.store.session(&hash_key(&id)).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn sign_in_ways_that_are_not_configured_answer_503_with_the_envelope() {
+    let t = setup().await;
+    for (method, uri, body) in [
+        (
+            Method::POST,
+            "/v1/auth/email/start",
+            Some(json!({"email": "a@example.com"})),
+        ),
+        (Method::GET, "/v1/auth/email/callback?token=00", None),
+        (Method::GET, "/v1/auth/provider_a/start", None),
+        (
+            Method::GET,
+            "/v1/auth/provider_a/callback?code=x&state=y",
+            None,
+        ),
+        (Method::GET, "/v1/auth/provider_b/start", None),
+        (Method::GET, "/v1/auth/provider_b/callback", None),
+    ] {
+        let r = call(&t, method, uri, &[], body).await;
+        assert_error(
+            &r,
+            StatusCode::SERVICE_UNAVAILABLE,
+            "sign_in_not_configured",
+            None,
+        );
+        assert!(r.headers.contains_key(header::RETRY_AFTER), "{uri}");
+    }
+}
+
+/// A state whose mail goes to a port nothing listens on.
+async fn with_dead_mail() -> T {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(dir.path()).await;
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let opts = Options {
+        public_url: Some("https://asof.example".into()),
+        sign_in: SignInConfig {
+            mail: Some((
+                format!("smtp://127.0.0.1:{port}"),
+                "asof <no-reply@example.com>".into(),
+            )),
+            ..SignInConfig::default()
+        },
+        ..Options::default()
+    };
+    setup_with(dir, store, opts).await
+}
+
+#[tokio::test]
+async fn an_email_sign_in_is_refused_for_a_bad_address_or_body_and_503_when_mail_fails() {
+    let t = with_dead_mail().await;
+    for (body, param) in [
+        (json!({}), "email"),
+        (json!({"email": "not-an-address"}), "email"),
+        (json!({"email": "a@localhost"}), "email"),
+        (json!({"email": 5}), "email"),
+        (json!({"email": "a@example.com", "plan": "desk"}), "plan"),
+    ] {
+        let r = call(&t, Method::POST, "/v1/auth/email/start", &[], Some(body)).await;
+        assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request", Some(param));
+    }
+    let r = call(
+        &t,
+        Method::POST,
+        "/v1/auth/email/start",
+        &[],
+        Some(json!({"email": "a@example.com"})),
+    )
+    .await;
+    assert_error(
+        &r,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "mail_unavailable",
+        None,
+    );
+}
+
+#[tokio::test]
+async fn a_sign_in_link_token_that_is_unknown_used_or_expired_redirects_without_a_session() {
+    let t = with_dead_mail().await;
+    let now = Instant::now().micros();
+    let live = "a".repeat(64);
+    let old = "b".repeat(64);
+    t.store
+        .put_login_token(
+            &hash_key(&live),
+            "l@example.com",
+            Instant::from_micros(now),
+            Instant::from_micros(now + 600_000_000),
+        )
+        .await
+        .unwrap();
+    t.store
+        .put_login_token(
+            &hash_key(&old),
+            "l@example.com",
+            Instant::from_micros(now - 2_000_000_000),
+            Instant::from_micros(now - 1_000_000_000),
+        )
+        .await
+        .unwrap();
+    let first = call(
+        &t,
+        Method::GET,
+        &format!("/v1/auth/email/callback?token={live}"),
+        &[],
+        None,
+    )
+    .await;
+    assert_eq!(first.status, StatusCode::FOUND);
+    assert_eq!(first.headers[header::LOCATION], "/account");
+    assert_eq!(first.headers[header::CACHE_CONTROL], "no-store");
+    let cookie = cookie_of(first.headers[header::SET_COOKIE].to_str().unwrap());
+    let me = call(&t, Method::GET, "/v1/me", &with_cookie(&cookie), None).await;
+    assert_eq!(me.json["results"][0]["email"], "l@example.com");
+    assert_eq!(
+        me.json["results"][0]["plan"], "researcher",
+        "first sign-in makes a researcher"
+    );
+    for (token, reason) in [
+        (live.as_str(), "link_used"),
+        (old.as_str(), "link_expired"),
+        (&"c".repeat(64), "link_unknown"),
+        ("short", "link_unknown"),
+    ] {
+        let r = call(
+            &t,
+            Method::GET,
+            &format!("/v1/auth/email/callback?token={token}"),
+            &[],
+            None,
+        )
+        .await;
+        assert_eq!(r.status, StatusCode::FOUND);
+        assert_eq!(
+            r.headers[header::LOCATION],
+            format!("/sign-in?error={reason}").as_str()
+        );
+        assert!(
+            !r.headers.contains_key(header::SET_COOKIE),
+            "{reason}: no session"
+        );
+    }
+    let r = call(&t, Method::GET, "/v1/auth/email/callback", &[], None).await;
+    assert_eq!(r.headers[header::LOCATION], "/sign-in?error=link_unknown");
+}
+
+#[tokio::test]
+async fn session_requests_are_never_attributed_to_a_key_in_the_audit() {
+    let t = setup().await;
+    let cookie = signed_in(&t, "aud@example.com", Plan::Desk).await;
+    let before = t.state.audit().stats();
+    let mut h = with_cookie(&cookie);
+    h.push(("x-service-audit", "on"));
+    let r = call(&t, Method::GET, "/v1/keys", &h, None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    let after = t.state.audit().stats();
+    assert_eq!(after.unattributed, before.unattributed + 1, "{after:?}");
+}

@@ -1,0 +1,193 @@
+#!/usr/bin/env python3
+"""The account site in a real browser: Playwright driving Debian's headless Chromium against
+the real `asof serve`, with a real SMTP server (aiosmtpd) and a real OpenID Connect provider
+(oauth2-mock-server) on loopback.
+
+One walk, each step checked and photographed (PNG files in --out):
+
+1. the landing page shows the live sample example; the site fetches nothing from another
+   origin (the provider's pages aside, during provider sign-in);
+2. sign in with an e-mail link: the sign-in page sends it, the link from the inbox lands on
+   the account page;
+3. create a key: its secret is shown once, the copy button puts it on the clipboard, and it
+   answers /v1/news;
+4. revoke it (confirming the dialog): the same call is refused;
+5. sign out: the account page then sends the browser to sign in again;
+6. sign in through provider A: the account page shows the same e-mail;
+7. at a phone's width (375 px) the account page needs no sideways scrolling, and every form
+   field has a label.
+
+Prints 'browser checks: N passed, N failed'.
+"""
+
+import argparse
+import os
+import sys
+import tempfile
+import uuid
+
+import httpx
+from playwright.sync_api import sync_playwright
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tests"))
+sys.path.insert(0, os.path.join(REPO, "tests/accounts"))
+from support import Server, free_port  # noqa: E402
+from test_signin import Inbox, Provider  # noqa: E402
+from aiosmtpd.controller import Controller  # noqa: E402
+
+NEWS = {"cik": "320193", "as_of": "2026-11-01T00:00:00Z"}
+
+
+def chromium():
+    for p in ("/usr/bin/chromium", "/usr/bin/chromium-browser"):
+        if os.path.exists(p):
+            return p
+    raise AssertionError("Debian chromium is not installed")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--node", default="node")
+    ap.add_argument("--oauth2-mock-server", required=True)
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    results = []
+
+    def check(name, fn):
+        try:
+            fn()
+            print(f"test {name} ... ok")
+            results.append(True)
+        except Exception as e:  # noqa: BLE001 - every step reported by name
+            print(f"test {name} ... FAILED: {e!r}")
+            results.append(False)
+            raise
+
+    with tempfile.TemporaryDirectory(prefix="asof-browser-") as work:
+        email = f"browser-{uuid.uuid4().hex[:8]}@example.com"
+        provider = Provider(args.node, args.oauth2_mock_server, work, email)
+        inbox = Inbox()
+        smtp = Controller(inbox, hostname="127.0.0.1", port=free_port())
+        smtp.start()
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        server = Server(
+            args.bin, work, port=port,
+            extra=[
+                "--smtp-url", f"smtp://127.0.0.1:{smtp.port}",
+                "--mail-from", "asof <no-reply@asof.test>",
+                "--public-url", base,
+                "--insecure-cookies",
+                "--provider-a-issuer", provider.issuer,
+                "--provider-a-client-id", "asof-browser",
+            ],
+        )
+        foreign = []
+        try:
+            with sync_playwright() as pw:
+                browser = pw.chromium.launch(executable_path=chromium(), args=["--no-sandbox", "--disable-background-networking"])
+                context = browser.new_context(base_url=base)
+                context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
+                page = context.new_page()
+                page.on("dialog", lambda d: d.accept())
+                page.on("request", lambda r: None if r.url.startswith((base, provider.issuer, "data:")) else foreign.append(r.url))
+                shot = lambda n: page.screenshot(path=os.path.join(args.out, f"{n}.png"), full_page=True)  # noqa: E731
+                secret = {}
+
+                def landing():
+                    page.goto("/")
+                    page.wait_for_selector("#example-rows tr td:not([colspan])")
+                    assert "corpus_version sha256:" in page.inner_text("#example-version")
+                    shot("1-landing")
+
+                def sign_in_by_email():
+                    page.goto("/sign-in")
+                    page.get_by_label("E-mail address").fill(email)
+                    page.get_by_role("button", name="Send me a sign-in link").click()
+                    page.wait_for_selector("#email-result:not([hidden])")
+                    assert "Check your inbox" in page.inner_text("#email-result")
+                    shot("2-link-sent")
+                    page.goto(inbox.link_for(email))
+                    page.wait_for_url(f"{base}/account")
+                    page.wait_for_function("document.getElementById('who').textContent.includes('Signed in as')")
+                    assert email in page.inner_text("#who")
+                    shot("3-account")
+
+                def create_and_copy_a_key():
+                    page.get_by_label("Name of a new key").fill("browser key")
+                    page.get_by_role("button", name="Create key").click()
+                    page.wait_for_selector("#new-key:not([hidden])")
+                    shown = page.inner_text("#new-secret").strip()
+                    assert shown.startswith("svc_live_"), shown
+                    page.get_by_role("button", name="Copy key").click()
+                    page.wait_for_function("document.getElementById('copied').textContent.length > 0")
+                    assert page.evaluate("navigator.clipboard.readText()") == shown
+                    shot("4-key-created")
+                    r = httpx.get(f"{base}/v1/news", params=NEWS, headers={"authorization": f"Bearer {shown}"})
+                    assert r.status_code in (200, 409), r.text
+                    secret["key"] = shown
+
+                def revoke_it():
+                    page.get_by_role("button", name="Revoke key browser key").click()
+                    page.wait_for_function("document.getElementById('keys').textContent.includes('revoked')")
+                    shot("5-key-revoked")
+                    r = httpx.get(f"{base}/v1/news", params=NEWS, headers={"authorization": f"Bearer {secret['key']}"})
+                    assert r.status_code == 401, r.text
+
+                def sign_out():
+                    page.get_by_role("button", name="Sign out").click()
+                    page.wait_for_url(f"{base}/")
+                    page.goto("/account")
+                    page.wait_for_url(f"{base}/sign-in?error=session_ended")
+                    assert "session has ended" in page.inner_text("main")
+                    shot("6-signed-out")
+
+                def sign_in_with_provider_a():
+                    page.get_by_role("link", name="Sign in with provider A").click()
+                    page.wait_for_url(f"{base}/account")
+                    page.wait_for_function("document.getElementById('who').textContent.includes('Signed in as')")
+                    assert email in page.inner_text("#who")
+                    shot("7-provider-a")
+
+                def phone_width_and_labels():
+                    page.set_viewport_size({"width": 375, "height": 800})
+                    page.goto("/account")
+                    page.wait_for_function("document.getElementById('who').textContent.includes('Signed in as')")
+                    overflow = page.evaluate("document.documentElement.scrollWidth - window.innerWidth")
+                    assert overflow <= 0, f"{overflow}px of sideways scrolling"
+                    unlabeled = page.evaluate(
+                        "[...document.querySelectorAll('input')].filter(i => !(i.labels && i.labels.length)).map(i => i.id)"
+                    )
+                    assert not unlabeled, unlabeled
+                    shot("8-phone")
+                    assert not foreign, f"requests to other origins: {foreign}"
+
+                for name, fn in [
+                    ("the_landing_page_shows_the_live_sample", landing),
+                    ("an_email_link_signs_in_to_the_account_page", sign_in_by_email),
+                    ("a_key_is_created_copied_once_and_works", create_and_copy_a_key),
+                    ("a_revoked_key_is_refused", revoke_it),
+                    ("signing_out_ends_the_session", sign_out),
+                    ("provider_a_signs_in_the_same_account", sign_in_with_provider_a),
+                    ("the_account_page_fits_a_phone_and_labels_every_field", phone_width_and_labels),
+                ]:
+                    try:
+                        check(name, fn)
+                    except Exception:  # noqa: BLE001 - later steps depend on earlier ones
+                        shot(f"failed-{name}")
+                        break
+                browser.close()
+        finally:
+            server.stop()
+            smtp.stop()
+            provider.stop()
+    passed = sum(results)
+    print(f"browser checks: {passed} passed, {7 - passed} failed")
+    sys.exit(0 if passed == 7 else 1)
+
+
+if __name__ == "__main__":
+    main()
