@@ -32,7 +32,7 @@ function beacon() {
 }
 
 async function home() {
-  const { status, json } = await api("GET", "/v1/sample/news?limit=5");
+  const { status, json } = await api("GET", "/v1/sample/news");
   const rows = $("example-rows");
   rows.replaceChildren();
   if (status !== 200 || !json) {
@@ -43,7 +43,7 @@ async function home() {
     rows.append(tr);
     return;
   }
-  for (const r of json.results) {
+  for (const r of json.results.slice(0, 5)) {
     const tr = document.createElement("tr");
     tr.append(text("td", r.id), text("td", r.title), text("td", r.available_at));
     rows.append(tr);

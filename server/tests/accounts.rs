@@ -687,3 +687,80 @@ async fn session_requests_are_never_attributed_to_a_key_in_the_audit() {
     let after = t.state.audit().stats();
     assert_eq!(after.unattributed, before.unattributed + 1, "{after:?}");
 }
+
+#[tokio::test]
+async fn usage_counts_requests_per_day_key_and_route_group_and_marks_each_keys_last_use() {
+    let t = setup().await;
+    let bearer = format!("Bearer {}", t.key);
+    for uri in ["/v1/me", "/v1/me", "/v1/keys"] {
+        let r = call(&t, Method::GET, uri, &[("authorization", &bearer)], None).await;
+        assert_eq!(r.status, StatusCode::OK);
+    }
+    let cookie = signed_in(&t, "t@example.com", Plan::Researcher).await;
+    let r = call(&t, Method::GET, "/v1/keys", &with_cookie(&cookie), None).await;
+    assert_eq!(r.status, StatusCode::OK);
+    t.state.usage().flush().await.unwrap();
+    let u = call(
+        &t,
+        Method::GET,
+        "/v1/billing/usage",
+        &with_cookie(&cookie),
+        None,
+    )
+    .await;
+    assert_eq!(u.status, StatusCode::OK, "{}", u.json);
+    let today = Instant::now().day().to_string();
+    let key_id = t
+        .store
+        .list_keys(&t.store.sign_in_user("t@example.com").await.unwrap().id)
+        .await
+        .unwrap()[0]
+        .id
+        .clone();
+    let rows: Vec<(String, Value, String, i64)> = u.json["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            (
+                r["date"].as_str().unwrap().to_owned(),
+                r["key_id"].clone(),
+                r["route_group"].as_str().unwrap().to_owned(),
+                r["requests"].as_i64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        [
+            (today.clone(), Value::Null, "keys".to_owned(), 1),
+            (today.clone(), json!(key_id), "keys".to_owned(), 1),
+            (today.clone(), json!(key_id), "me".to_owned(), 2),
+        ],
+        "the session's own request is counted without a key; the usage read is counted after"
+    );
+    let keys = call(
+        &t,
+        Method::GET,
+        "/v1/keys",
+        &[("authorization", &bearer)],
+        None,
+    )
+    .await;
+    assert!(
+        keys.json["results"][0]["last_used_at"].is_string(),
+        "{}",
+        keys.json
+    );
+    // Another user sees only their own usage.
+    let other = signed_in(&t, "o@example.com", Plan::Researcher).await;
+    let u = call(
+        &t,
+        Method::GET,
+        "/v1/billing/usage",
+        &with_cookie(&other),
+        None,
+    )
+    .await;
+    assert_eq!(u.json["results"], json!([]));
+}

@@ -29,6 +29,18 @@ async fn suite(s: Arc<dyn StateStore>) {
             .is_none()
     );
     assert_eq!(s.list_keys(&u.id).await.unwrap().len(), 1);
+    assert_eq!(s.list_keys(&u.id).await.unwrap()[0].last_used_at, None);
+    s.keys_used(&[k.id.clone()], Instant::from_micros(2_000))
+        .await
+        .unwrap();
+    s.keys_used(&[k.id.clone()], Instant::from_micros(1_000))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.list_keys(&u.id).await.unwrap()[0].last_used_at,
+        Some(Instant::from_micros(2_000)),
+        "last use never moves back"
+    );
     assert!(
         !s.revoke_key("usr_someone_else", &k.id, Instant::now())
             .await

@@ -31,6 +31,9 @@ pub struct KeyRecord {
     pub created_at: asof_engine::Instant,
     pub expires_at: Option<asof_engine::Instant>,
     pub revoked_at: Option<asof_engine::Instant>,
+    /// When the key last answered a request, to within a second (written behind with the
+    /// usage counts); null when never used. Only key listings carry it.
+    pub last_used_at: Option<asof_engine::Instant>,
 }
 
 pub const KEY_PREFIX: &str = "svc_live_";
@@ -88,7 +91,10 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     ) -> Result<(KeyRecord, String)>;
     /// The key and owner for a raw secret's hash, whatever its state (caller checks expiry).
     async fn key_by_hash(&self, hash: &str) -> Result<Option<(KeyRecord, User)>>;
+    /// A user's keys, oldest first, with when each was last used.
     async fn list_keys(&self, user_id: &str) -> Result<Vec<KeyRecord>>;
+    /// Records that these keys answered requests at `at` (never moves a key's time back).
+    async fn keys_used(&self, key_ids: &[String], at: asof_engine::Instant) -> Result<()>;
     /// Revokes a key of this user; false when the user has no such key.
     async fn revoke_key(
         &self,
@@ -209,6 +215,7 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS sessions (id_hash TEXT PRIMARY KEY, user_id TEXT NOT NULL REFERENCES users(id), via TEXT NOT NULL, created_at BIGINT NOT NULL, last_seen_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, ended_at BIGINT)",
     "CREATE INDEX IF NOT EXISTS sessions_user ON sessions (user_id)",
     "CREATE TABLE IF NOT EXISTS page_views (path TEXT NOT NULL, day TEXT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (path, day))",
+    "CREATE TABLE IF NOT EXISTS key_last_used (key_id TEXT PRIMARY KEY, at BIGINT NOT NULL)",
     // Usage per user, key, UTC day and route group; kept apart from the rate windows' purge.
     "CREATE TABLE IF NOT EXISTS usage_days (user_id TEXT NOT NULL, key_id TEXT NOT NULL, day TEXT NOT NULL, route_group TEXT NOT NULL, requests BIGINT NOT NULL, PRIMARY KEY (user_id, day, key_id, route_group))",
 ];
@@ -241,6 +248,7 @@ macro_rules! sql_state_store {
                     created_at: asof_engine::Instant::from_micros(r.try_get("created_at")?),
                     expires_at: instant(r.try_get("expires_at")?),
                     revoked_at: instant(r.try_get("revoked_at")?),
+                    last_used_at: None,
                 })
             }
         }
@@ -276,6 +284,7 @@ macro_rules! sql_state_store {
                     created_at: asof_engine::Instant::now(),
                     expires_at,
                     revoked_at: None,
+                    last_used_at: None,
                 };
                 sqlx::query("INSERT INTO api_keys (id, user_id, name, prefix, secret_hash, created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)")
                     .bind(&rec.id)
@@ -306,11 +315,31 @@ macro_rules! sql_state_store {
             }
 
             async fn list_keys(&self, user_id: &str) -> Result<Vec<KeyRecord>> {
-                let rows = sqlx::query("SELECT id, user_id, name, prefix, created_at, expires_at, revoked_at FROM api_keys WHERE user_id = $1 ORDER BY created_at, id")
-                    .bind(user_id)
-                    .fetch_all(&self.pool)
-                    .await?;
-                rows.iter().map(Self::key_from_row).collect()
+                let rows = sqlx::query(
+                    "SELECT k.id, k.user_id, k.name, k.prefix, k.created_at, k.expires_at, k.revoked_at, u.at AS last_used_at \
+                     FROM api_keys k LEFT JOIN key_last_used u ON u.key_id = k.id WHERE k.user_id = $1 ORDER BY k.created_at, k.id",
+                )
+                .bind(user_id)
+                .fetch_all(&self.pool)
+                .await?;
+                rows.iter()
+                    .map(|r| {
+                        let mut k = Self::key_from_row(r)?;
+                        k.last_used_at = instant(r.try_get("last_used_at")?);
+                        Ok(k)
+                    })
+                    .collect()
+            }
+
+            async fn keys_used(&self, key_ids: &[String], at: asof_engine::Instant) -> Result<()> {
+                for id in key_ids {
+                    sqlx::query("INSERT INTO key_last_used (key_id, at) VALUES ($1, $2) ON CONFLICT (key_id) DO UPDATE SET at = excluded.at WHERE key_last_used.at < excluded.at")
+                        .bind(id)
+                        .bind(at.micros())
+                        .execute(&self.pool)
+                        .await?;
+                }
+                Ok(())
             }
 
             async fn revoke_key(&self, user_id: &str, key_id: &str, at: asof_engine::Instant) -> Result<bool> {

@@ -88,6 +88,22 @@ impl Usage {
     pub async fn flush(&self) -> Result<()> {
         let work = std::mem::take(&mut *self.pending.lock().expect("usage lock"));
         let mut first_error = None;
+        // Keys that answered since the last flush were last used now (to within a flush).
+        let mut used: Vec<String> = work
+            .keys()
+            .map(|(_, key, _, _)| key.clone())
+            .filter(|k| !k.is_empty())
+            .collect();
+        used.sort_unstable();
+        used.dedup();
+        if !used.is_empty()
+            && let Err(e) = self
+                .store
+                .keys_used(&used, asof_engine::Instant::now())
+                .await
+        {
+            first_error = Some(e);
+        }
         for ((user, key, day, group), n) in work {
             if let Err(e) = self.store.add_usage(&user, &key, &day, &group, n).await {
                 *self

@@ -296,6 +296,9 @@ impl StateStore for Gated {
     async fn page_views(&self, from_day: &str, to_day: &str) -> Result<Vec<(String, String, i64)>> {
         self.inner.page_views(from_day, to_day).await
     }
+    async fn keys_used(&self, key_ids: &[String], at: Instant) -> Result<()> {
+        self.inner.keys_used(key_ids, at).await
+    }
     async fn add_usage(
         &self,
         user_id: &str,
