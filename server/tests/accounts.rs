@@ -9,7 +9,7 @@ use asof_engine::Instant;
 use asof_server::Options;
 use asof_server::plan::Plan;
 use asof_server::signin::{SignInConfig, session};
-use asof_server::state::hash_key;
+use asof_server::state::{hash_key, store};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use common::*;
@@ -74,9 +74,109 @@ fn with_cookie(c: &str) -> Vec<(&str, &str)> {
     vec![("cookie", c), ("sec-fetch-site", "same-origin")]
 }
 
-#[tokio::test]
+/// Which state store a test of this file runs on: each test runs once on SQLite
+/// (`sqlite::...`) and once on PostgreSQL (`postgres::...`, in a schema of its own).
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+tokio::task_local! {
+    static BACKEND: Backend;
+}
+
+fn postgres_url() -> String {
+    std::env::var("ASOF_TEST_POSTGRES_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
+}
+
+/// The state of a test, on the backend it runs on.
+async fn on_backend(opts: Options) -> T {
+    let dir = tempfile::tempdir().unwrap();
+    let store = match BACKEND.get() {
+        Backend::Sqlite => sqlite_store(dir.path()).await,
+        Backend::Postgres => {
+            let schema = format!("asof_accounts_{}", uuid::Uuid::new_v4().simple());
+            store::open_postgres_schema(&postgres_url(), &schema)
+                .await
+                .unwrap()
+        }
+    };
+    setup_with(dir, store, opts).await
+}
+
+/// Whether PostgreSQL answers; without it the `postgres::` tests say they are skipped (in CI,
+/// `ASOF_REQUIRE_POSTGRES` makes that a failure).
+async fn postgres_reachable(test: &str) -> bool {
+    match sqlx::PgPool::connect(&postgres_url()).await {
+        Ok(p) => {
+            p.close().await;
+            true
+        }
+        Err(e) => {
+            assert!(
+                std::env::var("ASOF_REQUIRE_POSTGRES").is_err(),
+                "PostgreSQL required but unreachable: {e}"
+            );
+            use std::io::Write;
+            let _ = writeln!(std::io::stderr(), "SKIPPED: postgres::{test} ({e})");
+            false
+        }
+    }
+}
+
+/// Declares each test twice: on SQLite and on PostgreSQL.
+macro_rules! on_both {
+    ($(async fn $name:ident() $body:block)*) => {
+        mod sqlite {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    BACKEND.scope(Backend::Sqlite, async $body).await
+                }
+            )*
+        }
+        mod postgres {
+            use super::*;
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    if !postgres_reachable(stringify!($name)).await {
+                        return;
+                    }
+                    BACKEND.scope(Backend::Postgres, async $body).await
+                }
+            )*
+        }
+    };
+}
+
+/// A state whose mail goes to a port nothing listens on.
+async fn with_dead_mail() -> T {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let opts = Options {
+        public_url: Some("https://asof.example".into()),
+        sign_in: SignInConfig {
+            mail: Some((
+                format!("smtp://127.0.0.1:{port}"),
+                "asof <no-reply@example.com>".into(),
+            )),
+            ..SignInConfig::default()
+        },
+        ..Options::default()
+    };
+    on_backend(opts).await
+}
+
+on_both! {
 async fn a_signed_in_browser_reads_me_and_keys_with_its_cookie_and_a_key_holder_with_the_key() {
-    let t = setup().await;
+    let t = on_backend(Options::default()).await;
     let cookie = signed_in(&t, "t@example.com", Plan::Researcher).await;
     let me = call(&t, Method::GET, "/v1/me", &with_cookie(&cookie), None).await;
     assert_eq!(me.status, StatusCode::OK, "{}", me.json);
@@ -119,9 +219,8 @@ async fn a_signed_in_browser_reads_me_and_keys_with_its_cookie_and_a_key_holder_
     assert_error(&none, StatusCode::UNAUTHORIZED, "unauthorized", None);
 }
 
-#[tokio::test]
 async fn a_key_is_created_with_its_secret_shown_once_and_works_at_once() {
-    let t = setup().await;
+    let t = on_backend(Options::default()).await;
     let cookie = signed_in(&t, "new@example.com", Plan::Researcher).await;
     let made = call(
         &t,
@@ -164,9 +263,8 @@ async fn a_key_is_created_with_its_secret_shown_once_and_works_at_once() {
     );
 }
 
-#[tokio::test]
 async fn keys_are_made_and_revoked_with_the_session_only_never_with_a_key() {
-    let t = setup().await;
+    let t = on_backend(Options::default()).await;
     let bearer = format!("Bearer {}", t.key);
     let r = call(
         &t,
@@ -207,9 +305,8 @@ async fn keys_are_made_and_revoked_with_the_session_only_never_with_a_key() {
     assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
 }
 
-#[tokio::test]
 async fn bad_key_bodies_are_refused_naming_the_field() {
-    let t = setup().await;
+    let t = on_backend(Options::default()).await;
     let cookie = signed_in(&t, "b@example.com", Plan::Researcher).await;
     let h = with_cookie(&cookie);
     for (body, param) in [
@@ -267,9 +364,8 @@ async fn bad_key_bodies_are_refused_naming_the_field() {
     );
 }
 
-#[tokio::test]
 async fn a_plan_holds_at_most_its_live_keys() {
-    let t = setup().await;
+    let t = on_backend(Options::default()).await;
     let cookie = signed_in(&t, "cap@example.com", Plan::Researcher).await;
     let h = with_cookie(&cookie);
     let mut ids = Vec::new();
@@ -321,9 +417,8 @@ async fn a_plan_holds_at_most_its_live_keys() {
     assert_eq!(r.status, StatusCode::OK);
 }
 
-#[tokio::test]
 async fn a_revoked_key_is_refused_at_once_and_another_users_key_is_404() {
-    let t = setup().await;
+    let t = on_backend(Options::default()).await;
     let cookie = signed_in(&t, "rev@example.com", Plan::Researcher).await;
     let h = with_cookie(&cookie);
     let made = call(&t, Method::POST, "/v1/keys", &h, Some(json!({"name": "k"}))).await;
@@ -376,9 +471,8 @@ async fn a_revoked_key_is_refused_at_once_and_another_users_key_is_404() {
     );
 }
 
-#[tokio::test]
 async fn a_cookie_write_from_another_site_is_refused() {
-    let t = setup().await;
+    let t = on_backend(Options::default()).await;
     let cookie = signed_in(&t, "x@example.com", Plan::Researcher).await;
     for extra in [
         ("sec-fetch-site", "cross-site"),
@@ -435,9 +529,8 @@ async fn a_cookie_write_from_another_site_is_refused() {
     assert!(!pre.headers.contains_key("access-control-allow-credentials"));
 }
 
-#[tokio::test]
 async fn sessions_end_at_logout_after_idling_and_at_their_absolute_end() {
-    let t = setup().await;
+    let t = on_backend(Options::default()).await;
     let cookie = signed_in(&t, "s@example.com", Plan::Researcher).await;
     let out = call(
         &t,
@@ -494,9 +587,8 @@ async fn sessions_end_at_logout_after_idling_and_at_their_absolute_end() {
     assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
 }
 
-#[tokio::test]
 async fn the_session_cookie_is_http_only_lax_and_secure_by_default() {
-    let t = setup().await;
+    let t = on_backend(Options::default()).await;
     let user = t.store.sign_in_user("c@example.com").await.unwrap();
     let set = session::start(
         t.store.as_ref(),
@@ -523,9 +615,8 @@ async fn the_session_cookie_is_http_only_lax_and_secure_by_default() {
     assert!(t.store.session(&hash_key(&id)).await.unwrap().is_some());
 }
 
-#[tokio::test]
 async fn sign_in_ways_that_are_not_configured_answer_503_with_the_envelope() {
-    let t = setup().await;
+    let t = on_backend(Options::default()).await;
     for (method, uri, body) in [
         (
             Method::POST,
@@ -553,30 +644,6 @@ async fn sign_in_ways_that_are_not_configured_answer_503_with_the_envelope() {
     }
 }
 
-/// A state whose mail goes to a port nothing listens on.
-async fn with_dead_mail() -> T {
-    let dir = tempfile::tempdir().unwrap();
-    let store = sqlite_store(dir.path()).await;
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let opts = Options {
-        public_url: Some("https://asof.example".into()),
-        sign_in: SignInConfig {
-            mail: Some((
-                format!("smtp://127.0.0.1:{port}"),
-                "asof <no-reply@example.com>".into(),
-            )),
-            ..SignInConfig::default()
-        },
-        ..Options::default()
-    };
-    setup_with(dir, store, opts).await
-}
-
-#[tokio::test]
 async fn an_email_sign_in_is_refused_for_a_bad_address_or_body_and_503_when_mail_fails() {
     let t = with_dead_mail().await;
     for (body, param) in [
@@ -605,7 +672,6 @@ async fn an_email_sign_in_is_refused_for_a_bad_address_or_body_and_503_when_mail
     );
 }
 
-#[tokio::test]
 async fn a_sign_in_link_token_that_is_unknown_used_or_expired_redirects_without_a_session() {
     let t = with_dead_mail().await;
     let now = Instant::now().micros();
@@ -675,9 +741,8 @@ async fn a_sign_in_link_token_that_is_unknown_used_or_expired_redirects_without_
     assert_eq!(r.headers[header::LOCATION], "/sign-in?error=link_unknown");
 }
 
-#[tokio::test]
 async fn session_requests_are_never_attributed_to_a_key_in_the_audit() {
-    let t = setup().await;
+    let t = on_backend(Options::default()).await;
     let cookie = signed_in(&t, "aud@example.com", Plan::Desk).await;
     let before = t.state.audit().stats();
     let mut h = with_cookie(&cookie);
@@ -688,9 +753,8 @@ async fn session_requests_are_never_attributed_to_a_key_in_the_audit() {
     assert_eq!(after.unattributed, before.unattributed + 1, "{after:?}");
 }
 
-#[tokio::test]
 async fn usage_counts_requests_per_day_key_and_route_group_and_marks_each_keys_last_use() {
-    let t = setup().await;
+    let t = on_backend(Options::default()).await;
     let bearer = format!("Bearer {}", t.key);
     for uri in ["/v1/me", "/v1/me", "/v1/keys"] {
         let r = call(&t, Method::GET, uri, &[("authorization", &bearer)], None).await;
@@ -763,4 +827,5 @@ async fn usage_counts_requests_per_day_key_and_route_group_and_marks_each_keys_l
     )
     .await;
     assert_eq!(u.json["results"], json!([]));
+}
 }
