@@ -420,6 +420,15 @@ async fn a_rejected_key_is_json_rpc_error_32001() {
 #[tokio::test]
 async fn each_tool_call_counts_once_against_the_keys_rate_limit() {
     let t = setup().await;
+    // The counts below must fall in one fixed one-minute window: start early in one (the
+    // test takes seconds in a debug build; a window rolling over mid-test reset the count).
+    let into = asof_engine::Instant::now().micros().rem_euclid(60_000_000);
+    if into > 30_000_000 {
+        tokio::time::sleep(std::time::Duration::from_micros(
+            (60_000_000 - into) as u64 + 50_000,
+        ))
+        .await;
+    }
     let before = get(&t, "/v1/coverage?date=2026-01-29").await;
     let left: i64 = before.headers["x-ratelimit-remaining"]
         .to_str()
