@@ -7,14 +7,16 @@ One walk, each step checked and photographed (PNG files in --out):
 
 1. the landing page shows the live sample example; the site fetches nothing from another
    origin (the provider's pages aside, during provider sign-in);
-2. sign in with an e-mail link: the sign-in page sends it, the link from the inbox lands on
+2. the sign-in page is usable by keyboard: Tab reaches the controls in reading order, with a
+   visible focus ring;
+3. sign in with an e-mail link: the sign-in page sends it, the link from the inbox lands on
    the account page;
-3. create a key: its secret is shown once, the copy button puts it on the clipboard, and it
+4. create a key: its secret is shown once, the copy button puts it on the clipboard, and it
    answers /v1/news;
-4. revoke it (confirming the dialog): the same call is refused;
-5. sign out: the account page then sends the browser to sign in again;
-6. sign in through provider A: the account page shows the same e-mail;
-7. at a phone's width (375 px) the account page needs no sideways scrolling, and every form
+5. revoke it (confirming the dialog): the same call is refused;
+6. sign out: the account page then sends the browser to sign in again;
+7. sign in through provider A: the account page shows the same e-mail;
+8. at a phone's width (375 px) the account page needs no sideways scrolling, and every form
    field has a label.
 
 The site is checked under its own Content-Security-Policy (no eval: waits use locators).
@@ -40,6 +42,7 @@ from test_signin import Inbox, Provider  # noqa: E402
 from aiosmtpd.controller import Controller  # noqa: E402
 
 NEWS = {"cik": "320193", "as_of": "2026-11-01T00:00:00Z"}
+STEPS = 8
 
 
 def chromium():
@@ -105,6 +108,19 @@ def main():
                     page.wait_for_selector("#example-rows tr td:not([colspan])")
                     assert "corpus_version sha256:" in page.inner_text("#example-version")
                     shot("1-landing")
+
+                def keyboard_order():
+                    page.goto("/sign-in")
+                    seen = []
+                    for _ in range(5):
+                        page.keyboard.press("Tab")
+                        seen.append(page.evaluate(
+                            "(() => { const e = document.activeElement; return e.id || e.textContent.trim(); })()"
+                        ))
+                    assert seen == ["asof", "API reference", "email", "Send me a sign-in link", "Sign in with provider A"], seen
+                    # A visible focus ring (the outline the stylesheet gives :focus).
+                    outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
+                    assert outline != "none", outline
 
                 def sign_in_by_email():
                     page.goto("/sign-in")
@@ -174,6 +190,7 @@ def main():
 
                 for name, fn in [
                     ("the_landing_page_shows_the_live_sample", landing),
+                    ("the_sign_in_page_is_usable_by_keyboard_in_reading_order", keyboard_order),
                     ("an_email_link_signs_in_to_the_account_page", sign_in_by_email),
                     ("a_key_is_created_copied_once_and_works", create_and_copy_a_key),
                     ("a_revoked_key_is_refused", revoke_it),
@@ -192,8 +209,8 @@ def main():
             smtp.stop()
             provider.stop()
     passed = sum(results)
-    print(f"browser checks: {passed} passed, {7 - passed} failed")
-    sys.exit(0 if passed == 7 else 1)
+    print(f"browser checks: {passed} passed, {STEPS - passed} failed")
+    sys.exit(0 if passed == STEPS else 1)
 
 
 if __name__ == "__main__":

@@ -12,8 +12,9 @@ and dropped here), each check by name:
 3. a sixth link to one address within 15 minutes is 429 with Retry-After;
 4. with the session: create a key (secret shown once), call /v1/news with it, revoke it, the
    call is refused; a Bearer key cannot create keys; logout ends the session;
-5. provider A (npm's oauth2-mock-server, a real OpenID Connect provider on loopback) signs
-   its verified e-mail in, into the same account the e-mail link made; a forged `state`, a
+5. providers A and B (npm's oauth2-mock-server, a real OpenID Connect provider on loopback,
+   with two registered clients) sign its verified e-mail in, into the same account the e-mail
+   link made, and a flow started for A is refused by B's callback; a forged `state`, a
    callback without the flow this browser started, an ID token signed by another key, one
    with a wrong nonce, a denied consent and an unverified e-mail each land on
    /sign-in?error=... without a session;
@@ -150,6 +151,9 @@ class Run:
                 "--insecure-cookies",
                 "--provider-a-issuer", self.provider.issuer,
                 "--provider-a-client-id", "asof-test",
+                # Provider B: the same real provider, registered as another client.
+                "--provider-b-issuer", self.provider.issuer,
+                "--provider-b-client-id", "asof-test-b",
             ],
             # The client secret by environment, as the flag's help advises.
             env={"ASOF_LOG": "trace", "ASOF_PROVIDER_A_CLIENT_SECRET": "s3cret-of-the-client"},
@@ -245,25 +249,25 @@ class Run:
         assert out.status_code == 200, out.text
         assert self.http.get("/v1/me", headers=c).status_code == 401
 
-    def provider_flow(self, forge_state=False, drop_flow=False):
-        """A browser through provider A: start, the provider's authorize redirect, callback."""
-        start = self.http.get("/v1/auth/provider_a/start")
+    def provider_flow(self, forge_state=False, drop_flow=False, slot="provider_a"):
+        """A browser through a provider: start, the provider's authorize redirect, callback."""
+        start = self.http.get(f"/v1/auth/{slot}/start")
         assert start.status_code == 302, start.text
         flow = next((v for v in start.headers.get_list("set-cookie") if v.startswith("svc_oauth=")), None)
         assert flow and "HttpOnly" in flow and "Path=/v1/auth" in flow, start.headers
         at_provider = httpx.get(start.headers["location"], follow_redirects=False, timeout=10)
         assert at_provider.status_code == 302, at_provider.text
         back = at_provider.headers["location"]
-        assert back.startswith(self.base + "/v1/auth/provider_a/callback?"), back
+        assert back.startswith(self.base + f"/v1/auth/{slot}/callback?"), back
         q = dict(httpx.URL(back).params)
         if "code" in q:
             self.secrets.append(q["code"])
         if forge_state:
             q["state"] = q.get("state", "") + "x"
         headers = {} if drop_flow else {"cookie": flow.split(";")[0]}
-        return self.http.get("/v1/auth/provider_a/callback", params=q, headers=headers)
+        return self.http.get(f"/v1/auth/{slot}/callback", params=q, headers=headers)
 
-    def provider_a_signs_the_verified_email_into_the_same_account(self):
+    def providers_sign_the_verified_email_into_the_same_account(self):
         self.provider.set("ok")
         _, cookie = self.sign_in(self.shared_email)
         by_link = self.http.get("/v1/me", headers={"cookie": cookie.split(";")[0]}).json()["results"][0]
@@ -276,6 +280,22 @@ class Run:
         assert cleared and "Max-Age=0" in cleared[0], "the flow cookie is single use"
         me = self.http.get("/v1/me", headers={"cookie": session.split(";")[0]}).json()["results"][0]
         assert me["user_id"] == by_link["user_id"] and me["email"] == self.shared_email, (me, by_link)
+        # Provider B (another client of a provider) reaches the same account too, and a flow
+        # started for A is not accepted by B's callback.
+        r = self.provider_flow(slot="provider_b")
+        assert r.status_code == 302 and r.headers["location"] == "/account", (r.status_code, r.headers)
+        session = session_cookie(r)
+        self.secrets.append(session.split(";")[0].split("=", 1)[1])
+        me_b = self.http.get("/v1/me", headers={"cookie": session.split(";")[0]}).json()["results"][0]
+        assert me_b["user_id"] == by_link["user_id"], (me_b, by_link)
+        start_a = self.http.get("/v1/auth/provider_a/start")
+        flow_a = next(v for v in start_a.headers.get_list("set-cookie") if v.startswith("svc_oauth="))
+        at_provider = httpx.get(start_a.headers["location"], follow_redirects=False, timeout=10)
+        q = dict(httpx.URL(at_provider.headers["location"]).params)
+        self.secrets.append(q["code"])
+        crossed = self.http.get("/v1/auth/provider_b/callback", params=q, headers={"cookie": flow_a.split(";")[0]})
+        assert crossed.headers["location"] == "/sign-in?error=provider_state", crossed.headers
+        assert session_cookie(crossed) is None
 
     def a_bad_provider_callback_never_signs_anyone_in(self):
         for mode, kwargs, reason in [
@@ -339,7 +359,7 @@ def run_all(binary, workdir, db, node, module):
             "the_answer_does_not_say_whether_an_account_exists",
             "a_sixth_link_within_the_window_is_429",
             "keys_are_made_used_and_revoked_with_the_session",
-            "provider_a_signs_the_verified_email_into_the_same_account",
+            "providers_sign_the_verified_email_into_the_same_account",
             "a_bad_provider_callback_never_signs_anyone_in",
             "no_secret_in_the_log_or_the_store_in_clear",
         ]:
