@@ -10,10 +10,8 @@ use asof_server::AppState;
 use asof_server::plan::Plan;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use common::{Res, T, get, key_for, sample_corpus, send, setup};
-use http_body_util::BodyExt;
+use common::{Res, T, get, key_for, respond, sample_corpus, send, setup};
 use serde_json::{Value, json};
-use tower::ServiceExt;
 
 async fn post(t: &T, body: &str, headers: &[(&str, &str)]) -> Res {
     let mut b = Request::builder()
@@ -24,20 +22,7 @@ async fn post(t: &T, body: &str, headers: &[(&str, &str)]) -> Res {
     for (k, v) in headers {
         b = b.header(*k, *v);
     }
-    let res = asof_server::app(t.state.clone())
-        .oneshot(b.body(Body::from(body.to_owned())).unwrap())
-        .await
-        .unwrap();
-    let status = res.status();
-    let headers = res.headers().clone();
-    let bytes = res.into_body().collect().await.unwrap().to_bytes().to_vec();
-    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
-    Res {
-        status,
-        headers,
-        bytes,
-        json,
-    }
+    respond(&t.state, b.body(Body::from(body.to_owned())).unwrap()).await
 }
 
 async fn rpc(t: &T, method: &str, params: Value, key: Option<&str>) -> Res {

@@ -10,7 +10,10 @@
    show every route of the description; a screenshot is saved under the output directory.
 
 The server runs on a free loopback port over the shipped sample corpus with a fresh SQLite
-state store; readiness is /health answering, never a fixed sleep. Prints 'N passed, N failed'.
+state store, with every sign-in way configured against real servers on loopback (aiosmtpd for
+mail, npm's oauth2-mock-server for providers A and B), so the sign-in routes answer as in
+production rather than `503 sign_in_not_configured`; readiness is /health answering, never a
+fixed sleep. Prints 'N passed, N failed'.
 """
 
 import argparse
@@ -24,7 +27,10 @@ import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tests"))
-from support import Server, create_key, http_get  # noqa: E402
+sys.path.insert(0, os.path.join(REPO, "tests/accounts"))
+from support import Server, create_key, free_port, http_get  # noqa: E402
+from test_signin import Inbox, Provider  # noqa: E402
+from aiosmtpd.controller import Controller  # noqa: E402
 
 # The response checks the issue names; schemathesis' data-acceptance checks are not about
 # responses and stay off.
@@ -165,13 +171,30 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--out", required=True, help="directory for reports and the screenshot")
     ap.add_argument("--max-examples", type=int, default=25)
+    ap.add_argument("--node", default="node")
+    ap.add_argument("--oauth2-mock-server", required=True, help="path of the package's dist/index.mjs")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     venv_bin = os.path.dirname(sys.executable)
     passed, failed = 0, 0
     with tempfile.TemporaryDirectory(prefix="asof-contract-") as work:
+        provider = Provider(args.node, args.oauth2_mock_server, work, "contract@example.com")
+        smtp = Controller(Inbox(), hostname="127.0.0.1", port=free_port())
+        smtp.start()
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
         # The fuzzer sends thousands of public requests from one address.
-        server = Server(args.bin, work, extra=["--public-rate-limit", "1000000"])
+        server = Server(
+            args.bin, work, port=port,
+            extra=[
+                "--public-rate-limit", "1000000",
+                "--public-url", base,
+                "--smtp-url", f"smtp://127.0.0.1:{smtp.port}",
+                "--mail-from", "asof <no-reply@asof.test>",
+                "--provider-a-issuer", provider.issuer, "--provider-a-client-id", "contract-a",
+                "--provider-b-issuer", provider.issuer, "--provider-b-client-id", "contract-b",
+            ],
+        )
         try:
             key = create_key(args.bin, server.db, "desk")
             doc = None
@@ -193,6 +216,8 @@ def main():
                     failed += 1
         finally:
             server.stop()
+            smtp.stop()
+            provider.stop()
             shutil.copy(server.log_path, os.path.join(args.out, "server.log"))
     print(f"contract: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)

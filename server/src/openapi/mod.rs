@@ -340,7 +340,8 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
     for (status, response) in op.responses.responses.iter_mut() {
         let RefOr::T(r) = response else { continue };
         let answered = status.starts_with('2') || status == "304";
-        if !answered && r.content.is_empty() {
+        let error = status.starts_with('4') || status.starts_with('5');
+        if error && r.content.is_empty() {
             r.content.insert(
                 "application/json".into(),
                 Content::new(Some(RefOr::Ref(Ref::from_schema_name("ErrorEnvelope")))),

@@ -159,10 +159,10 @@ pub fn example_request(op: &Value, method: &str, path: &str) -> String {
         url.push('?');
         url.push_str(&query.join("&"));
     }
-    let auth = if op.get("security").is_some() {
-        " -H 'Authorization: Bearer svc_live_…'"
-    } else {
-        ""
+    let auth = match credentials(op) {
+        (true, _) => " -H 'Authorization: Bearer svc_live_…'",
+        (false, true) => " -H 'Cookie: svc_session=…'",
+        (false, false) => "",
     };
     let method = if method == "GET" {
         String::new()
@@ -274,10 +274,15 @@ fn operation_html(h: &mut String, method: &str, path: &str, op: &Value) {
     if let Some(d) = op["description"].as_str() {
         h.push_str(&markdown(d));
     }
-    let auth = if op.get("security").is_some() {
-        "Bearer API key (<code>Authorization: Bearer svc_live_…</code>)"
-    } else {
-        "none"
+    let auth = match credentials(op) {
+        (true, false) => "Bearer API key (<code>Authorization: Bearer svc_live_…</code>)",
+        (true, true) => {
+            "Bearer API key (<code>Authorization: Bearer svc_live_…</code>) or the session cookie (<code>svc_session</code>, set by signing in)"
+        }
+        (false, true) => {
+            "the session cookie only (<code>svc_session</code>, set by signing in); writes must come from this service's own pages"
+        }
+        (false, false) => "none",
     };
     let _ = write!(h, "<p>Authentication: {auth}.</p>");
     if let Some(params) = op["parameters"].as_array().filter(|p| !p.is_empty()) {
@@ -387,10 +392,11 @@ pub fn llms(doc: &Value) -> String {
     );
     for (method, path, op) in operations(doc) {
         let summary = op["summary"].as_str().unwrap_or("");
-        let auth = if op.get("security").is_some() {
-            " (Bearer key)"
-        } else {
-            ""
+        let auth = match credentials(op) {
+            (true, false) => " (Bearer key)",
+            (true, true) => " (Bearer key or session cookie)",
+            (false, true) => " (session cookie)",
+            (false, false) => "",
         };
         let _ = writeln!(
             m,
@@ -413,4 +419,16 @@ pub fn llms(doc: &Value) -> String {
          Self-serve use is internal use only; commercial redistribution needs a separate license.\n",
     );
     m
+}
+
+/// Which credentials an operation's `security` accepts: (Bearer key, session cookie).
+fn credentials(op: &serde_json::Value) -> (bool, bool) {
+    let schemes: Vec<&str> = op["security"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.as_object())
+        .flat_map(|o| o.keys().map(String::as_str))
+        .collect();
+    (schemes.contains(&"bearer"), schemes.contains(&"session"))
 }

@@ -24,6 +24,9 @@ type Slot = (String, String, String, String);
 pub struct Usage {
     store: Arc<dyn StateStore>,
     pending: Mutex<HashMap<Slot, i64>>,
+    /// One flush at a time: a flush that returns has written everything counted before it
+    /// started, including what a concurrent flush had taken (shutdown and tests rely on it).
+    flushing: tokio::sync::Mutex<()>,
 }
 
 impl std::fmt::Debug for Usage {
@@ -50,6 +53,7 @@ impl Usage {
         Arc::new(Usage {
             store,
             pending: Mutex::default(),
+            flushing: tokio::sync::Mutex::new(()),
         })
     }
 
@@ -86,6 +90,7 @@ impl Usage {
 
     /// Writes every pending count; a failed one is kept for the next flush.
     pub async fn flush(&self) -> Result<()> {
+        let _one = self.flushing.lock().await;
         let work = std::mem::take(&mut *self.pending.lock().expect("usage lock"));
         let mut first_error = None;
         // Keys that answered since the last flush were last used now (to within a flush).

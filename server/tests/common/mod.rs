@@ -147,6 +147,21 @@ pub async fn send(
     }
 }
 
+/// Sends one request through the router and keeps the answer whole (JSON parsed when it is).
+pub async fn respond(state: &AppState, req: Request<Body>) -> Res {
+    let res = app(state.clone()).oneshot(req).await.unwrap();
+    let status = res.status();
+    let headers = res.headers().clone();
+    let bytes = res.into_body().collect().await.unwrap().to_bytes().to_vec();
+    let json = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
+    Res {
+        status,
+        headers,
+        bytes,
+        json,
+    }
+}
+
 pub async fn get(t: &T, uri: &str) -> Res {
     send(t, Method::GET, uri, Some(&t.key.clone()), &[]).await
 }
