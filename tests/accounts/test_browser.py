@@ -16,8 +16,8 @@ One walk, each step checked and photographed (PNG files in --out):
 5. revoke it (confirming the dialog): the same call is refused;
 6. sign out: the account page then sends the browser to sign in again;
 7. sign in through provider A: the account page shows the same e-mail;
-8. at a phone's width (375 px) the account page needs no sideways scrolling, and every form
-   field has a label.
+8. at a phone's width (375 px) the account page needs no sideways scrolling, every form field
+   has a label, and all its text has at least WCAG AA contrast (4.5:1).
 
 The site is checked under its own Content-Security-Policy (no eval: waits use locators).
 
@@ -43,6 +43,32 @@ from aiosmtpd.controller import Controller  # noqa: E402
 
 NEWS = {"cik": "320193", "as_of": "2026-11-01T00:00:00Z"}
 STEPS = 8
+
+# Every element with its own visible text: its colour against the first opaque background
+# up its ancestors, as a WCAG 2 contrast ratio; answers those under 4.5.
+CONTRAST_JS = """(() => {
+  const rgb = (c) => (c.match(/[\\d.]+/g) || []).map(Number);
+  const lum = ([r, g, b]) => {
+    const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+    return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
+  };
+  const bg = (e) => {
+    for (; e; e = e.parentElement) {
+      const c = rgb(getComputedStyle(e).backgroundColor);
+      if (c.length === 3 || (c.length === 4 && c[3] > 0.99)) return c.slice(0, 3);
+    }
+    return [255, 255, 255];
+  };
+  const low = [];
+  for (const e of document.querySelectorAll('body *')) {
+    const own = [...e.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    if (!own || !e.getClientRects().length || getComputedStyle(e).visibility === 'hidden') continue;
+    const a = lum(rgb(getComputedStyle(e).color).slice(0, 3)), b = lum(bg(e));
+    const ratio = (Math.max(a, b) + 0.05) / (Math.min(a, b) + 0.05);
+    if (ratio < 4.5) low.push(`${e.tagName.toLowerCase()}: ${ratio.toFixed(2)}`);
+  }
+  return low;
+})()"""
 
 
 def chromium():
@@ -185,6 +211,9 @@ def main():
                         "[...document.querySelectorAll('input')].filter(i => !(i.labels && i.labels.length)).map(i => i.id)"
                     )
                     assert not unlabeled, unlabeled
+                    # Text contrast (WCAG AA, 4.5:1) of every visible text element on the page.
+                    low = page.evaluate(CONTRAST_JS)
+                    assert not low, f"text below 4.5:1 contrast: {low}"
                     shot("8-phone")
                     assert not foreign, f"requests to other origins: {foreign}"
 
