@@ -679,7 +679,10 @@ impl AccessIndex {
                     let k_end = (k + blocks).min(k_hi);
                     let from = s.start + (k * BLOCK_ROWS) as u64;
                     let to = s.start + ((k_end * BLOCK_ROWS) as u64).min(u64::from(s.dated));
-                    for r in self.read_rows(store, s.file, &[from..to]).await? {
+                    for r in self
+                        .read_rows(store, s.file, std::slice::from_ref(&(from..to)))
+                        .await?
+                    {
                         if keep(&r) {
                             out.push(r);
                             if out.len() >= want {
@@ -701,7 +704,7 @@ impl AccessIndex {
             let from = s.start + u64::from(s.dated);
             let to = from + u64::from(s.nulls);
             undated.extend(
-                self.read_rows(store, s.file, &[from..to])
+                self.read_rows(store, s.file, std::slice::from_ref(&(from..to)))
                     .await?
                     .into_iter()
                     .filter(|r| keep(r)),
@@ -954,9 +957,10 @@ mod tests {
         (dir, store, rows)
     }
 
-    fn page(
-        a: Answer<NewsRow>,
-    ) -> Option<(Vec<(String, String)>, Option<crate::corpus::Position>)> {
+    /// A page's `(id, revision_id)` pairs and where the next one starts.
+    type Ids = (Vec<(String, String)>, Option<crate::corpus::Position>);
+
+    fn page(a: Answer<NewsRow>) -> Option<Ids> {
         match a {
             Answer::Page { rows, next, .. } => Some((
                 rows.into_iter().map(|r| (r.id, r.revision_id)).collect(),

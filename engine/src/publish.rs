@@ -241,7 +241,7 @@ pub async fn publish_onto(
     }
     manifest
         .partitions
-        .sort_by(|a, b| (a.source_id, a.lane, a.date).cmp(&(b.source_id, b.lane, b.date)));
+        .sort_by_key(|p| (p.source_id, p.lane, p.date));
     // Access files of the years this publish touched, and of any year that has none yet (a
     // corpus published before access files existed gets them on its next publish).
     for p in &manifest.partitions {
@@ -318,7 +318,7 @@ pub async fn publish_manifest(store: &CorpusStore, mut manifest: Manifest) -> Re
 fn canonical_order(manifest: &mut Manifest) {
     manifest
         .partitions
-        .sort_by(|a, b| (a.source_id, a.lane, a.date).cmp(&(b.source_id, b.lane, b.date)));
+        .sort_by_key(|p| (p.source_id, p.lane, p.date));
     manifest.certifications.sort_by(|a, b| {
         (a.source_id, a.lane, a.from, a.to, a.certified_at).cmp(&(
             b.source_id,

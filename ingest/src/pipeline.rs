@@ -281,7 +281,8 @@ fn change_rows(
         }
     }
     if snap.full {
-        let mut gone: Vec<(&String, &(Instant, Option<Value>, String, String))> = state
+        type Entry = (Instant, Option<Value>, String, String);
+        let mut gone: Vec<(&String, &Entry)> = state
             .iter()
             .filter(|(e, s)| s.1.is_some() && !snap.entries.contains_key(*e))
             .collect();

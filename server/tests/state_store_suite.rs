@@ -30,10 +30,10 @@ async fn suite(s: Arc<dyn StateStore>) {
     );
     assert_eq!(s.list_keys(&u.id).await.unwrap().len(), 1);
     assert_eq!(s.list_keys(&u.id).await.unwrap()[0].last_used_at, None);
-    s.keys_used(&[k.id.clone()], Instant::from_micros(2_000))
+    s.keys_used(std::slice::from_ref(&k.id), Instant::from_micros(2_000))
         .await
         .unwrap();
-    s.keys_used(&[k.id.clone()], Instant::from_micros(1_000))
+    s.keys_used(std::slice::from_ref(&k.id), Instant::from_micros(1_000))
         .await
         .unwrap();
     assert_eq!(

@@ -49,12 +49,15 @@ pub struct CoverageQuery {
     pub limit: usize,
 }
 
+/// Where the next page of coverage certificates starts.
+pub type CoveragePosition = (SourceId, Lane, Day);
+
 impl Corpus {
     /// Coverage certificates, paged by `(source, lane, date)`.
     pub fn coverage(
         &self,
         q: &CoverageQuery,
-    ) -> Result<(Vec<Certificate>, Option<(SourceId, Lane, Day)>)> {
+    ) -> Result<(Vec<Certificate>, Option<CoveragePosition>)> {
         let mut keys: Vec<(SourceId, Lane, Day)> = Vec::new();
         let sources: Vec<SourceId> = match q.source {
             Some(s) => vec![s],

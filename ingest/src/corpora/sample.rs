@@ -397,10 +397,10 @@ struct SampleIngest {
 /// Rows, certifications and notes of every source but `sec.edgar`, made by the same adapters
 /// and pipeline steps as `asof ingest`, one ingest after the other (later snapshots and
 /// cumulative copies are compared with what the earlier ones added).
-fn other_sources(
-    root: &Path,
-    commit_time: Instant,
-) -> Result<(Vec<NewsRow>, Vec<Certification>, BTreeMap<String, String>)> {
+/// Rows, certifications and per-source notes of the seven non-EDGAR sources.
+type OtherSources = (Vec<NewsRow>, Vec<Certification>, BTreeMap<String, String>);
+
+fn other_sources(root: &Path, commit_time: Instant) -> Result<OtherSources> {
     use crate::pipeline::{Held, Request, parse_files, prepare};
     let day_end = |d: &str| d.parse::<Day>().expect("constant").end_of_day();
     let cot_dir = "us.cftc.cot/legacy_futures_only_2025_weekly_asof";

@@ -72,6 +72,8 @@ const FORMS: [(&str, u32); 10] = [
 pub struct Rng(pub u64);
 
 impl Rng {
+    /// The next number of the sequence (a seeded generator, not an iterator: it never ends).
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
         let mut z = self.0;

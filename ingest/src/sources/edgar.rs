@@ -720,71 +720,6 @@ pub fn parse_atom(file: &str, bytes: &[u8]) -> Result<AtomPage> {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn t(s: &str) -> Instant {
-        Instant::parse(s).unwrap()
-    }
-
-    #[test]
-    fn index_line_with_spaces_in_form_and_company_parses_by_column() {
-        let text = "Description:           Daily Index of EDGAR Dissemination Feed by Company Name\nLast Data Received:    Oct  3, 2022\n\nCompany Name                                                  Form Type   CIK\n      Date Filed  File Name\n-----\n1st stREIT Office Inc.                                        1-A POS     1700461     20221003    edgar/data/1700461/0001104659-22-105357.txt         \n";
-        let IndexFile {
-            layout,
-            daily,
-            rows,
-        } = parse_index("company.idx", text.as_bytes(), t("2026-11-01T00:00:00Z")).unwrap();
-        assert_eq!(layout, IndexLayout::Company);
-        assert_eq!(daily, Some("2022-10-03".parse().unwrap()));
-        assert_eq!(rows[0].form.as_deref(), Some("1-A POS"));
-        assert_eq!(rows[0].title, "1-A POS - 1st stREIT Office Inc.");
-        assert_eq!(rows[0].published_at, Some(t("2022-10-03T23:59:59Z")));
-        assert_eq!(rows[0].acceptance_at, None);
-        assert_eq!(rows[0].id, "0001104659-22-105357_1700461");
-    }
-
-    #[test]
-    fn daily_index_rows_filed_earlier_are_published_on_the_dissemination_day() {
-        let text = "Description:           Daily Index of EDGAR Dissemination Feed by Company Name\nLast Data Received:    Oct  3, 2022\n\nCompany Name                                                  Form Type   CIK\n      Date Filed  File Name\n-----\nAEye, Inc.                                                    EFFECT      1818644     20220930    edgar/data/1818644/9999999995-22-002867.txt         \n";
-        let f = parse_index("company.idx", text.as_bytes(), t("2026-11-01T00:00:00Z")).unwrap();
-        assert_eq!(f.rows[0].published_at, Some(t("2022-10-03T23:59:59Z")));
-        assert!(
-            f.rows[0]
-                .payload
-                .as_deref()
-                .unwrap()
-                .contains("\"date_filed\":\"2022-09-30\"")
-        );
-    }
-
-    #[test]
-    fn a_quarter_listing_certifies_the_unlisted_days_up_to_its_last_index_only() {
-        let listing = br#"{"directory":{"name":"daily-index/2022/QTR4/","item":[
-            {"name":"company.20221003.idx"},{"name":"master.20221003.idx"},
-            {"name":"company.20221005.idx"},{"name":"sitemap.quarterlyindex1.xml"}]}}"#;
-        let days = unpublished_days("index.json", listing).unwrap();
-        let want: Vec<Day> = ["2022-10-01", "2022-10-02", "2022-10-04"]
-            .iter()
-            .map(|d| d.parse().unwrap())
-            .collect();
-        assert_eq!(days, want);
-        let empty = br#"{"directory":{"name":"daily-index/2022/QTR4/","item":[]}}"#;
-        assert!(unpublished_days("index.json", empty).unwrap().is_empty());
-        let bad = br#"{"directory":{"name":"full-index/2022/","item":[]}}"#;
-        assert!(unpublished_days("index.json", bad).is_err());
-    }
-
-    #[test]
-    fn index_without_header_is_refused_with_its_name() {
-        let err = parse_index("bad.idx", b"hello\nworld\n", t("2026-11-01T00:00:00Z"))
-            .unwrap_err()
-            .to_string();
-        assert!(err.starts_with("bad.idx: header:"), "{err}");
-    }
-}
-
 /// `CIK0000320193__20260305T112023Z.json` → ("0000320193", false, 2026-03-05T11:20:23Z).
 pub fn submissions_name(rel: &str) -> Result<(String, bool, Instant)> {
     let name = rel.rsplit('/').next().unwrap_or(rel);
@@ -974,4 +909,69 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
         r.committed_at = None;
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Instant {
+        Instant::parse(s).unwrap()
+    }
+
+    #[test]
+    fn index_line_with_spaces_in_form_and_company_parses_by_column() {
+        let text = "Description:           Daily Index of EDGAR Dissemination Feed by Company Name\nLast Data Received:    Oct  3, 2022\n\nCompany Name                                                  Form Type   CIK\n      Date Filed  File Name\n-----\n1st stREIT Office Inc.                                        1-A POS     1700461     20221003    edgar/data/1700461/0001104659-22-105357.txt         \n";
+        let IndexFile {
+            layout,
+            daily,
+            rows,
+        } = parse_index("company.idx", text.as_bytes(), t("2026-11-01T00:00:00Z")).unwrap();
+        assert_eq!(layout, IndexLayout::Company);
+        assert_eq!(daily, Some("2022-10-03".parse().unwrap()));
+        assert_eq!(rows[0].form.as_deref(), Some("1-A POS"));
+        assert_eq!(rows[0].title, "1-A POS - 1st stREIT Office Inc.");
+        assert_eq!(rows[0].published_at, Some(t("2022-10-03T23:59:59Z")));
+        assert_eq!(rows[0].acceptance_at, None);
+        assert_eq!(rows[0].id, "0001104659-22-105357_1700461");
+    }
+
+    #[test]
+    fn daily_index_rows_filed_earlier_are_published_on_the_dissemination_day() {
+        let text = "Description:           Daily Index of EDGAR Dissemination Feed by Company Name\nLast Data Received:    Oct  3, 2022\n\nCompany Name                                                  Form Type   CIK\n      Date Filed  File Name\n-----\nAEye, Inc.                                                    EFFECT      1818644     20220930    edgar/data/1818644/9999999995-22-002867.txt         \n";
+        let f = parse_index("company.idx", text.as_bytes(), t("2026-11-01T00:00:00Z")).unwrap();
+        assert_eq!(f.rows[0].published_at, Some(t("2022-10-03T23:59:59Z")));
+        assert!(
+            f.rows[0]
+                .payload
+                .as_deref()
+                .unwrap()
+                .contains("\"date_filed\":\"2022-09-30\"")
+        );
+    }
+
+    #[test]
+    fn a_quarter_listing_certifies_the_unlisted_days_up_to_its_last_index_only() {
+        let listing = br#"{"directory":{"name":"daily-index/2022/QTR4/","item":[
+            {"name":"company.20221003.idx"},{"name":"master.20221003.idx"},
+            {"name":"company.20221005.idx"},{"name":"sitemap.quarterlyindex1.xml"}]}}"#;
+        let days = unpublished_days("index.json", listing).unwrap();
+        let want: Vec<Day> = ["2022-10-01", "2022-10-02", "2022-10-04"]
+            .iter()
+            .map(|d| d.parse().unwrap())
+            .collect();
+        assert_eq!(days, want);
+        let empty = br#"{"directory":{"name":"daily-index/2022/QTR4/","item":[]}}"#;
+        assert!(unpublished_days("index.json", empty).unwrap().is_empty());
+        let bad = br#"{"directory":{"name":"full-index/2022/","item":[]}}"#;
+        assert!(unpublished_days("index.json", bad).is_err());
+    }
+
+    #[test]
+    fn index_without_header_is_refused_with_its_name() {
+        let err = parse_index("bad.idx", b"hello\nworld\n", t("2026-11-01T00:00:00Z"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("bad.idx: header:"), "{err}");
+    }
 }
