@@ -805,6 +805,9 @@ async fn usage_counts_requests_per_day_key_and_route_group_and_marks_each_keys_l
                 r["requests"].as_i64().unwrap(),
             )
         })
+        // The usage read itself is counted as it starts; the background flusher may have
+        // written it before the read or not, so it is left out.
+        .filter(|r| r.2 != "billing")
         .collect();
     assert_eq!(
         rows,
@@ -813,7 +816,7 @@ async fn usage_counts_requests_per_day_key_and_route_group_and_marks_each_keys_l
             (today.clone(), json!(key_id), "keys".to_owned(), 1),
             (today.clone(), json!(key_id), "me".to_owned(), 2),
         ],
-        "the session's own request is counted without a key; the usage read is counted after"
+        "the session's own request is counted without a key"
     );
     let keys = call(
         &t,
