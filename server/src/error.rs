@@ -56,6 +56,24 @@ pub enum ApiError {
     /// A configured provider could not be reached (discovery failed).
     #[error("provider unavailable")]
     ProviderUnavailable(String),
+    /// Payment processing lacks a setting (named in the message, never its value).
+    #[error("{0}")]
+    BillingNotConfigured(String),
+    /// Checkout without the internal-use attestation: self-serve plans are internal use only.
+    #[error("commercial license required")]
+    CommercialLicenseRequired { contact: String },
+    /// The user already pays for a plan: changes go through the customer portal.
+    #[error("subscription active")]
+    SubscriptionActive { plan: String },
+    /// The payment processor could not be reached, or answered that it is busy or failing.
+    #[error("payment processor unavailable")]
+    ProcessorUnavailable,
+    /// The payment processor refused a request the service made (its detail is only logged).
+    #[error("payment processor error")]
+    ProcessorError,
+    /// An inbound webhook whose signature does not verify (the reason, never the secret).
+    #[error("{0}")]
+    InvalidSignature(String),
     #[error("internal error")]
     Internal,
 }
@@ -73,9 +91,14 @@ impl ApiError {
             ApiError::InvalidRequest { .. } | ApiError::InvalidClock { .. } => {
                 StatusCode::BAD_REQUEST
             }
-            ApiError::CoverageMissing { .. } | ApiError::CursorExpired => StatusCode::CONFLICT,
+            ApiError::InvalidSignature(_) => StatusCode::BAD_REQUEST,
+            ApiError::CoverageMissing { .. }
+            | ApiError::CursorExpired
+            | ApiError::SubscriptionActive { .. } => StatusCode::CONFLICT,
             ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Forbidden(_) | ApiError::CommercialLicenseRequired { .. } => {
+                StatusCode::FORBIDDEN
+            }
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
@@ -86,7 +109,10 @@ impl ApiError {
             | ApiError::Overloaded { .. }
             | ApiError::SignInNotConfigured(_)
             | ApiError::MailUnavailable
-            | ApiError::ProviderUnavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | ApiError::ProviderUnavailable(_)
+            | ApiError::BillingNotConfigured(_)
+            | ApiError::ProcessorUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ProcessorError => StatusCode::BAD_GATEWAY,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -110,6 +136,12 @@ impl ApiError {
             ApiError::SignInNotConfigured(_) => "sign_in_not_configured",
             ApiError::MailUnavailable => "mail_unavailable",
             ApiError::ProviderUnavailable(_) => "provider_unavailable",
+            ApiError::BillingNotConfigured(_) => "billing_not_configured",
+            ApiError::CommercialLicenseRequired { .. } => "commercial_license_required",
+            ApiError::SubscriptionActive { .. } => "subscription_active",
+            ApiError::ProcessorUnavailable => "processor_unavailable",
+            ApiError::ProcessorError => "processor_error",
+            ApiError::InvalidSignature(_) => "invalid_signature",
             ApiError::Internal => "internal",
         }
     }
@@ -137,6 +169,10 @@ impl ApiError {
             ApiError::Overloaded { retry_after } => format!("too many queries are scanning the corpus right now; retry after {retry_after} s"),
             ApiError::MailUnavailable => "the sign-in e-mail could not be sent just now; retry in a minute".into(),
             ApiError::ProviderUnavailable(p) => format!("{p} could not be reached just now; retry in a minute, or sign in another way"),
+            ApiError::CommercialLicenseRequired { contact } => format!("self-serve plans are for internal use only, and checkout needs attestation: true; commercial use or redistribution needs a separate license: ask at {contact}"),
+            ApiError::SubscriptionActive { plan } => format!("you already pay for the {plan} plan; change or cancel it in the customer portal (POST /v1/billing/portal)"),
+            ApiError::ProcessorUnavailable => "the payment processor could not be reached just now; retry in a minute".into(),
+            ApiError::ProcessorError => "the payment processor refused the request; the request id identifies it in the service logs".into(),
             ApiError::Internal => "internal error; the request id identifies it in the service logs".into(),
             other => other.to_string(),
         }
@@ -184,13 +220,29 @@ pub enum Error {
     Io(#[from] std::io::Error),
     #[error("mail: {0}")]
     Mail(String),
+    /// A call to the payment processor failed: `retryable` when it could not be reached or
+    /// answered 429/5xx. `detail` is for the log only (it never holds the secret key).
+    #[error("payment processor: {detail}")]
+    Processor { retryable: bool, detail: String },
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
-        tracing::error!(error = %e, "server fault");
-        ApiError::Internal
+        match e {
+            Error::Processor { retryable, detail } => {
+                tracing::warn!(%detail, retryable, "payment processor call failed");
+                if retryable {
+                    ApiError::ProcessorUnavailable
+                } else {
+                    ApiError::ProcessorError
+                }
+            }
+            e => {
+                tracing::error!(error = %e, "server fault");
+                ApiError::Internal
+            }
+        }
     }
 }

@@ -4,6 +4,7 @@
 //! - `error`, `plan`: the server's error type and the data plans;
 //! - `state`: the state store and the in-process layers in front of it;
 //! - `signin`: e-mail links, OpenID Connect providers and browser sessions;
+//! - `billing`: the payment processor (outbound calls, signed inbound notifications);
 //! - `http`: shared state, route entries, typed queries, cursors, envelopes, middleware;
 //! - `openapi`: the description, generated from route entries;
 //! - `mcp`: the MCP endpoint, re-dispatching tool calls through the router;
@@ -11,6 +12,7 @@
 //! - `app`, `serve`, `reload`: the application, the listening process and its corpus reloads.
 
 pub mod app;
+pub mod billing;
 pub mod error;
 pub mod http;
 pub mod mcp;

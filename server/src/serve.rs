@@ -32,6 +32,8 @@ pub struct ServeConfig {
     pub sign_in: crate::signin::SignInConfig,
     /// Send the session cookie with `Secure`.
     pub secure_cookies: bool,
+    /// The payment processor's settings.
+    pub billing: crate::billing::BillingConfig,
 }
 
 pub async fn serve(cfg: ServeConfig) -> Result<()> {
@@ -62,6 +64,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
             ..Default::default()
         },
         sign_in: cfg.sign_in,
+        billing: cfg.billing,
         ..crate::http::Options::default()
     };
     let state = AppState::with_options(corpus, state_store, opts).await?;

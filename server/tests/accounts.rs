@@ -3,157 +3,21 @@
 //! the 503s of sign-in ways that are not configured. The e-mail link against a real SMTP
 //! server and the browser flows are in `tests/accounts/` (run by scripts/test-all).
 
+#[macro_use]
 mod common;
 
 use asof_engine::Instant;
 use asof_server::Options;
 use asof_server::plan::Plan;
 use asof_server::signin::{SignInConfig, session};
-use asof_server::state::{hash_key, store};
+use asof_server::state::hash_key;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
+use common::backends::on_backend;
 use common::*;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-/// A signed-in browser's cookie for `email` (plan set by `plan`), as the sign-in routes make it.
-async fn signed_in(t: &T, email: &str, plan: Plan) -> String {
-    let user = t.store.upsert_user(email, plan).await.unwrap();
-    let set = session::start(
-        t.store.as_ref(),
-        &t.state.options().sessions,
-        &user,
-        "email",
-    )
-    .await
-    .unwrap();
-    cookie_of(set.to_str().unwrap())
-}
-
-/// `name=value` of a `Set-Cookie` value.
-fn cookie_of(set_cookie: &str) -> String {
-    set_cookie.split(';').next().unwrap().to_owned()
-}
-
-async fn call(
-    t: &T,
-    method: Method,
-    uri: &str,
-    headers: &[(&str, &str)],
-    body: Option<Value>,
-) -> Res {
-    let mut b = Request::builder().method(method).uri(uri);
-    for (k, v) in headers {
-        b = b.header(*k, *v);
-    }
-    let body = match body {
-        Some(v) => {
-            b = b.header(header::CONTENT_TYPE, "application/json");
-            Body::from(v.to_string())
-        }
-        None => Body::empty(),
-    };
-    respond(&t.state, b.body(body).unwrap()).await
-}
-
-fn with_cookie(c: &str) -> Vec<(&str, &str)> {
-    vec![("cookie", c), ("sec-fetch-site", "same-origin")]
-}
-
-/// Which state store a test of this file runs on: each test runs once on SQLite
-/// (`sqlite::...`) and once on PostgreSQL (`postgres::...`, in a schema of its own).
-#[derive(Debug, Clone, Copy)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-tokio::task_local! {
-    static BACKEND: Backend;
-    /// PostgreSQL schemas a test made, dropped when it passes.
-    static SCHEMAS: std::cell::RefCell<Vec<String>>;
-}
-
-fn postgres_url() -> String {
-    std::env::var("ASOF_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into())
-}
-
-/// The state of a test, on the backend it runs on.
-async fn on_backend(opts: Options) -> T {
-    let dir = tempfile::tempdir().unwrap();
-    let store = match BACKEND.get() {
-        Backend::Sqlite => sqlite_store(dir.path()).await,
-        Backend::Postgres => {
-            let schema = format!("asof_accounts_{}", uuid::Uuid::new_v4().simple());
-            SCHEMAS.with(|s| s.borrow_mut().push(schema.clone()));
-            store::open_postgres_schema(&postgres_url(), &schema)
-                .await
-                .unwrap()
-        }
-    };
-    setup_with(dir, store, opts).await
-}
-
-/// Whether PostgreSQL answers; without it the `postgres::` tests say they are skipped (in CI,
-/// `ASOF_REQUIRE_POSTGRES` makes that a failure).
-async fn postgres_reachable(test: &str) -> bool {
-    match sqlx::PgPool::connect(&postgres_url()).await {
-        Ok(p) => {
-            p.close().await;
-            true
-        }
-        Err(e) => {
-            assert!(
-                std::env::var("ASOF_REQUIRE_POSTGRES").is_err(),
-                "PostgreSQL required but unreachable: {e}"
-            );
-            use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "SKIPPED: postgres::{test} ({e})");
-            false
-        }
-    }
-}
-
-/// Declares each test twice: on SQLite and on PostgreSQL.
-macro_rules! on_both {
-    ($(async fn $name:ident() $body:block)*) => {
-        mod sqlite {
-            use super::*;
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    BACKEND.scope(Backend::Sqlite, async $body).await
-                }
-            )*
-        }
-        mod postgres {
-            use super::*;
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    if !postgres_reachable(stringify!($name)).await {
-                        return;
-                    }
-                    let test = async {
-                        $body;
-                        for schema in SCHEMAS.with(|s| s.take()) {
-                            store::drop_postgres_schema(&postgres_url(), &schema)
-                                .await
-                                .unwrap();
-                        }
-                    };
-                    SCHEMAS
-                        .scope(
-                            std::cell::RefCell::new(Vec::new()),
-                            BACKEND.scope(Backend::Postgres, test),
-                        )
-                        .await
-                }
-            )*
-        }
-    };
-}
 
 /// A state whose mail goes to a port nothing listens on.
 async fn with_dead_mail() -> T {

@@ -5,8 +5,11 @@
 //!   where `scripts/test-all` installs it). Without it a test says so and passes, unless
 //!   `ASOF_REQUIRE_S3=1` (CI), where a missing server fails it.
 //! - [`feed`]: a local EDGAR current-filings feed replaying the recorded Atom pages.
+//! - [`processor`]: a payment processor speaking Stripe's API shape (no runnable processor
+//!   exists to test against), and Stripe's webhook signing.
 
 pub mod feed;
+pub mod processor;
 
 use std::net::TcpStream;
 use std::path::PathBuf;

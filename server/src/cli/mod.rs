@@ -169,6 +169,45 @@ pub struct ServeArgs {
     /// on a host other than localhost (browsers drop Secure cookies set over plain HTTP).
     #[arg(long = "insecure-cookies", env = "ASOF_INSECURE_COOKIES")]
     pub insecure_cookies: bool,
+    #[command(flatten)]
+    pub billing: BillingArgs,
+}
+
+/// Payment processing (Stripe's API shape). All settings or none: with any missing, checkout,
+/// portal and webhook answer 503 billing_not_configured. Needs --public-url.
+#[derive(Debug, Args)]
+pub struct BillingArgs {
+    /// The processor's API base URL, e.g. https://api.stripe.com.
+    #[arg(long = "billing-api-url", env = "ASOF_BILLING_API_URL")]
+    pub api_url: Option<String>,
+    /// The processor's secret API key (prefer the environment variable).
+    #[arg(
+        long = "billing-secret-key",
+        env = "ASOF_BILLING_SECRET_KEY",
+        hide_env_values = true
+    )]
+    pub secret_key: Option<String>,
+    /// The signing secret of the webhook endpoint <public-url>/v1/billing/webhook (prefer the
+    /// environment variable).
+    #[arg(
+        long = "billing-webhook-secret",
+        env = "ASOF_BILLING_WEBHOOK_SECRET",
+        hide_env_values = true
+    )]
+    pub webhook_secret: Option<String>,
+    /// The processor's price id of the researcher plan.
+    #[arg(long = "billing-price-researcher", env = "ASOF_BILLING_PRICE_RESEARCHER")]
+    pub price_researcher: Option<String>,
+    /// The processor's price id of the power plan.
+    #[arg(long = "billing-price-power", env = "ASOF_BILLING_PRICE_POWER")]
+    pub price_power: Option<String>,
+    /// The processor's price id of the desk plan.
+    #[arg(long = "billing-price-desk", env = "ASOF_BILLING_PRICE_DESK")]
+    pub price_desk: Option<String>,
+    /// Where to ask for a commercial license (URL or mailto:), named when a checkout comes
+    /// without the internal-use attestation; default: <public-url>/#licensing.
+    #[arg(long = "license-contact", env = "ASOF_LICENSE_CONTACT")]
+    pub license_contact: Option<String>,
 }
 
 /// OpenID Connect settings of sign-in provider A.
@@ -863,6 +902,17 @@ async fn serve(a: ServeArgs) -> CliResult {
             )?,
         },
         secure_cookies: !a.insecure_cookies,
+        billing: asof_server::billing::BillingConfig {
+            api_url: a.billing.api_url,
+            secret_key: a.billing.secret_key,
+            webhook_secret: a.billing.webhook_secret,
+            prices: [
+                a.billing.price_researcher,
+                a.billing.price_power,
+                a.billing.price_desk,
+            ],
+            license_contact: a.billing.license_contact,
+        },
     };
     asof_server::serve::serve(cfg).await?;
     Ok(ExitCode::SUCCESS)

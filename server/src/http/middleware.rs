@@ -394,11 +394,13 @@ pub fn error_response(ctx: &Ctx, err: &ApiError, sample: bool) -> Response {
         ApiError::TooManyStreams { .. } => {
             h.insert(header::RETRY_AFTER, HeaderValue::from(5));
         }
-        ApiError::MailUnavailable | ApiError::ProviderUnavailable(_) => {
+        ApiError::MailUnavailable
+        | ApiError::ProviderUnavailable(_)
+        | ApiError::ProcessorUnavailable => {
             h.insert(header::RETRY_AFTER, HeaderValue::from(60));
         }
         // Only an operator can change this; a day is as good a guess as any.
-        ApiError::SignInNotConfigured(_) => {
+        ApiError::SignInNotConfigured(_) | ApiError::BillingNotConfigured(_) => {
             h.insert(header::RETRY_AFTER, HeaderValue::from(86_400));
         }
         ApiError::RangeNotSatisfiable { size } => {

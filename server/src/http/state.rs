@@ -45,6 +45,8 @@ struct Inner {
     mailer: Option<Mailer>,
     /// OpenID Connect providers A and B, when configured.
     providers: [Option<Provider>; 2],
+    /// Payment processing, when every setting is given (else the settings missing).
+    billing: Result<crate::billing::Billing, Vec<&'static str>>,
     /// Seals OAuth flow cookies (a state-store secret, the same on every replica).
     flow_key: Vec<u8>,
     /// Values derived from one corpus version (the rendered description), by type.
@@ -87,6 +89,8 @@ pub struct Options {
     pub sessions: SessionOptions,
     /// Which sign-in ways are configured.
     pub sign_in: SignInConfig,
+    /// The payment processor's settings.
+    pub billing: crate::billing::BillingConfig,
 }
 
 impl Default for Options {
@@ -104,6 +108,7 @@ impl Default for Options {
             stream: crate::http::stream::StreamOptions::default(),
             sessions: SessionOptions::default(),
             sign_in: SignInConfig::default(),
+            billing: crate::billing::BillingConfig::default(),
         }
     }
 }
@@ -160,6 +165,23 @@ impl AppState {
             provider(ProviderName::A, &opts.sign_in.provider_a)?,
             provider(ProviderName::B, &opts.sign_in.provider_b)?,
         ];
+        let billing = match crate::billing::Billing::from_config(&opts.billing)? {
+            Some(b) => Ok(b),
+            None => {
+                let missing = opts.billing.missing();
+                if missing.len() < 6 {
+                    // Some settings given, some not: most likely a mistake worth a warning.
+                    tracing::warn!(?missing, "billing is partly configured and stays off");
+                }
+                Err(missing)
+            }
+        };
+        if billing.is_ok() && opts.public_url.is_none() {
+            // Checkout and portal send the browser back to the service's own pages.
+            return Err(crate::error::Error::Config(
+                "billing needs --public-url (the origin checkout and the portal return to)".into(),
+            ));
+        }
         let scans = ScanGate::new(opts.max_concurrent_scans, opts.scan_wait);
         let mut corpus = corpus;
         corpus.set_scan_gate(scans.clone());
@@ -183,6 +205,7 @@ impl AppState {
                 scans,
                 mailer,
                 providers,
+                billing,
                 flow_key,
                 opts,
             }),
@@ -217,6 +240,16 @@ impl AppState {
             ProviderName::B => 1,
         }]
         .as_ref()
+    }
+
+    /// Payment processing, or `503 billing_not_configured` naming the settings missing.
+    pub fn billing(&self) -> Result<&crate::billing::Billing, crate::error::ApiError> {
+        self.inner.billing.as_ref().map_err(|missing| {
+            crate::error::ApiError::BillingNotConfigured(format!(
+                "payment processing is not configured on this server (missing: {})",
+                missing.join(", ")
+            ))
+        })
     }
 
     /// The key OAuth flow cookies are sealed with.

@@ -60,7 +60,14 @@ pub static TABLE: &[Route] = &[
     Route::key_or_session(|| routes!(account::list_keys)),
     Route::session(|| routes!(account::create_key)),
     Route::session(|| routes!(account::revoke_key)),
+    Route::session(|| routes!(billing::checkout)),
+    Route::session(|| routes!(billing::portal)),
     Route::key_or_session(|| routes!(billing::usage)),
+    // The signature is the credential; never rate-limited (the processor retries on 429 and
+    // its bursts would be refused) and never receipted (no key).
+    Route::open(|| routes!(billing::webhook))
+        .kind(Kind::LiveEnvelope)
+        .unreceipted(),
     Route::key(Plan::Desk, || routes!(audit::audit_log))
         .kind(Kind::LiveEnvelope)
         .unreceipted(),

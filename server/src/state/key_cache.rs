@@ -43,6 +43,15 @@ impl KeyCache {
             .retain(|_, (_, k, _)| k.id != id);
     }
 
+    /// Drops every key of user `user_id` from this process's cache (the user's plan just
+    /// changed here: the new plan applies at once on this replica, within [`TTL`] on others).
+    pub fn forget_user(&self, user_id: &str) {
+        self.entries
+            .lock()
+            .expect("key cache lock")
+            .retain(|_, (_, _, u)| u.id != user_id);
+    }
+
     /// The key and owner for a secret's hash: from the cache when fresh, else from the store.
     pub async fn get(
         &self,

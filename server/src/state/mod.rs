@@ -1,11 +1,15 @@
 //! What the service keeps beyond one request: the state store (accounts, keys, receipts, rate
-//! windows, secrets) over SQLite or PostgreSQL, and the in-process layers in front of it (the
+//! windows, secrets, billing) over SQLite or PostgreSQL, and the in-process layers in front of it (the
 //! key cache, write-behind rate windows, the audit receipt queue). Nothing here knows HTTP.
 
 pub mod audit;
+pub mod billing;
 pub mod key_cache;
 pub mod rate;
 pub mod store;
 pub mod usage;
 
+pub use billing::{
+    Attestation, BillingEffect, BillingEvent, BillingOutcome, PlanChange, SubscriptionRecord,
+};
 pub use store::{KeyRecord, StateStore, StoredReceipt, User, hash_key, open};

@@ -2,6 +2,9 @@
 //! SQLite state store in a temp directory, and a request helper that keeps the exact body bytes.
 #![allow(dead_code)]
 
+#[macro_use]
+pub mod backends;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -10,9 +13,13 @@ use asof_engine::{Corpus, CorpusStore, Instant};
 use asof_server::Options;
 use asof_server::error::{Error, Result};
 use asof_server::plan::Plan;
+use asof_server::state::{
+    Attestation, BillingEvent, BillingOutcome, PlanChange, SubscriptionRecord,
+};
 use asof_server::state::store::{
     self, KeyRecord, SessionRecord, StateStore, StoredReceipt, TokenUse, User,
 };
+use asof_server::signin::session;
 use asof_server::{AppState, app};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
@@ -332,4 +339,83 @@ impl StateStore for Gated {
     ) -> Result<Vec<(String, String, String, i64)>> {
         self.inner.usage(user_id, from_day, to_day).await
     }
+    async fn record_attestation(
+        &self,
+        user_id: &str,
+        plan: Plan,
+        statement_version: &str,
+        statement_sha256: &str,
+        at: Instant,
+    ) -> Result<Attestation> {
+        self.inner
+            .record_attestation(user_id, plan, statement_version, statement_sha256, at)
+            .await
+    }
+    async fn attestations(&self, user_id: &str) -> Result<Vec<Attestation>> {
+        self.inner.attestations(user_id).await
+    }
+    async fn billing_customer(&self, user_id: &str) -> Result<Option<String>> {
+        self.inner.billing_customer(user_id).await
+    }
+    async fn put_billing_customer(
+        &self,
+        user_id: &str,
+        customer_id: &str,
+        at: Instant,
+    ) -> Result<String> {
+        self.inner.put_billing_customer(user_id, customer_id, at).await
+    }
+    async fn apply_billing_event(&self, e: &BillingEvent) -> Result<BillingOutcome> {
+        self.inner.apply_billing_event(e).await
+    }
+    async fn subscription(&self, user_id: &str) -> Result<Option<SubscriptionRecord>> {
+        self.inner.subscription(user_id).await
+    }
+    async fn plan_changes(&self, user_id: &str) -> Result<Vec<PlanChange>> {
+        self.inner.plan_changes(user_id).await
+    }
+}
+
+/// A signed-in browser's cookie for `email` (plan set by `plan`), as the sign-in routes make it.
+pub async fn signed_in(t: &T, email: &str, plan: Plan) -> String {
+    let user = t.store.upsert_user(email, plan).await.unwrap();
+    let set = session::start(
+        t.store.as_ref(),
+        &t.state.options().sessions,
+        &user,
+        "email",
+    )
+    .await
+    .unwrap();
+    cookie_of(set.to_str().unwrap())
+}
+
+/// `name=value` of a `Set-Cookie` value.
+pub fn cookie_of(set_cookie: &str) -> String {
+    set_cookie.split(';').next().unwrap().to_owned()
+}
+
+pub async fn call(
+    t: &T,
+    method: Method,
+    uri: &str,
+    headers: &[(&str, &str)],
+    body: Option<Value>,
+) -> Res {
+    let mut b = Request::builder().method(method).uri(uri);
+    for (k, v) in headers {
+        b = b.header(*k, *v);
+    }
+    let body = match body {
+        Some(v) => {
+            b = b.header(header::CONTENT_TYPE, "application/json");
+            Body::from(v.to_string())
+        }
+        None => Body::empty(),
+    };
+    respond(&t.state, b.body(body).unwrap()).await
+}
+
+pub fn with_cookie(c: &str) -> Vec<(&str, &str)> {
+    vec![("cookie", c), ("sec-fetch-site", "same-origin")]
 }
