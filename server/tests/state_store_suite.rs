@@ -7,6 +7,7 @@ use std::sync::Arc;
 use asof_engine::Instant;
 use asof_server::plan::Plan;
 use asof_server::state::store::{self, StateStore, StoredReceipt, TokenUse, hash_key};
+use asof_server::state::{BillingEffect, BillingEvent, BillingOutcome};
 
 async fn suite(s: Arc<dyn StateStore>) {
     let u = s
@@ -78,6 +79,109 @@ async fn suite(s: Arc<dyn StateStore>) {
     assert_eq!(s.purge_windows(120_000_000).await.unwrap(), 2);
     receipts(&*s, &u.id).await;
     sign_ins(&*s).await;
+    billing(s.clone()).await;
+}
+
+fn event(id: &str, created: i64, effect: Result<BillingEffect, &'static str>) -> BillingEvent {
+    BillingEvent {
+        id: id.into(),
+        kind: "customer.subscription.updated".into(),
+        created,
+        received_at: Instant::now().micros(),
+        effect,
+    }
+}
+
+fn effect(customer: &str, sub: &str, status: &str, plan: Option<Plan>) -> BillingEffect {
+    BillingEffect {
+        customer: customer.into(),
+        user_hint: None,
+        subscription: Some(sub.into()),
+        status: status.into(),
+        plan,
+        starts_subscription: false,
+    }
+}
+
+/// Attestations, customers, and notifications applied once each (also when racing), in
+/// order, to the user's own subscription, with the history of plan changes.
+async fn billing(s: Arc<dyn StateStore>) {
+    let u = s.sign_in_user("payer@example.com").await.unwrap();
+    assert_eq!(u.plan, Plan::Researcher);
+    let a = s
+        .record_attestation(&u.id, Plan::Power, "v1", "abc", Instant::from_micros(5))
+        .await
+        .unwrap();
+    assert_eq!(s.attestations(&u.id).await.unwrap(), vec![a]);
+    assert_eq!(s.billing_customer(&u.id).await.unwrap(), None);
+    assert_eq!(s.put_billing_customer(&u.id, "cus_1", Instant::now()).await.unwrap(), "cus_1");
+    assert_eq!(
+        s.put_billing_customer(&u.id, "cus_2", Instant::now()).await.unwrap(),
+        "cus_1",
+        "the first customer kept wins"
+    );
+
+    // Eight deliveries of one event at once: exactly one applies it.
+    let e = event("evt_race", 100, Ok(effect("cus_1", "sub_1", "active", Some(Plan::Power))));
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let (s, e) = (s.clone(), e.clone());
+            tokio::spawn(async move { s.apply_billing_event(&e).await.unwrap() })
+        })
+        .collect();
+    let mut outcomes = Vec::new();
+    for t in tasks {
+        outcomes.push(t.await.unwrap());
+    }
+    let applied: Vec<_> = outcomes.iter().filter(|o| matches!(o, BillingOutcome::Applied { .. })).collect();
+    assert_eq!(applied.len(), 1, "{outcomes:?}");
+    assert_eq!(
+        *applied[0],
+        BillingOutcome::Applied { user_id: u.id.clone(), plan: Plan::Power, changed: true }
+    );
+    assert_eq!(outcomes.iter().filter(|o| **o == BillingOutcome::Replayed).count(), 7);
+    assert_eq!(s.sign_in_user("payer@example.com").await.unwrap().plan, Plan::Power);
+
+    // Past-due keeps the plan; an older event and another subscription change nothing.
+    let o = s.apply_billing_event(&event("evt_due", 200, Ok(effect("cus_1", "sub_1", "past_due", None)))).await.unwrap();
+    assert_eq!(o, BillingOutcome::Applied { user_id: u.id.clone(), plan: Plan::Power, changed: false });
+    let o = s.apply_billing_event(&event("evt_old", 150, Ok(effect("cus_1", "sub_1", "canceled", Some(Plan::Researcher))))).await.unwrap();
+    assert!(matches!(o, BillingOutcome::Ignored(_)), "{o:?}");
+    let o = s.apply_billing_event(&event("evt_other", 300, Ok(effect("cus_1", "sub_9", "canceled", Some(Plan::Researcher))))).await.unwrap();
+    assert!(matches!(o, BillingOutcome::Ignored(_)), "{o:?}");
+    let o = s.apply_billing_event(&event("evt_nobody", 300, Ok(effect("cus_nobody", "sub_1", "canceled", Some(Plan::Researcher))))).await.unwrap();
+    assert!(matches!(o, BillingOutcome::Ignored(_)), "{o:?}");
+    let o = s.apply_billing_event(&event("evt_noop", 300, Err("an event type this service does not act on"))).await.unwrap();
+    assert_eq!(o, BillingOutcome::Ignored("an event type this service does not act on".into()));
+    assert_eq!(s.apply_billing_event(&event("evt_noop", 300, Err("x"))).await.unwrap(), BillingOutcome::Replayed);
+    let sub = s.subscription(&u.id).await.unwrap().unwrap();
+    assert_eq!((sub.status.as_str(), sub.plan, sub.event_created), ("past_due", Plan::Power, 200));
+    assert_eq!(sub.subscription_id.as_deref(), Some("sub_1"));
+    assert!(sub.is_live());
+
+    let o = s.apply_billing_event(&event("evt_end", 400, Ok(effect("cus_1", "sub_1", "canceled", Some(Plan::Researcher))))).await.unwrap();
+    assert_eq!(o, BillingOutcome::Applied { user_id: u.id.clone(), plan: Plan::Researcher, changed: true });
+    assert!(!s.subscription(&u.id).await.unwrap().unwrap().is_live());
+    let changes: Vec<_> = s.plan_changes(&u.id).await.unwrap().into_iter().map(|c| (c.from, c.to, c.event_id)).collect();
+    assert_eq!(
+        changes,
+        [
+            (Plan::Researcher, Plan::Power, "evt_race".to_owned()),
+            (Plan::Power, Plan::Researcher, "evt_end".to_owned()),
+        ]
+    );
+
+    // A customer not yet known here is taken from the metadata's user id, once.
+    let v = s.sign_in_user("new@example.com").await.unwrap();
+    let mut fx = effect("cus_new", "sub_new", "active", Some(Plan::Desk));
+    fx.user_hint = Some(v.id.clone());
+    fx.starts_subscription = true;
+    let o = s.apply_billing_event(&event("evt_new", 500, Ok(fx.clone()))).await.unwrap();
+    assert_eq!(o, BillingOutcome::Applied { user_id: v.id.clone(), plan: Plan::Desk, changed: true });
+    assert_eq!(s.billing_customer(&v.id).await.unwrap().as_deref(), Some("cus_new"));
+    fx.customer = "cus_another".into();
+    let o = s.apply_billing_event(&event("evt_new2", 600, Ok(fx))).await.unwrap();
+    assert!(matches!(o, BillingOutcome::Ignored(_)), "a second customer for one user: {o:?}");
 }
 
 /// Sign-in links (single use, expiring), sessions (lifetimes, logout) and page views.

@@ -210,20 +210,20 @@ fn status_description(status: &str) -> &'static str {
     match status {
         "304" => "Not Modified: the `If-None-Match` ETag still names this answer.",
         "400" => {
-            "`invalid_request` (undeclared or repeated parameter, unknown or unheld `source`, `ticker` with `cik`, `limit` outside 1..1000, a cursor not the service's own or minted for another operation or cut; `param` names it) or `invalid_clock` (a clock with an offset, a bare date, or malformed; `param` names it and the message says which)."
+            "`invalid_request` (undeclared or repeated parameter, unknown or unheld `source`, `ticker` with `cik`, `limit` outside 1..1000, a cursor not the service's own or minted for another operation or cut; `param` names it), `invalid_clock` (a clock with an offset, a bare date, or malformed; `param` names it and the message says which), or on the billing webhook `invalid_signature` (a missing, malformed, stale or non-matching `Stripe-Signature`)."
         }
         "401" => {
             "`unauthorized`: missing, unknown, revoked or expired API key; on account routes, no live `svc_session` cookie (signed out, idle for 24 hours, or 14 days after sign-in)."
         }
         "403" => {
-            "`forbidden`: the key's plan lacks this route (see `plans` in `/v1/meta`); on account routes, a cookie-authenticated write sent from another site, or the plan's cap on live keys."
+            "`forbidden`: the key's plan lacks this route (see `plans` in `/v1/meta`); on account routes, a cookie-authenticated write sent from another site, or the plan's cap on live keys; on checkout, `commercial_license_required` (`attestation: false`: self-serve plans are internal use only; the message says where to ask for a commercial license)."
         }
         "429" => {
             "`rate_limited`: the fixed one-minute window is spent; retry after `Retry-After` seconds."
         }
         "500" => "`internal`: the request id identifies the fault in the service logs.",
         "503" => {
-            "`timeout` (the answer took longer than the service's request timeout) or `overloaded` (every scan slot stayed taken); on sign-in routes `sign_in_not_configured` (this server has no settings for that sign-in way), `mail_unavailable` (the mail server refused the message) or `provider_unavailable` (the provider could not be reached); retry after `Retry-After` seconds."
+            "`timeout` (the answer took longer than the service's request timeout) or `overloaded` (every scan slot stayed taken); on sign-in routes `sign_in_not_configured` (this server has no settings for that sign-in way), `mail_unavailable` (the mail server refused the message) or `provider_unavailable` (the provider could not be reached); on billing routes `billing_not_configured` (the payment processor's settings are missing; the message names them) or `processor_unavailable` (the payment processor could not be reached or is failing); retry after `Retry-After` seconds."
         }
         _ => "",
     }
