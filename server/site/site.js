@@ -96,7 +96,7 @@ async function loadKeys() {
       b.addEventListener("click", async () => {
         if (!confirm(`Revoke the key "${k.name}"? Programs using it stop working within seconds.`)) return;
         const r = await api("DELETE", `/v1/keys/${encodeURIComponent(k.id)}`);
-        if (r.status !== 200) showKeyError(r);
+        if (r.status !== 200) showError("key-error", r);
         await loadKeys();
       });
       td.append(b);
@@ -106,8 +106,9 @@ async function loadKeys() {
   }
 }
 
-function showKeyError(r) {
-  const p = $("key-error");
+// Shows a refused request's message (the envelope's error.message) in the alert `id`.
+function showError(id, r) {
+  const p = $(id);
   p.hidden = false;
   p.textContent = (r.json && r.json.error && r.json.error.message) || `Failed (${r.status}).`;
 }
@@ -151,7 +152,7 @@ async function account() {
     const body = { name: $("key-name").value };
     if ($("key-expiry").value) body.expires_at = `${$("key-expiry").value}T00:00:00Z`;
     const r = await api("POST", "/v1/keys", body);
-    if (r.status !== 200) { showKeyError(r); return; }
+    if (r.status !== 200) { showError("key-error", r); return; }
     $("new-secret").textContent = r.json.results[0].secret;
     $("new-key").hidden = false;
     $("copied").textContent = "";
@@ -172,6 +173,23 @@ async function account() {
       $("copied").textContent = "Selected: press Ctrl+C (or ⌘C) to copy.";
     }
   });
+  const checkout = $("checkout");
+  if (checkout) {
+    checkout.addEventListener("submit", async (e) => {
+      e.preventDefault();
+      $("billing-error").hidden = true;
+      const plan = checkout.querySelector("input[name=plan]:checked").value;
+      const r = await api("POST", "/v1/billing/checkout", { plan_id: plan, attestation: $("attestation").checked });
+      if (r.status === 200) { location.assign(r.json.results[0].url); return; }
+      showError("billing-error", r);
+    });
+    $("manage-billing").addEventListener("click", async () => {
+      $("billing-error").hidden = true;
+      const r = await api("POST", "/v1/billing/portal");
+      if (r.status === 200) { location.assign(r.json.results[0].url); return; }
+      showError("billing-error", r);
+    });
+  }
   $("sign-out").addEventListener("click", async () => {
     await api("POST", "/v1/auth/logout");
     location.assign("/");

@@ -268,3 +268,48 @@ async fn a_key_revoked_on_one_replica_is_refused_by_another_within_the_key_cache
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
 }
+
+#[tokio::test]
+async fn the_account_page_sells_plans_with_the_attestation_only_where_billing_is_configured() {
+    let t = setup().await;
+    let (_, _, body) = page(&t, "/account").await;
+    assert!(body.contains("Plans are not sold on this server"), "{body}");
+    assert!(!body.contains(r#"id="checkout""#));
+    let (_, _, home) = page(&t, "/").await;
+    assert!(home.contains(r#"id="licensing""#) && home.contains("Ask the operator"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(dir.path()).await;
+    let opts = Options {
+        public_url: Some("https://asof.example".into()),
+        billing: asof_server::billing::BillingConfig {
+            api_url: Some("http://127.0.0.1:9".into()),
+            secret_key: Some("sk_test_x".into()),
+            webhook_secret: Some("whsec_x".into()),
+            prices: [Some("p_r".into()), Some("p_p".into()), Some("p_d".into())],
+            license_contact: Some("mailto:licensing@asof.example?subject=<x>".into()),
+        },
+        ..Options::default()
+    };
+    let t = setup_with(dir, store, opts).await;
+    let (status, _, body) = page(&t, "/account").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains(r#"<form id="checkout">"#), "{body}");
+    for plan in ["researcher", "power", "desk"] {
+        assert!(body.contains(&format!(r#"id="plan-{plan}""#)), "{plan}");
+    }
+    assert!(body.contains(r#"<input type="checkbox" id="attestation" name="attestation" required>"#));
+    assert!(body.contains(asof_server::billing::ATTESTATION_TEXT), "the statement attested is shown whole");
+    assert!(!body.contains("{{"), "every placeholder filled");
+    // The processor sends the browser back with how checkout ended.
+    let (status, _, body) = page(&t, "/account?checkout=success").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains("Your payment is being confirmed"));
+    let (_, _, body) = page(&t, "/account?checkout=cancelled").await;
+    assert!(body.contains("nothing was charged"));
+    let (status, _, body) = page(&t, "/account?checkout=%3Cscript%3E").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(!body.contains("<script>"), "never echoed");
+    let (_, _, home) = page(&t, "/").await;
+    assert!(home.contains(r#"href="mailto:licensing@asof.example?subject=&lt;x&gt;""#), "{home}");
+}

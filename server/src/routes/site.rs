@@ -53,8 +53,24 @@ const HTML: &str = "text/html; charset=utf-8";
 #[utoipa::path(get, path = "/", tag = "site", operation_id = "site_home",
     params(NoQuery),
     responses((status = 200, description = "HTML landing page; works offline.", content_type = "text/html", body = String)))]
-pub(crate) async fn home(Q(_): Q<NoQuery>) -> Reply {
-    Ok(page(HTML, INDEX.to_owned()))
+pub(crate) async fn home(State(state): State<AppState>, Q(_): Q<NoQuery>) -> Reply {
+    let licensing = match &state.options().billing.license_contact {
+        Some(c) => format!(
+            r#"Ask for one at <a href="{0}">{0}</a>."#,
+            escape(c)
+        ),
+        None => "Ask the operator of this service for one.".to_owned(),
+    };
+    Ok(page(HTML, INDEX.replace("{{licensing}}", &licensing)))
+}
+
+/// Text made safe for HTML content and quoted attributes.
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+        .replace('\'', "&#39;")
 }
 
 query! {
@@ -141,13 +157,65 @@ pub(crate) async fn sign_in(State(state): State<AppState>, Q(q): Q<SignInPage>) 
     ))
 }
 
-/// The account page: plan, keys (create, copy once, revoke), usage, sign out. Without a live
-/// session its script goes to the sign-in page.
+query! {
+    /// Query of `GET /account`.
+    pub struct AccountPage {
+        /// How a checkout at the payment processor ended, as it returns the browser here:
+        /// `success` or `cancelled`.
+        pub checkout: Option<String>,
+    }
+}
+
+/// The plan section: buy a plan (with the internal-use attestation) and manage billing, when
+/// this server sells plans.
+fn billing_section(state: &AppState) -> String {
+    if state.billing().is_err() {
+        return r#"<p class="notice">Plans are not sold on this server; an operator sets plans with <code>asof keys create --plan</code>.</p>"#.to_owned();
+    }
+    let choices: String = crate::plan::Plan::ALL
+        .iter()
+        .map(|p| {
+            format!(
+                r#"<div class="choice"><input type="radio" name="plan" id="plan-{p}" value="{p}"{checked} required><label for="plan-{p}">{name}: {rpm} requests a minute, up to {keys} live keys{extra}</label></div>"#,
+                checked = if *p == crate::plan::Plan::Power { " checked" } else { "" },
+                name = match p {
+                    crate::plan::Plan::Researcher => "Researcher",
+                    crate::plan::Plan::Power => "Power",
+                    crate::plan::Plan::Desk => "Desk",
+                },
+                rpm = p.requests_per_minute(),
+                keys = p.max_live_keys(),
+                extra = match p {
+                    crate::plan::Plan::Researcher => "",
+                    crate::plan::Plan::Power => ", Parquet files",
+                    crate::plan::Plan::Desk => ", Parquet files, decision audit receipts",
+                },
+            )
+        })
+        .collect();
+    format!(
+        r#"<form id="checkout"><fieldset><legend>Choose a plan</legend>{choices}</fieldset><div class="choice"><input type="checkbox" id="attestation" name="attestation" required><label for="attestation">{text}</label></div><button type="submit">Continue to payment</button></form><p><button type="button" id="manage-billing" class="secondary">Manage billing and invoices</button></p><p id="billing-error" class="notice error" hidden role="alert"></p>"#,
+        text = escape(crate::billing::ATTESTATION_TEXT),
+    )
+}
+
+/// The account page: plan (buy one, manage billing), keys (create, copy once, revoke),
+/// usage, sign out. Without a live session its script goes to the sign-in page.
 #[utoipa::path(get, path = "/account", tag = "site", operation_id = "site_account",
-    params(NoQuery),
-    responses((status = 200, description = "HTML account page; its data comes from /v1/me, /v1/keys and /v1/billing/usage with the session cookie.", content_type = "text/html", body = String)))]
-pub(crate) async fn account(Q(_): Q<NoQuery>) -> Reply {
-    Ok(page(HTML, ACCOUNT.to_owned()))
+    params(AccountPage),
+    responses((status = 200, description = "HTML account page; its data comes from /v1/me, /v1/keys and /v1/billing/usage with the session cookie, and it starts checkouts and portal sessions.", content_type = "text/html", body = String)))]
+pub(crate) async fn account(State(state): State<AppState>, Q(q): Q<AccountPage>) -> Reply {
+    let notice = match q.checkout.as_deref() {
+        Some("success") => r#"<p class="notice ok" role="status">Thank you. Your payment is being confirmed; your plan changes as soon as the payment processor tells us, usually within seconds. Reload to see it.</p>"#,
+        Some("cancelled") => r#"<p class="notice" role="status">Checkout was cancelled; nothing was charged.</p>"#,
+        _ => "",
+    };
+    Ok(page(
+        HTML,
+        ACCOUNT
+            .replace("{{checkout_notice}}", notice)
+            .replace("{{billing}}", &billing_section(&state)),
+    ))
 }
 
 /// The site's stylesheet.
