@@ -70,3 +70,31 @@ def create_key(binary, db, plan):
         text=True,
     ).stdout
     return out.strip().splitlines()[-1]
+
+
+class FakeProcessor:
+    """The Stripe-shaped payment processor of test-support (`asof-fake-processor`) on a free
+    loopback port, with its `/_fake/...` controls."""
+
+    def __init__(self, binary):
+        self.proc = subprocess.Popen([binary], stdout=subprocess.PIPE, text=True)
+        line = self.proc.stdout.readline()
+        if not line.startswith("listening "):
+            raise RuntimeError(f"fake processor did not start: {line!r}")
+        self.url = line.split()[1]
+
+    def post(self, path, **params):
+        import httpx  # the venv's; only the billing checks need it
+
+        r = httpx.post(self.url + path, params=params, timeout=10)
+        assert r.status_code == 200, (path, r.status_code, r.text)
+        return r.json()
+
+    def requests(self):
+        import httpx
+
+        return httpx.get(self.url + "/_fake/requests", timeout=10).json()
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()

@@ -11,8 +11,9 @@
 
 The server runs on a free loopback port over the shipped sample corpus with a fresh SQLite
 state store, with every sign-in way configured against real servers on loopback (aiosmtpd for
-mail, npm's oauth2-mock-server for providers A and B), so the sign-in routes answer as in
-production rather than `503 sign_in_not_configured`; readiness is /health answering, never a
+mail, npm's oauth2-mock-server for providers A and B) and billing configured against the
+Stripe-shaped fake processor of test-support, so the sign-in and billing routes answer as in
+production rather than `503 sign_in_not_configured` / `billing_not_configured`; readiness is /health answering, never a
 fixed sleep. Prints 'N passed, N failed'.
 """
 
@@ -28,7 +29,7 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.join(REPO, "tests/accounts"))
-from support import Server, create_key, free_port, http_get  # noqa: E402
+from support import FakeProcessor, Server, create_key, free_port, http_get  # noqa: E402
 from test_signin import Inbox, Provider  # noqa: E402
 from aiosmtpd.controller import Controller  # noqa: E402
 
@@ -173,6 +174,7 @@ def main():
     ap.add_argument("--max-examples", type=int, default=25)
     ap.add_argument("--node", default="node")
     ap.add_argument("--oauth2-mock-server", required=True, help="path of the package's dist/index.mjs")
+    ap.add_argument("--fake-processor", required=True, help="the asof-fake-processor binary")
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     venv_bin = os.path.dirname(sys.executable)
@@ -181,6 +183,7 @@ def main():
         provider = Provider(args.node, args.oauth2_mock_server, work, "contract@example.com")
         smtp = Controller(Inbox(), hostname="127.0.0.1", port=free_port())
         smtp.start()
+        processor = FakeProcessor(args.fake_processor)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         # The fuzzer sends thousands of public requests from one address.
@@ -193,6 +196,12 @@ def main():
                 "--mail-from", "asof <no-reply@asof.test>",
                 "--provider-a-issuer", provider.issuer, "--provider-a-client-id", "contract-a",
                 "--provider-b-issuer", provider.issuer, "--provider-b-client-id", "contract-b",
+                "--billing-api-url", processor.url,
+                "--billing-secret-key", "sk_test_asof_fake_4eC39HqLyjWDarjtT1zdp7dc",
+                "--billing-webhook-secret", "whsec_asof_fake_5f1d2c3b4a69788796a5b4c3d2e1f0",
+                "--billing-price-researcher", "price_1ResearcherMonthly",
+                "--billing-price-power", "price_1PowerMonthly",
+                "--billing-price-desk", "price_1DeskMonthly",
             ],
         )
         try:
@@ -218,6 +227,7 @@ def main():
             server.stop()
             smtp.stop()
             provider.stop()
+            processor.stop()
             shutil.copy(server.log_path, os.path.join(args.out, "server.log"))
     print(f"contract: {passed} passed, {failed} failed")
     sys.exit(1 if failed else 0)

@@ -68,15 +68,6 @@ pub fn verify(header: Option<&str>, payload: &[u8], secret: &str, now: i64) -> R
     }
 }
 
-/// The header value the processor would send for `payload` at `t` (tests, and the
-/// `asof billing` tooling of operators replaying a notification).
-pub fn sign(payload: &[u8], secret: &str, t: i64) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(secret.as_bytes()).expect("any key length");
-    mac.update(format!("{t}.").as_bytes());
-    mac.update(payload);
-    format!("t={t},v1={}", hex::encode(mac.finalize().into_bytes()))
-}
-
 fn str_at<'a>(v: &'a Value, path: &[&str]) -> Option<&'a str> {
     path.iter()
         .try_fold(v, |v, k| v.get(k))
@@ -218,6 +209,7 @@ fn effect(kind: &str, o: &Value, billing: &Billing) -> Result<BillingEffect, &'s
 mod tests {
     use super::*;
     use crate::billing::BillingConfig;
+    use asof_test_support::processor::sign;
 
     const SECRET: &str = "whsec_test_0123456789";
 
