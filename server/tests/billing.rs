@@ -333,7 +333,7 @@ on_both! {
         assert_eq!(deliver_all(&t, &paid).await, ["replayed", "replayed"]);
         let sub = fake.subscription_of(&session).unwrap();
         let cancel = fake.cancel_subscription(&sub);
-        assert_eq!(deliver_all(&t, &[cancel.clone()]).await, ["applied"]);
+        assert_eq!(deliver_all(&t, std::slice::from_ref(&cancel)).await, ["applied"]);
         // The processor retrying the old payment events (a fresh signature, same ids) does not
         // bring the plan back; nor does the cancellation twice add a second change.
         assert_eq!(deliver_all(&t, &paid).await, ["replayed", "replayed"]);

@@ -52,7 +52,8 @@ pub enum Command {
     /// (`asof files download --out DIR`).
     Files(files::FilesArgs),
     /// Run the HTTP service.
-    Serve(ServeArgs),
+    // Boxed: its many settings would make every other command as large.
+    Serve(Box<ServeArgs>),
     /// Manage API keys (operators and tests).
     #[command(subcommand)]
     Keys(KeysCommand),
@@ -440,7 +441,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Ingest(a) => ingest(a).await,
         Command::Files(a) => files::files(a).await,
         Command::Poll(a) => poll::poll(a).await,
-        Command::Serve(a) => serve(a).await,
+        Command::Serve(a) => serve(*a).await,
         Command::Keys(KeysCommand::Create(a)) => keys_create(a).await,
     };
     match result {
