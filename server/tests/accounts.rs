@@ -18,7 +18,6 @@ use common::*;
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-
 /// A state whose mail goes to a port nothing listens on.
 async fn with_dead_mail() -> T {
     let port = std::net::TcpListener::bind("127.0.0.1:0")

@@ -48,11 +48,25 @@ async fn billed() -> (T, FakeProcessor) {
 }
 
 async fn checkout(t: &T, cookie: &str, body: Value) -> Res {
-    call(t, Method::POST, "/v1/billing/checkout", &with_cookie(cookie), Some(body)).await
+    call(
+        t,
+        Method::POST,
+        "/v1/billing/checkout",
+        &with_cookie(cookie),
+        Some(body),
+    )
+    .await
 }
 
 async fn portal(t: &T, cookie: &str) -> Res {
-    call(t, Method::POST, "/v1/billing/portal", &with_cookie(cookie), None).await
+    call(
+        t,
+        Method::POST,
+        "/v1/billing/portal",
+        &with_cookie(cookie),
+        None,
+    )
+    .await
 }
 
 /// Posts `payload` to the webhook with `signature` as the `Stripe-Signature` header.
@@ -89,13 +103,31 @@ async fn deliver_all(t: &T, events: &[Value]) -> Vec<String> {
 
 /// Signs in `email`, checks out `plan` and completes the payment at the processor; returns
 /// the cookie, the user's key (made before paying), and the subscription id.
-async fn subscribe(t: &T, fake: &FakeProcessor, email: &str, plan: Plan) -> (String, String, String) {
+async fn subscribe(
+    t: &T,
+    fake: &FakeProcessor,
+    email: &str,
+    plan: Plan,
+) -> (String, String, String) {
     let cookie = signed_in(t, email, Plan::Researcher).await;
     let user = t.store.sign_in_user(email).await.unwrap();
-    let key = t.store.create_key(&user.id, "laptop", None).await.unwrap().1;
-    let r = checkout(t, &cookie, json!({"plan_id": plan.as_str(), "attestation": true})).await;
+    let key = t
+        .store
+        .create_key(&user.id, "laptop", None)
+        .await
+        .unwrap()
+        .1;
+    let r = checkout(
+        t,
+        &cookie,
+        json!({"plan_id": plan.as_str(), "attestation": true}),
+    )
+    .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
-    let session = r.json["results"][0]["checkout_session_id"].as_str().unwrap().to_owned();
+    let session = r.json["results"][0]["checkout_session_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let events = fake.complete_checkout(&session);
     assert_eq!(deliver_all(t, &events).await, ["applied", "applied"]);
     let sub = fake.subscription_of(&session).unwrap();

@@ -298,8 +298,13 @@ async fn the_account_page_sells_plans_with_the_attestation_only_where_billing_is
     for plan in ["researcher", "power", "desk"] {
         assert!(body.contains(&format!(r#"id="plan-{plan}""#)), "{plan}");
     }
-    assert!(body.contains(r#"<input type="checkbox" id="attestation" name="attestation" required>"#));
-    assert!(body.contains(asof_server::billing::ATTESTATION_TEXT), "the statement attested is shown whole");
+    assert!(
+        body.contains(r#"<input type="checkbox" id="attestation" name="attestation" required>"#)
+    );
+    assert!(
+        body.contains(asof_server::billing::ATTESTATION_TEXT),
+        "the statement attested is shown whole"
+    );
     assert!(!body.contains("{{"), "every placeholder filled");
     // The processor sends the browser back with how checkout ended.
     let (status, _, body) = page(&t, "/account?checkout=success").await;
@@ -311,5 +316,8 @@ async fn the_account_page_sells_plans_with_the_attestation_only_where_billing_is
     assert_eq!(status, StatusCode::OK);
     assert!(!body.contains("<script>"), "never echoed");
     let (_, _, home) = page(&t, "/").await;
-    assert!(home.contains(r#"href="mailto:licensing@asof.example?subject=&lt;x&gt;""#), "{home}");
+    assert!(
+        home.contains(r#"href="mailto:licensing@asof.example?subject=&lt;x&gt;""#),
+        "{home}"
+    );
 }

@@ -114,15 +114,26 @@ async fn billing(s: Arc<dyn StateStore>) {
         .unwrap();
     assert_eq!(s.attestations(&u.id).await.unwrap(), vec![a]);
     assert_eq!(s.billing_customer(&u.id).await.unwrap(), None);
-    assert_eq!(s.put_billing_customer(&u.id, "cus_1", Instant::now()).await.unwrap(), "cus_1");
     assert_eq!(
-        s.put_billing_customer(&u.id, "cus_2", Instant::now()).await.unwrap(),
+        s.put_billing_customer(&u.id, "cus_1", Instant::now())
+            .await
+            .unwrap(),
+        "cus_1"
+    );
+    assert_eq!(
+        s.put_billing_customer(&u.id, "cus_2", Instant::now())
+            .await
+            .unwrap(),
         "cus_1",
         "the first customer kept wins"
     );
 
     // Eight deliveries of one event at once: exactly one applies it.
-    let e = event("evt_race", 100, Ok(effect("cus_1", "sub_1", "active", Some(Plan::Power))));
+    let e = event(
+        "evt_race",
+        100,
+        Ok(effect("cus_1", "sub_1", "active", Some(Plan::Power))),
+    );
     let tasks: Vec<_> = (0..8)
         .map(|_| {
             let (s, e) = (s.clone(), e.clone());
@@ -133,36 +144,130 @@ async fn billing(s: Arc<dyn StateStore>) {
     for t in tasks {
         outcomes.push(t.await.unwrap());
     }
-    let applied: Vec<_> = outcomes.iter().filter(|o| matches!(o, BillingOutcome::Applied { .. })).collect();
+    let applied: Vec<_> = outcomes
+        .iter()
+        .filter(|o| matches!(o, BillingOutcome::Applied { .. }))
+        .collect();
     assert_eq!(applied.len(), 1, "{outcomes:?}");
     assert_eq!(
         *applied[0],
-        BillingOutcome::Applied { user_id: u.id.clone(), plan: Plan::Power, changed: true }
+        BillingOutcome::Applied {
+            user_id: u.id.clone(),
+            plan: Plan::Power,
+            changed: true
+        }
     );
-    assert_eq!(outcomes.iter().filter(|o| **o == BillingOutcome::Replayed).count(), 7);
-    assert_eq!(s.sign_in_user("payer@example.com").await.unwrap().plan, Plan::Power);
+    assert_eq!(
+        outcomes
+            .iter()
+            .filter(|o| **o == BillingOutcome::Replayed)
+            .count(),
+        7
+    );
+    assert_eq!(
+        s.sign_in_user("payer@example.com").await.unwrap().plan,
+        Plan::Power
+    );
 
     // Past-due keeps the plan; an older event and another subscription change nothing.
-    let o = s.apply_billing_event(&event("evt_due", 200, Ok(effect("cus_1", "sub_1", "past_due", None)))).await.unwrap();
-    assert_eq!(o, BillingOutcome::Applied { user_id: u.id.clone(), plan: Plan::Power, changed: false });
-    let o = s.apply_billing_event(&event("evt_old", 150, Ok(effect("cus_1", "sub_1", "canceled", Some(Plan::Researcher))))).await.unwrap();
+    let o = s
+        .apply_billing_event(&event(
+            "evt_due",
+            200,
+            Ok(effect("cus_1", "sub_1", "past_due", None)),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        o,
+        BillingOutcome::Applied {
+            user_id: u.id.clone(),
+            plan: Plan::Power,
+            changed: false
+        }
+    );
+    let o = s
+        .apply_billing_event(&event(
+            "evt_old",
+            150,
+            Ok(effect("cus_1", "sub_1", "canceled", Some(Plan::Researcher))),
+        ))
+        .await
+        .unwrap();
     assert!(matches!(o, BillingOutcome::Ignored(_)), "{o:?}");
-    let o = s.apply_billing_event(&event("evt_other", 300, Ok(effect("cus_1", "sub_9", "canceled", Some(Plan::Researcher))))).await.unwrap();
+    let o = s
+        .apply_billing_event(&event(
+            "evt_other",
+            300,
+            Ok(effect("cus_1", "sub_9", "canceled", Some(Plan::Researcher))),
+        ))
+        .await
+        .unwrap();
     assert!(matches!(o, BillingOutcome::Ignored(_)), "{o:?}");
-    let o = s.apply_billing_event(&event("evt_nobody", 300, Ok(effect("cus_nobody", "sub_1", "canceled", Some(Plan::Researcher))))).await.unwrap();
+    let o = s
+        .apply_billing_event(&event(
+            "evt_nobody",
+            300,
+            Ok(effect(
+                "cus_nobody",
+                "sub_1",
+                "canceled",
+                Some(Plan::Researcher),
+            )),
+        ))
+        .await
+        .unwrap();
     assert!(matches!(o, BillingOutcome::Ignored(_)), "{o:?}");
-    let o = s.apply_billing_event(&event("evt_noop", 300, Err("an event type this service does not act on"))).await.unwrap();
-    assert_eq!(o, BillingOutcome::Ignored("an event type this service does not act on".into()));
-    assert_eq!(s.apply_billing_event(&event("evt_noop", 300, Err("x"))).await.unwrap(), BillingOutcome::Replayed);
+    let o = s
+        .apply_billing_event(&event(
+            "evt_noop",
+            300,
+            Err("an event type this service does not act on"),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        o,
+        BillingOutcome::Ignored("an event type this service does not act on".into())
+    );
+    assert_eq!(
+        s.apply_billing_event(&event("evt_noop", 300, Err("x")))
+            .await
+            .unwrap(),
+        BillingOutcome::Replayed
+    );
     let sub = s.subscription(&u.id).await.unwrap().unwrap();
-    assert_eq!((sub.status.as_str(), sub.plan, sub.event_created), ("past_due", Plan::Power, 200));
+    assert_eq!(
+        (sub.status.as_str(), sub.plan, sub.event_created),
+        ("past_due", Plan::Power, 200)
+    );
     assert_eq!(sub.subscription_id.as_deref(), Some("sub_1"));
     assert!(sub.is_live());
 
-    let o = s.apply_billing_event(&event("evt_end", 400, Ok(effect("cus_1", "sub_1", "canceled", Some(Plan::Researcher))))).await.unwrap();
-    assert_eq!(o, BillingOutcome::Applied { user_id: u.id.clone(), plan: Plan::Researcher, changed: true });
+    let o = s
+        .apply_billing_event(&event(
+            "evt_end",
+            400,
+            Ok(effect("cus_1", "sub_1", "canceled", Some(Plan::Researcher))),
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        o,
+        BillingOutcome::Applied {
+            user_id: u.id.clone(),
+            plan: Plan::Researcher,
+            changed: true
+        }
+    );
     assert!(!s.subscription(&u.id).await.unwrap().unwrap().is_live());
-    let changes: Vec<_> = s.plan_changes(&u.id).await.unwrap().into_iter().map(|c| (c.from, c.to, c.event_id)).collect();
+    let changes: Vec<_> = s
+        .plan_changes(&u.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.from, c.to, c.event_id))
+        .collect();
     assert_eq!(
         changes,
         [
@@ -176,12 +281,31 @@ async fn billing(s: Arc<dyn StateStore>) {
     let mut fx = effect("cus_new", "sub_new", "active", Some(Plan::Desk));
     fx.user_hint = Some(v.id.clone());
     fx.starts_subscription = true;
-    let o = s.apply_billing_event(&event("evt_new", 500, Ok(fx.clone()))).await.unwrap();
-    assert_eq!(o, BillingOutcome::Applied { user_id: v.id.clone(), plan: Plan::Desk, changed: true });
-    assert_eq!(s.billing_customer(&v.id).await.unwrap().as_deref(), Some("cus_new"));
+    let o = s
+        .apply_billing_event(&event("evt_new", 500, Ok(fx.clone())))
+        .await
+        .unwrap();
+    assert_eq!(
+        o,
+        BillingOutcome::Applied {
+            user_id: v.id.clone(),
+            plan: Plan::Desk,
+            changed: true
+        }
+    );
+    assert_eq!(
+        s.billing_customer(&v.id).await.unwrap().as_deref(),
+        Some("cus_new")
+    );
     fx.customer = "cus_another".into();
-    let o = s.apply_billing_event(&event("evt_new2", 600, Ok(fx))).await.unwrap();
-    assert!(matches!(o, BillingOutcome::Ignored(_)), "a second customer for one user: {o:?}");
+    let o = s
+        .apply_billing_event(&event("evt_new2", 600, Ok(fx)))
+        .await
+        .unwrap();
+    assert!(
+        matches!(o, BillingOutcome::Ignored(_)),
+        "a second customer for one user: {o:?}"
+    );
 }
 
 /// Sign-in links (single use, expiring), sessions (lifetimes, logout) and page views.

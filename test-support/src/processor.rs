@@ -113,7 +113,13 @@ pub struct FakeProcessor {
     pub url: String,
 }
 
-fn stripe_error(status: StatusCode, kind: &str, code: Option<&str>, param: Option<&str>, message: &str) -> (StatusCode, Value) {
+fn stripe_error(
+    status: StatusCode,
+    kind: &str,
+    code: Option<&str>,
+    param: Option<&str>,
+    message: &str,
+) -> (StatusCode, Value) {
     let mut e = json!({ "type": kind, "message": message });
     if let Some(c) = code {
         e["code"] = c.into();
@@ -139,7 +145,9 @@ fn bracketed(form: &[(String, String)], prefix: &str) -> Value {
 }
 
 fn field<'a>(form: &'a [(String, String)], name: &str) -> Option<&'a str> {
-    form.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    form.iter()
+        .find(|(k, _)| k == name)
+        .map(|(_, v)| v.as_str())
 }
 
 impl FakeProcessor {
@@ -158,13 +166,22 @@ impl FakeProcessor {
             .route("/v1/customers", post(customers))
             .route("/v1/checkout/sessions", post(checkout_sessions))
             .route("/v1/billing_portal/sessions", post(portal_sessions))
-            .route("/_fake/checkout/sessions/{id}/complete", post(fake_complete))
+            .route(
+                "/_fake/checkout/sessions/{id}/complete",
+                post(fake_complete),
+            )
             .route("/_fake/subscriptions/{id}/update", post(fake_update))
             .route("/_fake/subscriptions/{id}/cancel", post(fake_cancel))
-            .route("/_fake/subscriptions/{id}/payment_failed", post(fake_payment_failed))
+            .route(
+                "/_fake/subscriptions/{id}/payment_failed",
+                post(fake_payment_failed),
+            )
             .route("/_fake/fail_next", post(fake_fail_next))
             .route("/_fake/requests", get(fake_requests))
-            .route("/pay/{id}", get(|| async { "the fake processor's hosted payment page" }))
+            .route(
+                "/pay/{id}",
+                get(|| async { "the fake processor's hosted payment page" }),
+            )
             .with_state(fake.clone());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         fake
@@ -185,7 +202,11 @@ impl FakeProcessor {
     /// `checkout.session.completed`.
     pub fn complete_checkout(&self, id: &str) -> Vec<Value> {
         let mut g = self.inner.lock().unwrap();
-        let mut session = g.sessions.get(id).cloned().expect("a checkout session of this fake");
+        let mut session = g
+            .sessions
+            .get(id)
+            .cloned()
+            .expect("a checkout session of this fake");
         let sub_id = g.id("sub");
         let item_id = g.id("si");
         let sub = json!({
@@ -214,9 +235,18 @@ impl FakeProcessor {
 
     /// Moves subscription `id` to `price` and `status` (a plan change in the portal, or the
     /// processor's dunning); returns `customer.subscription.updated`.
-    pub fn update_subscription(&self, id: &str, price: Option<&str>, status: Option<&str>) -> Value {
+    pub fn update_subscription(
+        &self,
+        id: &str,
+        price: Option<&str>,
+        status: Option<&str>,
+    ) -> Value {
         let mut g = self.inner.lock().unwrap();
-        let mut sub = g.subscriptions.get(id).cloned().expect("a subscription of this fake");
+        let mut sub = g
+            .subscriptions
+            .get(id)
+            .cloned()
+            .expect("a subscription of this fake");
         let mut previous = json!({});
         if let Some(p) = price {
             previous["items"] = sub["items"].clone();
@@ -233,7 +263,11 @@ impl FakeProcessor {
     /// Cancels subscription `id` now; returns `customer.subscription.deleted`.
     pub fn cancel_subscription(&self, id: &str) -> Value {
         let mut g = self.inner.lock().unwrap();
-        let mut sub = g.subscriptions.get(id).cloned().expect("a subscription of this fake");
+        let mut sub = g
+            .subscriptions
+            .get(id)
+            .cloned()
+            .expect("a subscription of this fake");
         sub["status"] = "canceled".into();
         sub["canceled_at"] = now().into();
         sub["ended_at"] = now().into();
@@ -245,7 +279,11 @@ impl FakeProcessor {
     /// scheduled when `retrying`, none when the processor has given up.
     pub fn payment_failed(&self, id: &str, retrying: bool) -> Value {
         let mut g = self.inner.lock().unwrap();
-        let sub = g.subscriptions.get(id).cloned().expect("a subscription of this fake");
+        let sub = g
+            .subscriptions
+            .get(id)
+            .cloned()
+            .expect("a subscription of this fake");
         let inv_id = g.id("in");
         let invoice = json!({
             "id": inv_id,
@@ -297,18 +335,43 @@ fn api(
     let mut g = fake.inner.lock().unwrap();
     let answer = (|| {
         let Some(key) = auth.strip_prefix("Bearer ") else {
-            return stripe_error(StatusCode::UNAUTHORIZED, "invalid_request_error", None, None, "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').");
+            return stripe_error(
+                StatusCode::UNAUTHORIZED,
+                "invalid_request_error",
+                None,
+                None,
+                "You did not provide an API key. You need to provide your API key in the Authorization header, using Bearer auth (e.g. 'Authorization: Bearer YOUR_SECRET_KEY').",
+            );
         };
         if key != SECRET_KEY {
-            let tail: String = key.chars().rev().take(4).collect::<Vec<_>>().into_iter().rev().collect();
-            return stripe_error(StatusCode::UNAUTHORIZED, "invalid_request_error", None, None, &format!("Invalid API Key provided: sk_test_****{tail}"));
+            let tail: String = key
+                .chars()
+                .rev()
+                .take(4)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect();
+            return stripe_error(
+                StatusCode::UNAUTHORIZED,
+                "invalid_request_error",
+                None,
+                None,
+                &format!("Invalid API Key provided: sk_test_****{tail}"),
+            );
         }
         let form_ct = headers
             .get("content-type")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("application/x-www-form-urlencoded"));
         if !form_ct {
-            return stripe_error(StatusCode::BAD_REQUEST, "invalid_request_error", None, None, "Invalid request: the body must be application/x-www-form-urlencoded.");
+            return stripe_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request_error",
+                None,
+                None,
+                "Invalid request: the body must be application/x-www-form-urlencoded.",
+            );
         }
         let form: Vec<(String, String)> = url::form_urlencoded::parse(body).into_owned().collect();
         let idem = headers
@@ -322,7 +385,13 @@ fn api(
         });
         if let Some(status) = g.fail_next.take() {
             let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            return stripe_error(status, "api_error", None, None, "An unknown error occurred (the fake was told to fail).");
+            return stripe_error(
+                status,
+                "api_error",
+                None,
+                None,
+                "An unknown error occurred (the fake was told to fail).",
+            );
         }
         if let Some(k) = &idem
             && let Some(prev) = g.idempotent.get(&(path.to_owned(), k.clone()))
@@ -350,66 +419,133 @@ async fn customers(State(fake): State<FakeProcessor>, headers: HeaderMap, body: 
     })
 }
 
-async fn checkout_sessions(State(fake): State<FakeProcessor>, headers: HeaderMap, body: Bytes) -> Response {
-    api(&fake, "/v1/checkout/sessions", &headers, &body, |g, form| {
-        let missing = |p: &str| stripe_error(StatusCode::BAD_REQUEST, "invalid_request_error", Some("parameter_missing"), Some(p), &format!("Missing required param: {p}."));
-        let Some(mode) = field(form, "mode") else { return missing("mode") };
-        if mode != "subscription" {
-            return stripe_error(StatusCode::BAD_REQUEST, "invalid_request_error", Some("parameter_invalid"), Some("mode"), "This fake sells subscriptions only.");
-        }
-        let Some(price) = field(form, "line_items[0][price]") else { return missing("line_items[0][price]") };
-        if !PRICES.contains(&price) {
-            return stripe_error(StatusCode::BAD_REQUEST, "invalid_request_error", Some("resource_missing"), Some("line_items[0][price]"), &format!("No such price: '{price}'"));
-        }
-        let Some(success) = field(form, "success_url") else { return missing("success_url") };
-        let customer = field(form, "customer");
-        if let Some(c) = customer
-            && !g.customers.contains_key(c)
-        {
-            return stripe_error(StatusCode::BAD_REQUEST, "invalid_request_error", Some("resource_missing"), Some("customer"), &format!("No such customer: '{c}'"));
-        }
-        let id = g.id("cs");
-        let s = json!({
-            "id": id, "object": "checkout.session", "mode": mode, "status": "open",
-            "payment_status": "unpaid", "customer": customer,
-            "client_reference_id": field(form, "client_reference_id"),
-            "metadata": bracketed(form, "metadata"),
-            "success_url": success, "cancel_url": field(form, "cancel_url"),
-            "subscription": null, "livemode": false,
-            "expires_at": now() + 86_400, "created": now(),
-            "url": format!("{}/pay/{id}", g.base),
-            // Bookkeeping for complete_checkout (not part of the API answer).
-            "subscription_data_metadata": bracketed(form, "subscription_data[metadata]"),
-            "price": price,
-        });
-        g.sessions.insert(id, s.clone());
-        (StatusCode::OK, public_session(&s))
-    })
+async fn checkout_sessions(
+    State(fake): State<FakeProcessor>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    api(
+        &fake,
+        "/v1/checkout/sessions",
+        &headers,
+        &body,
+        |g, form| {
+            let missing = |p: &str| {
+                stripe_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    Some("parameter_missing"),
+                    Some(p),
+                    &format!("Missing required param: {p}."),
+                )
+            };
+            let Some(mode) = field(form, "mode") else {
+                return missing("mode");
+            };
+            if mode != "subscription" {
+                return stripe_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    Some("parameter_invalid"),
+                    Some("mode"),
+                    "This fake sells subscriptions only.",
+                );
+            }
+            let Some(price) = field(form, "line_items[0][price]") else {
+                return missing("line_items[0][price]");
+            };
+            if !PRICES.contains(&price) {
+                return stripe_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    Some("resource_missing"),
+                    Some("line_items[0][price]"),
+                    &format!("No such price: '{price}'"),
+                );
+            }
+            let Some(success) = field(form, "success_url") else {
+                return missing("success_url");
+            };
+            let customer = field(form, "customer");
+            if let Some(c) = customer
+                && !g.customers.contains_key(c)
+            {
+                return stripe_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    Some("resource_missing"),
+                    Some("customer"),
+                    &format!("No such customer: '{c}'"),
+                );
+            }
+            let id = g.id("cs");
+            let s = json!({
+                "id": id, "object": "checkout.session", "mode": mode, "status": "open",
+                "payment_status": "unpaid", "customer": customer,
+                "client_reference_id": field(form, "client_reference_id"),
+                "metadata": bracketed(form, "metadata"),
+                "success_url": success, "cancel_url": field(form, "cancel_url"),
+                "subscription": null, "livemode": false,
+                "expires_at": now() + 86_400, "created": now(),
+                "url": format!("{}/pay/{id}", g.base),
+                // Bookkeeping for complete_checkout (not part of the API answer).
+                "subscription_data_metadata": bracketed(form, "subscription_data[metadata]"),
+                "price": price,
+            });
+            g.sessions.insert(id, s.clone());
+            (StatusCode::OK, public_session(&s))
+        },
+    )
 }
 
-async fn portal_sessions(State(fake): State<FakeProcessor>, headers: HeaderMap, body: Bytes) -> Response {
-    api(&fake, "/v1/billing_portal/sessions", &headers, &body, |g, form| {
-        let Some(customer) = field(form, "customer") else {
-            return stripe_error(StatusCode::BAD_REQUEST, "invalid_request_error", Some("parameter_missing"), Some("customer"), "Missing required param: customer.");
-        };
-        if !g.customers.contains_key(customer) {
-            return stripe_error(StatusCode::BAD_REQUEST, "invalid_request_error", Some("resource_missing"), Some("customer"), &format!("No such customer: '{customer}'"));
-        }
-        let id = g.id("bps");
-        let p = json!({
-            "id": id, "object": "billing_portal.session", "customer": customer,
-            "return_url": field(form, "return_url"), "livemode": false, "created": now(),
-            "url": format!("{}/p/session/{id}", g.base),
-        });
-        (StatusCode::OK, p)
-    })
+async fn portal_sessions(
+    State(fake): State<FakeProcessor>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    api(
+        &fake,
+        "/v1/billing_portal/sessions",
+        &headers,
+        &body,
+        |g, form| {
+            let Some(customer) = field(form, "customer") else {
+                return stripe_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    Some("parameter_missing"),
+                    Some("customer"),
+                    "Missing required param: customer.",
+                );
+            };
+            if !g.customers.contains_key(customer) {
+                return stripe_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request_error",
+                    Some("resource_missing"),
+                    Some("customer"),
+                    &format!("No such customer: '{customer}'"),
+                );
+            }
+            let id = g.id("bps");
+            let p = json!({
+                "id": id, "object": "billing_portal.session", "customer": customer,
+                "return_url": field(form, "return_url"), "livemode": false, "created": now(),
+                "url": format!("{}/p/session/{id}", g.base),
+            });
+            (StatusCode::OK, p)
+        },
+    )
 }
 
 async fn fake_complete(State(fake): State<FakeProcessor>, Path(id): Path<String>) -> Response {
     if !fake.inner.lock().unwrap().sessions.contains_key(&id) {
         return (StatusCode::NOT_FOUND, "no such checkout session").into_response();
     }
-    axum::Json(json!({ "events": fake.complete_checkout(&id), "subscription": fake.subscription_of(&id) })).into_response()
+    axum::Json(
+        json!({ "events": fake.complete_checkout(&id), "subscription": fake.subscription_of(&id) }),
+    )
+    .into_response()
 }
 
 #[derive(serde::Deserialize)]
@@ -423,7 +559,11 @@ fn known_subscription(fake: &FakeProcessor, id: &str) -> bool {
     fake.inner.lock().unwrap().subscriptions.contains_key(id)
 }
 
-async fn fake_update(State(fake): State<FakeProcessor>, Path(id): Path<String>, Query(q): Query<UpdateQuery>) -> Response {
+async fn fake_update(
+    State(fake): State<FakeProcessor>,
+    Path(id): Path<String>,
+    Query(q): Query<UpdateQuery>,
+) -> Response {
     if !known_subscription(&fake, &id) {
         return (StatusCode::NOT_FOUND, "no such subscription").into_response();
     }
@@ -437,14 +577,22 @@ async fn fake_cancel(State(fake): State<FakeProcessor>, Path(id): Path<String>) 
     axum::Json(json!({ "events": [fake.cancel_subscription(&id)] })).into_response()
 }
 
-async fn fake_payment_failed(State(fake): State<FakeProcessor>, Path(id): Path<String>, Query(q): Query<UpdateQuery>) -> Response {
+async fn fake_payment_failed(
+    State(fake): State<FakeProcessor>,
+    Path(id): Path<String>,
+    Query(q): Query<UpdateQuery>,
+) -> Response {
     if !known_subscription(&fake, &id) {
         return (StatusCode::NOT_FOUND, "no such subscription").into_response();
     }
-    axum::Json(json!({ "events": [fake.payment_failed(&id, q.retrying.unwrap_or(false))] })).into_response()
+    axum::Json(json!({ "events": [fake.payment_failed(&id, q.retrying.unwrap_or(false))] }))
+        .into_response()
 }
 
-async fn fake_fail_next(State(fake): State<FakeProcessor>, Query(q): Query<HashMap<String, u16>>) -> Response {
+async fn fake_fail_next(
+    State(fake): State<FakeProcessor>,
+    Query(q): Query<HashMap<String, u16>>,
+) -> Response {
     fake.fail_next(q.get("status").copied().unwrap_or(500));
     StatusCode::NO_CONTENT.into_response()
 }

@@ -110,7 +110,11 @@ impl Billing {
             return Ok(None);
         }
         let get = |v: &Option<String>| v.as_deref().unwrap_or_default().trim().to_owned();
-        let prices = [get(&cfg.prices[0]), get(&cfg.prices[1]), get(&cfg.prices[2])];
+        let prices = [
+            get(&cfg.prices[0]),
+            get(&cfg.prices[1]),
+            get(&cfg.prices[2]),
+        ];
         if prices[0] == prices[1] || prices[1] == prices[2] || prices[0] == prices[2] {
             return Err(Error::Config(
                 "each plan needs a price id of its own (--billing-price-*)".into(),

@@ -94,7 +94,9 @@ pub fn read(payload: &[u8], billing: &Billing, received_at: i64) -> Result<Billi
     let v: Value =
         serde_json::from_slice(payload).map_err(|e| format!("the payload is not JSON: {e}"))?;
     let id = str_at(&v, &["id"]).ok_or("the event has no id")?.to_owned();
-    let kind = str_at(&v, &["type"]).ok_or("the event has no type")?.to_owned();
+    let kind = str_at(&v, &["type"])
+        .ok_or("the event has no type")?
+        .to_owned();
     let created = v
         .get("created")
         .and_then(Value::as_i64)
@@ -244,7 +246,10 @@ mod tests {
             Err(Fault::Mismatch)
         );
         let moved = h.replace(&format!("t={now}"), &format!("t={}", now + 1));
-        assert_eq!(verify(Some(&moved), body, SECRET, now), Err(Fault::Mismatch));
+        assert_eq!(
+            verify(Some(&moved), body, SECRET, now),
+            Err(Fault::Mismatch)
+        );
     }
 
     #[test]
@@ -349,8 +354,14 @@ mod tests {
         assert_eq!(sub("active", "price_d").unwrap().plan, Some(Plan::Desk));
         assert_eq!(sub("trialing", "price_p").unwrap().plan, Some(Plan::Power));
         assert_eq!(sub("past_due", "price_d").unwrap().plan, None);
-        assert_eq!(sub("unpaid", "price_d").unwrap().plan, Some(Plan::Researcher));
-        assert_eq!(sub("canceled", "price_d").unwrap().plan, Some(Plan::Researcher));
+        assert_eq!(
+            sub("unpaid", "price_d").unwrap().plan,
+            Some(Plan::Researcher)
+        );
+        assert_eq!(
+            sub("canceled", "price_d").unwrap().plan,
+            Some(Plan::Researcher)
+        );
         assert_eq!(
             sub("active", "price_elsewhere").unwrap_err(),
             "a price this service does not sell"
@@ -377,7 +388,10 @@ mod tests {
             .unwrap()
         };
         let retrying = inv(serde_json::json!(1_800_100_000));
-        assert_eq!((retrying.plan, retrying.status.as_str()), (None, "past_due"));
+        assert_eq!(
+            (retrying.plan, retrying.status.as_str()),
+            (None, "past_due")
+        );
         let gave_up = inv(Value::Null);
         assert_eq!(
             (gave_up.plan, gave_up.status.as_str()),

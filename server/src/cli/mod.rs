@@ -197,7 +197,10 @@ pub struct BillingArgs {
     )]
     pub webhook_secret: Option<String>,
     /// The processor's price id of the researcher plan.
-    #[arg(long = "billing-price-researcher", env = "ASOF_BILLING_PRICE_RESEARCHER")]
+    #[arg(
+        long = "billing-price-researcher",
+        env = "ASOF_BILLING_PRICE_RESEARCHER"
+    )]
     pub price_researcher: Option<String>,
     /// The processor's price id of the power plan.
     #[arg(long = "billing-price-power", env = "ASOF_BILLING_PRICE_POWER")]

@@ -8,7 +8,9 @@ use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use serde::Serialize;
 
-use crate::billing::{ATTESTATION_TEXT, ATTESTATION_VERSION, attestation_sha256, processor, webhook};
+use crate::billing::{
+    ATTESTATION_TEXT, ATTESTATION_VERSION, attestation_sha256, processor, webhook,
+};
 use crate::error::ApiError;
 use crate::http::body::{FromJson, Json, boolean, required_string};
 use crate::http::envelope::Envelope;
@@ -193,7 +195,9 @@ pub(crate) async fn checkout(
             checkout_session_id: s.id,
             url: s.url,
             plan_id: body.plan_id,
-            expires_at: s.expires_at.map(|t| Instant::from_micros(t.saturating_mul(1_000_000))),
+            expires_at: s
+                .expires_at
+                .map(|t| Instant::from_micros(t.saturating_mul(1_000_000))),
             attestation_id: attestation.id,
             statement_version: ATTESTATION_VERSION,
         }],
@@ -325,8 +329,8 @@ pub(crate) async fn webhook(
         now.micros().div_euclid(1_000_000),
     )
     .map_err(|f| ApiError::InvalidSignature(f.to_string()))?;
-    let event = webhook::read(&payload, billing, now.micros())
-        .map_err(|m| ApiError::invalid("body", m))?;
+    let event =
+        webhook::read(&payload, billing, now.micros()).map_err(|m| ApiError::invalid("body", m))?;
     let outcome = state.store().apply_billing_event(&event).await?;
     let (plan, detail) = match &outcome {
         BillingOutcome::Applied {

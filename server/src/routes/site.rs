@@ -55,10 +55,7 @@ const HTML: &str = "text/html; charset=utf-8";
     responses((status = 200, description = "HTML landing page; works offline.", content_type = "text/html", body = String)))]
 pub(crate) async fn home(State(state): State<AppState>, Q(_): Q<NoQuery>) -> Reply {
     let licensing = match &state.options().billing.license_contact {
-        Some(c) => format!(
-            r#"Ask for one at <a href="{0}">{0}</a>."#,
-            escape(c)
-        ),
+        Some(c) => format!(r#"Ask for one at <a href="{0}">{0}</a>."#, escape(c)),
         None => "Ask the operator of this service for one.".to_owned(),
     };
     Ok(page(HTML, INDEX.replace("{{licensing}}", &licensing)))
@@ -206,8 +203,12 @@ fn billing_section(state: &AppState) -> String {
     responses((status = 200, description = "HTML account page; its data comes from /v1/me, /v1/keys and /v1/billing/usage with the session cookie, and it starts checkouts and portal sessions.", content_type = "text/html", body = String)))]
 pub(crate) async fn account(State(state): State<AppState>, Q(q): Q<AccountPage>) -> Reply {
     let notice = match q.checkout.as_deref() {
-        Some("success") => r#"<p class="notice ok" role="status">Thank you. Your payment is being confirmed; your plan changes as soon as the payment processor tells us, usually within seconds. Reload to see it.</p>"#,
-        Some("cancelled") => r#"<p class="notice" role="status">Checkout was cancelled; nothing was charged.</p>"#,
+        Some("success") => {
+            r#"<p class="notice ok" role="status">Thank you. Your payment is being confirmed; your plan changes as soon as the payment processor tells us, usually within seconds. Reload to see it.</p>"#
+        }
+        Some("cancelled") => {
+            r#"<p class="notice" role="status">Checkout was cancelled; nothing was charged.</p>"#
+        }
         _ => "",
     };
     Ok(page(

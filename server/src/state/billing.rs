@@ -79,7 +79,8 @@ pub struct SubscriptionRecord {
 impl SubscriptionRecord {
     /// Whether the user pays now (a new checkout would make a second subscription).
     pub fn is_live(&self) -> bool {
-        self.subscription_id.is_some() && matches!(self.status.as_str(), "active" | "trialing" | "past_due")
+        self.subscription_id.is_some()
+            && matches!(self.status.as_str(), "active" | "trialing" | "past_due")
     }
 }
 

@@ -106,4 +106,3 @@ macro_rules! on_both {
         }
     };
 }
-

@@ -13,13 +13,13 @@ use asof_engine::{Corpus, CorpusStore, Instant};
 use asof_server::Options;
 use asof_server::error::{Error, Result};
 use asof_server::plan::Plan;
-use asof_server::state::{
-    Attestation, BillingEvent, BillingOutcome, PlanChange, SubscriptionRecord,
-};
+use asof_server::signin::session;
 use asof_server::state::store::{
     self, KeyRecord, SessionRecord, StateStore, StoredReceipt, TokenUse, User,
 };
-use asof_server::signin::session;
+use asof_server::state::{
+    Attestation, BillingEvent, BillingOutcome, PlanChange, SubscriptionRecord,
+};
 use asof_server::{AppState, app};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
@@ -363,7 +363,9 @@ impl StateStore for Gated {
         customer_id: &str,
         at: Instant,
     ) -> Result<String> {
-        self.inner.put_billing_customer(user_id, customer_id, at).await
+        self.inner
+            .put_billing_customer(user_id, customer_id, at)
+            .await
     }
     async fn apply_billing_event(&self, e: &BillingEvent) -> Result<BillingOutcome> {
         self.inner.apply_billing_event(e).await
