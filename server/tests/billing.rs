@@ -270,6 +270,7 @@ on_both! {
         assert_error(&r, StatusCode::FORBIDDEN, "forbidden", None);
         let r = send(&t, Method::GET, "/v1/me", Some(&key), &[]).await;
         assert_eq!(r.json["results"][0]["requests_per_minute"], 60);
+        assert_eq!(r.headers["x-ratelimit-limit"], "60");
 
         let r = checkout(&t, &cookie, json!({"plan_id": "power", "attestation": true})).await;
         let session = r.json["results"][0]["checkout_session_id"].as_str().unwrap().to_owned();
@@ -284,6 +285,7 @@ on_both! {
         let r = send(&t, Method::GET, "/v1/me", Some(&key), &[]).await;
         assert_eq!(r.json["results"][0]["plan"], "power");
         assert_eq!(r.json["results"][0]["requests_per_minute"], 300);
+        assert_eq!(r.headers["x-ratelimit-limit"], "300", "the rate limit follows the plan");
         let changes = t.store.plan_changes(&user.id).await.unwrap();
         assert_eq!(changes.len(), 1);
         assert_eq!((changes[0].from, changes[0].to), (Plan::Researcher, Plan::Power));

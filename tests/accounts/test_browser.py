@@ -14,9 +14,12 @@ One walk, each step checked and photographed (PNG files in --out):
 4. create a key: its secret is shown once, the copy button puts it on the clipboard, and it
    answers /v1/news;
 5. revoke it (confirming the dialog): the same call is refused;
-6. sign out: the account page then sends the browser to sign in again;
-7. sign in through provider A: the account page shows the same e-mail;
-8. at a phone's width (375 px) the account page needs no sideways scrolling, every form field
+6. buy a plan: "Continue to payment" does nothing until the internal-use statement is ticked,
+   then the browser goes to the (fake, Stripe-shaped) processor's hosted page, and the page
+   it returns to says the payment is being confirmed;
+7. sign out: the account page then sends the browser to sign in again;
+8. sign in through provider A: the account page shows the same e-mail;
+9. at a phone's width (375 px) the account page needs no sideways scrolling, every form field
    has a label, and all its text has at least WCAG AA contrast (4.5:1).
 
 The site is checked under its own Content-Security-Policy (no eval: waits use locators).
@@ -37,12 +40,12 @@ from playwright.sync_api import expect, sync_playwright
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.join(REPO, "tests/accounts"))
-from support import Server, free_port  # noqa: E402
+from support import FakeProcessor, Server, free_port  # noqa: E402
 from test_signin import Inbox, Provider  # noqa: E402
 from aiosmtpd.controller import Controller  # noqa: E402
 
 NEWS = {"cik": "320193", "as_of": "2026-11-01T00:00:00Z"}
-STEPS = 8
+STEPS = 9
 
 # Every element with its own visible text: its colour against the first opaque background
 # up its ancestors, as a WCAG 2 contrast ratio; answers those under 4.5.
@@ -83,6 +86,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--node", default="node")
     ap.add_argument("--oauth2-mock-server", required=True)
+    ap.add_argument("--fake-processor", required=True, help="the asof-fake-processor binary")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -104,6 +108,7 @@ def main():
         inbox = Inbox()
         smtp = Controller(inbox, hostname="127.0.0.1", port=free_port())
         smtp.start()
+        processor = FakeProcessor(args.fake_processor)
         port = free_port()
         base = f"http://127.0.0.1:{port}"
         server = Server(
@@ -115,6 +120,12 @@ def main():
                 "--insecure-cookies",
                 "--provider-a-issuer", provider.issuer,
                 "--provider-a-client-id", "asof-browser",
+                "--billing-api-url", processor.url,
+                "--billing-secret-key", "sk_test_asof_fake_4eC39HqLyjWDarjtT1zdp7dc",
+                "--billing-webhook-secret", "whsec_asof_fake_5f1d2c3b4a69788796a5b4c3d2e1f0",
+                "--billing-price-researcher", "price_1ResearcherMonthly",
+                "--billing-price-power", "price_1PowerMonthly",
+                "--billing-price-desk", "price_1DeskMonthly",
             ],
         )
         foreign = []
@@ -125,7 +136,7 @@ def main():
                 context.grant_permissions(["clipboard-read", "clipboard-write"], origin=base)
                 page = context.new_page()
                 page.on("dialog", lambda d: d.accept())
-                page.on("request", lambda r: None if r.url.startswith((base, provider.issuer, "data:")) else foreign.append(r.url))
+                page.on("request", lambda r: None if r.url.startswith((base, provider.issuer, processor.url, "data:")) else foreign.append(r.url))
                 shot = lambda n: page.screenshot(path=os.path.join(args.out, f"{n}.png"), full_page=True)  # noqa: E731
                 secret = {}
 
@@ -182,20 +193,37 @@ def main():
                     r = httpx.get(f"{base}/v1/news", params=NEWS, headers={"authorization": f"Bearer {secret['key']}"})
                     assert r.status_code == 401, r.text
 
+                def buy_a_plan():
+                    page.goto("/account")
+                    expect(page.locator("#who")).to_contain_text("researcher plan")
+                    page.get_by_label(re.compile("^Desk:")).check()
+                    page.get_by_role("button", name="Continue to payment").click()
+                    # Not ticked: the browser's own check keeps the form here, nothing is sent.
+                    assert page.evaluate("document.getElementById('attestation').validity.valueMissing")
+                    assert page.url == f"{base}/account", page.url
+                    page.get_by_label(re.compile("internal purposes only")).check()
+                    page.get_by_role("button", name="Continue to payment").click()
+                    page.wait_for_url(re.compile(re.escape(processor.url) + r"/pay/cs_test_"))
+                    sent = [q for q in processor.requests() if q["path"] == "/v1/checkout/sessions"]
+                    assert len(sent) == 1 and dict(sent[0]["form"])["metadata[plan]"] == "desk", sent
+                    page.goto("/account?checkout=success")
+                    expect(page.locator("main")).to_contain_text("Your payment is being confirmed")
+                    shot("6-checkout-returned")
+
                 def sign_out():
                     page.get_by_role("button", name="Sign out").click()
                     page.wait_for_url(f"{base}/")
                     page.goto("/account")
                     page.wait_for_url(f"{base}/sign-in?error=session_ended")
                     assert "session has ended" in page.inner_text("main")
-                    shot("6-signed-out")
+                    shot("7-signed-out")
 
                 def sign_in_with_provider_a():
                     page.get_by_role("link", name="Sign in with provider A").click()
                     page.wait_for_url(f"{base}/account")
                     expect(page.locator("#who")).to_contain_text("Signed in as")
                     assert email in page.inner_text("#who")
-                    shot("7-provider-a")
+                    shot("8-provider-a")
 
                 def phone_width_and_labels():
                     page.set_viewport_size({"width": 375, "height": 800})
@@ -214,7 +242,7 @@ def main():
                     # Text contrast (WCAG AA, 4.5:1) of every visible text element on the page.
                     low = page.evaluate(CONTRAST_JS)
                     assert not low, f"text below 4.5:1 contrast: {low}"
-                    shot("8-phone")
+                    shot("9-phone")
                     assert not foreign, f"requests to other origins: {foreign}"
 
                 for name, fn in [
@@ -223,6 +251,7 @@ def main():
                     ("an_email_link_signs_in_to_the_account_page", sign_in_by_email),
                     ("a_key_is_created_copied_once_and_works", create_and_copy_a_key),
                     ("a_revoked_key_is_refused", revoke_it),
+                    ("a_plan_is_bought_only_with_the_statement_ticked", buy_a_plan),
                     ("signing_out_ends_the_session", sign_out),
                     ("provider_a_signs_in_the_same_account", sign_in_with_provider_a),
                     ("the_account_page_fits_a_phone_and_labels_every_field", phone_width_and_labels),
@@ -237,6 +266,7 @@ def main():
             server.stop()
             smtp.stop()
             provider.stop()
+            processor.stop()
     passed = sum(results)
     print(f"browser checks: {passed} passed, {STEPS - passed} failed")
     sys.exit(0 if passed == STEPS else 1)
