@@ -106,6 +106,7 @@ fn stack(state: AppState) -> Router {
                     HeaderName::from_static(AUDIT_HEADER),
                     HeaderName::from_static("mcp-session-id"),
                     HeaderName::from_static("mcp-protocol-version"),
+                    HeaderName::from_static("x-vendor-key"),
                 ])
                 .expose_headers([
                     X_REQUEST_ID,

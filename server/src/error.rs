@@ -74,6 +74,21 @@ pub enum ApiError {
     /// An inbound webhook whose signature does not verify (the reason, never the secret).
     #[error("{0}")]
     InvalidSignature(String),
+    /// A connector vendor this server has no settings for.
+    #[error("{0}")]
+    ConnectorNotConfigured(String),
+    /// The vendor refused the caller's own key (401/403 upstream).
+    #[error("vendor refused")]
+    VendorRefused,
+    /// The vendor's rate limit, its `Retry-After` passed on.
+    #[error("vendor rate limited")]
+    VendorRateLimited { retry_after: u64 },
+    /// The vendor timed out, failed or answered out of shape.
+    #[error("vendor error")]
+    VendorError,
+    /// The key already has its connector calls in flight.
+    #[error("too many connector calls")]
+    ConnectorBusy { limit: usize },
     #[error("internal error")]
     Internal,
 }
@@ -96,23 +111,25 @@ impl ApiError {
             | ApiError::CursorExpired
             | ApiError::SubscriptionActive { .. } => StatusCode::CONFLICT,
             ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
-            ApiError::Forbidden(_) | ApiError::CommercialLicenseRequired { .. } => {
-                StatusCode::FORBIDDEN
-            }
+            ApiError::Forbidden(_)
+            | ApiError::CommercialLicenseRequired { .. }
+            | ApiError::VendorRefused => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
-            ApiError::RateLimited { .. } | ApiError::TooManyStreams { .. } => {
-                StatusCode::TOO_MANY_REQUESTS
-            }
+            ApiError::RateLimited { .. }
+            | ApiError::TooManyStreams { .. }
+            | ApiError::VendorRateLimited { .. }
+            | ApiError::ConnectorBusy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Timeout { .. }
             | ApiError::Overloaded { .. }
             | ApiError::SignInNotConfigured(_)
             | ApiError::MailUnavailable
             | ApiError::ProviderUnavailable(_)
             | ApiError::BillingNotConfigured(_)
-            | ApiError::ProcessorUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::ProcessorError => StatusCode::BAD_GATEWAY,
+            | ApiError::ProcessorUnavailable
+            | ApiError::ConnectorNotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ProcessorError | ApiError::VendorError => StatusCode::BAD_GATEWAY,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -142,6 +159,11 @@ impl ApiError {
             ApiError::ProcessorUnavailable => "processor_unavailable",
             ApiError::ProcessorError => "processor_error",
             ApiError::InvalidSignature(_) => "invalid_signature",
+            ApiError::ConnectorNotConfigured(_) => "connector_not_configured",
+            ApiError::VendorRefused => "vendor_refused",
+            ApiError::VendorRateLimited { .. } => "vendor_rate_limited",
+            ApiError::VendorError => "vendor_error",
+            ApiError::ConnectorBusy { .. } => "too_many_connector_calls",
             ApiError::Internal => "internal",
         }
     }
@@ -173,6 +195,10 @@ impl ApiError {
             ApiError::SubscriptionActive { plan } => format!("you already pay for the {plan} plan; change or cancel it in the customer portal (POST /v1/billing/portal)"),
             ApiError::ProcessorUnavailable => "the payment processor could not be reached just now; retry in a minute".into(),
             ApiError::ProcessorError => "the payment processor refused the request; the request id identifies it in the service logs".into(),
+            ApiError::VendorRefused => "the vendor refused the vendor key you sent (X-Vendor-Key): check it is current and licensed for daily bars".into(),
+            ApiError::VendorRateLimited { retry_after } => format!("the vendor's rate limit for your key is spent; retry after {retry_after} seconds"),
+            ApiError::VendorError => "the vendor did not answer in time or answered out of shape; nothing partial is returned; retry later".into(),
+            ApiError::ConnectorBusy { limit } => format!("this key already has {limit} connector calls in flight; retry when one ends"),
             ApiError::Internal => "internal error; the request id identifies it in the service logs".into(),
             other => other.to_string(),
         }

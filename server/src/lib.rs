@@ -5,6 +5,7 @@
 //! - `state`: the state store and the in-process layers in front of it;
 //! - `signin`: e-mail links, OpenID Connect providers and browser sessions;
 //! - `billing`: the payment processor (outbound calls, signed inbound notifications);
+//! - `connector`: bring-your-own-key daily bars from market-data vendors;
 //! - `http`: shared state, route entries, typed queries, cursors, envelopes, middleware;
 //! - `openapi`: the description, generated from route entries;
 //! - `mcp`: the MCP endpoint, re-dispatching tool calls through the router;
@@ -13,6 +14,7 @@
 
 pub mod app;
 pub mod billing;
+pub mod connector;
 pub mod error;
 pub mod http;
 pub mod mcp;

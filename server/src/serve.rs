@@ -34,6 +34,8 @@ pub struct ServeConfig {
     pub secure_cookies: bool,
     /// The payment processor's settings.
     pub billing: crate::billing::BillingConfig,
+    /// The connector's vendors.
+    pub connector: crate::connector::ConnectorConfig,
 }
 
 pub async fn serve(cfg: ServeConfig) -> Result<()> {
@@ -65,6 +67,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         },
         sign_in: cfg.sign_in,
         billing: cfg.billing,
+        connector: cfg.connector,
         ..crate::http::Options::default()
     };
     let state = AppState::with_options(corpus, state_store, opts).await?;

@@ -7,9 +7,12 @@
 //! - [`feed`]: a local EDGAR current-filings feed replaying the recorded Atom pages.
 //! - [`processor`]: a payment processor speaking Stripe's API shape (no runnable processor
 //!   exists to test against), and Stripe's webhook signing.
+//! - [`vendors`]: two market-data vendors (an aggregates API, a daily-prices API) for the
+//!   bring-your-own-key connector.
 
 pub mod feed;
 pub mod processor;
+pub mod vendors;
 
 use std::net::TcpStream;
 use std::path::PathBuf;

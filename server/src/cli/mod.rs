@@ -172,6 +172,34 @@ pub struct ServeArgs {
     pub insecure_cookies: bool,
     #[command(flatten)]
     pub billing: BillingArgs,
+    #[command(flatten)]
+    pub connector: ConnectorArgs,
+}
+
+/// Bring-your-own-key daily bars (`/v1/connectors/{vendor}/bars`): each vendor is off (503)
+/// until its base URL is given.
+#[derive(Debug, Args)]
+pub struct ConnectorArgs {
+    /// Vendor A's API base URL (an aggregates API: /v2/aggs/ticker/...).
+    #[arg(long = "vendor-a-url", env = "ASOF_VENDOR_A_URL")]
+    pub vendor_a_url: Option<String>,
+    /// The license class in force for vendor A's data, named in each answer's origin.
+    #[arg(
+        long = "vendor-a-license-class",
+        env = "ASOF_VENDOR_A_LICENSE_CLASS",
+        default_value = "caller_licensed_internal_use"
+    )]
+    pub vendor_a_license_class: String,
+    /// Vendor B's API base URL (a daily-prices API: /daily/{ticker}/prices).
+    #[arg(long = "vendor-b-url", env = "ASOF_VENDOR_B_URL")]
+    pub vendor_b_url: Option<String>,
+    /// The license class in force for vendor B's data, named in each answer's origin.
+    #[arg(
+        long = "vendor-b-license-class",
+        env = "ASOF_VENDOR_B_LICENSE_CLASS",
+        default_value = "caller_licensed_internal_use"
+    )]
+    pub vendor_b_license_class: String,
 }
 
 /// Payment processing (Stripe's API shape). All settings or none: with any missing, checkout,
@@ -578,6 +606,8 @@ async fn query(a: QueryArgs) -> CliResult {
             param: None,
         }),
         sample: None,
+        origin: None,
+        cached: None,
     };
     let mut out = std::io::stdout().lock();
     match a.format {
@@ -916,6 +946,17 @@ async fn serve(a: ServeArgs) -> CliResult {
                 a.billing.price_desk,
             ],
             license_contact: a.billing.license_contact,
+        },
+        connector: asof_server::connector::ConnectorConfig {
+            vendor_a: a.connector.vendor_a_url.map(|url| asof_server::connector::VendorConfig {
+                url,
+                license_class: a.connector.vendor_a_license_class,
+            }),
+            vendor_b: a.connector.vendor_b_url.map(|url| asof_server::connector::VendorConfig {
+                url,
+                license_class: a.connector.vendor_b_license_class,
+            }),
+            ..Default::default()
         },
     };
     asof_server::serve::serve(cfg).await?;

@@ -69,6 +69,27 @@ pub struct Envelope<T: Serialize> {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(required = false)]
     pub sample: Option<bool>,
+    /// Connector answers only: where the results came from.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub origin: Option<Origin>,
+    /// Connector answers only: false, nothing from the vendor is kept or served to anyone else.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(required = false)]
+    pub cached: Option<bool>,
+}
+
+/// `origin` of a connector answer: the vendor, when it answered, and the license its data is
+/// under.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, ToSchema)]
+pub struct Origin {
+    /// `vendor_a` or `vendor_b`.
+    pub vendor: String,
+    /// When the vendor answered (RFC 3339 UTC with `Z`).
+    #[schema(value_type = String, example = "2026-11-25T12:00:00.123456Z")]
+    pub fetched_at: Instant,
+    /// The license class in force for this vendor's data (from the server's configuration).
+    pub license_class: String,
 }
 
 /// `coverage` of the envelope: the spec's two lists, plus how many keys `missing` left out.

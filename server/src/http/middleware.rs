@@ -213,6 +213,7 @@ async fn finish(
     };
     let cache = match res.extensions().get::<CacheKind>() {
         Some(CacheKind::Historical) => format!("{visibility}, max-age=300"),
+        Some(CacheKind::NoStore) => "no-store".to_owned(),
         _ => format!("{visibility}, max-age=0, must-revalidate"),
     };
     let etag_basis = if matches!(kind, Some(Kind::Document | Kind::LiveEnvelope)) {
@@ -385,8 +386,13 @@ pub fn error_response(ctx: &Ctx, err: &ApiError, sample: bool) -> Response {
                     .unwrap_or(HeaderValue::from_static("GET, HEAD, OPTIONS")),
             );
         }
-        ApiError::RateLimited { retry_after } | ApiError::Overloaded { retry_after } => {
+        ApiError::RateLimited { retry_after }
+        | ApiError::Overloaded { retry_after }
+        | ApiError::VendorRateLimited { retry_after } => {
             h.insert(header::RETRY_AFTER, HeaderValue::from(*retry_after));
+        }
+        ApiError::ConnectorBusy { .. } => {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(1));
         }
         ApiError::Timeout { .. } => {
             h.insert(header::RETRY_AFTER, HeaderValue::from(1));
@@ -400,7 +406,9 @@ pub fn error_response(ctx: &Ctx, err: &ApiError, sample: bool) -> Response {
             h.insert(header::RETRY_AFTER, HeaderValue::from(60));
         }
         // Only an operator can change this; a day is as good a guess as any.
-        ApiError::SignInNotConfigured(_) | ApiError::BillingNotConfigured(_) => {
+        ApiError::SignInNotConfigured(_)
+        | ApiError::BillingNotConfigured(_)
+        | ApiError::ConnectorNotConfigured(_) => {
             h.insert(header::RETRY_AFTER, HeaderValue::from(86_400));
         }
         ApiError::RangeNotSatisfiable { size } => {

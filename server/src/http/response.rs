@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::error::ApiError;
-use crate::http::envelope::{CoverageBody, Envelope, Status};
+use crate::http::envelope::{CoverageBody, Envelope, Origin, Status};
 use crate::http::state::Ctx;
 
 /// What every handler returns.
@@ -20,6 +20,9 @@ pub enum CacheKind {
     Historical,
     /// A cut at or after now, or no cut: may change as time passes.
     Live,
+    /// Third-party data fetched for this caller alone (connector bars): never stored by any
+    /// cache.
+    NoStore,
 }
 
 impl CacheKind {
@@ -66,6 +69,7 @@ pub struct Success<'a, T: Serialize> {
     coverage: Coverage,
     next_cursor: Option<String>,
     sample: bool,
+    origin: Option<Origin>,
 }
 
 /// Starts a successful envelope of `results`.
@@ -78,6 +82,7 @@ pub fn ok<T: Serialize>(ctx: &Ctx, results: Vec<T>) -> Success<'_, T> {
         coverage: Coverage::default(),
         next_cursor: None,
         sample: false,
+        origin: None,
     }
 }
 
@@ -94,6 +99,12 @@ impl<T: Serialize> Success<'_, T> {
     }
     pub fn next(mut self, cursor: Option<String>) -> Self {
         self.next_cursor = cursor;
+        self
+    }
+    /// Names where third-party results came from (`origin`, with `cached: false`); the
+    /// answer is then `no-store`.
+    pub fn origin(mut self, origin: Origin) -> Self {
+        self.origin = Some(origin);
         self
     }
     /// Watermarks the answer `sample: true` (sample routes and the keyless MCP tier).
@@ -117,7 +128,14 @@ impl<T: Serialize> IntoResponse for Success<'_, T> {
             coverage: CoverageBody::from(self.coverage),
             error: None,
             sample: self.sample.then_some(true),
+            cached: self.origin.as_ref().map(|_| false),
+            origin: self.origin,
         };
-        envelope_response(StatusCode::OK, &env, CacheKind::for_cut(self.as_of))
+        let cache = if env.origin.is_some() {
+            CacheKind::NoStore
+        } else {
+            CacheKind::for_cut(self.as_of)
+        };
+        envelope_response(StatusCode::OK, &env, cache)
     }
 }

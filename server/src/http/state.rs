@@ -45,6 +45,8 @@ struct Inner {
     mailer: Option<Mailer>,
     /// OpenID Connect providers A and B, when configured.
     providers: [Option<Provider>; 2],
+    /// Bring-your-own-key daily bars (`/v1/connectors/{vendor}/bars`).
+    connector: crate::connector::Connector,
     /// Payment processing, when every setting is given (else the settings missing).
     billing: Result<crate::billing::Billing, Vec<&'static str>>,
     /// Seals OAuth flow cookies (a state-store secret, the same on every replica).
@@ -91,6 +93,8 @@ pub struct Options {
     pub sign_in: SignInConfig,
     /// The payment processor's settings.
     pub billing: crate::billing::BillingConfig,
+    /// The connector's vendors.
+    pub connector: crate::connector::ConnectorConfig,
 }
 
 impl Default for Options {
@@ -109,6 +113,7 @@ impl Default for Options {
             sessions: SessionOptions::default(),
             sign_in: SignInConfig::default(),
             billing: crate::billing::BillingConfig::default(),
+            connector: crate::connector::ConnectorConfig::default(),
         }
     }
 }
@@ -182,6 +187,7 @@ impl AppState {
                 "billing needs --public-url (the origin checkout and the portal return to)".into(),
             ));
         }
+        let connector = crate::connector::Connector::new(&opts.connector)?;
         let scans = ScanGate::new(opts.max_concurrent_scans, opts.scan_wait);
         let mut corpus = corpus;
         corpus.set_scan_gate(scans.clone());
@@ -206,6 +212,7 @@ impl AppState {
                 mailer,
                 providers,
                 billing,
+                connector,
                 flow_key,
                 opts,
             }),
@@ -250,6 +257,11 @@ impl AppState {
                 missing.join(", ")
             ))
         })
+    }
+
+    /// The bring-your-own-key connector.
+    pub fn connector(&self) -> &crate::connector::Connector {
+        &self.inner.connector
     }
 
     /// The key OAuth flow cookies are sealed with.

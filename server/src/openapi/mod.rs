@@ -37,6 +37,7 @@ use crate::http::route::{Access, Kind, Route};
         (name = "account", description = "The caller and its keys."),
         (name = "audit", description = "Decision audit receipts (Desk plan)."),
         (name = "mcp", description = "The MCP endpoint for AI agents."),
+        (name = "connector", description = "Bring-your-own-key daily bars from your own market-data vendor (Desk plan)."),
         (name = "site", description = "The browser site: landing, sign-in and account pages, served offline by this binary."),
     ),
 )]

@@ -10,6 +10,7 @@ pub mod account;
 pub mod audit;
 pub mod auth;
 pub mod billing;
+pub mod connector;
 pub mod data;
 pub mod discovery;
 pub mod files;
@@ -68,6 +69,8 @@ pub static TABLE: &[Route] = &[
     Route::open(|| routes!(billing::webhook))
         .kind(Kind::LiveEnvelope)
         .unreceipted(),
+    // Third-party data for this caller alone: never cached (the answer says `no-store`).
+    Route::key(Plan::Desk, || routes!(connector::bars)).kind(Kind::LiveEnvelope),
     Route::key(Plan::Desk, || routes!(audit::audit_log))
         .kind(Kind::LiveEnvelope)
         .unreceipted(),
