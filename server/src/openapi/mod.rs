@@ -217,14 +217,14 @@ fn status_description(status: &str) -> &'static str {
             "`unauthorized`: missing, unknown, revoked or expired API key; on account routes, no live `svc_session` cookie (signed out, idle for 24 hours, or 14 days after sign-in)."
         }
         "403" => {
-            "`forbidden`: the key's plan lacks this route (see `plans` in `/v1/meta`); on account routes, a cookie-authenticated write sent from another site, or the plan's cap on live keys; on checkout, `commercial_license_required` (`attestation: false`: self-serve plans are internal use only; the message says where to ask for a commercial license)."
+            "`forbidden`: the key's plan lacks this route (see `plans` in `/v1/meta`); on account routes, a cookie-authenticated write sent from another site, or the plan's cap on live keys; on checkout, `commercial_license_required` (`attestation: false`: self-serve plans are internal use only; the message says where to ask for a commercial license); on the connector, `vendor_refused` (the vendor refused the `X-Vendor-Key` sent)."
         }
         "429" => {
-            "`rate_limited`: the fixed one-minute window is spent; retry after `Retry-After` seconds."
+            "`rate_limited`: the fixed one-minute window is spent; on the connector also `vendor_rate_limited` (the vendor's limit for your vendor key; its `Retry-After` passed on) or `too_many_connector_calls` (this key already has 4 vendor calls in flight). Retry after `Retry-After` seconds."
         }
         "500" => "`internal`: the request id identifies the fault in the service logs.",
         "503" => {
-            "`timeout` (the answer took longer than the service's request timeout) or `overloaded` (every scan slot stayed taken); on sign-in routes `sign_in_not_configured` (this server has no settings for that sign-in way), `mail_unavailable` (the mail server refused the message) or `provider_unavailable` (the provider could not be reached); on billing routes `billing_not_configured` (the payment processor's settings are missing; the message names them) or `processor_unavailable` (the payment processor could not be reached or is failing); retry after `Retry-After` seconds."
+            "`timeout` (the answer took longer than the service's request timeout) or `overloaded` (every scan slot stayed taken); on sign-in routes `sign_in_not_configured` (this server has no settings for that sign-in way), `mail_unavailable` (the mail server refused the message) or `provider_unavailable` (the provider could not be reached); on billing routes `billing_not_configured` (the payment processor's settings are missing; the message names them) or `processor_unavailable` (the payment processor could not be reached or is failing); on the connector `connector_not_configured` (this server has no settings for that vendor); retry after `Retry-After` seconds."
         }
         _ => "",
     }
