@@ -161,9 +161,19 @@ async fn aggs(
         k.join("&")
     };
     let (mode, auth) = v
-        .enter(&format!("/v2/aggs/ticker/{ticker}/range/1/day/{from}/{to}"), &query, &headers)
+        .enter(
+            &format!("/v2/aggs/ticker/{ticker}/range/1/day/{from}/{to}"),
+            &query,
+            &headers,
+        )
         .await;
-    let refuse = |m: &str| (StatusCode::UNAUTHORIZED, axum::Json(json!({"status": "ERROR", "request_id": "f1", "error": m}))).into_response();
+    let refuse = |m: &str| {
+        (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(json!({"status": "ERROR", "request_id": "f1", "error": m})),
+        )
+            .into_response()
+    };
     if auth.as_deref() != Some(&format!("Bearer {VENDOR_KEY}")) {
         return refuse("Unknown API Key");
     }
@@ -175,10 +185,20 @@ async fn aggs(
         _ => {}
     }
     if !TICKERS.contains(&ticker.as_str()) {
-        return (StatusCode::NOT_FOUND, axum::Json(json!({"status": "NOT_FOUND", "request_id": "f2", "message": "Ticker not found."}))).into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(
+                json!({"status": "NOT_FOUND", "request_id": "f2", "message": "Ticker not found."}),
+            ),
+        )
+            .into_response();
     }
     let Some(days) = days(&ticker, &from, &to) else {
-        return (StatusCode::BAD_REQUEST, axum::Json(json!({"status": "ERROR", "error": "bad dates"}))).into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({"status": "ERROR", "error": "bad dates"})),
+        )
+            .into_response();
     };
     let adjusted = q.get("adjusted").is_none_or(|a| a == "true");
     let mut results: Vec<Value> = days
@@ -204,23 +224,54 @@ async fn prices(
     let from = q.get("startDate").cloned().unwrap_or_default();
     let to = q.get("endDate").cloned().unwrap_or_default();
     let (mode, auth) = v
-        .enter(&format!("/daily/{ticker}/prices"), &format!("endDate={to}&startDate={from}"), &headers)
+        .enter(
+            &format!("/daily/{ticker}/prices"),
+            &format!("endDate={to}&startDate={from}"),
+            &headers,
+        )
         .await;
     if auth.as_deref() != Some(&format!("Token {VENDOR_KEY}")) {
-        return (StatusCode::UNAUTHORIZED, axum::Json(json!({"detail": "Invalid token."}))).into_response();
+        return (
+            StatusCode::UNAUTHORIZED,
+            axum::Json(json!({"detail": "Invalid token."})),
+        )
+            .into_response();
     }
     match mode {
-        Mode::Refuse => return (StatusCode::FORBIDDEN, axum::Json(json!({"detail": "Your plan does not include this data."}))).into_response(),
-        Mode::RateLimit => return (StatusCode::TOO_MANY_REQUESTS, [("retry-after", "17")], axum::Json(json!({"detail": "Rate limit exceeded."}))).into_response(),
-        Mode::Garbage => return (StatusCode::OK, axum::Json(json!({"detail": "not a list"}))).into_response(),
+        Mode::Refuse => {
+            return (
+                StatusCode::FORBIDDEN,
+                axum::Json(json!({"detail": "Your plan does not include this data."})),
+            )
+                .into_response();
+        }
+        Mode::RateLimit => {
+            return (
+                StatusCode::TOO_MANY_REQUESTS,
+                [("retry-after", "17")],
+                axum::Json(json!({"detail": "Rate limit exceeded."})),
+            )
+                .into_response();
+        }
+        Mode::Garbage => {
+            return (StatusCode::OK, axum::Json(json!({"detail": "not a list"}))).into_response();
+        }
         Mode::Fail => return (StatusCode::BAD_GATEWAY, "upstream").into_response(),
         _ => {}
     }
     if !TICKERS.contains(&ticker.as_str()) {
-        return (StatusCode::NOT_FOUND, axum::Json(json!({"detail": format!("Error: Ticker '{ticker}' not found")}))).into_response();
+        return (
+            StatusCode::NOT_FOUND,
+            axum::Json(json!({"detail": format!("Error: Ticker '{ticker}' not found")})),
+        )
+            .into_response();
     }
     let Some(days) = days(&ticker, &from, &to) else {
-        return (StatusCode::BAD_REQUEST, axum::Json(json!({"detail": "bad dates"}))).into_response();
+        return (
+            StatusCode::BAD_REQUEST,
+            axum::Json(json!({"detail": "bad dates"})),
+        )
+            .into_response();
     };
     let mut rows: Vec<Value> = days
         .iter()

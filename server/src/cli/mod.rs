@@ -901,64 +901,69 @@ fn interval_seconds(s: &str) -> Result<std::time::Duration, String> {
 }
 
 async fn serve(a: ServeArgs) -> CliResult {
-    let cfg = asof_server::serve::ServeConfig {
-        listen: a.listen,
-        corpus: a.corpus.corpus,
-        database_url: a.database_url,
-        reload_interval: a.reload_interval,
-        trust_forwarded_for: a.trust_forwarded_for,
-        public_requests_per_minute: a.public_rate_limit,
-        request_timeout: std::time::Duration::from_secs(a.request_timeout),
-        max_concurrent_scans: a.max_scans as usize,
-        scan_wait: std::time::Duration::from_millis(a.scan_wait_ms),
-        file_url_ttl: std::time::Duration::from_secs(a.file_url_ttl),
-        file_requests_per_minute: a.file_rate_limit,
-        public_url: a.public_url.clone(),
-        max_streams_per_key: a.max_streams_per_key as usize,
-        shutdown_grace: std::time::Duration::from_secs(a.shutdown_grace),
-        sign_in: asof_server::signin::SignInConfig {
-            mail: a.smtp_url.zip(a.mail_from),
-            provider_a: provider(
-                "provider_a",
-                a.provider_a.issuer,
-                a.provider_a.client_id,
-                a.provider_a.client_secret,
-                a.provider_a.redirect_url,
-                a.public_url.as_deref(),
-            )?,
-            provider_b: provider(
-                "provider_b",
-                a.provider_b.issuer,
-                a.provider_b.client_id,
-                a.provider_b.client_secret,
-                a.provider_b.redirect_url,
-                a.public_url.as_deref(),
-            )?,
-        },
-        secure_cookies: !a.insecure_cookies,
-        billing: asof_server::billing::BillingConfig {
-            api_url: a.billing.api_url,
-            secret_key: a.billing.secret_key,
-            webhook_secret: a.billing.webhook_secret,
-            prices: [
-                a.billing.price_researcher,
-                a.billing.price_power,
-                a.billing.price_desk,
-            ],
-            license_contact: a.billing.license_contact,
-        },
-        connector: asof_server::connector::ConnectorConfig {
-            vendor_a: a.connector.vendor_a_url.map(|url| asof_server::connector::VendorConfig {
-                url,
-                license_class: a.connector.vendor_a_license_class,
-            }),
-            vendor_b: a.connector.vendor_b_url.map(|url| asof_server::connector::VendorConfig {
-                url,
-                license_class: a.connector.vendor_b_license_class,
-            }),
-            ..Default::default()
-        },
-    };
+    let cfg =
+        asof_server::serve::ServeConfig {
+            listen: a.listen,
+            corpus: a.corpus.corpus,
+            database_url: a.database_url,
+            reload_interval: a.reload_interval,
+            trust_forwarded_for: a.trust_forwarded_for,
+            public_requests_per_minute: a.public_rate_limit,
+            request_timeout: std::time::Duration::from_secs(a.request_timeout),
+            max_concurrent_scans: a.max_scans as usize,
+            scan_wait: std::time::Duration::from_millis(a.scan_wait_ms),
+            file_url_ttl: std::time::Duration::from_secs(a.file_url_ttl),
+            file_requests_per_minute: a.file_rate_limit,
+            public_url: a.public_url.clone(),
+            max_streams_per_key: a.max_streams_per_key as usize,
+            shutdown_grace: std::time::Duration::from_secs(a.shutdown_grace),
+            sign_in: asof_server::signin::SignInConfig {
+                mail: a.smtp_url.zip(a.mail_from),
+                provider_a: provider(
+                    "provider_a",
+                    a.provider_a.issuer,
+                    a.provider_a.client_id,
+                    a.provider_a.client_secret,
+                    a.provider_a.redirect_url,
+                    a.public_url.as_deref(),
+                )?,
+                provider_b: provider(
+                    "provider_b",
+                    a.provider_b.issuer,
+                    a.provider_b.client_id,
+                    a.provider_b.client_secret,
+                    a.provider_b.redirect_url,
+                    a.public_url.as_deref(),
+                )?,
+            },
+            secure_cookies: !a.insecure_cookies,
+            billing: asof_server::billing::BillingConfig {
+                api_url: a.billing.api_url,
+                secret_key: a.billing.secret_key,
+                webhook_secret: a.billing.webhook_secret,
+                prices: [
+                    a.billing.price_researcher,
+                    a.billing.price_power,
+                    a.billing.price_desk,
+                ],
+                license_contact: a.billing.license_contact,
+            },
+            connector: asof_server::connector::ConnectorConfig {
+                vendor_a: a.connector.vendor_a_url.map(|url| {
+                    asof_server::connector::VendorConfig {
+                        url,
+                        license_class: a.connector.vendor_a_license_class,
+                    }
+                }),
+                vendor_b: a.connector.vendor_b_url.map(|url| {
+                    asof_server::connector::VendorConfig {
+                        url,
+                        license_class: a.connector.vendor_b_license_class,
+                    }
+                }),
+                ..Default::default()
+            },
+        };
     asof_server::serve::serve(cfg).await?;
     Ok(ExitCode::SUCCESS)
 }

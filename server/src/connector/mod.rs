@@ -209,7 +209,10 @@ impl Connector {
                 let u = url::Url::parse(&c.url)
                     .map_err(|e| Error::Config(format!("{} {:?}: {e}", v.flag(), c.url)))?;
                 if !matches!(u.scheme(), "http" | "https") {
-                    return Err(Error::Config(format!("{} must be an http(s) URL", v.flag())));
+                    return Err(Error::Config(format!(
+                        "{} must be an http(s) URL",
+                        v.flag()
+                    )));
                 }
                 if c.license_class.trim().is_empty() {
                     return Err(Error::Config(format!("{v:?} needs a license class")));
@@ -306,10 +309,7 @@ impl Connector {
                 return Err(Fault::RateLimited { retry_after });
             }
             _ => {
-                return Err(Fault::Upstream(format!(
-                    "GET {}: {status}",
-                    path_of(url)
-                )));
+                return Err(Fault::Upstream(format!("GET {}: {status}", path_of(url))));
             }
         }
         let mut body = Vec::new();

@@ -46,12 +46,17 @@ pub(super) async fn fetch(
         let page: Page = serde_json::from_slice(&body)
             .map_err(|e| Fault::Upstream(format!("vendor_a answer is not its shape: {e}")))?;
         if !matches!(page.status.as_str(), "OK" | "DELAYED") {
-            return Err(Fault::Upstream(format!("vendor_a status {:?}", page.status)));
+            return Err(Fault::Upstream(format!(
+                "vendor_a status {:?}",
+                page.status
+            )));
         }
         let adjusted = page.adjusted.unwrap_or(req.adjusted);
         for a in page.results {
             bars.push(Bar {
-                date: Instant::from_micros(a.t.saturating_mul(1_000)).day().to_string(),
+                date: Instant::from_micros(a.t.saturating_mul(1_000))
+                    .day()
+                    .to_string(),
                 open: a.o,
                 high: a.h,
                 low: a.l,
@@ -89,7 +94,10 @@ mod tests {
     #[test]
     fn next_pages_are_followed_only_on_the_configured_origin() {
         let base = "http://127.0.0.1:9000";
-        assert!(same_origin("http://127.0.0.1:9000/v2/aggs/x?cursor=1", base));
+        assert!(same_origin(
+            "http://127.0.0.1:9000/v2/aggs/x?cursor=1",
+            base
+        ));
         assert!(!same_origin("http://127.0.0.1:9001/v2/aggs/x", base));
         assert!(!same_origin("https://127.0.0.1:9000/v2/aggs/x", base));
         assert!(!same_origin("http://evil.example/v2", base));

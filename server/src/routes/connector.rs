@@ -19,7 +19,12 @@ use crate::http::{AppState, Caller, Ctx, Reply, ok};
 #[derive(Debug, Clone, utoipa::ToSchema)]
 pub struct BarsBody {
     /// 1 to 16 letters, digits, `.` or `-` (matched case-insensitively), as the vendor lists it.
-    #[schema(min_length = 1, max_length = 16, pattern = r"^[A-Za-z0-9.\-]{1,16}$", example = "AAPL")]
+    #[schema(
+        min_length = 1,
+        max_length = 16,
+        pattern = r"^[A-Za-z0-9.\-]{1,16}$",
+        example = "AAPL"
+    )]
     pub ticker: String,
     /// First trading day wanted (`YYYY-MM-DD`).
     #[schema(value_type = String, format = Date, example = "2024-01-02")]
@@ -35,11 +40,17 @@ pub struct BarsBody {
 impl FromJson for BarsBody {
     const FIELDS: &'static [&'static str] = &["ticker", "start", "end", "adjusted"];
     fn from_object(o: &serde_json::Map<String, serde_json::Value>) -> Result<Self, ApiError> {
-        let t = ticker(&required_string(o, "ticker", "the symbol, e.g. AAPL")?, "ticker")?;
+        let t = ticker(
+            &required_string(o, "ticker", "the symbol, e.g. AAPL")?,
+            "ticker",
+        )?;
         let day = |name: &str| -> Result<Day, ApiError> {
             let s = required_string(o, name, "a date, YYYY-MM-DD")?;
             Day::parse_param(name, &s).map_err(|_| {
-                ApiError::invalid(name, format!("{name} must be a date, YYYY-MM-DD; got {s:?}"))
+                ApiError::invalid(
+                    name,
+                    format!("{name} must be a date, YYYY-MM-DD; got {s:?}"),
+                )
             })
         };
         let (start, end) = (day("start")?, day("end")?);
@@ -78,6 +89,7 @@ impl FromJson for BarsBody {
         ("X-Vendor-Key" = String, Header, description = "Your own credential with this vendor: used for this one call, never stored, logged or echoed."),
     ),
     request_body(content = BarsBody, content_type = "application/json"),
+    security(("bearer" = [])),
     responses(
         (status = 200, description = "`results`: the bars, by date; `origin` and `cached: false` beside them.", body = Envelope<Bar>),
         (status = 404, description = "`not_found`: the vendor has no daily bars for this ticker."),
@@ -92,9 +104,8 @@ pub(crate) async fn bars(
     Q(_): Q<NoQuery>,
     body: axum::extract::Request,
 ) -> Reply {
-    let vendor = Vendor::parse(&vendor).ok_or_else(|| {
-        ApiError::invalid("vendor", "vendor must be vendor_a or vendor_b")
-    })?;
+    let vendor = Vendor::parse(&vendor)
+        .ok_or_else(|| ApiError::invalid("vendor", "vendor must be vendor_a or vendor_b"))?;
     let key = VendorKey::parse(headers.get("x-vendor-key"))?;
     let Json(b) = Json::<BarsBody>::from_request(body, &()).await?;
     let req = BarsRequest {
