@@ -544,3 +544,35 @@ async fn a_desk_audit_request_for_the_description_counts_as_skipped() {
     assert_eq!(after.skipped, before.skipped + 1);
     assert_eq!(after.enqueued, before.enqueued);
 }
+
+/// Every `$ref` of the description names a schema it defines (a path parameter's type is
+/// the easiest to leave undefined).
+#[tokio::test]
+async fn every_reference_in_the_description_resolves() {
+    fn walk(v: &Value, refs: &mut Vec<String>) {
+        match v {
+            Value::Object(o) => {
+                if let Some(Value::String(r)) = o.get("$ref") {
+                    refs.push(r.clone());
+                }
+                o.values().for_each(|v| walk(v, refs));
+            }
+            Value::Array(a) => a.iter().for_each(|v| walk(v, refs)),
+            _ => {}
+        }
+    }
+    let t = setup().await;
+    let doc = description(&t).await;
+    let mut refs = Vec::new();
+    walk(&doc, &mut refs);
+    assert!(refs.len() > 50);
+    for r in refs {
+        let name = r
+            .strip_prefix("#/components/schemas/")
+            .unwrap_or_else(|| panic!("a reference outside the schemas: {r}"));
+        assert!(
+            doc["components"]["schemas"].get(name).is_some(),
+            "{r} is not defined"
+        );
+    }
+}

@@ -85,7 +85,7 @@ impl FromJson for BarsBody {
 #[utoipa::path(post, path = "/v1/connectors/{vendor}/bars", tag = "connector", operation_id = "connector_bars",
     params(
         NoQuery,
-        ("vendor" = Vendor, Path, description = "`vendor_a` (an aggregates API) or `vendor_b` (a daily-prices API)."),
+        ("vendor" = inline(Vendor), Path, description = "`vendor_a` (an aggregates API) or `vendor_b` (a daily-prices API)."),
         ("X-Vendor-Key" = String, Header, description = "Your own credential with this vendor: used for this one call, never stored, logged or echoed."),
     ),
     request_body(content = BarsBody, content_type = "application/json"),
