@@ -10,9 +10,12 @@
 //! dated rows. A query then reads only the pages that can hold its page of rows, through an
 //! arrow-rs `RowSelection` with the footer kept in memory.
 //!
-//! Access files are derived at publish time from the partitions of their year (only years a
-//! publish touched are derived again; unchanged years keep their objects) and listed,
-//! hash-checked, in the manifest's `access` list. They are never authoritative: the
+//! Access files are derived at publish time from the partitions of their year and listed,
+//! hash-checked, in the manifest's `access` list. A later publish that adds rows to a year
+//! writes them as a small delta file (`delta-<sha>.parquet` and its sidecar, same layout) next
+//! to the year's base file instead of deriving the year again, so a daily ingest costs its own
+//! rows, not the year's; the read path merges runs whose spans overlap (a base and its deltas).
+//! The year is derived whole again when its deltas reach a quarter of its base ([`update`]). They are never authoritative: the
 //! DataFusion scan over partitions answers the same queries, and a differential test holds the
 //! two to the same answers.
 
@@ -40,7 +43,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{KeyValue, PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
-use crate::clock::{Instant, Lane, SourceId};
+use crate::clock::{Day, Instant, Lane, SourceId};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, ObjectEntry, PartitionEntry};
 use crate::read::{get_checked, read_partition};
@@ -59,11 +62,22 @@ pub const ROW_GROUP_ROWS: usize = 65_536;
 const META_DATA_SHA: &str = "asof.access.data_sha256";
 const META_SUPERSESSIONS: &str = "asof.access.supersessions";
 const SIDECAR_SUFFIX: &str = ".cik-index.parquet";
+/// File-name prefix of a group's delta files (rows added since its base was derived).
+pub const DELTA_PREFIX: &str = "delta-";
+/// A group is derived whole again once its deltas hold 1/`DELTA_RATIO` of its base's rows.
+pub const DELTA_RATIO: u64 = 4;
+/// Delta files per group beyond which they are merged into one.
+pub const MAX_DELTAS: usize = 8;
 
 /// The access group of a partition: source, lane and UTC year. Only sources whose rows carry
 /// a CIK are clustered (today `sec.edgar`).
 pub fn group_of(p: &PartitionEntry) -> Option<(SourceId, Lane, i32)> {
-    (p.source_id == SourceId::SecEdgar).then(|| (p.source_id, p.lane, p.date.to_date().year()))
+    group_of_day(p.source_id, p.lane, p.date)
+}
+
+/// The access group of a source-lane-day, if its source is clustered.
+pub fn group_of_day(source: SourceId, lane: Lane, day: Day) -> Option<(SourceId, Lane, i32)> {
+    (source == SourceId::SecEdgar).then(|| (source, lane, day.to_date().year()))
 }
 
 /// The folder holding the access objects of one group.
@@ -219,8 +233,19 @@ fn encode_sidecar(
 /// entries (data first). Deterministic: the same rows give the same bytes and paths.
 pub async fn write_group(
     store: &CorpusStore,
+    group: (SourceId, Lane, i32),
+    rows: Vec<NewsRow>,
+) -> Result<Vec<ObjectEntry>> {
+    write_file(store, group, rows, "").await
+}
+
+/// Writes one clustered file and its sidecar; `prefix` is `""` for a group's base file and
+/// [`DELTA_PREFIX`] for a delta.
+async fn write_file(
+    store: &CorpusStore,
     (source, lane, year): (SourceId, Lane, i32),
     mut rows: Vec<NewsRow>,
+    prefix: &str,
 ) -> Result<Vec<ObjectEntry>> {
     rows.sort_by(access_order);
     let batch = to_batch(&rows)?;
@@ -237,7 +262,7 @@ pub async fn write_group(
     drop(batch);
     let data_sha = sha256_hex(&data);
     let dir = group_dir(source, lane, year);
-    let data_path = format!("{dir}{data_sha}.parquet");
+    let data_path = format!("{dir}{prefix}{data_sha}.parquet");
     let mut supersessions: Vec<(String, i64)> = rows
         .iter()
         .filter_map(|r| {
@@ -249,7 +274,7 @@ pub async fn write_group(
     supersessions.sort();
     let sidecar = encode_sidecar(&slots_of(&rows), &data_sha, &supersessions)?;
     let sidecar_sha = sha256_hex(&sidecar);
-    let sidecar_path = format!("{dir}{data_sha}{SIDECAR_SUFFIX}");
+    let sidecar_path = format!("{dir}{prefix}{data_sha}{SIDECAR_SUFFIX}");
     let entries = vec![
         ObjectEntry {
             kind: KIND_CLUSTERED.into(),
@@ -303,6 +328,90 @@ pub async fn derive(
     manifest.access.extend(fresh);
     manifest.access.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(())
+}
+
+/// How the access files of one group changed in a publish ([`update`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upkeep {
+    /// The rows added became one more delta file.
+    Delta,
+    /// The group's deltas and the rows added became one delta file.
+    DeltasMerged,
+    /// The group was derived whole from its partitions (no base yet, or deltas grew too big).
+    Derived,
+}
+
+/// Keeps the access files of the groups a publish added rows to, reading as little as it can:
+/// rows added to a group that has a base file become a small delta file of their own (the
+/// read path merges a base and its deltas), so a daily ingest never re-derives a year. When a
+/// group's deltas hold [`1/DELTA_RATIO`](DELTA_RATIO) of its base's rows the group is derived
+/// whole again from its partitions; past [`MAX_DELTAS`] files its deltas merge into one.
+/// Groups in `missing` (partitions without any access file) are derived whole.
+pub async fn update(
+    store: &CorpusStore,
+    manifest: &mut Manifest,
+    added: BTreeMap<(SourceId, Lane, i32), Vec<NewsRow>>,
+    missing: &HashSet<(SourceId, Lane, i32)>,
+) -> Result<BTreeMap<(SourceId, Lane, i32), Upkeep>> {
+    let mut out = BTreeMap::new();
+    let mut whole: HashSet<(SourceId, Lane, i32)> = missing.clone();
+    for (g, rows) in added {
+        if whole.contains(&g) {
+            continue;
+        }
+        let dir = group_dir(g.0, g.1, g.2);
+        let files: Vec<&ObjectEntry> = manifest
+            .access
+            .iter()
+            .filter(|e| e.kind == KIND_CLUSTERED && e.path.starts_with(&dir))
+            .collect();
+        let is_delta = |e: &ObjectEntry| e.path[dir.len()..].starts_with(DELTA_PREFIX);
+        let base_rows: u64 = files
+            .iter()
+            .filter(|e| !is_delta(e))
+            .map(|e| e.row_count)
+            .sum();
+        let deltas: Vec<ObjectEntry> = files
+            .iter()
+            .filter(|e| is_delta(e))
+            .map(|e| (*e).clone())
+            .collect();
+        let delta_rows = deltas.iter().map(|e| e.row_count).sum::<u64>() + rows.len() as u64;
+        if base_rows == 0 || delta_rows * DELTA_RATIO >= base_rows {
+            whole.insert(g);
+            continue;
+        }
+        let (mut rows, upkeep) = (
+            rows,
+            if deltas.len() >= MAX_DELTAS {
+                Upkeep::DeltasMerged
+            } else {
+                Upkeep::Delta
+            },
+        );
+        if upkeep == Upkeep::DeltasMerged {
+            for d in &deltas {
+                let bytes = get_checked(store, &d.path, &d.sha256).await?;
+                rows.extend(crate::read::decode_parquet(&d.path, bytes)?);
+            }
+            let gone: HashSet<String> = deltas
+                .iter()
+                .flat_map(|d| {
+                    let stem = d.path.strip_suffix(".parquet").unwrap_or(&d.path);
+                    [d.path.clone(), format!("{stem}{SIDECAR_SUFFIX}")]
+                })
+                .collect();
+            manifest.access.retain(|e| !gone.contains(&e.path));
+        }
+        manifest
+            .access
+            .extend(write_file(store, g, rows, DELTA_PREFIX).await?);
+        out.insert(g, upkeep);
+    }
+    derive(store, manifest, &whole).await?;
+    out.extend(whole.into_iter().map(|g| (g, Upkeep::Derived)));
+    manifest.access.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(out)
 }
 
 /// A clustered file ready to read: its path and footer (with the offset index) in memory.
@@ -647,50 +756,42 @@ impl AccessIndex {
         let mut out = Vec::new();
         let slots = self.slots(source, lane, cik);
         if !bounds.after_nulls {
-            'slots: for s in slots {
-                if s.dated == 0 {
-                    continue;
+            // Runs by their first dated row. Runs whose spans overlap (a year's base file and
+            // its deltas) form one cluster, read together and merged; clusters follow each
+            // other in time, so the answer is the first clusters' rows in order.
+            let mut dated: Vec<&Slot> = slots.iter().filter(|s| s.dated > 0).collect();
+            dated.sort_by_key(|s| (s.min_published, s.file));
+            let mut i = 0;
+            while i < dated.len() && out.len() < want {
+                let mut j = i + 1;
+                let mut max = dated[i].max_published;
+                while j < dated.len() && dated[j].min_published <= max {
+                    max = max.max(dated[j].max_published);
+                    j += 1;
                 }
-                if let (Some(lo), Some(max)) = (bounds.lower, s.max_published)
-                    && max < lo
-                {
-                    continue;
-                }
-                if let (Some(hi), Some(min)) = (bounds.upper, s.min_published)
+                let cluster = &dated[i..j];
+                i = j;
+                if let (Some(hi), Some(min)) = (bounds.upper, cluster[0].min_published)
                     && min > hi
                 {
                     break;
                 }
-                let nb = s.fences.len();
-                // Block k holds dated rows [128k, 128(k+1)); its first row has fence k.
-                let k_lo = bounds.lower.map_or(0, |lo| {
-                    s.fences.partition_point(|&f| f < lo).saturating_sub(1)
-                });
-                let k_hi = bounds
-                    .upper
-                    .map_or(nb, |hi| s.fences.partition_point(|&f| f <= hi));
-                let mut k = k_lo;
-                while k < k_hi {
-                    let need = want.saturating_sub(out.len());
-                    // Enough blocks for the rows still wanted, plus one when the first block may
-                    // begin before the lower bound.
-                    let blocks = need.div_ceil(BLOCK_ROWS).max(1)
-                        + usize::from(bounds.lower.is_some() && k == k_lo);
-                    let k_end = (k + blocks).min(k_hi);
-                    let from = s.start + (k * BLOCK_ROWS) as u64;
-                    let to = s.start + ((k_end * BLOCK_ROWS) as u64).min(u64::from(s.dated));
-                    for r in self
-                        .read_rows(store, s.file, std::slice::from_ref(&(from..to)))
-                        .await?
-                    {
-                        if keep(&r) {
-                            out.push(r);
-                            if out.len() >= want {
-                                break 'slots;
-                            }
-                        }
+                let need = want - out.len();
+                if let [one] = cluster {
+                    // `out` holds the earlier clusters' rows: the run fills it up to `want`.
+                    self.read_run(store, one, bounds, want, keep, &mut out)
+                        .await?;
+                } else {
+                    let mut merged = Vec::new();
+                    for s in cluster {
+                        let mut part = Vec::new();
+                        self.read_run(store, s, bounds, need, keep, &mut part)
+                            .await?;
+                        merged.extend(part);
                     }
-                    k = k_end;
+                    merged.sort_by(access_order);
+                    merged.truncate(need);
+                    out.extend(merged);
                 }
             }
             if out.len() >= want || bounds.dated_only {
@@ -710,10 +811,65 @@ impl AccessIndex {
                     .filter(|r| keep(r)),
             );
         }
-        undated.sort_by(|a, b| a.id.cmp(&b.id));
+        undated.sort_by(access_order);
         out.extend(undated);
         out.truncate(want);
         Ok(out)
+    }
+
+    /// Appends to `out` the kept dated rows of one run, in order, until `out` holds `want` rows
+    /// in all (rows already in `out` count).
+    async fn read_run(
+        &self,
+        store: &CorpusStore,
+        s: &Slot,
+        bounds: Bounds,
+        want: usize,
+        keep: &(dyn Fn(&NewsRow) -> bool + Sync),
+        out: &mut Vec<NewsRow>,
+    ) -> Result<()> {
+        if let (Some(lo), Some(max)) = (bounds.lower, s.max_published)
+            && max < lo
+        {
+            return Ok(());
+        }
+        if let (Some(hi), Some(min)) = (bounds.upper, s.min_published)
+            && min > hi
+        {
+            return Ok(());
+        }
+        let nb = s.fences.len();
+        // Block k holds dated rows [128k, 128(k+1)); its first row has fence k.
+        let k_lo = bounds.lower.map_or(0, |lo| {
+            s.fences.partition_point(|&f| f < lo).saturating_sub(1)
+        });
+        let k_hi = bounds
+            .upper
+            .map_or(nb, |hi| s.fences.partition_point(|&f| f <= hi));
+        let mut k = k_lo;
+        while k < k_hi {
+            let need = want.saturating_sub(out.len());
+            // Enough blocks for the rows still wanted, plus one when the first block may begin
+            // before the lower bound.
+            let blocks =
+                need.div_ceil(BLOCK_ROWS).max(1) + usize::from(bounds.lower.is_some() && k == k_lo);
+            let k_end = (k + blocks).min(k_hi);
+            let from = s.start + (k * BLOCK_ROWS) as u64;
+            let to = s.start + ((k_end * BLOCK_ROWS) as u64).min(u64::from(s.dated));
+            for r in self
+                .read_rows(store, s.file, std::slice::from_ref(&(from..to)))
+                .await?
+            {
+                if keep(&r) {
+                    out.push(r);
+                    if out.len() >= want {
+                        return Ok(());
+                    }
+                }
+            }
+            k = k_end;
+        }
+        Ok(())
     }
 
     /// Every revision of one record id of one CIK, across all covered source-lanes.
@@ -869,7 +1025,10 @@ mod tests {
     /// A corpus of ~900 rows: one big filer (several 128-row blocks per year), small ones,
     /// rows without `published_at`, a forward lane with `available_at`, and a second publish
     /// that corrects some rows (revisions).
-    async fn random_corpus(seed: u64) -> (tempfile::TempDir, CorpusStore, Vec<NewsRow>) {
+    async fn random_corpus(
+        seed: u64,
+        batched: bool,
+    ) -> (tempfile::TempDir, CorpusStore, Vec<NewsRow>) {
         let mut rng = Rng(seed);
         let mut rows = Vec::new();
         for i in 0..900u64 {
@@ -921,17 +1080,26 @@ mod tests {
         ];
         let dir = tempfile::tempdir().unwrap();
         let store = CorpusStore::local(dir.path()).unwrap();
-        publish(
-            &store,
-            ChangeSet {
-                rows: rows.clone(),
-                certifications: certs,
-                ..Default::default()
-            },
-            t("2025-04-01T00:00:00Z"),
-        )
-        .await
-        .unwrap();
+        // Most rows first, then small batches: each later batch becomes delta files of the
+        // years it touches, which the index path must merge with their base files.
+        let mut certs = Some(certs);
+        let mut batches = vec![&rows[..if batched { 820 } else { rows.len() }]];
+        if batched {
+            batches.extend(rows[820..].chunks(20));
+        }
+        for (i, batch) in batches.into_iter().enumerate() {
+            publish(
+                &store,
+                ChangeSet {
+                    rows: batch.to_vec(),
+                    certifications: certs.take().unwrap_or_default(),
+                    ..Default::default()
+                },
+                Instant::from_micros(t("2025-04-01T00:00:00Z").micros() + i as i64),
+            )
+            .await
+            .unwrap();
+        }
         // Corrections: a later capture moves some publication instants.
         let mut corrected: Vec<NewsRow> = Vec::new();
         for r in &rows {
@@ -972,11 +1140,27 @@ mod tests {
 
     #[tokio::test]
     async fn index_path_and_datafusion_scan_agree_on_random_queries_and_page_walks() {
-        let (_dir, store, rows) = random_corpus(0x5eed_0001).await;
+        // Once over years published whole, once over years with delta files.
+        for batched in [false, true] {
+            index_and_scan_agree(batched).await;
+        }
+    }
+
+    async fn index_and_scan_agree(batched: bool) {
+        let (_dir, store, rows) = random_corpus(0x5eed_0001, batched).await;
         let fast = Corpus::open(store.clone()).await.unwrap();
         let mut scan = Corpus::open(store).await.unwrap();
         scan.set_use_access(false);
         let index = fast.access().expect("publish derived access files");
+        if batched {
+            assert!(
+                fast.manifest()
+                    .access
+                    .iter()
+                    .any(|e| e.path.contains(&format!("/{DELTA_PREFIX}"))),
+                "the batches became delta files"
+            );
+        }
         assert!(index.covers(SourceId::SecEdgar, Lane::CertifiedPit));
         assert!(index.covers(SourceId::SecEdgar, Lane::ForwardFirstSeen));
         assert!(
@@ -1127,7 +1311,15 @@ mod tests {
             year(&m2, "2025"),
             "2025 was derived again"
         );
-        assert_eq!(m2.access.iter().map(|e| e.row_count).max(), Some(2));
+        assert_eq!(
+            m2.access
+                .iter()
+                .filter(|e| e.kind == KIND_CLUSTERED)
+                .map(|e| e.row_count)
+                .max(),
+            Some(2),
+            "one row added to a one-row year derives the year again"
+        );
         crate::verify::verify(&store, None).await.unwrap();
     }
 }

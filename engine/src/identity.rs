@@ -424,6 +424,98 @@ pub fn dedup_names(names: Vec<NameInterval>) -> Vec<NameInterval> {
         .collect()
 }
 
+/// The observations an identity file was built from: each evidence file with the pairs whose
+/// intervals cite it (every observation that showed a pair is cited by exactly one interval of
+/// that pair), so `build_intervals(observations_of(f))` gives `f`'s intervals back.
+pub fn observations_of(file: &IdentityFile) -> Vec<Observation> {
+    let mut out: Vec<Observation> = file
+        .evidence
+        .iter()
+        .map(|e| Observation {
+            evidence: e.clone(),
+            cik_scope: e.scope.strip_prefix("cik:").map(str::to_owned),
+            pairs: BTreeSet::new(),
+        })
+        .collect();
+    for t in &file.tickers {
+        for &i in &t.evidence {
+            if let Some(o) = out.get_mut(i as usize) {
+                o.pairs.insert((t.ticker.clone(), t.cik.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// A company name interval observed in one evidence file (a submissions capture's
+/// `formerNames` and current name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedName {
+    pub file: String,
+    pub name: NameInterval,
+}
+
+/// The identity file after new observations: the old file's observations and the new ones
+/// (an evidence file already held, same name and sha256, is not counted twice) rebuilt into
+/// intervals with the same knowable-then rules as a build from scratch, and the name intervals
+/// of both. Ingesting ticker lists and submissions one after the other gives the identity a
+/// single build of all of them gives.
+pub fn update(
+    held: Option<&IdentityFile>,
+    observations: Vec<Observation>,
+    names: Vec<ObservedName>,
+) -> IdentityFile {
+    let mut all = held.map(observations_of).unwrap_or_default();
+    for o in observations {
+        let known = all
+            .iter()
+            .any(|h| h.evidence.file == o.evidence.file && h.evidence.sha256 == o.evidence.sha256);
+        if !known {
+            all.push(o);
+        }
+    }
+    let old_names: Vec<ObservedName> = held
+        .map(|f| {
+            f.names
+                .iter()
+                .flat_map(|n| {
+                    n.evidence.iter().filter_map(|&i| {
+                        f.evidence.get(i as usize).map(|e| ObservedName {
+                            file: e.file.clone(),
+                            name: NameInterval {
+                                evidence: vec![],
+                                ..n.clone()
+                            },
+                        })
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let (evidence, tickers) = build_intervals(all);
+    let index_of: BTreeMap<&str, u32> = evidence
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.file.as_str(), i as u32))
+        .collect();
+    let names = dedup_names(
+        old_names
+            .into_iter()
+            .chain(names)
+            .map(|o| NameInterval {
+                evidence: index_of.get(o.file.as_str()).copied().into_iter().collect(),
+                ..o.name
+            })
+            .collect(),
+    );
+    IdentityFile {
+        format: FORMAT.into(),
+        evidence,
+        tickers,
+        names,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -499,6 +591,60 @@ mod tests {
         assert_eq!(old[0].valid_to, t("2025-12-09T12:00:00Z"));
         let new: Vec<_> = iv.iter().filter(|i| i.ticker == "NEW").collect();
         assert_eq!(new[0].valid_from, t("2025-12-09T12:00:00Z"));
+    }
+
+    #[test]
+    fn observations_added_one_at_a_time_give_the_identity_of_one_build() {
+        let all = vec![
+            obs(
+                "a.json",
+                "2026-01-01T00:00:00Z",
+                None,
+                &[("AAA", "1"), ("BBB", "2")],
+            ),
+            obs(
+                "b.json",
+                "2026-01-08T00:00:00Z",
+                None,
+                &[("AAA", "1"), ("CCC", "2")],
+            ),
+            obs(
+                "sub.json",
+                "2026-01-10T00:00:00Z",
+                Some("2"),
+                &[("CCC", "2")],
+            ),
+            obs("c.json", "2026-02-20T00:00:00Z", None, &[("AAA", "3")]),
+        ];
+        let name = |file: &str, n: &str, from: &str, to: &str| ObservedName {
+            file: file.into(),
+            name: NameInterval {
+                cik: "2".into(),
+                name: n.into(),
+                from: from.parse().unwrap(),
+                to: to.parse().unwrap(),
+                evidence: vec![],
+            },
+        };
+        let names = vec![
+            name("sub.json", "OLD NAME", "2020-01-01", "2025-12-31"),
+            name("sub.json", "NEW NAME", "2026-01-01", "2026-01-10"),
+        ];
+        let once = update(None, all.clone(), names.clone());
+        let mut stepwise: Option<IdentityFile> = None;
+        for o in all.clone() {
+            let n = if o.evidence.file == "sub.json" {
+                names.clone()
+            } else {
+                vec![]
+            };
+            stepwise = Some(update(stepwise.as_ref(), vec![o], n));
+        }
+        assert_eq!(stepwise.as_ref(), Some(&once));
+        // The same files again change nothing.
+        assert_eq!(update(Some(&once), all, names), once);
+        let (ev, tickers) = build_intervals(observations_of(&once));
+        assert_eq!((ev, tickers), (once.evidence.clone(), once.tickers.clone()));
     }
 
     #[test]

@@ -11,6 +11,8 @@ pub mod coverage;
 pub mod cut;
 pub mod error;
 pub mod identity;
+pub mod ids;
+pub mod lists;
 pub mod manifest;
 pub mod publish;
 pub mod read;

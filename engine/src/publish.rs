@@ -8,7 +8,7 @@
 //! crash are unreferenced (content-addressed, so a retry rewrites the same paths with the same
 //! bytes) and nothing published is ever rewritten in place.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -21,6 +21,8 @@ use crate::access;
 use crate::clock::{Day, Instant, Lane, SourceId};
 use crate::error::{Error, Result};
 use crate::identity::IdentityFile;
+use crate::ids;
+use crate::lists::{self, ListState};
 use crate::manifest::{
     Certification, ClockStats, FORMAT, Manifest, ObjectEntry, PartitionEntry, SampleSet,
     derive_spans,
@@ -39,6 +41,8 @@ pub struct ChangeSet {
     pub identity: Option<IdentityFile>,
     /// Replaces the sample set when given.
     pub sample: Option<SampleSet>,
+    /// Replaces the list state of each source-lane given ([`crate::lists`]).
+    pub lists: Vec<(SourceId, Lane, ListState)>,
     pub notes: BTreeMap<String, String>,
 }
 
@@ -164,26 +168,59 @@ pub async fn publish_onto(
         },
     };
 
-    // Index the parent's current revision of every record id (revisions chain by `supersedes`).
+    // What of the parent this publish reads: for each source-lane it adds rows to, the
+    // partitions of the days those rows land on (rewritten with them) and of the days the id
+    // runs say hold a revision of one of its ids; nothing of other source-lanes. A source-lane
+    // without runs (a corpus written before them) is read whole once, and indexed below.
     let mut parent_rows: HashMap<(SourceId, Lane, Day), Vec<NewsRow>> = HashMap::new();
-    let mut current: HashMap<String, (String, String)> = HashMap::new(); // id -> (revision, content)
-    if parent.is_some() {
-        let mut superseded = std::collections::HashSet::new();
-        for p in &manifest.partitions {
-            let rows = read_partition(store, p).await?;
-            for r in &rows {
-                if let Some(s) = &r.supersedes {
-                    superseded.insert(s.clone());
+    // (source, lane, id) -> (current revision, content): ids are unique within a source-lane
+    // only (the forward and certified lanes of EDGAR share accession ids).
+    let mut current: HashMap<(SourceId, Lane, String), (String, String)> = HashMap::new();
+    let mut unindexed: HashSet<(SourceId, Lane)> = HashSet::new();
+    if let Some((_, pm)) = &parent {
+        // Per source-lane: the ids added, and the days their rows land on.
+        type Wanted<'a> = BTreeMap<(SourceId, Lane), (HashSet<&'a str>, BTreeSet<Day>)>;
+        let mut wanted: Wanted = BTreeMap::new();
+        for r in &changes.rows {
+            let (ids, days) = wanted.entry((r.source_id, r.lane)).or_default();
+            ids.insert(r.id.as_str());
+            days.extend(r.partition_day());
+        }
+        for ((source, lane), (ids, mut days)) in wanted {
+            match ids::days_holding(store, pm, source, lane, ids.iter().copied()).await? {
+                Some(held) => days.extend(held),
+                None => {
+                    unindexed.insert((source, lane));
+                    days.extend(
+                        pm.partitions
+                            .iter()
+                            .filter(|p| p.source_id == source && p.lane == lane)
+                            .map(|p| p.date),
+                    );
                 }
             }
-            parent_rows.insert((p.source_id, p.lane, p.date), rows);
-        }
-        for r in parent_rows.values().flatten() {
-            if !superseded.contains(&r.revision_id) {
-                current.insert(
-                    r.id.clone(),
-                    (r.revision_id.clone(), r.content_sha256.clone()),
-                );
+            let mut superseded = HashSet::new();
+            for p in pm
+                .partitions
+                .iter()
+                .filter(|p| p.source_id == source && p.lane == lane && days.contains(&p.date))
+            {
+                let rows = read_partition(store, p).await?;
+                superseded.extend(rows.iter().filter_map(|r| r.supersedes.clone()));
+                parent_rows.insert((source, lane, p.date), rows);
+            }
+            // Every revision of a wanted id is in a partition read (the runs name each day
+            // holding one), so its chain is whole here.
+            for ((s, l, _), rows) in &parent_rows {
+                if (*s, *l) != (source, lane) {
+                    continue;
+                }
+                for r in rows.iter().filter(|r| !superseded.contains(&r.revision_id)) {
+                    current.insert(
+                        (source, lane, r.id.clone()),
+                        (r.revision_id.clone(), r.content_sha256.clone()),
+                    );
+                }
             }
         }
     }
@@ -198,7 +235,8 @@ pub async fn publish_onto(
             ));
         }
         let mut row = row.seal();
-        match current.get(&row.id) {
+        let key = (row.source_id, row.lane, row.id.clone());
+        match current.get(&key) {
             Some((_, content)) if *content == row.content_sha256 => {
                 unchanged += 1;
                 continue;
@@ -206,10 +244,7 @@ pub async fn publish_onto(
             Some((rev, _)) => row.supersedes = Some(rev.clone()),
             None => row.supersedes = None,
         }
-        current.insert(
-            row.id.clone(),
-            (row.revision_id.clone(), row.content_sha256.clone()),
-        );
+        current.insert(key, (row.revision_id.clone(), row.content_sha256.clone()));
         let day = row.partition_day().ok_or_else(|| {
             Error::invalid(
                 "rows",
@@ -223,12 +258,40 @@ pub async fn publish_onto(
         added += 1;
     }
 
-    // Step 1: partitions, access files and identity objects.
-    let mut groups: HashSet<(SourceId, Lane, i32)> = new_by_day
-        .keys()
-        .filter(|(s, ..)| *s == SourceId::SecEdgar)
-        .map(|&(s, l, d)| (s, l, d.to_date().year()))
+    // Step 1: partitions, id runs, access files and identity objects.
+    let mut fresh_ids = ids::entries_by_lane(new_by_day.values().flatten());
+    // A source-lane read whole because it had no runs gets a run of all its rows, once it
+    // changes (an identical re-ingest still publishes nothing).
+    let migrating: Vec<(SourceId, Lane)> = unindexed
+        .into_iter()
+        .filter(|l| fresh_ids.contains_key(l))
         .collect();
+    for lane in migrating {
+        let all = ids::entries_by_lane(
+            parent_rows
+                .iter()
+                .filter(|((s, l, _), _)| (*s, *l) == lane)
+                .flat_map(|(_, rows)| rows),
+        );
+        for (k, v) in all {
+            fresh_ids.entry(k).or_default().extend(v);
+        }
+    }
+    let mut fresh_ids: Vec<_> = fresh_ids.into_iter().collect();
+    fresh_ids.sort_by_key(|(k, _)| *k);
+    for ((source, lane), entries) in fresh_ids {
+        ids::add(store, &mut manifest, source, lane, entries).await?;
+    }
+    // Rows added per access group (sources clustered by CIK), for their delta files.
+    let mut added_by_group: BTreeMap<(SourceId, Lane, i32), Vec<NewsRow>> = BTreeMap::new();
+    for ((source, lane, day), rows) in &new_by_day {
+        if let Some(g) = access::group_of_day(*source, *lane, *day) {
+            added_by_group
+                .entry(g)
+                .or_default()
+                .extend(rows.iter().cloned());
+        }
+    }
     for ((source, lane, day), mut rows) in new_by_day {
         if let Some(old) = parent_rows.remove(&(source, lane, day)) {
             rows.extend(old);
@@ -242,8 +305,9 @@ pub async fn publish_onto(
     manifest
         .partitions
         .sort_by_key(|p| (p.source_id, p.lane, p.date));
-    // Access files of the years this publish touched, and of any year that has none yet (a
-    // corpus published before access files existed gets them on its next publish).
+    // Years with partitions and no access file at all (a corpus published before access files
+    // existed) are derived whole on this publish.
+    let mut missing = HashSet::new();
     for p in &manifest.partitions {
         if let Some((s, l, y)) = access::group_of(p)
             && !manifest
@@ -251,10 +315,13 @@ pub async fn publish_onto(
                 .iter()
                 .any(|e| e.path.starts_with(&access::group_dir(s, l, y)))
         {
-            groups.insert((s, l, y));
+            missing.insert((s, l, y));
         }
     }
-    access::derive(store, &mut manifest, &groups).await?;
+    access::update(store, &mut manifest, added_by_group, &missing).await?;
+    for (source, lane, state) in &changes.lists {
+        lists::write(store, &mut manifest, *source, *lane, state).await?;
+    }
     if let Some(identity) = changes.identity {
         manifest.identity = vec![write_identity(store, &identity).await?];
     }
@@ -529,6 +596,161 @@ mod tests {
         assert!(!again.changed);
         assert_eq!(again.version, first.version);
         assert_eq!(again.rows_unchanged, 2);
+    }
+
+    fn rows_of(dir: &std::path::Path, m: &Manifest) -> Vec<NewsRow> {
+        m.partitions
+            .iter()
+            .flat_map(|p| {
+                let bytes = std::fs::read(dir.join(&p.path)).unwrap();
+                crate::read::decode_parquet(&p.path, Bytes::from(bytes)).unwrap()
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_revision_on_another_day_supersedes_the_one_the_id_runs_point_to() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let mut first: Vec<NewsRow> = (0..30)
+            .map(|i| {
+                edgar(
+                    &format!("0000000001-26-{i:06}"),
+                    "1",
+                    Some(&format!("2026-01-{:02}T09:00:00Z", 1 + i % 28)),
+                    "2026-02-01T00:00:00Z",
+                )
+            })
+            .collect();
+        publish(
+            &store,
+            ChangeSet {
+                rows: first.clone(),
+                ..Default::default()
+            },
+            t("2026-02-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        // A correction moves record 3 from 2026-01-04 to 2026-01-20.
+        let mut fix = first.remove(3);
+        fix.published_at = Some(t("2026-01-20T10:00:00Z"));
+        fix.committed_at = Some(t("2026-02-02T00:00:00Z"));
+        let out = publish(
+            &store,
+            ChangeSet {
+                rows: vec![fix],
+                ..Default::default()
+            },
+            t("2026-02-02T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        assert_eq!((out.rows_added, out.rows_unchanged), (1, 0));
+        let (_, m) = store.current().await.unwrap();
+        let all = rows_of(dir.path(), &m);
+        let revs: Vec<&NewsRow> = all
+            .iter()
+            .filter(|r| r.id == "0000000001-26-000003_1")
+            .collect();
+        assert_eq!(revs.len(), 2);
+        let new = revs.iter().find(|r| r.supersedes.is_some()).unwrap();
+        let old = revs.iter().find(|r| r.supersedes.is_none()).unwrap();
+        assert_eq!(new.supersedes.as_deref(), Some(old.revision_id.as_str()));
+        assert_eq!(new.partition_day(), Some("2026-01-20".parse().unwrap()));
+    }
+
+    #[tokio::test]
+    async fn the_same_id_in_two_lanes_is_two_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let certified = edgar(
+            "0000000001-26-000001",
+            "1",
+            Some("2026-01-05T09:00:00Z"),
+            "2026-01-06T00:00:00Z",
+        );
+        let mut forward = certified.clone();
+        forward.lane = Lane::ForwardFirstSeen;
+        forward.available_at = Some(t("2026-01-05T09:01:00Z"));
+        forward.committed_at = Some(t("2026-01-05T09:01:00Z"));
+        for (row, at) in [
+            (forward, "2026-01-05T10:00:00Z"),
+            (certified, "2026-01-06T00:00:00Z"),
+        ] {
+            publish(
+                &store,
+                ChangeSet {
+                    rows: vec![row],
+                    ..Default::default()
+                },
+                t(at),
+            )
+            .await
+            .unwrap();
+        }
+        let (_, m) = store.current().await.unwrap();
+        let all = rows_of(dir.path(), &m);
+        assert_eq!(all.len(), 2);
+        assert!(
+            all.iter().all(|r| r.supersedes.is_none()),
+            "a certified row does not supersede the forward lane's first-seen row"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_corpus_without_id_runs_is_indexed_on_its_next_publish() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let first = publish(&store, changes(3), t("2026-03-01T00:00:00Z"))
+            .await
+            .unwrap();
+        // The same version as an engine without id runs would have written it.
+        let mut m = store.manifest(&first.version).await.unwrap();
+        m.access.retain(|e| e.kind != crate::ids::KIND_IDS);
+        m.parent = Some(first.version.clone());
+        let bare = publish_manifest(&store, m).await.unwrap();
+        let (_, m) = store.current().await.unwrap();
+        assert!(!crate::ids::indexed(
+            &m,
+            SourceId::SecEdgar,
+            Lane::CertifiedPit
+        ));
+        // An identical re-ingest still publishes nothing.
+        let again = publish(&store, changes(3), t("2026-03-02T00:00:00Z"))
+            .await
+            .unwrap();
+        assert!(!again.changed);
+        assert_eq!(again.version, bare);
+        // A change indexes the whole source-lane, old rows included.
+        let mut fix = changes(1).rows.remove(0);
+        fix.title = "8-K/A - corrected".into();
+        fix.committed_at = Some(t("2026-03-03T00:00:00Z"));
+        publish(
+            &store,
+            ChangeSet {
+                rows: vec![fix],
+                ..Default::default()
+            },
+            t("2026-03-03T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        let (_, m) = store.current().await.unwrap();
+        let runs = crate::ids::runs_of(&m, SourceId::SecEdgar, Lane::CertifiedPit);
+        assert_eq!(runs.iter().map(|r| r.row_count).sum::<u64>(), 3);
+        let days = crate::ids::days_holding(
+            &store,
+            &m,
+            SourceId::SecEdgar,
+            Lane::CertifiedPit,
+            ["0000000001-26-000002_1"],
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        assert_eq!(days.len(), 1);
+        verify(&store, None).await.unwrap();
     }
 
     #[tokio::test]

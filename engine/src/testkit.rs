@@ -93,3 +93,19 @@ pub fn january() -> Vec<crate::manifest::Certification> {
         ),
     ]
 }
+
+/// A manifest with nothing in it, for tests that add derived objects one at a time.
+pub fn empty_manifest() -> crate::manifest::Manifest {
+    crate::manifest::Manifest {
+        format: crate::manifest::FORMAT.into(),
+        created_at: t("2026-01-01T00:00:00Z"),
+        parent: None,
+        partitions: vec![],
+        certifications: vec![],
+        spans: vec![],
+        identity: vec![],
+        access: vec![],
+        notes: Default::default(),
+        sample: None,
+    }
+}

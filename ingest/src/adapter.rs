@@ -9,6 +9,7 @@
 use std::collections::BTreeMap;
 
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
+use asof_engine::identity::{Observation, ObservedName};
 use asof_engine::record::NewsRow;
 
 use crate::error::{Error, Result};
@@ -47,6 +48,11 @@ pub struct Parsed {
     /// UTC days the files cover completely by their nature (a daily index is a whole day; a
     /// full list snapshot is the whole list on its capture day). The pipeline certifies them.
     pub whole_days: Vec<Day>,
+    /// Ticker → CIK observations the files make (SEC ticker lists, submissions captures); the
+    /// pipeline folds them into the version's identity intervals.
+    pub observations: Vec<Observation>,
+    /// Company names with their validity the files show (submissions captures).
+    pub names: Vec<ObservedName>,
 }
 
 /// The state of a list at one instant.

@@ -16,6 +16,9 @@ pub enum Error {
     Engine(#[from] asof_engine::Error),
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    /// A long run (a backfill) was asked to stop; nothing of the unit in hand was published.
+    #[error("stopped on request")]
+    Stopped,
 }
 
 impl asof_engine::publish::Rebase for Error {

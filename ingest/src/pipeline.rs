@@ -10,13 +10,20 @@
 //! 5. stated and implied certifications get their evidence (file names and sha256);
 //! 6. `asof_engine::publish` writes partitions, then the manifest, then moves the pointer, so a
 //!    failure at any point leaves the previous version current.
+//!
+//! What the corpus holds is read narrowly, so an ingest costs its input and the partitions it
+//! touches, not the corpus: the version's id runs (`asof_engine::ids`) name the partitions
+//! that can hold the ingest's record ids, and a list snapshot is compared with the source-lane's
+//! list state (`asof_engine::lists`), which the ingest publishes again with its change rows.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
+use asof_engine::identity::IdentityFile;
+use asof_engine::lists::{self, ListState, Listed};
 use asof_engine::manifest::{Certification, Evidence};
 use asof_engine::publish::{ChangeSet, Published, publish_onto, rebasing};
-use asof_engine::read::read_partition;
+use asof_engine::read::{read_identity, read_partition};
 use asof_engine::record::NewsRow;
 use asof_engine::store::{CorpusStore, sha256_hex};
 use serde_json::{Value, json};
@@ -45,6 +52,8 @@ pub struct Outcome {
     /// Change rows made from list snapshots, by kind (`added`, `removed`, `modified`).
     pub changes: BTreeMap<String, usize>,
     pub certified: Vec<(Day, Day)>,
+    /// Identity observations (ticker lists, submissions captures) new to the version.
+    pub observations: usize,
 }
 
 /// Progress of a long ingest, for the CLI's progress bar.
@@ -102,34 +111,69 @@ pub fn parse_files(req: &Request) -> Result<Parsed> {
     crate::sources::parse(&req.files, &ctx)
 }
 
-/// What the store's current version holds of one source and lane: the current revision of
-/// every record, and the certifications.
+/// What the store's current version holds of one source and lane that an ingest compares
+/// its rows with: the current revision of each record it names (all records, when it brings a
+/// list snapshot, whose change rows must be compared with the whole list), and the
+/// certifications.
 #[derive(Debug, Default)]
 pub struct Held {
     pub rows: Vec<NewsRow>,
     pub certifications: Vec<Certification>,
+    /// The list as the corpus holds it, when the ingest brings a list snapshot.
+    pub list: ListState,
+    /// The version's identity file, when the ingest brings identity observations.
+    pub identity: Option<IdentityFile>,
 }
 
+/// Reads what `prepare` compares with: the partitions the version's id runs say hold a
+/// revision of one of `ids` (every partition of the source-lane if it has no runs yet), and,
+/// for a list snapshot (`list`), the source-lane's list state (folded from all its partitions
+/// if the version has none yet).
 async fn held(
     store: &CorpusStore,
     version: Option<&str>,
     source: SourceId,
     lane: Lane,
+    ids: &HashSet<&str>,
+    (list, identity): (bool, bool),
 ) -> Result<Held> {
     let Some(version) = version else {
         return Ok(Held::default());
     };
     let manifest = store.manifest(version).await?;
+    let identity = match manifest.identity.first() {
+        Some(e) if identity => Some(read_identity(store, e).await?),
+        _ => None,
+    };
+    let stored_list = if list {
+        lists::read(store, &manifest, source, lane).await?
+    } else {
+        None
+    };
+    let whole = list && stored_list.is_none();
+    let days = if whole {
+        None
+    } else {
+        asof_engine::ids::days_holding(store, &manifest, source, lane, ids.iter().copied()).await?
+    };
     let mut rows = Vec::new();
-    for p in manifest
-        .partitions
-        .iter()
-        .filter(|p| p.source_id == source && p.lane == lane)
-    {
+    for p in manifest.partitions.iter().filter(|p| {
+        p.source_id == source && p.lane == lane && days.as_ref().is_none_or(|d| d.contains(&p.date))
+    }) {
         rows.extend(read_partition(store, p).await?);
     }
     let superseded: HashSet<String> = rows.iter().filter_map(|r| r.supersedes.clone()).collect();
     rows.retain(|r| !superseded.contains(&r.revision_id));
+    let list = match stored_list {
+        Some(l) => l,
+        None if whole => {
+            let mut l = ListState::new();
+            fold(&mut l, &rows);
+            l
+        }
+        None => ListState::new(),
+    };
+    rows.retain(|r| ids.contains(r.id.as_str()));
     let certifications = manifest
         .certifications
         .into_iter()
@@ -138,6 +182,8 @@ async fn held(
     Ok(Held {
         rows,
         certifications,
+        list,
+        identity,
     })
 }
 
@@ -147,13 +193,11 @@ fn change_kind(row: &NewsRow) -> Option<String> {
     v.get("change")?.as_str().map(str::to_owned)
 }
 
-/// What the held change rows say each listed entity looks like now: entity → (last change
-/// instant, fields after it or `None` when removed, its locator, its name).
-type ListState = HashMap<String, (Instant, Option<Value>, String, String)>;
-
-fn list_state(held: &[NewsRow]) -> ListState {
-    let mut state: ListState = HashMap::new();
-    for r in held {
+/// Folds change rows into a list state: each entity takes the state its latest change (by
+/// instant) gives it. Rows that are not change rows (GLEIF's field-modification events share
+/// the source) are skipped.
+fn fold(state: &mut ListState, rows: &[NewsRow]) {
+    for r in rows {
         let (Some(entity), Some(at), Some(payload)) =
             (&r.entity_id, r.published_at, r.payload.as_deref())
         else {
@@ -163,22 +207,47 @@ fn list_state(held: &[NewsRow]) -> ListState {
             continue;
         };
         if v.get("change").is_none() {
-            continue; // an event row of a mixed source (GLEIF field modifications)
+            continue;
         }
-        let after = v.get("after").filter(|a| !a.is_null()).cloned();
+        let after = v
+            .get("after")
+            .filter(|a| !a.is_null())
+            .map(Value::to_string);
         let name = v
             .get("name")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_owned();
         match state.get(entity) {
-            Some((t, ..)) if *t >= at => {}
+            Some(held) if held.at >= at => {}
             _ => {
-                state.insert(entity.clone(), (at, after, r.source_locator.clone(), name));
+                state.insert(
+                    entity.clone(),
+                    Listed {
+                        at,
+                        after,
+                        locator: r.source_locator.clone(),
+                        name,
+                    },
+                );
             }
         }
     }
-    state
+}
+
+/// The fields a held entity had after its last change (`None` once removed).
+fn after_of(ctx: &Context, entity: &str, held: &Listed) -> Result<Option<Value>> {
+    held.after
+        .as_deref()
+        .map(serde_json::from_str)
+        .transpose()
+        .map_err(|e| {
+            asof_engine::Error::integrity(
+                format!("list state of {}/{}", ctx.source, ctx.lane),
+                format!("entity {entity}: fields are not JSON ({e})"),
+            )
+            .into()
+        })
 }
 
 /// Form prefix and human label of a list source's change rows.
@@ -256,24 +325,32 @@ fn change_rows(
         },
     ) in &snap.entries
     {
-        match state.get(entity) {
-            Some((held_at, ..)) if *held_at > at => {
-                return Err(Error::parse(
-                    file,
-                    format!("entity {entity}"),
-                    format!(
-                        "snapshot captured at {at} is older than the corpus's state of this entity (changed at {held_at}); snapshots are ingested in capture order"
-                    ),
-                ));
-            }
-            Some((_, Some(before), _, held_name)) if before == fields && held_name == name => {}
-            Some((_, Some(before), _, held_name)) => {
+        let held = state.get(entity);
+        if let Some(h) = held
+            && h.at > at
+        {
+            return Err(Error::parse(
+                file,
+                format!("entity {entity}"),
+                format!(
+                    "snapshot captured at {at} is older than the corpus's state of this entity (changed at {}); snapshots are ingested in capture order",
+                    h.at
+                ),
+            ));
+        }
+        let before = match held {
+            Some(h) => after_of(ctx, entity, h)?,
+            None => None,
+        };
+        match (held, before) {
+            (Some(h), Some(before)) if before == *fields && h.name == *name => {}
+            (Some(h), Some(before)) => {
                 make(
                     entity,
                     "modified",
                     name,
                     locator,
-                    Some((before, held_name)),
+                    Some((&before, &h.name)),
                     Some(fields),
                 );
             }
@@ -281,14 +358,15 @@ fn change_rows(
         }
     }
     if snap.full {
-        type Entry = (Instant, Option<Value>, String, String);
-        let mut gone: Vec<(&String, &Entry)> = state
+        // `state` is ordered by entity, so removals come out in that order.
+        let gone = state
             .iter()
-            .filter(|(e, s)| s.1.is_some() && !snap.entries.contains_key(*e))
-            .collect();
-        gone.sort_by(|a, b| a.0.cmp(b.0));
-        for (entity, (held_at, before, locator, name)) in gone {
-            if *held_at > at {
+            .filter(|(e, s)| s.after.is_some() && !snap.entries.contains_key(*e));
+        for (entity, h) in gone {
+            let held_at = h.at;
+            let before = after_of(ctx, entity, h)?;
+            let (locator, name) = (&h.locator, &h.name);
+            if held_at > at {
                 return Err(Error::parse(
                     file,
                     format!("entity {entity}"),
@@ -347,15 +425,39 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
     }
     let mut changes: BTreeMap<String, usize> = BTreeMap::new();
     let mut whole_days = parsed.whole_days;
+    let mut lists = Vec::new();
+    let mut observations = 0;
     if let Some(snap) = &parsed.snapshot {
-        let state = list_state(&held.rows);
-        let made = change_rows(&ctx, &state, snap, &files_label)?;
+        let made = change_rows(&ctx, &held.list, snap, &files_label)?;
         for r in &made {
             *changes
                 .entry(change_kind(r).unwrap_or_default())
                 .or_default() += 1;
         }
+        // The list after this snapshot, published with its change rows (a snapshot that
+        // changes nothing leaves the state, and the version, as they are).
+        if !made.is_empty() {
+            let mut state = held.list.clone();
+            fold(&mut state, &made);
+            lists.push((req.source, req.lane, state));
+        }
         rows.extend(made);
+    }
+
+    // Identity: the files' ticker observations and names folded into the version's intervals
+    // (the same knowable-then rules as a build of every observation at once).
+    let mut identity = None;
+    if !parsed.observations.is_empty() || !parsed.names.is_empty() {
+        let before = held.identity.as_ref().map_or(0, |f| f.evidence.len());
+        let updated = asof_engine::identity::update(
+            held.identity.as_ref(),
+            parsed.observations,
+            parsed.names,
+        );
+        observations = updated.evidence.len() - before;
+        if held.identity.as_ref() != Some(&updated) {
+            identity = Some(updated);
+        }
     }
 
     // Cumulative files: a row already held with the same facts keeps its first-seen instant.
@@ -462,6 +564,8 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
         ChangeSet {
             rows,
             certifications,
+            lists,
+            identity,
             ..Default::default()
         },
         Outcome {
@@ -473,6 +577,7 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
             },
             changes,
             certified,
+            observations,
         },
     ))
 }
@@ -492,7 +597,12 @@ pub async fn ingest(
     rebasing(|| async move {
         progress(Step::Comparing);
         let parent = store.current_version().await?;
-        let held = held(store, parent.as_deref(), req.source, req.lane).await?;
+        let ids: HashSet<&str> = parsed.rows.iter().map(|r| r.id.as_str()).collect();
+        let wants = (
+            parsed.snapshot.is_some(),
+            !parsed.observations.is_empty() || !parsed.names.is_empty(),
+        );
+        let held = held(store, parent.as_deref(), req.source, req.lane, &ids, wants).await?;
         let (changes, mut outcome) = prepare(req, parsed.clone(), &held)?;
         progress(Step::Publishing);
         outcome.published =

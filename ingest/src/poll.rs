@@ -125,6 +125,102 @@ pub struct Certified {
     pub published: Option<String>,
 }
 
+/// A backfill of EDGAR's daily indexes ([`Poller::backfill`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Backfill {
+    pub from: Day,
+    pub to: Day,
+    /// Days per publish; batches are counted from `from`, so a resumed run cuts the same ones.
+    pub batch_days: u32,
+    /// `committed_at` of every row and `certified_at` of every certification: the same value
+    /// on a resumed run gives the same versions as an uninterrupted one.
+    pub commit_time: Instant,
+}
+
+impl Backfill {
+    fn check(&self) -> Result<()> {
+        if self.from > self.to {
+            return Err(Error::config(
+                "--backfill",
+                "the range ends before it starts",
+            ));
+        }
+        if self.batch_days == 0 || self.batch_days > 366 {
+            return Err(Error::config("--batch-days", "a batch is 1..=366 days"));
+        }
+        if self.to >= self.commit_time.day() {
+            return Err(Error::config(
+                "--backfill",
+                format!(
+                    "backfill finished days only: {} is not before the commit day {}",
+                    self.to,
+                    self.commit_time.day()
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Where a backfill is, after each batch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BackfillProgress {
+    /// Days of the range done (fetched and published, or already certified).
+    pub days_done: usize,
+    pub days_total: usize,
+    /// Rows published so far by this run.
+    pub rows: usize,
+    /// The batch just done.
+    pub batch: Option<(Day, Day)>,
+}
+
+/// What a backfill did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackfillReport {
+    /// Days ingested from their daily index.
+    pub indexed: Vec<Day>,
+    /// Days EDGAR published no index for, certified empty on the quarter's listing.
+    pub empty: Vec<Day>,
+    /// Days EDGAR's listing does not show yet: left for a later run.
+    pub waiting: Vec<Day>,
+    /// Days skipped because the corpus already certified them (an earlier run, or a listing
+    /// an earlier batch ingested: it certifies every day of its quarter EDGAR skipped).
+    pub skipped_days: usize,
+    pub batches: usize,
+    pub rows: usize,
+    /// Versions published, one per batch that added something.
+    pub versions: Vec<String>,
+    /// Set when `stop` ended the run: the first day of the batch abandoned.
+    pub stopped_at: Option<Day>,
+}
+
+/// The EDGAR certified-lane certifications of the current version, as day ranges.
+async fn certified_days(store: &CorpusStore) -> Result<Vec<(Day, Day)>> {
+    Ok(match store.current_version().await? {
+        Some(v) => store
+            .manifest(&v)
+            .await?
+            .certifications
+            .iter()
+            .filter(|c| c.source_id == SourceId::SecEdgar && c.lane == Lane::CertifiedPit)
+            .map(|c| (c.from, c.to))
+            .collect(),
+        None => vec![],
+    })
+}
+
+/// The ingest of fetched daily indexes (and listings) committed at `at`.
+fn daily_request(files: Vec<InputFile>, at: Instant) -> Request {
+    Request {
+        source: SourceId::SecEdgar,
+        lane: Lane::CertifiedPit,
+        commit_time: at,
+        captured_at: Some(at),
+        certify: None,
+        files,
+    }
+}
+
 /// A fetched page's validators, sent back on the next poll.
 #[derive(Debug, Clone, Default)]
 struct Validators {
@@ -273,43 +369,69 @@ impl Poller {
     /// its `Content-Length` fails the pass); a day before the quarter's last listed index with
     /// none is certified empty, the listing as evidence; a later day waits.
     pub async fn poll_certified(&mut self, store: &CorpusStore, through: Day) -> Result<Certified> {
-        let last = match store.current_version().await? {
-            Some(v) => store
-                .manifest(&v)
-                .await?
-                .certifications
-                .iter()
-                .filter(|c| c.source_id == SourceId::SecEdgar && c.lane == Lane::CertifiedPit)
-                .map(|c| c.to)
-                .max(),
-            None => None,
-        };
+        let last = certified_days(store).await?.iter().map(|&(_, to)| to).max();
         let floor = Day::from_days(through.days() - self.cfg.backfill_days as i32 + 1);
         let start = last.map_or(floor, |d| d.next().max(floor));
+        if start > through {
+            return Ok(Certified {
+                indexed: vec![],
+                empty: vec![],
+                waiting: vec![],
+                published: None,
+            });
+        }
+        let days: Vec<Day> = (start.days()..=through.days())
+            .map(Day::from_days)
+            .collect();
+        let (files, mut out) = self.fetch_days(&days, &|_| false).await?;
+        let Some(files) = files else {
+            return Ok(out);
+        };
+        let now = Instant::now();
+        let outcome = pipeline::ingest(store, daily_request(files, now), &|_| {}).await?;
+        out.published = outcome
+            .published
+            .changed
+            .then(|| outcome.published.version.clone());
+        Ok(out)
+    }
+
+    /// Fetches the daily indexes of `days` (sorted) and, for days with none, the quarter's
+    /// listing as evidence; `None` files when nothing was found. `stop` is asked before each
+    /// request: when it says stop, the days are abandoned with [`Error::Stopped`].
+    async fn fetch_days(
+        &mut self,
+        days: &[Day],
+        stop: &(dyn Fn(Day) -> bool + Sync),
+    ) -> Result<(Option<Vec<InputFile>>, Certified)> {
         let mut out = Certified {
             indexed: vec![],
             empty: vec![],
             waiting: vec![],
             published: None,
         };
-        if start > through {
-            return Ok(out);
-        }
+        let wanted: std::collections::BTreeSet<Day> = days.iter().copied().collect();
         let mut files = Vec::new();
-        let mut quarter = None;
-        for d in (start.days()..=through.days()).map(Day::from_days) {
-            let date = d.to_date();
-            let (year, q) = (date.year(), (u8::from(date.month()) - 1) / 3 + 1);
-            if quarter == Some((year, q)) {
-                continue;
-            }
-            quarter = Some((year, q));
+        let mut quarters: Vec<(i32, u8)> = days
+            .iter()
+            .map(|d| {
+                let date = d.to_date();
+                (date.year(), (u8::from(date.month()) - 1) / 3 + 1)
+            })
+            .collect();
+        quarters.dedup();
+        for (year, q) in quarters {
             let dir = format!("/Archives/edgar/daily-index/{year}/QTR{q}/");
             let listing_url = self
                 .cfg
                 .base_url
                 .join(&format!("{dir}index.json"))
                 .expect("static path");
+            if let Some(&d) = days.first()
+                && stop(d)
+            {
+                return Err(Error::Stopped);
+            }
             let listing = match self.fetch(listing_url.clone()).await? {
                 Page::Body(b) => b,
                 // A quarter not begun at EDGAR yet: its days wait.
@@ -322,8 +444,10 @@ impl Poller {
             self.validators.remove(&listing_url.to_string());
             let name = listing_url.to_string();
             let (listed, unpublished) = crate::sources::edgar::daily_listing(&name, &listing)?;
-            let in_range = |x: &Day| *x >= start && *x <= through;
-            for &day in listed.iter().filter(|x| in_range(x)) {
+            for &day in listed.iter().filter(|x| wanted.contains(x)) {
+                if stop(day) {
+                    return Err(Error::Stopped);
+                }
                 let compact = day.to_string().replace('-', "");
                 let url = self
                     .cfg
@@ -348,7 +472,10 @@ impl Poller {
                     }
                 }
             }
-            let empty: Vec<Day> = unpublished.into_iter().filter(|x| in_range(x)).collect();
+            let empty: Vec<Day> = unpublished
+                .into_iter()
+                .filter(|x| wanted.contains(x))
+                .collect();
             if !empty.is_empty() {
                 out.empty.extend(empty);
                 files.push(InputFile {
@@ -359,28 +486,87 @@ impl Poller {
         }
         let covered: std::collections::BTreeSet<Day> =
             out.indexed.iter().chain(&out.empty).copied().collect();
-        out.waiting = (start.days()..=through.days())
-            .map(Day::from_days)
+        out.waiting = days
+            .iter()
+            .copied()
             .filter(|d| !covered.contains(d))
             .collect();
-        if files.is_empty() {
-            return Ok(out);
-        }
-        let now = Instant::now();
-        let req = Request {
-            source: SourceId::SecEdgar,
-            lane: Lane::CertifiedPit,
-            commit_time: now,
-            captured_at: Some(now),
-            certify: None,
-            files,
+        Ok(((!files.is_empty()).then_some(files), out))
+    }
+
+    /// Backfills EDGAR's daily indexes over `plan.from..=plan.to` in fixed batches of
+    /// `plan.batch_days` days counted from `plan.from`, one publish per batch (all or nothing),
+    /// every row and certification committed at `plan.commit_time`. Days the corpus already
+    /// certifies are skipped, so a run stopped or killed part-way and started again with the
+    /// same plan fetches only what is missing and reaches the version an uninterrupted run
+    /// reaches. `stop` is asked before every request; when it says stop, the batch in hand is
+    /// abandoned (nothing of it published) and the report says where to resume.
+    pub async fn backfill(
+        &mut self,
+        store: &CorpusStore,
+        plan: &Backfill,
+        progress: &(dyn Fn(&BackfillProgress) + Sync),
+        stop: &(dyn Fn() -> bool + Sync),
+    ) -> Result<BackfillReport> {
+        plan.check()?;
+        let mut report = BackfillReport::default();
+        let total = (plan.to.days() - plan.from.days() + 1) as usize;
+        let mut state = BackfillProgress {
+            days_done: 0,
+            days_total: total,
+            rows: 0,
+            batch: None,
         };
-        let outcome = pipeline::ingest(store, req, &|_| {}).await?;
-        out.published = outcome
-            .published
-            .changed
-            .then(|| outcome.published.version.clone());
-        Ok(out)
+        let mut batch_from = plan.from;
+        while batch_from <= plan.to {
+            let batch_to = Day::from_days(
+                (batch_from.days() + plan.batch_days as i32 - 1).min(plan.to.days()),
+            );
+            // What is certified is read again before each batch: a batch's evidence can
+            // certify days of later batches (a quarter's listing shows every weekend of it), so
+            // the days a batch fetches depend only on the corpus it starts from, which is the
+            // same whether the run was resumed or not.
+            let certified = certified_days(store).await?;
+            let days: Vec<Day> = (batch_from.days()..=batch_to.days())
+                .map(Day::from_days)
+                .filter(|&d| !certified.iter().any(|&(from, to)| from <= d && d <= to))
+                .collect();
+            let span = (batch_to.days() - batch_from.days() + 1) as usize;
+            state.batch = Some((batch_from, batch_to));
+            report.skipped_days += span - days.len();
+            if !days.is_empty() {
+                let fetched = self.fetch_days(&days, &|_| stop()).await;
+                let (files, got) = match fetched {
+                    Err(Error::Stopped) => {
+                        report.stopped_at = Some(batch_from);
+                        return Ok(report);
+                    }
+                    other => other?,
+                };
+                if stop() {
+                    report.stopped_at = Some(batch_from);
+                    return Ok(report);
+                }
+                if let Some(files) = files {
+                    let outcome =
+                        pipeline::ingest(store, daily_request(files, plan.commit_time), &|_| {})
+                            .await?;
+                    state.rows += outcome.published.rows_added;
+                    report.rows += outcome.published.rows_added;
+                    if outcome.published.changed {
+                        report.versions.push(outcome.published.version.clone());
+                    }
+                }
+                report.indexed.extend(got.indexed);
+                report.empty.extend(got.empty);
+                report.waiting.extend(got.waiting);
+                report.batches += 1;
+            }
+            state.days_done += span;
+            progress(&state);
+            batch_from = batch_to.next();
+        }
+        Ok(report)
     }
 
     /// One poll: every page of the listing, then one publish of the filings not yet held.

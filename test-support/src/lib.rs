@@ -4,12 +4,17 @@
 //!   URLs). The binary comes from `ASOF_S3S_FS` (default `~/.cache/asof-tools/bin/s3s-fs`,
 //!   where `scripts/test-all` installs it). Without it a test says so and passes, unless
 //!   `ASOF_REQUIRE_S3=1` (CI), where a missing server fails it.
+//! - [`counting`]: an object store recording every object read (what an ingest touched).
+//! - [`edgar_archive`]: EDGAR daily-index files and quarter listings made to measure (backfill
+//!   tests and benchmarks), served by a [`feed::Feed`].
 //! - [`feed`]: a local EDGAR current-filings feed replaying the recorded Atom pages.
 //! - [`processor`]: a payment processor speaking Stripe's API shape (no runnable processor
 //!   exists to test against), and Stripe's webhook signing.
 //! - [`vendors`]: two market-data vendors (an aggregates API, a daily-prices API) for the
 //!   bring-your-own-key connector.
 
+pub mod counting;
+pub mod edgar_archive;
 pub mod feed;
 pub mod processor;
 pub mod vendors;

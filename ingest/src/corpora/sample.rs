@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
 use asof_engine::identity::{self, EvidenceFile, IdentityFile, NameInterval, Observation};
+use asof_engine::lists::ListState;
 use asof_engine::manifest::{Certification, Evidence, SampleExample, SampleSet};
 use asof_engine::publish::{ChangeSet, Published, publish};
 use asof_engine::record::NewsRow;
@@ -371,7 +372,7 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
             captures.len()
         ),
     );
-    let (other_rows, other_certs, other_notes) = other_sources(root, commit_time)?;
+    let (other_rows, other_certs, other_notes, lists) = other_sources(root, commit_time)?;
     rows.extend(other_rows);
     certifications.extend(other_certs);
     notes.extend(other_notes);
@@ -381,6 +382,7 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
         identity: Some(identity),
         sample: Some(sample),
         notes,
+        lists,
     };
     Ok(publish(out, changes, commit_time).await?)
 }
@@ -397,8 +399,13 @@ struct SampleIngest {
 /// Rows, certifications and notes of every source but `sec.edgar`, made by the same adapters
 /// and pipeline steps as `asof ingest`, one ingest after the other (later snapshots and
 /// cumulative copies are compared with what the earlier ones added).
-/// Rows, certifications and per-source notes of the seven non-EDGAR sources.
-type OtherSources = (Vec<NewsRow>, Vec<Certification>, BTreeMap<String, String>);
+/// Rows, certifications, per-source notes and list states of the seven non-EDGAR sources.
+type OtherSources = (
+    Vec<NewsRow>,
+    Vec<Certification>,
+    BTreeMap<String, String>,
+    Vec<(SourceId, Lane, ListState)>,
+);
 
 fn other_sources(root: &Path, commit_time: Instant) -> Result<OtherSources> {
     use crate::pipeline::{Held, Request, parse_files, prepare};
@@ -495,6 +502,7 @@ fn other_sources(root: &Path, commit_time: Instant) -> Result<OtherSources> {
 
     let mut held: BTreeMap<SourceId, Held> = BTreeMap::new();
     let (mut rows, mut certs) = (Vec::new(), Vec::new());
+    let mut lists: BTreeMap<(SourceId, Lane), ListState> = BTreeMap::new();
     for step in steps {
         let files = step
             .files
@@ -542,6 +550,10 @@ fn other_sources(root: &Path, commit_time: Instant) -> Result<OtherSources> {
         }
         h.certifications
             .extend(changes.certifications.iter().cloned());
+        for (source, lane, state) in &changes.lists {
+            h.list = state.clone();
+            lists.insert((*source, *lane), state.clone());
+        }
         rows.extend(changes.rows);
         certs.extend(changes.certifications);
     }
@@ -576,5 +588,9 @@ fn other_sources(root: &Path, commit_time: Instant) -> Result<OtherSources> {
             "Sample corpus. LEI records of two golden copies (2024-07-06: 2 LEIs; 2025-05-15: 12 LEIs) as lei.added change rows, and the first page of the field-modification history of 12 LEIs. The two golden-copy days are certified for the LEIs held only, not for the whole golden copy; modification days are not certified.".to_owned(),
         ),
     ]);
-    Ok((rows, certs, notes))
+    let lists = lists
+        .into_iter()
+        .map(|((s, l), state)| (s, l, state))
+        .collect();
+    Ok((rows, certs, notes, lists))
 }

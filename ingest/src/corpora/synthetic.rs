@@ -19,12 +19,12 @@
 
 use std::collections::BTreeMap;
 
-use asof_engine::access;
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
 use asof_engine::manifest::{Certification, Evidence, FORMAT, Manifest};
 use asof_engine::publish::{publish_manifest, write_partition};
 use asof_engine::record::NewsRow;
 use asof_engine::store::CorpusStore;
+use asof_engine::{access, ids};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
@@ -288,6 +288,9 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
     };
     let (mut serial, mut written) = (0u64, 0u64);
     let mut year_rows: Vec<NewsRow> = Vec::new();
+    // Every row's id run entry (12 bytes a row), written as one run at the end, so ingests
+    // into the corpus find what it holds by id from the start.
+    let mut id_entries: Vec<ids::IdEntry> = Vec::new();
     let mut year = first.to_date().year();
     let mut run: Option<(Day, Day)> = None; // the certified range being extended
     let mut built = Built {
@@ -326,6 +329,7 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
             serial += count;
             written += rows.len() as u64;
             year_rows.extend(rows.iter().cloned());
+            id_entries.extend(rows.iter().map(|r| ids::entry(&r.id, day)));
             manifest.partitions.push(
                 write_partition(store, SourceId::SecEdgar, Lane::CertifiedPit, day, rows).await?,
             );
@@ -344,6 +348,14 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
             .access
             .extend(access::write_group(store, group, year_rows).await?);
     }
+    ids::add(
+        store,
+        &mut manifest,
+        SourceId::SecEdgar,
+        Lane::CertifiedPit,
+        id_entries,
+    )
+    .await?;
     built.partitions = manifest.partitions.len();
     built.rows = written;
     built.version = publish_manifest(store, manifest).await?;

@@ -131,6 +131,7 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
         published_is_capture: true,
         snapshot: None,
         whole_days: vec![captured_at.day()],
+        ..Default::default()
     })
 }
 

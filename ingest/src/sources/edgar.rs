@@ -4,9 +4,10 @@
 use std::collections::BTreeMap;
 
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
-use asof_engine::identity::NameInterval;
+use asof_engine::identity::{EvidenceFile, NameInterval, Observation, ObservedName};
 use asof_engine::normalize_cik;
 use asof_engine::record::NewsRow;
+use asof_engine::store::sha256_hex;
 use serde_json::{Map, Value, json};
 
 use crate::adapter::{Context, InputFile, Parsed, non_empty, require_capture};
@@ -848,6 +849,12 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
             out.snapshot = Some(crate::sources::tickers::parse_ticker_snapshot(
                 &f.name, &f.bytes, at,
             )?);
+            // The same list is an identity observation: every ticker on it names its CIK
+            // from the capture on.
+            out.observations
+                .push(crate::sources::tickers::parse_ticker_file(
+                    base, &f.bytes, at,
+                )?);
         } else if base.to_ascii_lowercase().ends_with(".idx") {
             lane_must_be(Lane::CertifiedPit, "an EDGAR index file")?;
             let placeholder = ctx.captured_at.unwrap_or(Instant::from_micros(0));
@@ -859,18 +866,40 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
             out.whole_days.extend(unpublished_days(&f.name, &f.bytes)?);
         } else if head == Some(b'{') {
             lane_must_be(Lane::CertifiedPit, "a submissions file")?;
-            let (cik, at) = match submissions_name(base) {
-                Ok((cik, _, at)) => (cik, at),
+            let (cik, page, at) = match submissions_name(base) {
+                Ok(named) => named,
                 Err(_) => {
                     let at = require_capture(ctx, &f.name)?;
                     let cik = base
                         .strip_prefix("CIK")
                         .map(|r| r.chars().take_while(char::is_ascii_digit).collect())
                         .unwrap_or_default();
-                    (cik, at)
+                    (cik, base.contains("-submissions-"), at)
                 }
             };
             let s = parse_submissions(&f.name, &f.bytes, &cik, at)?;
+            // A company's own capture (not an older-filings page) says which tickers it had
+            // and its names: identity observations scoped to that CIK.
+            if !page && s.name.is_some() {
+                out.observations.push(Observation {
+                    evidence: EvidenceFile {
+                        file: base.to_owned(),
+                        sha256: sha256_hex(&f.bytes),
+                        observed_at: at,
+                        scope: format!("cik:{}", s.cik),
+                    },
+                    cik_scope: Some(s.cik.clone()),
+                    pairs: s
+                        .tickers
+                        .iter()
+                        .map(|t| (t.clone(), s.cik.clone()))
+                        .collect(),
+                });
+                out.names.extend(s.names.iter().map(|n| ObservedName {
+                    file: base.to_owned(),
+                    name: n.clone(),
+                }));
+            }
             captures.push((at, f.name.clone(), s.rows));
         } else if head == Some(b'<') {
             lane_must_be(Lane::ForwardFirstSeen, "a current-filings Atom page")?;

@@ -148,6 +148,7 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
         published_is_capture: false,
         snapshot: None,
         whole_days: vec![],
+        ..Default::default()
     })
 }
 

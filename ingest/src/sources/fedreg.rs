@@ -79,6 +79,7 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
         published_is_capture: false,
         snapshot: None,
         whole_days: whole_days.into_iter().collect(),
+        ..Default::default()
     })
 }
 

@@ -54,6 +54,7 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
         published_is_capture: false,
         snapshot: snap.finish(),
         whole_days: Vec::new(),
+        ..Default::default()
     })
 }
 

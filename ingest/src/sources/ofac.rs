@@ -482,6 +482,7 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
             entries,
         }),
         whole_days: vec![captured_at.day()],
+        ..Default::default()
     })
 }
 

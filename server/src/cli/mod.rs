@@ -805,9 +805,17 @@ async fn ingest(a: IngestArgs) -> CliResult {
     let p = &outcome.published;
     if p.changed {
         eprintln!(
-            "published {} new rows ({} unchanged){}{}",
+            "published {} new rows ({} unchanged){}{}{}",
             p.rows_added,
             p.rows_unchanged,
+            if outcome.observations == 0 {
+                String::new()
+            } else {
+                format!(
+                    "; identity: {} new observation(s) folded into the ticker intervals",
+                    outcome.observations
+                )
+            },
             if outcome.changes.is_empty() {
                 String::new()
             } else {

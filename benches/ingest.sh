@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Ingest and backfill cost (see BENCHMARKS.md, "Ingest"): benches/ingest.sh [quick|full]
+#   1. one day's EDGAR daily index (4,000 rows) plus 50 submissions captures ingested into a
+#      copy of the bench corpus (hard links: objects are immutable, the pointer is replaced by
+#      rename), wall time and peak RSS from /usr/bin/time -v, and the same ingest into an empty
+#      corpus as the baseline of this run;
+#   2. /health p50 against `asof serve` over the bench corpus while that ingest publishes, and
+#      without one (the serving baseline);
+#   3. a backfill of 1,000 days (4,000 rows a weekday) from a local EDGAR stand-in, timed, then
+#      the same backfill killed part-way and resumed, whose final corpus_version must equal the
+#      uninterrupted run's.
+# The bench corpus is written by benches/run.sh's step (same scale names) when missing.
+# Results land in <target>/bench-results/<scale>/ingest*.txt.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scale=${1:-quick}
+case "$scale" in
+  quick) rows=2000000 days=2000 ciks=100000 ;;
+  full) rows=20000000 days=8000 ciks=780000 ;;
+  *) echo "usage: $0 [quick|full]" >&2; exit 2 ;;
+esac
+if [ -z "${CARGO_TARGET_DIR:-}" ] && [ -d "$HOME/.cache/asof-target" ]; then
+  export CARGO_TARGET_DIR="$HOME/.cache/asof-target"
+fi
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+corpus="${ASOF_BENCH_DIR:-$target/bench}/$scale"
+out="$target/bench-results/$scale"
+work="$target/bench-ingest/$scale"
+mkdir -p "$out"
+
+cargo build --release --locked -p asof-server --bin asof -p asof-test-support --bin asof-fake-edgar
+bin="$target/release/asof"
+fake="$target/release/asof-fake-edgar"
+{ echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -sr)";
+  grep -m1 'model name' /proc/cpuinfo || true; } >"$out/machine.txt"
+
+if [ ! -f "$corpus/manifests/CURRENT" ]; then
+  rm -rf "$corpus"
+  /usr/bin/time -v "$bin" bench-corpus --rows "$rows" --days "$days" --ciks "$ciks" --seed 1 \
+    --out "$corpus" 2>"$out/build.txt" | tee "$out/version.txt"
+fi
+
+rm -rf "$work"
+mkdir -p "$work"
+# The day after the corpus's last day (2026-01-31, a Saturday): Monday 2026-02-02.
+"$fake" write "$work/input" 2026-02-02 4000 50 2026-02-02T12:00:00Z
+commit=2026-02-02T23:00:00Z
+ingest() { # corpus, label
+  /usr/bin/time -v "$bin" ingest --corpus "$1" --source sec.edgar --commit-time "$commit" \
+    "$work"/input/* >"$work/$2.version" 2>"$work/$2.time"
+  printf '%-28s wall %s  peak RSS %s KiB\n' "$2" \
+    "$(awk -F': ' '/Elapsed \(wall clock\)/{print $2}' "$work/$2.time")" \
+    "$(awk -F': ' '/Maximum resident/{print $2}' "$work/$2.time")"
+}
+{
+  echo "## one day's daily index (4,000 rows) + 50 submissions captures (2,000 rows)"
+  ingest "$work/empty" "into an empty corpus"
+  cp -al "$corpus" "$work/copy"
+  ingest "$work/copy" "into the $scale bench corpus"
+  grep -h 'published' "$work"/*.time || true
+} | tee "$out/ingest.txt"
+
+# Serving while an ingest publishes: /health and a by-CIK first page, p50 over 200 requests,
+# before and during a second ingest (a fresh copy, so it publishes again).
+port=$((20000 + RANDOM % 20000))
+"$bin" serve --corpus "$corpus" --listen "127.0.0.1:$port" --database-url "sqlite://$work/state.db" \
+  >"$work/serve.log" 2>&1 &
+server=$!
+trap 'kill $server 2>/dev/null || true' EXIT
+for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
+p50() { # url
+  for _ in $(seq 1 200); do curl -s -o /dev/null -w '%{time_total}\n' "$1"; done |
+    sort -n | awk '{a[NR]=$1} END {printf "%.2f ms", a[int(NR/2)+1]*1000}'
+}
+{
+  echo "## serving while an ingest publishes (p50 of 200 sequential requests)"
+  echo "/health, idle: $(p50 "http://127.0.0.1:$port/health")"
+  rm -rf "$work/copy2"
+  cp -al "$corpus" "$work/copy2"
+  ( "$bin" ingest --corpus "$work/copy2" --source sec.edgar --commit-time "$commit" \
+      "$work"/input/* >/dev/null 2>&1 ) &
+  busy=$!
+  echo "/health, during an ingest: $(p50 "http://127.0.0.1:$port/health")"
+  wait $busy
+} | tee -a "$out/ingest.txt"
+kill $server 2>/dev/null || true
+
+# Backfill: 1,000 days ending 2025-12-31 from the local stand-in, batches of 30 days.
+"$fake" serve 2023-04-07 2025-12-31 4000 11 >"$work/edgar.url" &
+edgar=$!
+trap 'kill $edgar 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do grep -q listening "$work/edgar.url" 2>/dev/null && break; sleep 0.1; done
+url=$(awk '/listening/{print $2}' "$work/edgar.url")
+backfill=(poll --user-agent "asof bench bench@example.com" --edgar-base-url "$url"
+  --backfill 2023-04-07..2025-12-31 --batch-days 30 --commit-time 2026-01-05T00:00:00Z)
+{
+  echo "## backfill of 1,000 days (4,000 rows a weekday), batches of 30 days"
+  start=$(date +%s.%N)
+  /usr/bin/time -v "$bin" "${backfill[@]}" --corpus "$work/backfill" \
+    >"$work/backfill.version" 2>"$work/backfill.time"
+  end=$(date +%s.%N)
+  printf 'uninterrupted: %.0f s, peak RSS %s KiB, version %s\n' "$(echo "$end - $start" | bc)" \
+    "$(awk -F': ' '/Maximum resident/{print $2}' "$work/backfill.time")" "$(tail -1 "$work/backfill.version")"
+  # Killed (SIGKILL) once a third of the days are certified, then resumed.
+  "$bin" "${backfill[@]}" --corpus "$work/resumed" >/dev/null 2>&1 &
+  victim=$!
+  while kill -0 $victim 2>/dev/null; do
+    n=$(ls "$work/resumed/manifests" 2>/dev/null | grep -c json || true)
+    [ "$n" -ge 12 ] && { kill -9 $victim; break; }
+    sleep 0.5
+  done
+  wait $victim 2>/dev/null || true
+  "$bin" "${backfill[@]}" --corpus "$work/resumed" >"$work/resumed.version" 2>/dev/null
+  if [ "$(tail -1 "$work/resumed.version")" = "$(tail -1 "$work/backfill.version")" ]; then
+    echo "killed after $(($(ls "$work/resumed/manifests" | grep -c json) - 1)) publishes and resumed: same corpus_version"
+  else
+    echo "killed and resumed: DIFFERENT corpus_version $(tail -1 "$work/resumed.version")"; exit 1
+  fi
+} | tee -a "$out/ingest.txt"
+echo "results in $out/ingest.txt"

@@ -1,0 +1,547 @@
+//! Id runs: which source-day partitions hold a revision of a record id, without reading them.
+//!
+//! Why: a publisher must know the current revision of every id it adds (to supersede it or to
+//! see that nothing changed), and the ingest pipeline must know what the corpus holds of the
+//! ids it parsed (first-seen instants, the forward lane's "already seen"). Reading every
+//! partition of a source-lane for that makes one day's ingest into a 20M-row corpus cost the
+//! whole corpus. An id run answers "which days may hold id X" by reading a few kilobytes, so
+//! the publisher reads only the partitions that can hold its ids.
+//!
+//! The index of one source-lane is a small set of immutable runs (a log-structured merge):
+//! each publish that adds rows to the source-lane writes one run of `(key(id), day)` pairs for
+//! the rows it added, then merges runs of similar size ([`MERGE_RATIO`]), so a source-lane has
+//! O(log n) runs and each entry is rewritten O(log n) times over the corpus's life. A lookup
+//! asks every run; the union of their days is where the id's revisions live. Keys are the first
+//! eight bytes of the id's sha256: two ids sharing a key only make a reader open one partition
+//! more, never miss one, because readers match the real id in the rows they read.
+//!
+//! A run is one object, `snapshots/ids/<source>/<lane>/<sha256>.ids`, little-endian:
+//!
+//! ```text
+//! "ASOFIDS1"              8 bytes, magic
+//! n        u64            entries
+//! block    u32            entries per block (the fence interval)
+//! reserved u32            0
+//! entries  n × (u64 key, i32 day)   sorted by (key, day), no duplicates
+//! fences   ceil(n / block) × u64    the key of each block's first entry
+//! ```
+//!
+//! Small runs are read whole and hash-checked; a large one is read by byte ranges (header,
+//! fences, then only the blocks a key can be in), as access data files are. Runs are derived
+//! objects listed in the manifest's `access` list (kind [`KIND_IDS`]); partitions stay
+//! authoritative, and a source-lane with partitions but no run is indexed from its partitions
+//! at its next publish (a corpus written before id runs existed).
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Range;
+
+use bytes::Bytes;
+use sha2::{Digest, Sha256};
+
+use crate::clock::{Day, Lane, SourceId};
+use crate::error::{Error, Result};
+use crate::manifest::{Manifest, ObjectEntry};
+use crate::read::get_checked;
+use crate::store::{CorpusStore, sha256_hex};
+
+/// Manifest `kind` of an id run.
+pub const KIND_IDS: &str = "ids.run/1";
+/// Entries between two fences.
+pub const BLOCK: u32 = 256;
+/// A run is merged into the next larger one when it holds at least 1/`MERGE_RATIO` of it.
+pub const MERGE_RATIO: u64 = 4;
+/// Runs per source-lane beyond which the two smallest are merged whatever their sizes.
+pub const MAX_RUNS: usize = 12;
+/// Runs up to this size are read whole (and hash-checked) rather than by ranges.
+const WHOLE_READ_BYTES: u64 = 4 << 20;
+
+const MAGIC: &[u8; 8] = b"ASOFIDS1";
+const HEADER: u64 = 24;
+const ENTRY: u64 = 12;
+
+/// One `(key, day)` pair of a run.
+pub type IdEntry = (u64, i32);
+
+/// The key of a record id: the first eight bytes of its sha256, big-endian.
+pub fn key_of(id: &str) -> u64 {
+    let d = Sha256::digest(id.as_bytes());
+    u64::from_be_bytes(d[..8].try_into().expect("8 bytes"))
+}
+
+/// The entry saying `id` has a revision in the partition of `day`.
+pub fn entry(id: &str, day: Day) -> IdEntry {
+    (key_of(id), day.days())
+}
+
+/// The folder holding the runs of one source-lane.
+pub fn run_dir(source: SourceId, lane: Lane) -> String {
+    format!("snapshots/ids/{source}/{lane}/")
+}
+
+/// The runs of one source-lane listed in `manifest`.
+pub fn runs_of(manifest: &Manifest, source: SourceId, lane: Lane) -> Vec<&ObjectEntry> {
+    let dir = run_dir(source, lane);
+    manifest
+        .access
+        .iter()
+        .filter(|e| e.kind == KIND_IDS && e.path.starts_with(&dir))
+        .collect()
+}
+
+/// Whether the source-lane's runs cover its partitions: it has runs, or no partitions at all.
+pub fn indexed(manifest: &Manifest, source: SourceId, lane: Lane) -> bool {
+    !runs_of(manifest, source, lane).is_empty()
+        || !manifest
+            .partitions
+            .iter()
+            .any(|p| p.source_id == source && p.lane == lane)
+}
+
+/// Encodes sorted, deduplicated entries as a run.
+pub fn encode(entries: &[IdEntry]) -> Vec<u8> {
+    debug_assert!(entries.windows(2).all(|w| w[0] < w[1]), "sorted and unique");
+    let n = entries.len() as u64;
+    let blocks = n.div_ceil(u64::from(BLOCK));
+    let mut out = Vec::with_capacity((HEADER + n * ENTRY + blocks * 8) as usize);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&n.to_le_bytes());
+    out.extend_from_slice(&BLOCK.to_le_bytes());
+    out.extend_from_slice(&0u32.to_le_bytes());
+    for (k, d) in entries {
+        out.extend_from_slice(&k.to_le_bytes());
+        out.extend_from_slice(&d.to_le_bytes());
+    }
+    for chunk in entries.chunks(BLOCK as usize) {
+        out.extend_from_slice(&chunk[0].0.to_le_bytes());
+    }
+    out
+}
+
+/// The header of a run: entry count and block size, checked against the object's length.
+fn header(path: &str, bytes: &[u8], len: u64) -> Result<(u64, u32)> {
+    if bytes.len() < HEADER as usize || &bytes[..8] != MAGIC {
+        return Err(Error::integrity(path, "not an id run (bad magic)"));
+    }
+    let n = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+    let block = u32::from_le_bytes(bytes[16..20].try_into().expect("4 bytes"));
+    if block == 0 {
+        return Err(Error::integrity(path, "id run with a zero block size"));
+    }
+    let expected = n
+        .checked_mul(ENTRY)
+        .and_then(|e| e.checked_add(HEADER))
+        .and_then(|e| e.checked_add(n.div_ceil(u64::from(block)) * 8));
+    if expected != Some(len) {
+        return Err(Error::integrity(
+            path,
+            format!("id run of {n} entries cannot be {len} bytes long"),
+        ));
+    }
+    Ok((n, block))
+}
+
+fn decode_entries(path: &str, bytes: &[u8]) -> Result<Vec<IdEntry>> {
+    if !bytes.len().is_multiple_of(ENTRY as usize) {
+        return Err(Error::integrity(path, "id run block of a partial entry"));
+    }
+    Ok(bytes
+        .chunks_exact(ENTRY as usize)
+        .map(|c| {
+            (
+                u64::from_le_bytes(c[..8].try_into().expect("8 bytes")),
+                i32::from_le_bytes(c[8..].try_into().expect("4 bytes")),
+            )
+        })
+        .collect())
+}
+
+/// Every entry of a run, read whole and hash-checked.
+pub async fn read_run(store: &CorpusStore, e: &ObjectEntry) -> Result<Vec<IdEntry>> {
+    let bytes = get_checked(store, &e.path, &e.sha256).await?;
+    let (n, _) = header(&e.path, &bytes, bytes.len() as u64)?;
+    let end = (HEADER + n * ENTRY) as usize;
+    let entries = decode_entries(&e.path, &bytes[HEADER as usize..end])?;
+    if !entries.windows(2).all(|w| w[0] < w[1]) {
+        return Err(Error::integrity(&e.path, "id run entries out of order"));
+    }
+    Ok(entries)
+}
+
+async fn get_ranges(store: &CorpusStore, path: &str, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+    Ok(store
+        .object_store()
+        .get_ranges(&object_store::path::Path::from(path), ranges)
+        .await?)
+}
+
+async fn get_range(store: &CorpusStore, path: &str, range: Range<u64>) -> Result<Bytes> {
+    let mut got = get_ranges(store, path, std::slice::from_ref(&range)).await?;
+    got.pop()
+        .ok_or_else(|| Error::integrity(path, "a range read answered nothing"))
+}
+
+/// The days of the entries of one run whose keys are in `keys` (sorted, unique).
+async fn days_in_run(
+    store: &CorpusStore,
+    e: &ObjectEntry,
+    keys: &[u64],
+    out: &mut BTreeSet<Day>,
+) -> Result<()> {
+    let hits = |entries: &[IdEntry], out: &mut BTreeSet<Day>| {
+        for &(k, d) in entries {
+            if keys.binary_search(&k).is_ok() {
+                out.insert(Day::from_days(d));
+            }
+        }
+    };
+    if e.bytes <= WHOLE_READ_BYTES {
+        hits(&read_run(store, e).await?, out);
+        return Ok(());
+    }
+    let head = get_range(store, &e.path, 0..HEADER).await?;
+    let (n, block) = header(&e.path, &head, e.bytes)?;
+    let nblocks = n.div_ceil(u64::from(block));
+    let fences_at = HEADER + n * ENTRY;
+    let raw = get_range(store, &e.path, fences_at..fences_at + nblocks * 8).await?;
+    let fences: Vec<u64> = raw
+        .chunks_exact(8)
+        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+        .collect();
+    // Blocks that can hold a key: the last block starting at or below it, and the one before
+    // when the key starts a block (a key's entries for several days may straddle a fence).
+    let mut wanted: BTreeSet<u64> = BTreeSet::new();
+    for &k in keys {
+        let hi = fences.partition_point(|&f| f <= k);
+        if hi == 0 {
+            continue;
+        }
+        let lo = fences.partition_point(|&f| f < k);
+        for b in lo.max(1) - 1..hi {
+            wanted.insert(b as u64);
+        }
+    }
+    // Adjacent blocks become one range.
+    let mut ranges: Vec<Range<u64>> = Vec::new();
+    for b in wanted {
+        let start = HEADER + b * u64::from(block) * ENTRY;
+        let end = HEADER + ((b + 1) * u64::from(block)).min(n) * ENTRY;
+        match ranges.last_mut() {
+            Some(r) if r.end == start => r.end = end,
+            _ => ranges.push(start..end),
+        }
+    }
+    for bytes in get_ranges(store, &e.path, &ranges).await? {
+        hits(&decode_entries(&e.path, &bytes)?, out);
+    }
+    Ok(())
+}
+
+/// The days whose partitions of `source`/`lane` may hold a revision of any of `ids`, by the
+/// version's runs. `None` when the source-lane is not [`indexed`]: the caller reads all its
+/// partitions.
+pub async fn days_holding<'a>(
+    store: &CorpusStore,
+    manifest: &Manifest,
+    source: SourceId,
+    lane: Lane,
+    ids: impl IntoIterator<Item = &'a str>,
+) -> Result<Option<BTreeSet<Day>>> {
+    if !indexed(manifest, source, lane) {
+        return Ok(None);
+    }
+    let mut keys: Vec<u64> = ids.into_iter().map(key_of).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let mut out = BTreeSet::new();
+    if keys.is_empty() {
+        return Ok(Some(out));
+    }
+    for e in runs_of(manifest, source, lane) {
+        days_in_run(store, e, &keys, &mut out).await?;
+    }
+    Ok(Some(out))
+}
+
+/// One run while runs are being merged: stored already, or only in memory.
+struct Pending {
+    stored: Option<ObjectEntry>,
+    entries: Option<Vec<IdEntry>>,
+    count: u64,
+}
+
+impl Pending {
+    async fn entries(&mut self, store: &CorpusStore) -> Result<Vec<IdEntry>> {
+        match (self.entries.take(), &self.stored) {
+            (Some(e), _) => Ok(e),
+            (None, Some(s)) => read_run(store, s).await,
+            (None, None) => Ok(Vec::new()),
+        }
+    }
+}
+
+/// Merges two sorted, unique entry lists into one.
+fn merge(a: Vec<IdEntry>, b: Vec<IdEntry>) -> Vec<IdEntry> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut i, mut j) = (0, 0);
+    while i < a.len() && j < b.len() {
+        match a[i].cmp(&b[j]) {
+            std::cmp::Ordering::Less => {
+                out.push(a[i]);
+                i += 1;
+            }
+            std::cmp::Ordering::Greater => {
+                out.push(b[j]);
+                j += 1;
+            }
+            std::cmp::Ordering::Equal => {
+                out.push(a[i]);
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    out.extend_from_slice(&a[i..]);
+    out.extend_from_slice(&b[j..]);
+    out
+}
+
+/// Adds the entries of one publish to the runs of `source`/`lane` in `manifest`: writes a new
+/// run, merges runs as [`MERGE_RATIO`] and [`MAX_RUNS`] say, and replaces the source-lane's
+/// run entries in `manifest.access`. Deterministic: the same runs and entries give the same
+/// objects.
+pub async fn add(
+    store: &CorpusStore,
+    manifest: &mut Manifest,
+    source: SourceId,
+    lane: Lane,
+    mut fresh: Vec<IdEntry>,
+) -> Result<()> {
+    fresh.sort_unstable();
+    fresh.dedup();
+    if fresh.is_empty() {
+        return Ok(());
+    }
+    let mut runs: Vec<Pending> = runs_of(manifest, source, lane)
+        .into_iter()
+        .map(|e| Pending {
+            count: e.row_count,
+            stored: Some(e.clone()),
+            entries: None,
+        })
+        .collect();
+    runs.push(Pending {
+        count: fresh.len() as u64,
+        stored: None,
+        entries: Some(fresh),
+    });
+    loop {
+        // Largest first; ties by path so the merge order never depends on listing order.
+        runs.sort_by(|a, b| {
+            b.count.cmp(&a.count).then_with(|| {
+                let p = |r: &Pending| r.stored.as_ref().map(|s| s.path.clone());
+                p(a).cmp(&p(b))
+            })
+        });
+        let n = runs.len();
+        // The smallest neighbours whose sizes are within the ratio; past the run limit, the
+        // two smallest whatever their sizes.
+        let close = (1..n)
+            .rev()
+            .find(|&i| runs[i].count * MERGE_RATIO >= runs[i - 1].count);
+        let i = match close {
+            Some(i) => i,
+            None if n > MAX_RUNS => n - 1,
+            None => break,
+        };
+        let mut small = runs.remove(i);
+        let mut big = runs.remove(i - 1);
+        let merged = merge(big.entries(store).await?, small.entries(store).await?);
+        runs.push(Pending {
+            count: merged.len() as u64,
+            stored: None,
+            entries: Some(merged),
+        });
+    }
+    let dir = run_dir(source, lane);
+    manifest
+        .access
+        .retain(|e| !(e.kind == KIND_IDS && e.path.starts_with(&dir)));
+    for r in runs {
+        let entry = match (r.stored, r.entries) {
+            (Some(stored), None) => stored,
+            (_, Some(entries)) => {
+                let bytes = encode(&entries);
+                let sha = sha256_hex(&bytes);
+                let path = format!("{dir}{sha}.ids");
+                let entry = ObjectEntry {
+                    kind: KIND_IDS.into(),
+                    path: path.clone(),
+                    bytes: bytes.len() as u64,
+                    sha256: sha,
+                    row_count: entries.len() as u64,
+                };
+                store.put_immutable(&path, Bytes::from(bytes)).await?;
+                entry
+            }
+            (None, None) => continue,
+        };
+        manifest.access.push(entry);
+    }
+    manifest.access.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(())
+}
+
+/// Entries of `rows`, grouped by source-lane (rows without a partition day are skipped: the
+/// publisher refuses them before it indexes anything).
+pub fn entries_by_lane<'a>(
+    rows: impl IntoIterator<Item = &'a crate::record::NewsRow>,
+) -> HashMap<(SourceId, Lane), Vec<IdEntry>> {
+    let mut out: HashMap<(SourceId, Lane), Vec<IdEntry>> = HashMap::new();
+    for r in rows {
+        if let Some(day) = r.partition_day() {
+            out.entry((r.source_id, r.lane))
+                .or_default()
+                .push(entry(&r.id, day));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::empty_manifest;
+
+    fn ids(range: Range<u32>, day: i32) -> Vec<IdEntry> {
+        range
+            .map(|i| entry(&format!("id-{i}"), Day::from_days(day)))
+            .collect()
+    }
+
+    #[test]
+    fn a_run_encodes_its_entries_and_fences_in_the_documented_layout() {
+        let mut e = ids(0..600, 7);
+        e.sort_unstable();
+        let bytes = encode(&e);
+        assert_eq!(&bytes[..8], MAGIC);
+        let blocks = 600u64.div_ceil(u64::from(BLOCK));
+        assert_eq!(bytes.len() as u64, HEADER + 600 * ENTRY + blocks * 8);
+        assert_eq!(
+            header("x", &bytes, bytes.len() as u64).unwrap(),
+            (600, BLOCK)
+        );
+        assert!(header("x", &bytes, bytes.len() as u64 + 1).is_err());
+    }
+
+    #[tokio::test]
+    async fn lookups_find_every_day_an_id_was_written_on_across_merged_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let mut m = empty_manifest();
+        let (s, l) = (SourceId::SecEdgar, Lane::CertifiedPit);
+        add(&store, &mut m, s, l, ids(0..1000, 10)).await.unwrap();
+        // A revision of id-5 on another day, and new ids.
+        let mut more = ids(1000..1010, 11);
+        more.push(entry("id-5", Day::from_days(12)));
+        add(&store, &mut m, s, l, more).await.unwrap();
+        let days = days_holding(&store, &m, s, l, ["id-5", "id-1003", "absent"])
+            .await
+            .unwrap()
+            .unwrap();
+        let days: Vec<i32> = days.into_iter().map(Day::days).collect();
+        assert_eq!(days, vec![10, 11, 12]);
+        // Other source-lanes are not indexed by these runs.
+        assert!(
+            days_holding(&store, &m, s, Lane::ForwardFirstSeen, ["id-5"])
+                .await
+                .unwrap()
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn runs_merge_into_few_of_geometric_sizes() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let mut m = empty_manifest();
+        let (s, l) = (SourceId::SecEdgar, Lane::CertifiedPit);
+        // Batches of uneven sizes (1 to 301 ids), as real ingests are.
+        let mut next = 0u32;
+        for batch in 0..40u32 {
+            let size = (batch * 137) % 301 + 1;
+            add(&store, &mut m, s, l, ids(next..next + size, batch as i32))
+                .await
+                .unwrap();
+            next += size;
+            let mut sizes: Vec<u64> = runs_of(&m, s, l).iter().map(|e| e.row_count).collect();
+            sizes.sort_unstable_by(|a, b| b.cmp(a));
+            assert!(sizes.len() <= MAX_RUNS, "{sizes:?}");
+            for w in sizes.windows(2) {
+                assert!(w[1] * MERGE_RATIO < w[0], "{sizes:?}");
+            }
+            assert_eq!(sizes.iter().sum::<u64>(), u64::from(next));
+        }
+        let last = format!("id-{}", next - 1);
+        let days = days_holding(&store, &m, s, l, ["id-0", last.as_str()])
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            days.into_iter().map(Day::days).collect::<Vec<_>>(),
+            vec![0, 39]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_large_run_is_read_by_ranges_and_answers_like_a_whole_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let mut m = empty_manifest();
+        let (s, l) = (SourceId::SecEdgar, Lane::CertifiedPit);
+        // 400k entries (4.8 MB) is past the whole-read size; every id on two days, so a key's
+        // entries straddle fences.
+        let mut e = ids(0..200_000, 1);
+        e.extend(ids(0..200_000, 2));
+        add(&store, &mut m, s, l, e).await.unwrap();
+        let run = runs_of(&m, s, l)[0].clone();
+        assert!(run.bytes > WHOLE_READ_BYTES);
+        let probe: Vec<String> = (0..200_000)
+            .step_by(997)
+            .map(|i| format!("id-{i}"))
+            .collect();
+        for id in &probe {
+            let days = days_holding(&store, &m, s, l, [id.as_str()])
+                .await
+                .unwrap()
+                .unwrap();
+            assert_eq!(days.len(), 2, "{id}");
+        }
+        assert!(
+            days_holding(&store, &m, s, l, ["id-200000"])
+                .await
+                .unwrap()
+                .unwrap()
+                .is_empty()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_damaged_run_is_an_integrity_error_naming_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let mut m = empty_manifest();
+        let (s, l) = (SourceId::OfacSdn, Lane::CertifiedPit);
+        add(&store, &mut m, s, l, ids(0..10, 3)).await.unwrap();
+        let run = runs_of(&m, s, l)[0].clone();
+        let path = dir.path().join(&run.path);
+        let mut bytes = std::fs::read(&path).unwrap();
+        bytes[30] ^= 1;
+        std::fs::write(&path, bytes).unwrap();
+        let err = days_holding(&store, &m, s, l, ["id-1"])
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains(&run.path), "{err}");
+    }
+}

@@ -1,0 +1,182 @@
+//! An ingest into a large corpus reads what it touches, not the corpus: every object read goes
+//! through a counting store, and the test names what may be read.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use asof_engine::corpus::{Entity, NewsQuery};
+use asof_engine::coverage::Scope;
+use asof_engine::manifest::Manifest;
+use asof_engine::{Answer, Corpus, CorpusStore, Day, Instant, Lane, SourceId, VisibleBy};
+use asof_ingest::adapter::InputFile;
+use asof_ingest::corpora::synthetic::{Spec, build};
+use asof_ingest::pipeline::{Request, ingest};
+use asof_test_support::counting::CountingStore;
+use object_store::local::LocalFileSystem;
+
+fn daily_index() -> InputFile {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../snapshots/sources/sec.edgar/daily-index/company.20221003.idx");
+    InputFile {
+        name: "company.20221003.idx".into(),
+        bytes: std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
+    }
+}
+
+fn at(s: &str) -> Instant {
+    Instant::parse(s).unwrap()
+}
+
+/// A synthetic EDGAR corpus of 60k rows over 500 days ending just after the daily index's day,
+/// opened through a counting store.
+async fn big_corpus(dir: &Path) -> (CorpusStore, CountingStore) {
+    let spec = Spec {
+        rows: 60_000,
+        days: 500,
+        ciks: 5_000,
+        seed: 3,
+        last_day: "2022-10-20".parse().unwrap(),
+    };
+    build(&CorpusStore::local(dir).unwrap(), &spec, &|_| {})
+        .await
+        .unwrap();
+    let counting = CountingStore::new(Arc::new(LocalFileSystem::new_with_prefix(dir).unwrap()));
+    // A wrapped store has no conditional writes: publishers share an OS lock file instead.
+    let store = CorpusStore::from_store(Arc::new(counting.clone()), dir.display().to_string())
+        .with_publish_lock(dir.join("publish.lock"));
+    (store, counting)
+}
+
+fn request(commit: &str) -> Request {
+    Request {
+        source: SourceId::SecEdgar,
+        lane: Lane::CertifiedPit,
+        commit_time: at(commit),
+        captured_at: None,
+        certify: None,
+        files: vec![daily_index()],
+    }
+}
+
+fn partitions_read(counting: &CountingStore, m: &Manifest) -> Vec<Day> {
+    let read = counting.reads_under("snapshots/partitions/");
+    m.partitions
+        .iter()
+        .filter(|p| read.contains(&p.path))
+        .map(|p| p.date)
+        .collect()
+}
+
+#[tokio::test]
+async fn one_days_ingest_into_a_large_corpus_reads_that_days_partition_and_no_access_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, counting) = big_corpus(dir.path()).await;
+    let (_, before) = store.current().await.unwrap();
+    assert!(before.partitions.len() > 400, "{}", before.partitions.len());
+    counting.reset();
+
+    let out = ingest(&store, request("2026-11-20T00:00:00Z"), &|_| {})
+        .await
+        .unwrap();
+    assert!(out.published.changed);
+    // 4,925 lines; a filing listed twice for one filer is one record.
+    assert_eq!(
+        out.published.rows_added + out.published.rows_unchanged,
+        4925
+    );
+    let added = out.published.rows_added;
+    let day: Day = "2022-10-03".parse().unwrap();
+    assert_eq!(
+        partitions_read(&counting, &before),
+        vec![day],
+        "only the day the index lists (rewritten with its rows); reads: {:?}",
+        counting.reads().keys().collect::<Vec<_>>()
+    );
+    assert!(
+        counting.reads_under("snapshots/access/").is_empty(),
+        "the year's access files are not read: the rows become a delta file"
+    );
+    let (_, after) = store.current().await.unwrap();
+    assert!(
+        after.access.iter().any(|e| e
+            .path
+            .starts_with("snapshots/access/sec.edgar/certified_pit/2022/delta-")),
+        "the year has a delta file"
+    );
+    // Nothing else was read but the pointer, manifests and the source-lane's id runs.
+    let day_path = &before
+        .partitions
+        .iter()
+        .find(|p| p.date == day)
+        .unwrap()
+        .path;
+    for path in counting.reads().keys() {
+        assert!(
+            path == day_path
+                || path.starts_with("manifests/")
+                || path.starts_with("snapshots/ids/sec.edgar/certified_pit/"),
+            "{path} was read"
+        );
+    }
+
+    // The same file again: nothing new, and again only that day is read.
+    counting.reset();
+    let again = ingest(&store, request("2026-11-21T00:00:00Z"), &|_| {})
+        .await
+        .unwrap();
+    assert!(!again.published.changed);
+    assert_eq!(again.published.rows_unchanged, 4925);
+    assert!(added > 4_900);
+    let (_, now) = store.current().await.unwrap();
+    assert_eq!(partitions_read(&counting, &now), vec![day]);
+
+    // The index path (base plus delta) and the scan over partitions give the same first pages
+    // for the filers of that day, and the day's filings are found.
+    let fast = Corpus::open(store.clone()).await.unwrap();
+    let mut scan = Corpus::open(store.clone()).await.unwrap();
+    scan.set_use_access(false);
+    let ids = |a: Answer<asof_engine::NewsRow>| match a {
+        Answer::Page { rows, .. } => rows.into_iter().map(|r| r.id).collect::<Vec<_>>(),
+        Answer::Hole { coverage } => panic!("a hole: {:?}", coverage.missing),
+    };
+    let index = std::str::from_utf8(&daily_index().bytes)
+        .unwrap()
+        .to_owned();
+    let mut ciks: Vec<String> = index
+        .lines()
+        .filter_map(|l| {
+            l.split("edgar/data/")
+                .nth(1)?
+                .split('/')
+                .next()
+                .map(str::to_owned)
+        })
+        .collect();
+    ciks.sort();
+    ciks.dedup();
+    let mut found = 0;
+    for cik in ciks.iter().step_by(100) {
+        let q = NewsQuery {
+            source: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            visible_by: VisibleBy::PublishedAt,
+            start: None,
+            as_of: at("2022-10-10T00:00:00Z"),
+            entity: Entity::Cik(cik.clone()),
+            after: None,
+            limit: 20,
+        };
+        let got = ids(fast.news(&q, Scope::Corpus).await.unwrap());
+        found += got
+            .iter()
+            .filter(|id| id.ends_with(&format!("_{cik}")))
+            .count();
+        assert_eq!(
+            got,
+            ids(scan.news(&q, Scope::Corpus).await.unwrap()),
+            "{cik}"
+        );
+    }
+    assert!(found >= ciks.len() / 100, "{found}");
+    asof_engine::verify::verify(&store, None).await.unwrap();
+}

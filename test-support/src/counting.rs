@@ -1,0 +1,116 @@
+//! An object store that records every object read through it, so tests can assert what a
+//! publish or an ingest touched (a real store underneath; the counting is the only addition).
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+};
+
+/// Wraps a store; `reads()` lists each path read (whole or by ranges) with the bytes asked for.
+#[derive(Debug, Clone)]
+pub struct CountingStore {
+    inner: Arc<dyn ObjectStore>,
+    reads: Arc<Mutex<BTreeMap<String, u64>>>,
+}
+
+impl CountingStore {
+    pub fn new(inner: Arc<dyn ObjectStore>) -> Self {
+        CountingStore {
+            inner,
+            reads: Arc::default(),
+        }
+    }
+
+    /// Paths read since the last [`CountingStore::reset`], with the bytes returned for each
+    /// (`u64::MAX` for a whole-object read whose size was not known up front).
+    pub fn reads(&self) -> BTreeMap<String, u64> {
+        self.reads.lock().expect("not poisoned").clone()
+    }
+
+    /// Paths read under `prefix`.
+    pub fn reads_under(&self, prefix: &str) -> Vec<String> {
+        self.reads()
+            .into_keys()
+            .filter(|p| p.starts_with(prefix))
+            .collect()
+    }
+
+    pub fn reset(&self) {
+        self.reads.lock().expect("not poisoned").clear();
+    }
+
+    fn note(&self, path: &Path, bytes: u64) {
+        let mut r = self.reads.lock().expect("not poisoned");
+        let e = r.entry(path.to_string()).or_default();
+        *e = e.saturating_add(bytes);
+    }
+}
+
+impl fmt::Display for CountingStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Counting({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for CountingStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        let head = options.head;
+        let out = self.inner.get_opts(location, options).await?;
+        if !head {
+            self.note(location, out.range.end - out.range.start);
+        }
+        Ok(out)
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        let out = self.inner.get_ranges(location, ranges).await?;
+        self.note(location, out.iter().map(|b| b.len() as u64).sum());
+        Ok(out)
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
