@@ -1,4 +1,5 @@
-//! End-to-end tests of the CLI (`asof query`, `sql`, `verify`, `build-sample`, `files`, `poll`) against
+//! End-to-end tests of the CLI (`asof query`, `sql`, `verify`, `build-sample`, `files`, `poll`,
+//! `poll --backfill`, killed and resumed) against
 //! the shipped sample corpus, spawning the real binary.
 
 use std::path::{Path, PathBuf};
@@ -859,4 +860,101 @@ fn the_poll_daemon_publishes_and_stops_on_sigterm() {
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+}
+
+/// A local EDGAR daily-index archive of 2024-01-01..2024-03-31 (40 filings a weekday).
+fn archive_feed() -> (tokio::runtime::Runtime, String) {
+    use asof_test_support::edgar_archive::{archive, date};
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let feed = std::sync::Arc::new(asof_test_support::feed::Feed::default());
+    *feed.archives.lock().unwrap() = archive(date("2024-01-01"), date("2024-03-31"), 40, 5)
+        .into_iter()
+        .collect();
+    let base = rt.block_on(asof_test_support::feed::serve(feed));
+    (rt, base)
+}
+
+fn backfill_cmd(base: &str, corpus: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_asof"));
+    c.args(["poll", "--corpus", corpus.to_str().unwrap()])
+        .args(["--user-agent", "asof tests ops@example.com"])
+        .args(["--edgar-base-url", base])
+        .args(["--backfill", "2024-01-01..2024-03-31", "--batch-days", "7"])
+        .args(["--commit-time", "2026-11-25T00:00:00Z"])
+        .env("ASOF_LOG", "error");
+    c
+}
+
+/// Versions published into `corpus` so far (manifests written), as the pointer moves.
+fn manifests(corpus: &Path) -> usize {
+    std::fs::read_dir(corpus.join("manifests"))
+        .map(|d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".json"))
+            })
+            .count()
+        })
+        .unwrap_or(0)
+}
+
+fn wait_for(what: &str, mut ok: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !ok() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what}: not within 120 s"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn a_backfill_killed_or_stopped_mid_way_resumes_to_the_uninterrupted_version() {
+    let (_rt, base) = archive_feed();
+    let whole = tempfile::tempdir().unwrap();
+    let o = backfill_cmd(&base, whole.path()).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let version = stdout(&o).lines().last().unwrap().to_owned();
+    assert!(version.starts_with("sha256:"), "{version}");
+    assert_eq!(
+        manifests(whole.path()),
+        13,
+        "91 days in batches of 7: one version each"
+    );
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("--commit-time 2026-11-25T00:00:00Z"), "{err}");
+
+    // SIGKILL once a few batches are published, then the same command again.
+    let killed = tempfile::tempdir().unwrap();
+    let mut child = backfill_cmd(&base, killed.path()).spawn().unwrap();
+    wait_for("four publishes", || manifests(killed.path()) >= 4);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(manifests(killed.path()) < 13, "killed before the end");
+    let o = backfill_cmd(&base, killed.path()).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(stdout(&o).lines().last(), Some(version.as_str()));
+
+    // SIGTERM: the batch in hand is abandoned, exit status 3, and the resume command said.
+    let stopped = tempfile::tempdir().unwrap();
+    let child = backfill_cmd(&base, stopped.path())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("two publishes", || manifests(stopped.path()) >= 2);
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    if manifests(stopped.path()) < 13 {
+        assert_eq!(out.status.code(), Some(3), "{err}");
+        assert!(err.contains("resume with: asof poll --backfill"), "{err}");
+    }
+    let o = backfill_cmd(&base, stopped.path()).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(stdout(&o).lines().last(), Some(version.as_str()));
 }
