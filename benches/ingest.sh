@@ -4,8 +4,9 @@
 #      copy of the bench corpus (hard links: objects are immutable, the pointer is replaced by
 #      rename), wall time and peak RSS from /usr/bin/time -v, and the same ingest into an empty
 #      corpus as the baseline of this run;
-#   2. /health p50 against `asof serve` over the bench corpus while that ingest publishes, and
-#      without one (the serving baseline);
+#   2. the biggest filer's first page from `asof serve` over a copy of the bench corpus, idle
+#      (the baseline), while the same ingest publishes into that copy, and after the server
+#      loaded the new version;
 #   3. a backfill of 1,000 days (4,000 rows a weekday) from a local EDGAR stand-in, timed, then
 #      the same backfill killed part-way and resumed, whose final corpus_version must equal the
 #      uninterrupted run's.
@@ -44,7 +45,7 @@ rm -rf "$work"
 mkdir -p "$work"
 # The day after the corpus's last day (2026-01-31, a Saturday): Monday 2026-02-02.
 "$fake" write "$work/input" 2026-02-02 4000 50 2026-02-02T12:00:00Z
-commit=2026-02-02T23:00:00Z
+commit=2026-02-03T06:00:00Z
 ingest() { # corpus, label
   /usr/bin/time -v "$bin" ingest --corpus "$1" --source sec.edgar --commit-time "$commit" \
     "$work"/input/* >"$work/$2.version" 2>"$work/$2.time"
@@ -60,28 +61,38 @@ ingest() { # corpus, label
   grep -h 'published' "$work"/*.time || true
 } | tee "$out/ingest.txt"
 
-# Serving while an ingest publishes: /health and a by-CIK first page, p50 over 200 requests,
-# before and during a second ingest (a fresh copy, so it publishes again).
-port=$((20000 + RANDOM % 20000))
-"$bin" serve --corpus "$corpus" --listen "127.0.0.1:$port" --database-url "sqlite://$work/state.db" \
-  >"$work/serve.log" 2>&1 &
+# Serving while an ingest publishes into the corpus being served: the biggest filer's first
+# page (CIK 1000, rank 1 of the Zipf draw), p50/p99 of sequential keyed requests, idle and while
+# the ingest runs and the server loads the version it publishes.
+cp -al "$corpus" "$work/live"
+db="sqlite://$work/state.db"
+key=$("$bin" keys create --database-url "$db" --email bench@example.com --plan desk 2>/dev/null | tail -1)
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+ASOF_LOG=warn "$bin" serve --corpus "$work/live" --listen "127.0.0.1:$port" --database-url "$db" \
+  2>"$work/serve.log" &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT
 for _ in $(seq 1 600); do curl -sf "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
-p50() { # url
-  for _ in $(seq 1 200); do curl -s -o /dev/null -w '%{time_total}\n' "$1"; done |
-    sort -n | awk '{a[NR]=$1} END {printf "%.2f ms", a[int(NR/2)+1]*1000}'
+page="http://127.0.0.1:$port/v1/news?cik=1000&as_of=2026-01-29T12:00:00Z&limit=100"
+times() { # n: request times in ms, one per line
+  for _ in $(seq 1 "$1"); do
+    curl -s -o /dev/null -H "Authorization: Bearer $key" -w '%{time_total}\n' "$page"
+  done
 }
+stats() { sort -n | awk '{a[NR]=$1*1000} END {printf "p50 %.2f ms, p99 %.2f ms over %d requests", a[int(NR*0.5)+1], a[int(NR*0.99)+1], NR}'; }
 {
-  echo "## serving while an ingest publishes (p50 of 200 sequential requests)"
-  echo "/health, idle: $(p50 "http://127.0.0.1:$port/health")"
-  rm -rf "$work/copy2"
-  cp -al "$corpus" "$work/copy2"
-  ( "$bin" ingest --corpus "$work/copy2" --source sec.edgar --commit-time "$commit" \
-      "$work"/input/* >/dev/null 2>&1 ) &
+  echo "## serving the corpus an ingest publishes into (biggest filer's first page, sequential curl)"
+  echo "idle: $(times 300 | stats)"
+  ( "$bin" ingest --corpus "$work/live" --source sec.edgar --commit-time "$commit" \
+      "$work"/input/* >"$work/live.version" 2>/dev/null ) &
   busy=$!
-  echo "/health, during an ingest: $(p50 "http://127.0.0.1:$port/health")"
+  : >"$work/during.txt"
+  while kill -0 $busy 2>/dev/null; do times 20 >>"$work/during.txt"; done
   wait $busy
+  echo "during the ingest: $(stats <"$work/during.txt")"
+  sleep 3 # the server's reload interval is 1 s: the new version is loaded by now
+  served=$(curl -s -H "Authorization: Bearer $key" "http://127.0.0.1:$port/v1/meta" | python3 -c 'import json,sys; print(json.load(sys.stdin).get("corpus_version"))')
+  echo "after: $(times 300 | stats); serving $served (published $(tail -1 "$work/live.version"))"
 } | tee -a "$out/ingest.txt"
 kill $server 2>/dev/null || true
 
@@ -106,13 +117,13 @@ backfill=(poll --user-agent "asof bench bench@example.com" --edgar-base-url "$ur
   victim=$!
   while kill -0 $victim 2>/dev/null; do
     n=$(ls "$work/resumed/manifests" 2>/dev/null | grep -c json || true)
-    [ "$n" -ge 12 ] && { kill -9 $victim; break; }
+    [ "$n" -ge 12 ] && { kill -9 $victim; killed_at=$n; break; }
     sleep 0.5
   done
   wait $victim 2>/dev/null || true
   "$bin" "${backfill[@]}" --corpus "$work/resumed" >"$work/resumed.version" 2>/dev/null
   if [ "$(tail -1 "$work/resumed.version")" = "$(tail -1 "$work/backfill.version")" ]; then
-    echo "killed after $(($(ls "$work/resumed/manifests" | grep -c json) - 1)) publishes and resumed: same corpus_version"
+    echo "killed (SIGKILL) with ${killed_at:-?} of $(ls "$work/resumed/manifests" | grep -c json) versions published, resumed: same corpus_version"
   else
     echo "killed and resumed: DIFFERENT corpus_version $(tail -1 "$work/resumed.version")"; exit 1
   fi
