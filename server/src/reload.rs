@@ -49,6 +49,10 @@ pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String
             {
                 tracing::error!(error = %e, to = %version, "stream: cannot read what the new version added; streams miss it until they reconnect");
             }
+            // The old version (its access index is hundreds of thousands of slots at scale)
+            // is freed off the serving threads when this is its last reference; requests
+            // still holding it free it when they finish.
+            tokio::task::spawn_blocking(move || drop(current));
             Some(version)
         }
         Err(e) => {
