@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
-use asof_engine::identity::{self, EvidenceFile, IdentityFile, NameInterval, Observation};
+use asof_engine::identity::{self, IdentityFile, NameInterval, Observation};
 use asof_engine::lists::ListState;
 use asof_engine::manifest::{Certification, Evidence, SampleExample, SampleSet};
 use asof_engine::publish::{ChangeSet, Published, publish};
@@ -210,20 +210,7 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
             .entry(s.cik.clone())
             .and_modify(|d| *d = (*d).max(from))
             .or_insert(from);
-        observations.push(Observation {
-            evidence: EvidenceFile {
-                file: input.rel.clone(),
-                sha256: sha256_hex(&input.bytes),
-                observed_at: *at,
-                scope: format!("cik:{}", s.cik),
-            },
-            cik_scope: Some(s.cik.clone()),
-            pairs: s
-                .tickers
-                .iter()
-                .map(|t| (t.clone(), s.cik.clone()))
-                .collect(),
-        });
+        observations.push(s.observation(&input.rel, &input.bytes, *at));
         names.extend(s.names.iter().map(|n| (input.rel.clone(), n.clone())));
     }
     // Certified for the sample's companies: from the latest "complete from" day (and the window)

@@ -29,6 +29,27 @@ pub struct Submissions {
     pub oldest_filing_date: Option<Day>,
 }
 
+impl Submissions {
+    /// The capture as an identity observation: the tickers this company had at `at`, scoped
+    /// to its CIK, with the file (`file`, sha256 of `bytes`) as evidence.
+    pub fn observation(&self, file: &str, bytes: &[u8], at: Instant) -> Observation {
+        Observation {
+            evidence: EvidenceFile {
+                file: file.to_owned(),
+                sha256: sha256_hex(bytes),
+                observed_at: at,
+                scope: format!("cik:{}", self.cik),
+            },
+            cik_scope: Some(self.cik.clone()),
+            pairs: self
+                .tickers
+                .iter()
+                .map(|t| (t.clone(), self.cik.clone()))
+                .collect(),
+        }
+    }
+}
+
 fn archive_base(cik: &str, accession: &str) -> String {
     format!(
         "https://www.sec.gov/Archives/edgar/data/{cik}/{}",
@@ -881,20 +902,7 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
             // A company's own capture (not an older-filings page) says which tickers it had
             // and its names: identity observations scoped to that CIK.
             if !page && s.name.is_some() {
-                out.observations.push(Observation {
-                    evidence: EvidenceFile {
-                        file: base.to_owned(),
-                        sha256: sha256_hex(&f.bytes),
-                        observed_at: at,
-                        scope: format!("cik:{}", s.cik),
-                    },
-                    cik_scope: Some(s.cik.clone()),
-                    pairs: s
-                        .tickers
-                        .iter()
-                        .map(|t| (t.clone(), s.cik.clone()))
-                        .collect(),
-                });
+                out.observations.push(s.observation(base, &f.bytes, at));
                 out.names.extend(s.names.iter().map(|n| ObservedName {
                     file: base.to_owned(),
                     name: n.clone(),
