@@ -417,6 +417,58 @@ mod tests {
         );
         assert!("event_at".parse::<VisibleBy>().is_err());
     }
+    mod laws {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// 0000-01-01T00:00:00Z .. 9999-12-31T23:59:59.999999Z, the instants RFC 3339 can write.
+        const FIRST: i64 = -62_167_219_200 * MICROS_PER_SEC;
+        const LAST: i64 = 253_402_300_800 * MICROS_PER_SEC - 1;
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(5000))]
+
+            #[test]
+            fn every_instant_prints_and_parses_back_to_itself(m in FIRST..=LAST) {
+                let i = Instant::from_micros(m);
+                prop_assert_eq!(Instant::parse(&i.to_string()), Ok(i));
+            }
+
+            #[test]
+            fn every_day_prints_and_parses_back_to_itself(d in -719_528i32..=2_932_896) {
+                let day = Day::from_days(d);
+                prop_assert_eq!(day.to_string().parse::<Day>(), Ok(day));
+                prop_assert_eq!(day.end_of_day().day(), day);
+            }
+
+            #[test]
+            fn parsing_any_text_is_an_instant_or_a_named_fault_never_a_panic(s in "\\PC{0,40}") {
+                let _ = Instant::parse(&s);
+                let _ = s.parse::<Day>();
+                let _ = Day::parse_compact(&s);
+                let _ = Instant::parse_rfc3339_any(&s);
+            }
+
+            #[test]
+            fn clock_shaped_text_parses_to_what_it_says_or_is_refused(
+                y in 0u32..10_000, mo in 0u32..14, d in 0u32..33, h in 0u32..26, mi in 0u32..62,
+                s in 0u32..62, frac in "(\\.[0-9]{0,9})?", tail in "(Z|z|\\+0[0-9]:00|-05:00|)"
+            ) {
+                let text = format!("{y:04}-{mo:02}-{d:02}T{h:02}:{mi:02}:{s:02}{frac}{tail}");
+                match Instant::parse(&text) {
+                    Ok(i) => {
+                        prop_assert_eq!(tail.as_str(), "Z");
+                        prop_assert!(frac != ".", "a bare dot is malformed");
+                        // Printing it again gives the same instant, truncated to microseconds.
+                        prop_assert_eq!(Instant::parse(&i.to_string()), Ok(i));
+                        prop_assert!(i.to_string().starts_with(&text[..19]));
+                    }
+                    Err(ClockFault::Offset) => prop_assert!(tail.starts_with('+') || tail.starts_with('-')),
+                    Err(_) => {}
+                }
+            }
+        }
+    }
 }
 
 /// The spec's pattern for clock strings, in and out.

@@ -72,6 +72,9 @@ fn stack(state: AppState) -> Router {
             StatusCode::SERVICE_UNAVAILABLE,
             timeout,
         ))
+        // Heads past the size limits stop here, inside `context` (which renders the
+        // envelope) and before any route's guard.
+        .layer(middleware::from_fn(crate::http::limits::check))
         .layer(middleware::from_fn_with_state(state.clone(), context))
         .with_state(state);
     let allows = Arc::new(

@@ -38,6 +38,15 @@ pub enum ApiError {
     MethodNotAllowed { allow: String },
     #[error("range not satisfiable")]
     RangeNotSatisfiable { size: u64 },
+    /// A request body longer than the route reads.
+    #[error("the body is larger than {limit} bytes")]
+    PayloadTooLarge { limit: usize },
+    /// A request target (path and query) longer than the service reads.
+    #[error("the request target (path and query) is longer than {limit} bytes")]
+    UriTooLong { limit: usize },
+    /// Request headers larger in total, or more in number, than the service reads.
+    #[error("the request headers exceed {bytes} bytes in total or {count} fields")]
+    HeadersTooLarge { bytes: usize, count: usize },
     #[error("rate limit exceeded")]
     RateLimited { retry_after: u64 },
     /// The key already holds its open streams (`/v1/stream`) on this process.
@@ -117,6 +126,9 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
+            ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
+            ApiError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::RateLimited { .. }
             | ApiError::TooManyStreams { .. }
             | ApiError::VendorRateLimited { .. }
@@ -146,6 +158,9 @@ impl ApiError {
             ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::RangeNotSatisfiable { .. } => "range_not_satisfiable",
+            ApiError::PayloadTooLarge { .. } => "payload_too_large",
+            ApiError::UriTooLong { .. } => "uri_too_long",
+            ApiError::HeadersTooLarge { .. } => "headers_too_large",
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::TooManyStreams { .. } => "too_many_streams",
             ApiError::Timeout { .. } => "timeout",
@@ -173,6 +188,7 @@ impl ApiError {
             ApiError::InvalidRequest { param, .. } => param.clone(),
             ApiError::InvalidClock { param, .. } => Some(param.clone()),
             ApiError::CursorExpired => Some("cursor".into()),
+            ApiError::PayloadTooLarge { .. } => Some("body".into()),
             _ => None,
         }
     }

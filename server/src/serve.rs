@@ -1,9 +1,21 @@
 //! `asof serve`: bind, load corpus and state, serve until SIGTERM/Ctrl-C, finish in-flight
 //! requests, exit.
+//!
+//! The connection loop is the service's own, on hyper, rather than `axum::serve`, which sets
+//! no header-read timeout: a client that opens connections and sends its headers a byte at a
+//! time (slowloris) would hold them, and their file descriptors, for ever, and a rolling
+//! restart would wait on them. Here every connection has a deadline to send each request head
+//! (which also ends idle keep-alive connections), the parser's buffer is bounded
+//! (`crate::http::limits`), the number of open connections is bounded, and on `SIGTERM` idle
+//! connections close at once while in-flight requests finish within the grace period.
 
-use std::future::IntoFuture;
-use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
+
+use axum::extract::ConnectInfo;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use tokio::sync::{Semaphore, watch};
+use tower::ServiceExt;
 
 use asof_engine::{Corpus, CorpusStore};
 
@@ -28,6 +40,12 @@ pub struct ServeConfig {
     pub max_streams_per_key: usize,
     /// How long after the shutdown signal connections may take to finish.
     pub shutdown_grace: Duration,
+    /// How long a client may take to send a request head (from the connection's start, or
+    /// from the end of its previous response): slow senders and idle keep-alive connections
+    /// are closed after it.
+    pub header_read_timeout: Duration,
+    /// Connections open at once; more wait in the listen backlog.
+    pub max_connections: usize,
     /// Which sign-in ways are configured.
     pub sign_in: crate::signin::SignInConfig,
     /// Send the session cookie with `Secure`.
@@ -83,32 +101,28 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     // Tests and operators wait for this line (or /health) before sending traffic.
     tracing::info!(%addr, "asof listening on http://{addr}");
     eprintln!("asof listening on http://{addr}");
-    // On the signal: streams end (each sends a last comment), in-flight requests finish, and
-    // after the grace period the process exits whatever connections are still open (a client
-    // that stopped reading must not hold a rolling restart).
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    // On the signal: streams end (each sends a last comment), idle connections close,
+    // in-flight requests finish, and after the grace period the process exits whatever
+    // connections are still open (a client that stopped reading must not hold a rolling
+    // restart).
+    let (stop_tx, stop_rx) = watch::channel(false);
     let hub = state.stream().clone();
     tokio::spawn(async move {
         shutdown_signal().await;
         hub.close();
         stop_tx.send_replace(true);
     });
-    let stopped = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
-        let _ = rx.wait_for(|s| *s).await;
+    let limits = ConnLimits {
+        header_read_timeout: cfg.header_read_timeout,
+        max_connections: cfg.max_connections,
     };
-    let server = axum::serve(
-        listener,
-        app(state.clone()).into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(stopped(stop_rx.clone()));
-    tokio::select! {
-        r = server.into_future() => r?,
-        () = async {
-            stopped(stop_rx).await;
-            tokio::time::sleep(cfg.shutdown_grace).await;
-        } => {
-            tracing::warn!(grace_secs = cfg.shutdown_grace.as_secs(), "connections still open after the shutdown grace period; exiting without them");
-        }
+    let open = accept_loop(listener, app(state.clone()), limits, stop_rx).await;
+    if !open.wait(cfg.shutdown_grace).await {
+        tracing::warn!(
+            grace_secs = cfg.shutdown_grace.as_secs(),
+            still_open = open.count(),
+            "connections still open after the shutdown grace period; exiting without them"
+        );
     }
     // Rate-limit counts of the last requests are shared with other replicas only once written.
     if let Err(e) = state.flush_rate_windows().await {
@@ -140,4 +154,99 @@ async fn shutdown_signal() {
     let term = std::future::pending::<()>();
     tokio::select! { () = ctrl_c => {}, () = term => {} }
     tracing::info!("shutdown signal received; finishing in-flight requests");
+}
+
+/// What bounds each connection.
+#[derive(Debug, Clone, Copy)]
+struct ConnLimits {
+    header_read_timeout: Duration,
+    max_connections: usize,
+}
+
+/// The connections still being served after the accept loop stopped.
+struct OpenConnections {
+    slots: Arc<Semaphore>,
+    max: usize,
+}
+
+impl OpenConnections {
+    fn count(&self) -> usize {
+        self.max - self.slots.available_permits()
+    }
+
+    /// Waits until every connection has ended or `grace` has passed; true when all ended.
+    async fn wait(&self, grace: Duration) -> bool {
+        let all = self.slots.acquire_many(self.max as u32);
+        matches!(tokio::time::timeout(grace, all).await, Ok(Ok(_)))
+    }
+}
+
+/// Accepts connections until `stop` turns true, each served on its own task with the
+/// limits; returns the connections still open then (each has been told to finish).
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    router: axum::Router,
+    limits: ConnLimits,
+    stop: watch::Receiver<bool>,
+) -> OpenConnections {
+    let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
+    let slots = Arc::new(Semaphore::new(max));
+    let mut http = hyper::server::conn::http1::Builder::new();
+    http.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .max_buf_size(crate::http::limits::PARSE_BUFFER)
+        .max_headers(crate::http::limits::PARSE_MAX_HEADERS);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
+    loop {
+        // A free slot first: at the limit, new connections wait in the kernel's backlog
+        // rather than being accepted and starved.
+        let permit = tokio::select! {
+            p = slots.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+            () = stopped(stop.clone()) => break,
+        };
+        let (tcp, addr) = tokio::select! {
+            r = listener.accept() => match r {
+                Ok(c) => c,
+                Err(e) => {
+                    // Out of file descriptors and the like: wait a little rather than spin.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = stopped(stop.clone()) => break,
+        };
+        let _ = tcp.set_nodelay(true);
+        let router = router.clone();
+        let service =
+            hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
+                let mut req = req.map(axum::body::Body::new);
+                req.extensions_mut().insert(ConnectInfo(addr));
+                router.clone().oneshot(req)
+            });
+        let conn = http.serve_connection(TokioIo::new(tcp), service);
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            let _slot = permit;
+            let mut conn = std::pin::pin!(conn);
+            tokio::select! {
+                r = conn.as_mut() => {
+                    if let Err(e) = r {
+                        tracing::debug!(error = %e, "connection ended with an error");
+                    }
+                    return;
+                }
+                () = stopped(stop) => {}
+            }
+            // Idle connections close now; one mid-request finishes its response first.
+            conn.as_mut().graceful_shutdown();
+            if let Err(e) = conn.await {
+                tracing::debug!(error = %e, "connection ended with an error during shutdown");
+            }
+        });
+    }
+    drop(listener);
+    OpenConnections { slots, max }
 }

@@ -424,3 +424,229 @@ fn sigterm_ends_open_streams_and_the_process_exits_promptly() {
         String::from_utf8_lossy(&got)
     );
 }
+
+/// Opens a connection and sends the start of a request head, never its end (a slowloris).
+fn half_open(addr: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "GET /health HTTP/1.1\r\nHost: {addr}\r\nX-Slow: ").unwrap();
+    s
+}
+
+/// Opens a keep-alive connection, completes one request on it and leaves it idle.
+fn idle_keep_alive(addr: &str) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "GET /health HTTP/1.1\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    // /health answers with a Content-Length: read the head, then that many bytes.
+    loop {
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before answering");
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).to_string();
+        if let Some(split) = text.find("\r\n\r\n") {
+            let len: usize = text[..split]
+                .lines()
+                .find_map(|l| {
+                    l.to_ascii_lowercase()
+                        .strip_prefix("content-length:")
+                        .map(|v| v.trim().parse().unwrap())
+                })
+                .expect("a Content-Length");
+            if got.len() >= split + 4 + len {
+                assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+                return s;
+            }
+        }
+    }
+}
+
+/// True when the server closes `s` (end of stream or reset) within `within`.
+fn closed_within(s: &mut TcpStream, within: std::time::Duration) -> bool {
+    s.set_read_timeout(Some(within)).unwrap();
+    let mut buf = [0u8; 1024];
+    loop {
+        match s.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => continue, // a bare 408/400 some servers send first
+            Err(e) => {
+                return !matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn slow_senders_and_idle_keep_alive_connections_are_closed_after_the_header_read_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("state.db").display());
+    let (child, addr, _) = start_logging(&db, "error", &["--header-read-timeout", "2"]);
+    let mut guard = Guard(child);
+    let opened = std::time::Instant::now();
+    let mut slow: Vec<TcpStream> = (0..300).map(|_| half_open(&addr)).collect();
+    // Trickling one byte at a time does not extend the deadline: it counts from the start.
+    let trickle: Vec<_> = (0..10)
+        .map(|_| {
+            let mut s = half_open(&addr);
+            std::thread::spawn(move || {
+                let start = std::time::Instant::now();
+                while start.elapsed() < std::time::Duration::from_secs(15) {
+                    if s.write_all(b"a").is_err() {
+                        return Some(start.elapsed());
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(200));
+                }
+                None
+            })
+        })
+        .collect();
+    let mut idle = idle_keep_alive(&addr);
+    // The service still answers others while they hang on.
+    let (status, _) = http_get(&addr, "/health", None);
+    assert_eq!(status, 200);
+    for s in &mut slow {
+        assert!(
+            closed_within(s, std::time::Duration::from_secs(8)),
+            "a connection that never finished its head was still open after {:?}",
+            opened.elapsed()
+        );
+    }
+    assert!(
+        closed_within(&mut idle, std::time::Duration::from_secs(8)),
+        "an idle keep-alive connection was still open"
+    );
+    for t in trickle {
+        let cut = t.join().unwrap();
+        assert!(
+            cut.is_some_and(|d| d < std::time::Duration::from_secs(10)),
+            "a trickling sender was not cut off: {cut:?}"
+        );
+    }
+    assert!(guard.terminate().success());
+}
+
+#[test]
+fn sigterm_with_hundreds_of_slow_and_idle_connections_open_exits_within_the_grace_period() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("state.db").display());
+    // The header deadline is far off: only the shutdown can end these connections.
+    let (child, addr, _) = start_logging(
+        &db,
+        "error",
+        &["--header-read-timeout", "300", "--shutdown-grace", "3"],
+    );
+    let mut guard = Guard(child);
+    let _slow: Vec<TcpStream> = (0..300).map(|_| half_open(&addr)).collect();
+    let mut idle: Vec<TcpStream> = (0..20).map(|_| idle_keep_alive(&addr)).collect();
+    let started = std::time::Instant::now();
+    let pid = guard.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    // Idle connections are closed at once, not at the end of the grace period.
+    for s in &mut idle {
+        assert!(closed_within(s, std::time::Duration::from_secs(2)));
+    }
+    let code = guard.0.wait().unwrap();
+    assert!(code.success(), "exit {code:?}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(6),
+        "the process took {:?} to exit with a 3 s grace period",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn sigterm_during_a_request_lets_it_finish_and_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("state.db").display());
+    let (child, addr, lines) =
+        start_logging(&db, "error,tower_http=debug", &["--shutdown-grace", "20"]);
+    let mut guard = Guard(child);
+    // A request whose body is still arriving when the signal comes.
+    let body = br#"{"path": "/"}"#;
+    let mut s = TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "POST /site/beacon HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .unwrap();
+    s.write_all(&body[..4]).unwrap();
+    // The server has read the head and is in the handler, waiting for the body.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while !lines
+        .lock()
+        .unwrap()
+        .iter()
+        .any(|l| l.contains("started processing request"))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the request never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let pid = guard.0.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    s.write_all(&body[4..]).unwrap();
+    let mut out = Vec::new();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    s.read_to_end(&mut out).unwrap();
+    let text = String::from_utf8_lossy(&out);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("\"path\":\"/\""), "{text}");
+    // Keep-alive is off once the server is stopping: it closed the connection after answering.
+    assert!(
+        text.to_ascii_lowercase().contains("connection: close"),
+        "{text}"
+    );
+    assert!(guard.0.wait().unwrap().success());
+}
+
+#[test]
+fn a_200_kb_header_gets_the_431_envelope_and_one_past_the_parser_ceiling_a_bare_431() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("state.db").display());
+    let (child, addr, _) = start_logging(&db, "error", &[]);
+    let mut guard = Guard(child);
+    let big = "c".repeat(200 * 1024);
+    let (status, head, body) = http(&addr, "/v1/news?cik=320193", &[("Cookie", &big)]);
+    assert_eq!(status, 431, "{head}");
+    let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(v["error"]["code"], "headers_too_large");
+    // Past hyper's buffer the parser refuses on its own, and closes the connection.
+    let huge = "c".repeat(300 * 1024);
+    let mut s = TcpStream::connect(&addr).unwrap();
+    let _ = write!(
+        s,
+        "GET /health HTTP/1.1\r\nHost: {addr}\r\nCookie: {huge}\r\n\r\n"
+    );
+    // The server closes with part of the head unread, so the client may see a reset before
+    // the answer: whatever arrives must be that 431.
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert!(
+        out.is_empty() || String::from_utf8_lossy(&out).starts_with("HTTP/1.1 431"),
+        "{}",
+        String::from_utf8_lossy(&out[..out.len().min(200)])
+    );
+    // And the server is unharmed.
+    assert_eq!(http_get(&addr, "/health", None).0, 200);
+    assert!(guard.terminate().success());
+}

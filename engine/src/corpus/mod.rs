@@ -6,6 +6,8 @@
 
 mod coverage;
 mod files;
+#[cfg(test)]
+mod laws;
 mod mapping;
 mod news;
 mod record;

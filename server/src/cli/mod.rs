@@ -154,6 +154,24 @@ pub struct ServeArgs {
         default_value_t = 10
     )]
     pub shutdown_grace: u64,
+    /// Seconds a client may take to send a request's headers (counted from the connection's
+    /// start, or from the end of its previous response, so it also closes idle keep-alive
+    /// connections); a slower client's connection is closed.
+    #[arg(
+        long = "header-read-timeout",
+        env = "ASOF_HEADER_READ_TIMEOUT",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub header_read_timeout: u64,
+    /// Connections served at once by this process; more wait in the listen backlog.
+    #[arg(
+        long = "max-connections",
+        env = "ASOF_MAX_CONNECTIONS",
+        default_value_t = 2048,
+        value_parser = clap::value_parser!(u64).range(1..=1_000_000)
+    )]
+    pub max_connections: u64,
     /// E-mail sign-in: the SMTP server sign-in links go out through, in lettre's form
     /// `smtp://[user:pass@]host[:port]` (add `?tls=required` for STARTTLS) or `smtps://...`;
     /// needs --mail-from and --public-url. Unset: e-mail sign-in answers 503.
@@ -925,6 +943,8 @@ async fn serve(a: ServeArgs) -> CliResult {
             public_url: a.public_url.clone(),
             max_streams_per_key: a.max_streams_per_key as usize,
             shutdown_grace: std::time::Duration::from_secs(a.shutdown_grace),
+            header_read_timeout: std::time::Duration::from_secs(a.header_read_timeout),
+            max_connections: a.max_connections as usize,
             sign_in: asof_server::signin::SignInConfig {
                 mail: a.smtp_url.zip(a.mail_from),
                 provider_a: provider(

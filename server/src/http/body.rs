@@ -1,6 +1,7 @@
 //! JSON request bodies of the `POST` routes: read at most [`MAX_BODY`] bytes of
 //! `application/json`, one object, every field declared by the route's body type; any fault is
-//! a `400 invalid_request` naming the field (or `body`).
+//! a `400 invalid_request` naming the field (or `body`), and a body past [`MAX_BODY`] bytes is
+//! `413 payload_too_large` (read no further than the limit, whatever `Content-Length` says).
 //!
 //! Why not axum's `Json`: its rejections are plain text and name no field, and it accepts
 //! fields a route does not know, which would let a typo (`expire_at`) pass silently.
@@ -43,9 +44,7 @@ impl<T: FromJson, S: Send + Sync> FromRequest<S> for Json<T> {
                 "the body must be JSON, sent with Content-Type: application/json",
             ));
         }
-        let bytes = axum::body::to_bytes(req.into_body(), MAX_BODY)
-            .await
-            .map_err(|_| bad(format!("the body is larger than {MAX_BODY} bytes")))?;
+        let bytes = read_limited(req.into_body(), MAX_BODY).await?;
         let v: Value = serde_json::from_slice(&bytes)
             .map_err(|e| bad(format!("the body is not valid JSON: {e}")))?;
         let Value::Object(o) = v else {
@@ -62,6 +61,23 @@ impl<T: FromJson, S: Send + Sync> FromRequest<S> for Json<T> {
         }
         T::from_object(&o).map(Json)
     }
+}
+
+/// The bytes of `body`, at most `limit` of them: a longer body is `413 payload_too_large`
+/// as soon as the limit is passed (or at once, when `Content-Length` says so), never read
+/// whole; a body the client stops sending part-way is `400 invalid_request`.
+pub async fn read_limited(body: axum::body::Body, limit: usize) -> Result<bytes::Bytes, ApiError> {
+    axum::body::to_bytes(body, limit).await.map_err(|e| {
+        let too_long = e
+            .into_inner()
+            .downcast_ref::<http_body_util::LengthLimitError>()
+            .is_some();
+        if too_long {
+            ApiError::PayloadTooLarge { limit }
+        } else {
+            bad("the body could not be read whole (the client stopped sending it)")
+        }
+    })
 }
 
 /// A string field: `Ok(None)` when absent or null.

@@ -156,4 +156,67 @@ mod tests {
                 .is_err()
         );
     }
+
+    mod laws {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn signed(s: &CursorSigner, body: &[u8]) -> String {
+            format!(
+                "{}.{}",
+                URL_SAFE_NO_PAD.encode(body),
+                URL_SAFE_NO_PAD.encode(s.mac(body))
+            )
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+
+            #[test]
+            fn any_text_as_a_cursor_is_refused_never_a_panic(token in "\\PC{0,300}") {
+                let s = CursorSigner::new("secret");
+                prop_assert!(s.open::<serde_json::Value>(&token, "news", "f", "v").is_err());
+            }
+
+            #[test]
+            fn any_signed_bytes_decode_to_an_answer_or_a_refusal_never_a_panic(
+                body in proptest::collection::vec(any::<u8>(), 0..400)
+            ) {
+                let s = CursorSigner::new("secret");
+                let _ = s.open::<(String, i64)>(&signed(&s, &body), "news", "f", "v");
+            }
+
+            #[test]
+            fn any_signed_json_payload_decodes_or_is_refused_never_a_panic(
+                op in "[a-z.]{0,12}", v in "\\PC{0,20}", p in "\\PC{0,40}", n in any::<i64>()
+            ) {
+                let s = CursorSigner::new("secret");
+                let body = serde_json::to_vec(&serde_json::json!({
+                    "op": op, "f": "f", "v": v, "p": [p, n]
+                })).unwrap();
+                let r = s.open::<(String, i64)>(&signed(&s, &body), "news", "f", "v");
+                if op == "news" && v == "v" {
+                    prop_assert_eq!(r.unwrap(), (p, n));
+                } else {
+                    prop_assert!(r.is_err());
+                }
+            }
+
+            #[test]
+            fn a_minted_cursor_round_trips_and_any_one_changed_byte_is_refused(
+                id in "\\PC{0,40}", n in any::<i64>(), at in any::<prop::sample::Index>(),
+                to in any::<u8>()
+            ) {
+                let s = CursorSigner::new("secret");
+                let tok = s.mint("news", "f", "v", &(id.clone(), n));
+                prop_assert_eq!(s.open::<(String, i64)>(&tok, "news", "f", "v").unwrap(), (id, n));
+                let mut bytes = tok.into_bytes();
+                let i = at.index(bytes.len());
+                prop_assume!(bytes[i] != to);
+                bytes[i] = to;
+                let changed = String::from_utf8_lossy(&bytes).into_owned();
+                prop_assert!(s.open::<(String, i64)>(&changed, "news", "f", "v").is_err());
+            }
+        }
+    }
 }

@@ -6,6 +6,7 @@ pub mod body;
 pub mod cursor;
 pub mod envelope;
 pub mod file_url;
+pub mod limits;
 pub mod middleware;
 pub mod params;
 pub mod range;

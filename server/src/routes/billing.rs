@@ -310,14 +310,7 @@ pub(crate) async fn webhook(
     body: axum::body::Body,
 ) -> Reply {
     let billing = state.billing()?;
-    let payload = axum::body::to_bytes(body, MAX_WEBHOOK_BODY)
-        .await
-        .map_err(|_| {
-            ApiError::invalid(
-                "body",
-                format!("the body is larger than {MAX_WEBHOOK_BODY} bytes"),
-            )
-        })?;
+    let payload = crate::http::body::read_limited(body, MAX_WEBHOOK_BODY).await?;
     let now = Instant::now();
     let signature = headers
         .get("stripe-signature")
