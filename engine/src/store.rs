@@ -27,6 +27,22 @@ use crate::manifest::{Manifest, version_of};
 
 pub const POINTER: &str = "manifests/CURRENT";
 
+/// Fault injection for crash tests: with `ASOF_FAULT_PAUSE_AFTER_WRITE=N` in its environment,
+/// a process stops for good right after the N-th object it writes (immutable objects, the
+/// manifest, the pointer), saying so on stderr, so a test can `kill -9` it at exactly that
+/// point of a publish. Unset (always, outside tests), it costs one branch per write.
+pub const FAULT_PAUSE_ENV: &str = "ASOF_FAULT_PAUSE_AFTER_WRITE";
+
+/// The line a paused process prints, before the write number and path.
+pub const FAULT_PAUSED: &str = "asof fault injection: paused after write";
+
+/// The writes counted for [`FAULT_PAUSE_ENV`].
+#[derive(Debug)]
+struct PauseAfter {
+    at: u64,
+    done: std::sync::atomic::AtomicU64,
+}
+
 /// A cloud store builder configured from a URL and `(key, value)` options, as
 /// `object_store::parse_url_opts` configures it (unknown keys are ignored).
 macro_rules! configured {
@@ -58,6 +74,8 @@ pub struct CorpusStore {
     /// under in its bucket: file downloads are presigned GETs that never pass through the
     /// service. `None` for a local directory (the service signs its own URLs then).
     signer: Option<(Arc<dyn Signer>, Path)>,
+    /// [`FAULT_PAUSE_ENV`], when set.
+    pause: Option<Arc<PauseAfter>>,
 }
 
 impl std::fmt::Debug for CorpusStore {
@@ -83,6 +101,15 @@ impl CorpusStore {
         store.publish_lock = std::env::var_os(PUBLISH_LOCK_ENV)
             .filter(|v| !v.is_empty())
             .map(PathBuf::from);
+        store.pause = std::env::var(FAULT_PAUSE_ENV)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(|at| {
+                Arc::new(PauseAfter {
+                    at,
+                    done: Default::default(),
+                })
+            });
         Ok(store)
     }
 
@@ -176,6 +203,7 @@ impl CorpusStore {
             local_root: None,
             publish_lock: None,
             signer: None,
+            pause: None,
         }
     }
 
@@ -254,7 +282,10 @@ impl CorpusStore {
             )
             .await
         {
-            Ok(_) => Ok(()),
+            Ok(_) => {
+                self.wrote(path);
+                Ok(())
+            }
             Err(object_store::Error::AlreadyExists { .. }) => {
                 let existing = self.get(path).await?;
                 if existing == bytes {
@@ -267,6 +298,18 @@ impl CorpusStore {
                 }
             }
             Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Counts a write for [`FAULT_PAUSE_ENV`]; at the named one, stops the process for good.
+    fn wrote(&self, path: &str) {
+        let Some(p) = &self.pause else { return };
+        let n = p.done.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        if n == p.at {
+            eprintln!("{FAULT_PAUSED} {n} ({path})");
+            loop {
+                std::thread::sleep(std::time::Duration::from_secs(3600));
+            }
         }
     }
 
@@ -328,6 +371,12 @@ impl CorpusStore {
     ///   without it the publish is refused ([`Error::NoConditionalWrites`]), never done blind.
     ///   `ASOF_PUBLISH_LOCK` set also makes an object store with conditional writes take it.
     pub async fn swap_pointer(&self, expected: Option<&str>, version: &str) -> Result<()> {
+        self.swap(expected, version).await?;
+        self.wrote(POINTER);
+        Ok(())
+    }
+
+    async fn swap(&self, expected: Option<&str>, version: &str) -> Result<()> {
         if !self.exists(&manifest_path(version)?).await? {
             return Err(Error::integrity(
                 POINTER,

@@ -98,6 +98,9 @@ pub enum ApiError {
     /// The key already has its connector calls in flight.
     #[error("too many connector calls")]
     ConnectorBusy { limit: usize },
+    /// The state store (accounts, keys, rate windows) cannot be reached just now.
+    #[error("state store unavailable")]
+    StateUnavailable,
     #[error("internal error")]
     Internal,
 }
@@ -140,7 +143,8 @@ impl ApiError {
             | ApiError::ProviderUnavailable(_)
             | ApiError::BillingNotConfigured(_)
             | ApiError::ProcessorUnavailable
-            | ApiError::ConnectorNotConfigured(_) => StatusCode::SERVICE_UNAVAILABLE,
+            | ApiError::ConnectorNotConfigured(_)
+            | ApiError::StateUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::ProcessorError | ApiError::VendorError => StatusCode::BAD_GATEWAY,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -179,6 +183,7 @@ impl ApiError {
             ApiError::VendorRateLimited { .. } => "vendor_rate_limited",
             ApiError::VendorError => "vendor_error",
             ApiError::ConnectorBusy { .. } => "too_many_connector_calls",
+            ApiError::StateUnavailable => "state_unavailable",
             ApiError::Internal => "internal",
         }
     }
@@ -215,6 +220,7 @@ impl ApiError {
             ApiError::VendorRateLimited { retry_after } => format!("the vendor's rate limit for your key is spent; retry after {retry_after} seconds"),
             ApiError::VendorError => "the vendor did not answer in time or answered out of shape; nothing partial is returned; retry later".into(),
             ApiError::ConnectorBusy { limit } => format!("this key already has {limit} connector calls in flight; retry when one ends"),
+            ApiError::StateUnavailable => "the service cannot reach its account store just now, so keys and sessions cannot be checked; public and sample routes still answer; retry in a few seconds".into(),
             ApiError::Internal => "internal error; the request id identifies it in the service logs".into(),
             other => other.to_string(),
         }
@@ -281,10 +287,53 @@ impl From<Error> for ApiError {
                     ApiError::ProcessorError
                 }
             }
+            Error::Store(e) if store_unreachable(&e) => {
+                tracing::warn!(error = %e, "state store unreachable");
+                ApiError::StateUnavailable
+            }
             e => {
                 tracing::error!(error = %e, "server fault");
                 ApiError::Internal
             }
         }
+    }
+}
+
+/// Whether a state-store error means the database cannot be reached (down, restarting, the
+/// network gone, every connection busy past the wait) rather than a fault in a statement:
+/// the first is a `503 state_unavailable` the client retries, the second a `500`.
+pub fn store_unreachable(e: &sqlx::Error) -> bool {
+    match e {
+        sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::PoolTimedOut
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => true,
+        // PostgreSQL's connection exceptions (08...), and shutting down or starting up (57P..).
+        sqlx::Error::Database(d) => d
+            .code()
+            .is_some_and(|c| c.starts_with("08") || c.starts_with("57P")),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_store_is_503_state_unavailable_and_a_bad_statement_500() {
+        let down = Error::Store(sqlx::Error::Io(std::io::Error::from(
+            std::io::ErrorKind::ConnectionRefused,
+        )));
+        let api = ApiError::from(down);
+        assert_eq!(api.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(api.code(), "state_unavailable");
+        assert!(!api.message().contains("refused"), "no internals");
+        let timed_out = ApiError::from(Error::Store(sqlx::Error::PoolTimedOut));
+        assert_eq!(timed_out.code(), "state_unavailable");
+        let bad = ApiError::from(Error::Store(sqlx::Error::RowNotFound));
+        assert_eq!(bad.status(), StatusCode::INTERNAL_SERVER_ERROR);
     }
 }

@@ -958,3 +958,119 @@ fn a_backfill_killed_or_stopped_mid_way_resumes_to_the_uninterrupted_version() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(stdout(&o).lines().last(), Some(version.as_str()));
 }
+
+/// `asof ingest` of a ticker list (change rows, id runs, access files, the list state, the
+/// identity file, the manifest, the pointer) onto `corpus`, stopped for good after write
+/// `pause_at` when given. Returns the child (stderr piped).
+fn ticker_ingest(corpus: &Path, pause_at: Option<u64>) -> std::process::Child {
+    let list = repo().join(
+        "snapshots/sources/sec.edgar.ticker_history/company_tickers_weekly_hvcwatch/company_tickers_2026-02-01T0612Z.json",
+    );
+    let mut c = Command::new(env!("CARGO_BIN_EXE_asof"));
+    c.args([
+        "ingest",
+        "--corpus",
+        corpus.to_str().unwrap(),
+        "--source",
+        "sec.edgar",
+        "--commit-time",
+        "2026-02-02T00:00:00Z",
+        "--captured-at",
+        "2026-02-01T06:12:00Z",
+        list.to_str().unwrap(),
+    ])
+    .env("ASOF_LOG", "error")
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    if let Some(n) = pause_at {
+        c.env(asof_engine::store::FAULT_PAUSE_ENV, n.to_string());
+    }
+    c.spawn().unwrap()
+}
+
+/// A corpus holding one day of all of EDGAR: the parent every crash below starts from.
+fn daily_index_corpus(dir: &Path) -> String {
+    let src = repo().join("snapshots/sources/sec.edgar/daily-index/company.20221003.idx");
+    let o = asof(&[
+        "ingest",
+        "--corpus",
+        dir.to_str().unwrap(),
+        "--source",
+        "sec.edgar",
+        "--commit-time",
+        "2022-10-04T06:00:00Z",
+        src.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    stdout(&o).lines().last().unwrap().to_owned()
+}
+
+fn pointer(corpus: &Path) -> String {
+    std::fs::read_to_string(corpus.join("manifests/CURRENT"))
+        .unwrap()
+        .trim()
+        .to_owned()
+}
+
+#[test]
+fn a_publisher_killed_after_any_of_its_writes_leaves_a_verified_corpus_and_the_next_publish_succeeds()
+ {
+    use std::io::BufRead;
+    // The uninterrupted publish, for the version every recovery must reach.
+    let whole = tempfile::tempdir().unwrap();
+    let parent = daily_index_corpus(whole.path());
+    let o = ticker_ingest(whole.path(), None)
+        .wait_with_output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let child_version = stdout(&o).lines().last().unwrap().to_owned();
+    assert_ne!(child_version, parent);
+
+    let mut n = 1;
+    loop {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(daily_index_corpus(dir.path()), parent);
+        let mut child = ticker_ingest(dir.path(), Some(n));
+        let err = child.stderr.take().unwrap();
+        let paused = std::io::BufReader::new(err)
+            .lines()
+            .map_while(Result::ok)
+            .find(|l| l.contains(asof_engine::store::FAULT_PAUSED));
+        let Some(paused) = paused else {
+            // The publish needed fewer than `n` writes: every point has been tried.
+            assert!(child.wait().unwrap().success());
+            break;
+        };
+        // kill -9 at exactly this point.
+        child.kill().unwrap();
+        child.wait().unwrap();
+        let pointer_moved = paused.contains("manifests/CURRENT");
+        assert_eq!(
+            &pointer(dir.path()),
+            if pointer_moved {
+                &child_version
+            } else {
+                &parent
+            },
+            "after {paused}: the pointer names a whole version, the parent until the last write"
+        );
+        let v = asof(&["verify", "--corpus", dir.path().to_str().unwrap()]);
+        assert!(
+            v.status.success(),
+            "verify after {paused}: {}{}",
+            stdout(&v),
+            String::from_utf8_lossy(&v.stderr)
+        );
+        // The same publish again completes, to the version of the uninterrupted one.
+        let again = ticker_ingest(dir.path(), None).wait_with_output().unwrap();
+        assert!(
+            again.status.success(),
+            "re-run after {paused}: {}",
+            String::from_utf8_lossy(&again.stderr)
+        );
+        assert_eq!(pointer(dir.path()), child_version, "after {paused}");
+        n += 1;
+        assert!(n < 100, "a publish of one list takes fewer than 100 writes");
+    }
+    assert!(n > 5, "the loop covered every write of the publish ({n})");
+}

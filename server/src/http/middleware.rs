@@ -394,6 +394,9 @@ pub fn error_response(ctx: &Ctx, err: &ApiError, sample: bool) -> Response {
         ApiError::ConnectorBusy { .. } => {
             h.insert(header::RETRY_AFTER, HeaderValue::from(1));
         }
+        ApiError::StateUnavailable => {
+            h.insert(header::RETRY_AFTER, HeaderValue::from(5));
+        }
         ApiError::Timeout { .. } => {
             h.insert(header::RETRY_AFTER, HeaderValue::from(1));
         }

@@ -828,11 +828,17 @@ impl PoolDb for sqlx::PgPool {
 sql_state_store!(SqliteStore, sqlx::SqlitePool, "sqlite");
 sql_state_store!(PgStore, sqlx::PgPool, "postgres");
 
+/// How long a request waits for a state-store connection before it is refused.
+pub const STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// Opens the state store a URL names: `postgres://...` or `sqlite://path` (created if absent).
 pub async fn open(url: &str) -> Result<Arc<dyn StateStore>> {
     if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+        // A request waits at most STORE_WAIT for a connection: with the database down or
+        // every connection busy it gets `503 state_unavailable` then, never a hang.
         let pool = sqlx::postgres::PgPoolOptions::new()
             .max_connections(16)
+            .acquire_timeout(STORE_WAIT)
             .connect(url)
             .await?;
         let s = PgStore { pool };
