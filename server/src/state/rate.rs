@@ -140,6 +140,31 @@ impl RateWindows {
         })
     }
 
+    /// Counts one request in memory only and returns the local estimate: for public routes
+    /// while the state store cannot be reached (their per-address limits then hold per
+    /// replica; the hits are written with the next flush that succeeds).
+    pub fn hit_local(&self, bucket: &str, window: i64) -> i64 {
+        let mut m = self.inner.lock().expect("rate lock");
+        let m = &mut *m;
+        let e = m.entries.entry(bucket.to_owned()).or_insert(Entry {
+            window,
+            synced: 0,
+            pending: 0,
+        });
+        if e.window < window {
+            if e.pending > 0 {
+                m.retired.push((bucket.to_owned(), e.window, e.pending));
+            }
+            *e = Entry {
+                window,
+                synced: 0,
+                pending: 0,
+            };
+        }
+        e.pending += 1;
+        e.synced + e.pending
+    }
+
     /// Puts back pending hits whose write failed, so none is lost.
     fn restore(&self, bucket: &str, window: i64, n: i64) {
         if n == 0 {
