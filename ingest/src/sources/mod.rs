@@ -10,6 +10,9 @@ pub mod gleif;
 pub mod ofac;
 pub mod tickers;
 
+#[cfg(test)]
+mod robustness;
+
 use asof_engine::SourceId;
 
 use crate::adapter::{Context, InputFile, Parsed};

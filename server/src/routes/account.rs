@@ -173,7 +173,7 @@ pub(crate) async fn create_key(
 /// Revokes one of the signed-in user's keys.
 ///
 /// Session cookie only. Another user's key, or no such key, is `404`. Every replica refuses
-/// the key within 5 seconds (the key cache's lifetime). Revoking a revoked key answers it
+/// the key within 5 seconds (the key cache keeps a key 4 s). Revoking a revoked key answers it
 /// unchanged.
 #[utoipa::path(delete, path = "/v1/keys/{id}", tag = "account", operation_id = "revoke_key",
     params(NoQuery, ("id" = String, Path, description = "The key's id (`key_...`), as `GET /v1/keys` lists it.")),

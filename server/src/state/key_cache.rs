@@ -14,8 +14,11 @@ use std::time::{Duration, Instant};
 use crate::error::Result;
 use crate::state::store::{KeyRecord, StateStore, User};
 
-/// How long a looked-up key is trusted without asking the store again.
-pub const TTL: Duration = Duration::from_secs(5);
+/// How long a looked-up key is trusted without asking the store again. The promise is that a
+/// revocation or plan change reaches every replica within 5 s; a lookup that began just before
+/// the change still caches the old record for a full TTL, so the TTL keeps a second of slack
+/// for that lookup and the request that follows it.
+pub const TTL: Duration = Duration::from_secs(4);
 
 /// Entries kept at most; past it, expired entries are dropped (and all of them if none is).
 const MAX_ENTRIES: usize = 100_000;
