@@ -98,6 +98,44 @@ impl Error {
             detail: detail.into(),
         }
     }
+
+    /// Whether the error means the object store could not be reached (down, the network
+    /// gone, timing out), as opposed to a corpus or query fault: the first is worth a retry
+    /// by the client, the second is not. A missing object is an integrity fault, not this.
+    pub fn is_unavailable(&self) -> bool {
+        if let Error::Store(e) = self {
+            return transport(e);
+        }
+        let mut next: Option<&(dyn std::error::Error + 'static)> = Some(self);
+        while let Some(e) = next {
+            if let Some(os) = e.downcast_ref::<object_store::Error>()
+                && transport(os)
+            {
+                return true;
+            }
+            if let Some(io) = e.downcast_ref::<std::io::Error>()
+                && matches!(
+                    io.kind(),
+                    std::io::ErrorKind::ConnectionRefused
+                        | std::io::ErrorKind::ConnectionReset
+                        | std::io::ErrorKind::ConnectionAborted
+                        | std::io::ErrorKind::NotConnected
+                        | std::io::ErrorKind::BrokenPipe
+                        | std::io::ErrorKind::TimedOut
+                )
+            {
+                return true;
+            }
+            next = e.source();
+        }
+        false
+    }
+}
+
+/// An object-store error of the transport (the backend's client failed or gave up), not one
+/// that names an object's state (missing, exists, precondition).
+fn transport(e: &object_store::Error) -> bool {
+    matches!(e, object_store::Error::Generic { .. })
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;

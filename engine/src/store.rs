@@ -27,6 +27,18 @@ use crate::manifest::{Manifest, version_of};
 
 pub const POINTER: &str = "manifests/CURRENT";
 
+/// How a cloud store retries a failed request: a few times within 8 s. The client library's
+/// default (10 retries within 3 minutes) would hold a request far past the service's own
+/// deadline when the store is down; a short bound lets it answer `503 storage_unavailable`
+/// and the client retry.
+fn retry() -> object_store::RetryConfig {
+    object_store::RetryConfig {
+        max_retries: 3,
+        retry_timeout: std::time::Duration::from_secs(8),
+        ..Default::default()
+    }
+}
+
 /// Fault injection for crash tests: with `ASOF_FAULT_PAUSE_AFTER_WRITE=N` in its environment,
 /// a process stops for good right after the N-th object it writes (immutable objects, the
 /// manifest, the pointer), saying so on stderr, so a test can `kill -9` it at exactly that
@@ -139,6 +151,7 @@ impl CorpusStore {
                 ObjectStoreScheme::AmazonS3 => {
                     let s = Arc::new(
                         configured!(object_store::aws::AmazonS3Builder, &url, &opts)
+                            .with_retry(retry())
                             .build()
                             .map_err(|e| cannot(&e))?,
                     );
@@ -147,6 +160,7 @@ impl CorpusStore {
                 ObjectStoreScheme::GoogleCloudStorage => {
                     let s = Arc::new(
                         configured!(object_store::gcp::GoogleCloudStorageBuilder, &url, &opts)
+                            .with_retry(retry())
                             .build()
                             .map_err(|e| cannot(&e))?,
                     );
@@ -155,6 +169,7 @@ impl CorpusStore {
                 ObjectStoreScheme::MicrosoftAzure => {
                     let s = Arc::new(
                         configured!(object_store::azure::MicrosoftAzureBuilder, &url, &opts)
+                            .with_retry(retry())
                             .build()
                             .map_err(|e| cannot(&e))?,
                     );

@@ -101,6 +101,9 @@ pub enum ApiError {
     /// The state store (accounts, keys, rate windows) cannot be reached just now.
     #[error("state store unavailable")]
     StateUnavailable,
+    /// The object store holding the corpus cannot be reached just now.
+    #[error("corpus storage unavailable")]
+    StorageUnavailable,
     #[error("internal error")]
     Internal,
 }
@@ -144,7 +147,8 @@ impl ApiError {
             | ApiError::BillingNotConfigured(_)
             | ApiError::ProcessorUnavailable
             | ApiError::ConnectorNotConfigured(_)
-            | ApiError::StateUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            | ApiError::StateUnavailable
+            | ApiError::StorageUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::ProcessorError | ApiError::VendorError => StatusCode::BAD_GATEWAY,
             ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -184,6 +188,7 @@ impl ApiError {
             ApiError::VendorError => "vendor_error",
             ApiError::ConnectorBusy { .. } => "too_many_connector_calls",
             ApiError::StateUnavailable => "state_unavailable",
+            ApiError::StorageUnavailable => "storage_unavailable",
             ApiError::Internal => "internal",
         }
     }
@@ -221,6 +226,7 @@ impl ApiError {
             ApiError::VendorError => "the vendor did not answer in time or answered out of shape; nothing partial is returned; retry later".into(),
             ApiError::ConnectorBusy { limit } => format!("this key already has {limit} connector calls in flight; retry when one ends"),
             ApiError::StateUnavailable => "the service cannot reach its account store just now, so keys and sessions cannot be checked; public and sample routes still answer; retry in a few seconds".into(),
+            ApiError::StorageUnavailable => "the service cannot read the corpus storage just now; nothing partial is answered; retry in a few seconds".into(),
             ApiError::Internal => "internal error; the request id identifies it in the service logs".into(),
             other => other.to_string(),
         }
@@ -239,6 +245,10 @@ impl From<asof_engine::Error> for ApiError {
                 message,
             },
             asof_engine::Error::Busy => ApiError::Overloaded { retry_after: 1 },
+            other if other.is_unavailable() => {
+                tracing::warn!(error = %other, "corpus storage unreachable");
+                ApiError::StorageUnavailable
+            }
             other => {
                 tracing::error!(error = %other, "engine fault");
                 ApiError::Internal
@@ -287,6 +297,7 @@ impl From<Error> for ApiError {
                     ApiError::ProcessorError
                 }
             }
+            Error::Engine(e) => ApiError::from(e),
             Error::Store(e) if store_unreachable(&e) => {
                 tracing::warn!(error = %e, "state store unreachable");
                 ApiError::StateUnavailable

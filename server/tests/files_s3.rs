@@ -1,7 +1,9 @@
 //! Flat files of a corpus in S3 (a real S3-compatible server on loopback, `s3s-fs`, which
 //! verifies SigV4 presigned URLs): `/v1/files` answers the object store's own presigned GET
 //! URLs, a plain HTTP client reads the exact bytes with them, and the server refuses a
-//! tampered or expired one. The bytes never pass through the service.
+//! tampered or expired one. The bytes never pass through the service. With the store gone,
+//! answers that need it are `503 storage_unavailable` within the retry bound, and the service
+//! recovers when it returns.
 
 mod common;
 
@@ -145,4 +147,55 @@ async fn an_expired_presigned_url_is_refused_by_the_object_store() {
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let refused = reqwest::get(&url).await.unwrap();
     assert_eq!(refused.status(), 403, "{url}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_object_store_gone_reads_are_503_storage_unavailable_and_recover() {
+    let Some(mut s3) = S3::start() else { return };
+    let t = served(&s3, std::time::Duration::from_secs(60)).await;
+    // An index-path page, a DataFusion scan and a file listing: each reads the store.
+    let paths = [
+        "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=100",
+        "/v1/news?source=us.ofac.sdn&as_of=2019-01-04T23:59:59Z&limit=5",
+        "/v1/files?limit=3",
+    ];
+    for p in paths {
+        let r = send(&t, Method::GET, p, Some(&t.key.clone()), &[]).await;
+        assert_eq!(r.status, StatusCode::OK, "{p}: {}", r.json);
+    }
+    s3.stop();
+    let mut refused = 0;
+    for p in paths {
+        let started = std::time::Instant::now();
+        let r = send(&t, Method::GET, p, Some(&t.key.clone()), &[]).await;
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(20),
+            "{p}: {:?}",
+            started.elapsed()
+        );
+        match r.status {
+            StatusCode::OK => {}
+            StatusCode::SERVICE_UNAVAILABLE => {
+                assert_eq!(r.json["error"]["code"], "storage_unavailable", "{}", r.json);
+                assert_eq!(r.headers["retry-after"], "5");
+                assert_eq!(r.json["count"], serde_json::Value::Null);
+                refused += 1;
+            }
+            other => panic!("{p}: {other} {}", r.json),
+        }
+    }
+    assert!(
+        refused > 0,
+        "every answer came from memory; none read the store"
+    );
+    s3.restart();
+    for p in paths {
+        let r = send(&t, Method::GET, p, Some(&t.key.clone()), &[]).await;
+        assert_eq!(
+            r.status,
+            StatusCode::OK,
+            "after the store returned, {p}: {}",
+            r.json
+        );
+    }
 }

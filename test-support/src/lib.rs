@@ -31,7 +31,8 @@ pub const S3_SECRET: &str = "asof-test-secret-0123456789";
 pub struct S3 {
     child: Child,
     pub port: u16,
-    _root: tempfile::TempDir,
+    bin: PathBuf,
+    root: tempfile::TempDir,
 }
 
 impl Drop for S3 {
@@ -39,6 +40,17 @@ impl Drop for S3 {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
+}
+
+fn spawn(bin: &std::path::Path, port: u16, root: &std::path::Path) -> Child {
+    Command::new(bin)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+        .args(["--access-key", S3_KEY, "--secret-key", S3_SECRET])
+        .arg(root)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
 }
 
 fn s3s_binary() -> Option<PathBuf> {
@@ -70,26 +82,37 @@ impl S3 {
             .local_addr()
             .unwrap()
             .port();
-        let child = Command::new(bin)
-            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
-            .args(["--access-key", S3_KEY, "--secret-key", S3_SECRET])
-            .arg(root.path())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        let child = spawn(&bin, port, root.path());
         let s3 = S3 {
             child,
             port,
-            _root: root,
+            bin,
+            root,
         };
-        // Ready when it accepts connections (bounded; never a fixed sleep).
+        s3.wait_listening();
+        Some(s3)
+    }
+
+    /// Ready when it accepts connections (bounded; never a fixed sleep).
+    fn wait_listening(&self) {
         let deadline = Instant::now() + Duration::from_secs(20);
-        while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        while TcpStream::connect(("127.0.0.1", self.port)).is_err() {
             assert!(Instant::now() < deadline, "s3s-fs did not start listening");
             std::thread::sleep(Duration::from_millis(20));
         }
-        Some(s3)
+    }
+
+    /// Kills the server (the store goes away; its files stay).
+    pub fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts it again on the same port over the same files.
+    pub fn restart(&mut self) {
+        self.stop();
+        self.child = spawn(&self.bin, self.port, self.root.path());
+        self.wait_listening();
     }
 
     /// The URL of a corpus under `prefix` in the bucket.

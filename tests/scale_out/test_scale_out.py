@@ -69,6 +69,9 @@ defaults
   timeout server 30s
   option http-server-close
   option forwardfor
+  # A request whose replica cannot be reached is sent to another (a replica restarting).
+  retries 3
+  option redispatch
 frontend fe
   bind 127.0.0.1:{self.port}
   default_backend be
@@ -114,7 +117,7 @@ def ids(res):
 
 
 class Deployment:
-    def __init__(self, binary, s3s, haproxy, work, pg_url):
+    def __init__(self, binary, s3s, haproxy, work, pg_url, log="info"):
         self.binary = binary
         self.work = work
         self.db = pg_url
@@ -133,7 +136,7 @@ class Deployment:
         self.smtp.start()
         lb_port = free_port()
         self.lb_base = f"http://127.0.0.1:{lb_port}"
-        extra = [
+        self.extra = extra = [
             "--reload-interval", str(RELOAD),
             "--trust-forwarded-for",
             "--smtp-url", f"smtp://127.0.0.1:{self.smtp.port}",
@@ -142,7 +145,7 @@ class Deployment:
             "--insecure-cookies",
         ]
         self.replicas = [
-            Server(binary, work, corpus=CORPUS, extra=extra, env={**self.env, "ASOF_LOG": "info"}, db=pg_url)
+            Server(binary, work, corpus=CORPUS, extra=extra, env={**self.env, "ASOF_LOG": log}, db=pg_url)
             for _ in range(2)
         ]
         self.lb = Balancer(haproxy, work, [r.port for r in self.replicas], lb_port)
@@ -151,6 +154,9 @@ class Deployment:
     @property
     def base(self):
         return self.lb.base
+
+    def current_version(self):
+        return get(self.base, "/health").json()["results"][0]["corpus_version"]
 
     def poll(self):
         out = subprocess.run(

@@ -394,7 +394,7 @@ pub fn error_response(ctx: &Ctx, err: &ApiError, sample: bool) -> Response {
         ApiError::ConnectorBusy { .. } => {
             h.insert(header::RETRY_AFTER, HeaderValue::from(1));
         }
-        ApiError::StateUnavailable => {
+        ApiError::StateUnavailable | ApiError::StorageUnavailable => {
             h.insert(header::RETRY_AFTER, HeaderValue::from(5));
         }
         ApiError::Timeout { .. } => {
