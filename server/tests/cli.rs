@@ -1074,3 +1074,71 @@ fn a_publisher_killed_after_any_of_its_writes_leaves_a_verified_corpus_and_the_n
     }
     assert!(n > 5, "the loop covered every write of the publish ({n})");
 }
+
+/// A tmpfs of `bytes` mounted at `dir` (unmounted on drop), or `None` where this process may
+/// not mount (not root, or no tmpfs): the disk-full test is then skipped with a notice.
+struct Tmpfs(PathBuf);
+
+impl Tmpfs {
+    fn mount(dir: &Path, bytes: u64) -> Option<Tmpfs> {
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={bytes}"), "tmpfs"])
+            .arg(dir)
+            .stderr(std::process::Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        ok.then(|| Tmpfs(dir.to_owned()))
+    }
+
+    fn grow(&self, bytes: u64) {
+        let s = Command::new("mount")
+            .args(["-o", &format!("remount,size={bytes}")])
+            .arg(&self.0)
+            .status()
+            .unwrap();
+        assert!(s.success());
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.0).status();
+    }
+}
+
+#[test]
+fn an_ingest_onto_a_full_disk_fails_saying_so_and_leaves_the_corpus_as_it_was() {
+    // How much the parent corpus takes, measured on an ordinary directory.
+    let probe = tempfile::tempdir().unwrap();
+    daily_index_corpus(probe.path());
+    let used: u64 = walk(probe.path())
+        .iter()
+        .map(|p| std::fs::metadata(p).unwrap().len().div_ceil(4096) * 4096)
+        .sum();
+    let dir = tempfile::tempdir().unwrap();
+    // Room for the parent and a little more, not for the ticker list's objects.
+    let Some(fs) = Tmpfs::mount(dir.path(), used + 256 * 1024) else {
+        assert!(
+            std::env::var("CI").is_err(),
+            "CI runs as root and must be able to mount a tmpfs"
+        );
+        eprintln!("SKIPPED: cannot mount a tmpfs here (not root?)");
+        return;
+    };
+    let parent = daily_index_corpus(dir.path());
+    let o = ticker_ingest(dir.path(), None).wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("is full: nothing was published") && err.contains(&parent),
+        "{err}"
+    );
+    assert_eq!(pointer(dir.path()), parent);
+    let v = asof(&["verify", "--corpus", dir.path().to_str().unwrap()]);
+    assert!(v.status.success(), "{}", String::from_utf8_lossy(&v.stderr));
+    // With room again, the same command publishes.
+    fs.grow(used * 4 + 8 * 1024 * 1024);
+    let o = ticker_ingest(dir.path(), None).wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_ne!(pointer(dir.path()), parent);
+}

@@ -506,6 +506,20 @@ pub async fn run(cli: Cli) -> ExitCode {
 
 pub(crate) type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
+/// Whether an error comes from a full disk (`ENOSPC`) anywhere down its chain of causes.
+fn disk_full(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(e);
+    while let Some(e) = next {
+        if let Some(io) = e.downcast_ref::<std::io::Error>()
+            && (io.kind() == std::io::ErrorKind::StorageFull || io.raw_os_error() == Some(28))
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
 /// Whether writing the output failed because its reader closed the pipe (through the
 /// writers' own error types: JSON, CSV and Arrow wrap the `io::Error`).
 fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
@@ -817,9 +831,20 @@ async fn ingest(a: IngestArgs) -> CliResult {
         Step::Comparing => bar.set_message("comparing with the current version"),
         Step::Publishing => bar.set_message("publishing partitions, access files and manifest"),
     };
+    let before = store.current_version().await.ok().flatten();
     let outcome = pipeline::ingest(&store, req, &progress).await;
     bar.finish_and_clear();
-    let outcome = outcome?;
+    let outcome = match outcome {
+        Err(e) if disk_full(&e) => {
+            return Err(format!(
+                "the disk holding the corpus ({}) is full: nothing was published, and {} stays current; free space and run the same command again (the objects already written are reused)",
+                store.display(),
+                before.as_deref().unwrap_or("no version")
+            )
+            .into());
+        }
+        r => r?,
+    };
     let p = &outcome.published;
     if p.changed {
         eprintln!(
