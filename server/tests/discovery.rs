@@ -352,9 +352,18 @@ async fn statuses_security_and_headers_follow_the_gating_table() {
     let t = setup().await;
     let doc = description(&t).await;
     let news = &doc["paths"]["/v1/news"]["get"];
-    for s in ["200", "304", "400", "401", "403", "409", "429", "500"] {
+    for s in [
+        "200", "304", "400", "401", "403", "409", "414", "429", "431", "500", "503",
+    ] {
         assert!(news["responses"].get(s).is_some(), "/v1/news lacks {s}");
     }
+    // Only routes that read a body can refuse a long one.
+    assert!(news["responses"].get("413").is_none());
+    assert!(
+        doc["paths"]["/v1/keys"]["post"]["responses"]
+            .get("413")
+            .is_some()
+    );
     assert_eq!(news["security"][0]["bearer"], serde_json::json!([]));
     let ok_headers = &news["responses"]["200"]["headers"];
     for h in [

@@ -222,9 +222,16 @@ fn status_description(status: &str) -> &'static str {
         "429" => {
             "`rate_limited`: the fixed one-minute window is spent; on the connector also `vendor_rate_limited` (the vendor's limit for your vendor key; its `Retry-After` passed on) or `too_many_connector_calls` (this key already has 4 vendor calls in flight). Retry after `Retry-After` seconds."
         }
+        "413" => {
+            "`payload_too_large`: the body is longer than this route reads (`param: body`); nothing past the limit was read."
+        }
+        "414" => "`uri_too_long`: the path and query are longer than 8 KiB.",
+        "431" => {
+            "`headers_too_large`: the request headers exceed 32 KiB in total or 100 fields (a head past 256 KiB is refused by the HTTP parser with a bare 431 and the connection closed)."
+        }
         "500" => "`internal`: the request id identifies the fault in the service logs.",
         "503" => {
-            "`timeout` (the answer took longer than the service's request timeout) or `overloaded` (every scan slot stayed taken); on sign-in routes `sign_in_not_configured` (this server has no settings for that sign-in way), `mail_unavailable` (the mail server refused the message) or `provider_unavailable` (the provider could not be reached); on billing routes `billing_not_configured` (the payment processor's settings are missing; the message names them) or `processor_unavailable` (the payment processor could not be reached or is failing); on the connector `connector_not_configured` (this server has no settings for that vendor); retry after `Retry-After` seconds."
+            "`timeout` (the answer took longer than the service's request timeout) or `overloaded` (every scan slot stayed taken); on sign-in routes `sign_in_not_configured` (this server has no settings for that sign-in way), `mail_unavailable` (the mail server refused the message) or `provider_unavailable` (the provider could not be reached); on billing routes `billing_not_configured` (the payment processor's settings are missing; the message names them) or `processor_unavailable` (the payment processor could not be reached or is failing); on the connector `connector_not_configured` (this server has no settings for that vendor); `state_unavailable` (the account store cannot be reached: keys and sessions cannot be checked; public and sample routes keep answering) or `storage_unavailable` (the corpus storage cannot be reached; nothing partial is answered); retry after `Retry-After` seconds."
         }
         _ => "",
     }
@@ -312,7 +319,11 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
                 .build(),
         );
     }
-    let mut statuses = vec!["400", "500"];
+    // Every route refuses an oversized head (`http::limits`); a route with a body, a long one.
+    let mut statuses = vec!["400", "414", "431", "500"];
+    if op.request_body.is_some() {
+        statuses.push("413");
+    }
     if !matches!(kind, Kind::Stream | Kind::Redirect) {
         statuses.push("304");
     }
