@@ -1,8 +1,8 @@
 //! Every adapter fed mutated real files (bytes flipped, cut, deleted and inserted where the
 //! formats are most fragile): an adapter answers rows or an error naming the file, never a
-//! panic. This stands in for coverage-guided fuzzing, which needs a nightly toolchain
-//! (`cargo-fuzz`) or an AFL++ build (`cargo-afl`); `ASOF_PARSER_CASES=100000` runs a long
-//! search. Crashing inputs found are kept as the regression cases below.
+//! panic. This stands in for coverage-guided fuzzing (not wired in yet: see ARCHITECTURE.md,
+//! "Reliability"); `ASOF_PARSER_CASES=100000` runs a long search. A crashing input found is
+//! kept as a regression case in this file.
 
 use asof_engine::clock::{Instant, Lane, SourceId};
 use proptest::prelude::*;
