@@ -3,7 +3,8 @@
 tests/scale_out: one PostgreSQL database, the corpus in S3 on s3s-fs) while `asof poll`
 publishes a new version every 2 s.
 
-Run 1: DURATION seconds of keyed first pages. Wanted: zero 5xx, every `X-Corpus-Version` one
+Baseline (full runs): DURATION seconds of keyed first pages with nothing published.
+Run 1: the same while the poller publishes. Wanted: zero 5xx, every `X-Corpus-Version` one
 of the versions published, p99 within the hot-path target.
 Run 2: the same, with replica r2 killed (SIGKILL) a third of the way in and started again
 five seconds later. Wanted: errors only on the connections it held, named and counted.
@@ -78,7 +79,7 @@ end
 """
 
 
-def run(d, work, keys_file, duration, conns, versions, kill=False):
+def run(d, work, keys_file, duration, conns, versions, kill=False, publish=True):
     lua = os.path.join(work, "reload.lua")
     with open(lua, "w") as f:
         f.write(LUA % {"paths": ", ".join(json.dumps(p) for p in PATHS), "keys": keys_file})
@@ -103,7 +104,8 @@ def run(d, work, keys_file, duration, conns, versions, kill=False):
                                env={**d.env, "ASOF_LOG": "warn"}, db=d.db, port=victim.port)
         killer_events.append(("r2 serving again", time.monotonic()))
 
-    pub.start()
+    if publish:
+        pub.start()
     if kill:
         threading.Thread(target=killer, daemon=True).start()
     out = subprocess.run(
@@ -111,7 +113,8 @@ def run(d, work, keys_file, duration, conns, versions, kill=False):
         capture_output=True, text=True,
     )
     stop.set()
-    pub.join()
+    if publish:
+        pub.join()
     line = next((l for l in out.stdout.splitlines() if l.startswith("WRK ")), None)
     if line is None:
         raise RuntimeError(f"wrk gave no summary: {out.stdout}{out.stderr}")
@@ -148,8 +151,13 @@ def main():
                 for _ in range(args.keys):
                     f.write(create_key(args.bin, pg_url, "desk") + "\n")
             versions = {d.current_version()}
-            # Warm-up, then the two measured runs.
-            run(d, work, keys_file, 3, args.connections, versions)
+            # Warm-up; the baseline (the same load, nothing published: full runs only); then
+            # the two measured runs.
+            run(d, work, keys_file, 3, args.connections, versions, publish=False)
+            if not args.check:
+                r = run(d, work, keys_file, args.duration, args.connections, versions, publish=False)
+                r["run"] = "baseline: nothing published"
+                print(json.dumps({k: v for k, v in r.items() if k != "versions"}))
             for kill in (False, True):
                 r = run(d, work, keys_file, args.duration, args.connections, versions, kill=kill)
                 r["run"] = "r2 killed and restarted" if kill else "publishing every 2 s"

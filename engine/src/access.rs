@@ -934,10 +934,17 @@ impl AsyncFileReader for ObjectReader {
             return futures::future::ready(read_local(f, range)).boxed();
         }
         async move {
-            self.store
-                .get_range(&self.path, range)
+            let cache = &crate::page_cache::REMOTE;
+            if let Some(b) = cache.get(self.path.as_ref(), &range) {
+                return Ok(b);
+            }
+            let b = self
+                .store
+                .get_range(&self.path, range.clone())
                 .await
-                .map_err(external)
+                .map_err(external)?;
+            cache.put(self.path.as_ref(), &range, b.clone());
+            Ok(b)
         }
         .boxed()
     }
@@ -951,10 +958,32 @@ impl AsyncFileReader for ObjectReader {
             return futures::future::ready(out).boxed();
         }
         async move {
-            self.store
-                .get_ranges(&self.path, &ranges)
-                .await
-                .map_err(external)
+            // Ranges not held are fetched together (the store coalesces neighbours), then kept.
+            let cache = &crate::page_cache::REMOTE;
+            let mut out: Vec<Option<Bytes>> = ranges
+                .iter()
+                .map(|r| cache.get(self.path.as_ref(), r))
+                .collect();
+            let missing: Vec<Range<u64>> = ranges
+                .iter()
+                .zip(&out)
+                .filter(|(_, got)| got.is_none())
+                .map(|(r, _)| r.clone())
+                .collect();
+            if !missing.is_empty() {
+                let fetched = self
+                    .store
+                    .get_ranges(&self.path, &missing)
+                    .await
+                    .map_err(external)?;
+                let mut fetched = missing.iter().zip(fetched);
+                for slot in out.iter_mut().filter(|s| s.is_none()) {
+                    let (r, b) = fetched.next().expect("one answer per range");
+                    cache.put(self.path.as_ref(), r, b.clone());
+                    *slot = Some(b);
+                }
+            }
+            Ok(out.into_iter().map(|b| b.expect("filled")).collect())
         }
         .boxed()
     }

@@ -14,6 +14,7 @@ pub mod identity;
 pub mod ids;
 pub mod lists;
 pub mod manifest;
+pub mod page_cache;
 pub mod publish;
 pub mod read;
 pub mod record;
