@@ -455,7 +455,7 @@ async fn a_reload_during_a_paged_walk_expires_the_cursor() {
 }
 
 #[tokio::test]
-async fn a_reload_to_a_version_failing_verification_is_refused_and_the_old_one_kept() {
+async fn a_reload_to_a_version_with_a_corrupt_or_missing_object_is_refused_and_the_old_one_kept() {
     let t = setup().await;
     let before = t.state.corpus().version().to_owned();
     let (copy, dst) = copy_of_sample_corpus().await;
@@ -511,6 +511,13 @@ async fn a_reload_to_a_version_failing_verification_is_refused_and_the_old_one_k
     assert_eq!(t.state.corpus().version(), before);
     let r = send(&t, Method::GET, "/health", None, &[]).await;
     assert_eq!(r.json["results"][0]["corpus_version"], before);
+    assert_eq!(get(&t, TSLA).await.status, StatusCode::OK);
+    // The object gone altogether: refused the same way, at every check.
+    std::fs::remove_file(copy.path().join(&fresh.path)).unwrap();
+    for _ in 0..2 {
+        assert_eq!(asof_server::reload::reload_once(&t.state, &dst).await, None);
+    }
+    assert_eq!(t.state.corpus().version(), before);
     assert_eq!(get(&t, TSLA).await.status, StatusCode::OK);
 }
 
