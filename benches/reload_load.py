@@ -30,7 +30,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "scale_out"))
 from test_scale_out import Deployment  # noqa: E402
 from support import Server, create_key  # noqa: E402
-from test_signin import postgres_database  # noqa: E402
+from test_signin import drop_database, postgres_database  # noqa: E402
 
 PATHS = [
     "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=100",
@@ -191,8 +191,7 @@ def main():
                     failed.append(f"{r['run']}: the poller published {r['published']} versions")
         finally:
             d.stop()
-    subprocess.run(["psql", pg_url.rsplit("/", 1)[0] + "/test", "-c", f"DROP DATABASE IF EXISTS {name}"],
-                   capture_output=True)
+    drop_database(name)
     for f in failed:
         print("FAIL " + f)
     print(f"reload load: {'ok' if not failed else 'FAILED'}")

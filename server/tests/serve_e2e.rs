@@ -133,8 +133,8 @@ impl Drop for Guard {
 }
 
 impl Guard {
-    /// SIGTERM, then the exit status.
-    fn terminate(&mut self) -> std::process::ExitStatus {
+    /// Sends SIGTERM, without waiting.
+    fn sigterm(&self) {
         let pid = self.0.id().to_string();
         assert!(
             Command::new("kill")
@@ -143,6 +143,11 @@ impl Guard {
                 .unwrap()
                 .success()
         );
+    }
+
+    /// SIGTERM, then the exit status.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        self.sigterm();
         self.0.wait().unwrap()
     }
 }
@@ -542,14 +547,7 @@ fn sigterm_with_hundreds_of_slow_and_idle_connections_open_exits_within_the_grac
     let _slow: Vec<TcpStream> = (0..300).map(|_| half_open(&addr)).collect();
     let mut idle: Vec<TcpStream> = (0..20).map(|_| idle_keep_alive(&addr)).collect();
     let started = std::time::Instant::now();
-    let pid = guard.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    guard.sigterm();
     // Idle connections are closed at once, not at the end of the grace period.
     for s in &mut idle {
         assert!(closed_within(s, std::time::Duration::from_secs(2)));
@@ -594,14 +592,7 @@ fn sigterm_during_a_request_lets_it_finish_and_answer() {
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
-    let pid = guard.0.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    guard.sigterm();
     std::thread::sleep(std::time::Duration::from_millis(500));
     s.write_all(&body[4..]).unwrap();
     let mut out = Vec::new();

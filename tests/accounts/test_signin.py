@@ -376,6 +376,11 @@ def run_all(binary, workdir, db, node, module):
     return results
 
 
+def drop_database(name):
+    """Drops a database `postgres_database` made (connections still open are closed)."""
+    subprocess.run(["psql", PG, "-c", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"], capture_output=True)
+
+
 def postgres_database():
     """A fresh database on the machine's PostgreSQL, or None when there is none."""
     name = f"asof_signin_{uuid.uuid4().hex[:12]}"
@@ -407,7 +412,7 @@ def main():
             with tempfile.TemporaryDirectory(prefix="asof-signin-pg-") as d:
                 results += run_all(args.bin, d, url, *tools)
         finally:
-            subprocess.run(["psql", PG, "-c", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"], capture_output=True)
+            drop_database(name)
     passed = sum(results)
     print(f"signin clients: {passed} passed, {len(results) - passed} failed")
     sys.exit(0 if passed == len(results) else 1)

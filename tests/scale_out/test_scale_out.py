@@ -39,7 +39,7 @@ sys.path.insert(0, os.path.join(REPO, "tests", "stream"))
 sys.path.insert(0, os.path.join(REPO, "tests", "accounts"))
 from support import Server, create_key, free_port  # noqa: E402
 from test_files_clients import S3  # noqa: E402
-from test_signin import Inbox, postgres_database, session_cookie  # noqa: E402
+from test_signin import Inbox, drop_database, postgres_database, session_cookie  # noqa: E402
 from test_stream_client import USER_AGENT, Feed  # noqa: E402
 
 RELOAD = 0.5  # seconds between pointer checks on each replica
@@ -379,8 +379,7 @@ def main():
                         if "svc_live_" in text or "asof-test-secret" in text:
                             results.setdefault("no secret in any log", []).append(fn)
                 results.setdefault("no secret in any log", [])
-    subprocess.run(["psql", pg_url.rsplit("/", 1)[0] + "/test", "-c", f"DROP DATABASE IF EXISTS {name}"],
-                   capture_output=True)
+    drop_database(name)
     passed = sum(1 for v in results.values() if not v)
     for k, v in results.items():
         print(("ok   " if not v else "FAIL ") + k)

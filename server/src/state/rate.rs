@@ -61,6 +61,30 @@ struct Inner {
     retired: Vec<(String, i64, i64)>,
 }
 
+impl Inner {
+    /// The entry of `bucket`, moved on to `window` (starting from `synced`) if it was of an
+    /// earlier one, whose unwritten hits are retired for the next flush. An entry of a later
+    /// window (a slower concurrent request) is left as it is.
+    fn current(&mut self, bucket: &str, window: i64, synced: i64) -> &mut Entry {
+        let e = self.entries.entry(bucket.to_owned()).or_insert(Entry {
+            window,
+            synced: 0,
+            pending: 0,
+        });
+        if e.window < window {
+            if e.pending > 0 {
+                self.retired.push((bucket.to_owned(), e.window, e.pending));
+            }
+            *e = Entry {
+                window,
+                synced,
+                pending: 0,
+            };
+        }
+        e
+    }
+}
+
 impl RateWindows {
     pub fn new(store: Arc<dyn StateStore>) -> Arc<Self> {
         Arc::new(RateWindows {
@@ -112,23 +136,9 @@ impl RateWindows {
                 return Err(e);
             }
         };
-        let mut guard = self.inner.lock().expect("rate lock");
-        let m = &mut *guard;
-        let e = m.entries.entry(bucket.to_owned()).or_insert(Entry {
-            window,
-            synced: 0,
-            pending: 0,
-        });
-        if e.window < window {
-            if e.pending > 0 {
-                m.retired.push((bucket.to_owned(), e.window, e.pending));
-            }
-            *e = Entry {
-                window,
-                synced: count,
-                pending: 0,
-            };
-        } else if e.window == window {
+        let mut m = self.inner.lock().expect("rate lock");
+        let e = m.current(bucket, window, count);
+        if e.window == window {
             // Counts only grow within a window; a slower concurrent answer may be older.
             e.synced = e.synced.max(count);
         }
@@ -145,22 +155,7 @@ impl RateWindows {
     /// replica; the hits are written with the next flush that succeeds).
     pub fn hit_local(&self, bucket: &str, window: i64) -> i64 {
         let mut m = self.inner.lock().expect("rate lock");
-        let m = &mut *m;
-        let e = m.entries.entry(bucket.to_owned()).or_insert(Entry {
-            window,
-            synced: 0,
-            pending: 0,
-        });
-        if e.window < window {
-            if e.pending > 0 {
-                m.retired.push((bucket.to_owned(), e.window, e.pending));
-            }
-            *e = Entry {
-                window,
-                synced: 0,
-                pending: 0,
-            };
-        }
+        let e = m.current(bucket, window, 0);
         e.pending += 1;
         e.synced + e.pending
     }
