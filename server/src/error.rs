@@ -233,6 +233,18 @@ impl ApiError {
     }
 }
 
+impl From<asof_cursor::Error> for ApiError {
+    fn from(e: asof_cursor::Error) -> Self {
+        match e {
+            asof_cursor::Error::Invalid => ApiError::invalid(
+                "cursor",
+                "cursor is not a token this service minted for this operation and filter set; restart without cursor",
+            ),
+            asof_cursor::Error::Expired => ApiError::CursorExpired,
+        }
+    }
+}
+
 impl From<asof_engine::Error> for ApiError {
     fn from(e: asof_engine::Error) -> Self {
         match e {

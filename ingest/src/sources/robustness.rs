@@ -1,8 +1,8 @@
 //! Every adapter fed mutated real files (bytes flipped, cut, deleted and inserted where the
 //! formats are most fragile): an adapter answers rows or an error naming the file, never a
-//! panic. This stands in for coverage-guided fuzzing (not wired in yet: see ARCHITECTURE.md,
-//! "Reliability"); `ASOF_PARSER_CASES=100000` runs a long search. A crashing input found is
-//! kept as a regression case in this file.
+//! panic; `ASOF_PARSER_CASES=100000` runs a long search. The coverage-guided search is AFL++
+//! (`fuzz/run.sh`); its seeds and every crashing input it found (`fuzz/crashes/parse/`) are
+//! replayed here on every test run.
 
 use asof_engine::clock::{Instant, Lane, SourceId};
 use proptest::prelude::*;
@@ -245,6 +245,58 @@ fn every_seed_parses_unmutated() {
         if names != ["company.20221003.idx"] {
             assert!(r.is_ok(), "{source} {names:?}: {:?}", r.err());
         }
+    }
+}
+
+/// The files of one kept-input folder of `fuzz/` (none when it does not exist).
+fn kept(dir: &str) -> Vec<(String, Vec<u8>)> {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../fuzz")
+        .join(dir);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<(String, Vec<u8>)> = entries
+        .map(|e| {
+            let path = e.expect("fuzz folder entry").path();
+            let bytes = std::fs::read(&path).expect("kept fuzz input");
+            (path.display().to_string(), bytes)
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+#[test]
+fn the_fuzzers_seeds_select_every_adapter_and_are_accepted() {
+    let seeds = kept("seeds/parse");
+    assert!(
+        seeds.len() >= 13,
+        "fuzz/seeds/parse holds {} files",
+        seeds.len()
+    );
+    let mut selected = std::collections::BTreeSet::new();
+    for (path, data) in &seeds {
+        let entry = super::SELECTED[usize::from(data[0]) % super::SELECTED.len()];
+        selected.insert(entry.0);
+        let r = super::parse_selected(data).expect("a seed is not empty");
+        // The bad-form index is kept for the refusal paths; every other seed parses.
+        if entry.2 != "company.20221003.idx" {
+            assert!(r.is_ok(), "{path}: {:?}", r.err());
+        }
+    }
+    assert_eq!(
+        selected.len(),
+        SourceId::ALL.len(),
+        "a source without a seed: {selected:?}"
+    );
+}
+
+#[test]
+fn every_input_the_fuzzer_found_crashing_is_now_rows_or_an_error() {
+    for (path, data) in kept("crashes/parse") {
+        eprintln!("replaying {path}");
+        let _ = super::parse_selected(&data);
     }
 }
 
