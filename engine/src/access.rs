@@ -96,24 +96,28 @@ fn access_order(a: &NewsRow, b: &NewsRow) -> std::cmp::Ordering {
 }
 
 fn data_properties() -> WriterProperties {
-    // Row-group and page sizes make a 100-row page cost one or two pages per column; no
-    // dictionaries on unique columns (they slow point reads), chunk statistics only (the
-    // sidecar, not the column index, prunes), the offset index on (it maps rows to pages).
+    // Row-group and page sizes make a 100-row page cost one or two pages per column; chunk
+    // statistics only (the sidecar, not the column index, prunes), the offset index on (it
+    // maps rows to pages).
+    // No dictionaries at all: a dictionary page belongs to a whole 64k-row group, and reading
+    // any one page of a dictionary column reads and decodes it first. In a CIK-clustered
+    // group `cik` and `entity_id` hold thousands of values, so a one-row answer decoded two
+    // dictionaries of thousands of strings: 45% of the server's CPU on a `limit=1` page
+    // (BENCHMARKS.md, "The hot path").
     // Uncompressed: under HTTP load Snappy decompression was the largest single cost (23% of
     // server CPU); dropping it cut the first-page p50 by ~40% for twice the bytes. These files
     // are derived and served from the page cache; the source-day partitions, which are the
     // files users download, stay compressed.
-    crate::publish::with_dictionaries(
-        WriterProperties::builder()
-            .set_compression(parquet::basic::Compression::UNCOMPRESSED)
-            .set_statistics_enabled(EnabledStatistics::Chunk)
-            .set_offset_index_disabled(false)
-            .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-            .set_data_page_row_count_limit(BLOCK_ROWS)
-            .set_write_batch_size(BLOCK_ROWS)
-            .set_created_by("asof".into()),
-    )
-    .build()
+    WriterProperties::builder()
+        .set_compression(parquet::basic::Compression::UNCOMPRESSED)
+        .set_dictionary_enabled(false)
+        .set_statistics_enabled(EnabledStatistics::Chunk)
+        .set_offset_index_disabled(false)
+        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
+        .set_data_page_row_count_limit(BLOCK_ROWS)
+        .set_write_batch_size(BLOCK_ROWS)
+        .set_created_by("asof".into())
+        .build()
 }
 
 /// One CIK's run of rows inside one clustered file.

@@ -411,7 +411,7 @@ pub const DICTIONARY_COLUMNS: [&str; 6] = [
 ];
 
 /// Turns dictionaries on for [`DICTIONARY_COLUMNS`] only.
-pub fn with_dictionaries(
+fn with_dictionaries(
     b: parquet::file::properties::WriterPropertiesBuilder,
 ) -> parquet::file::properties::WriterPropertiesBuilder {
     DICTIONARY_COLUMNS

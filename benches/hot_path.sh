@@ -1,0 +1,119 @@
+#!/usr/bin/env bash
+# The hot path against the HTTP floor, in one run on one machine: `asof serve` (release, fresh
+# SQLite state) answering keyed first pages, measured beside `GET /health` so the ratio, not
+# the absolute figure, is what a run is judged by (machines differ).
+#
+# Usage: benches/hot_path.sh CORPUS QUERIES.jsonl [DURATION]
+#   CORPUS        a directory written by `asof bench-corpus`
+#   QUERIES.jsonl drawn by `asof-bench --emit-queries` (half big filers, half small)
+#   DURATION      of each closed-loop run (default 20s; the sequential runs take half of it)
+# Steps, all against the same server process:
+#   1. wrk -t2 -c16 GET /health                                     (the floor)
+#   2. wrk -t2 -c16 keyed GET /v1/news?cik=&as_of=&limit=100, every drawn cut
+#   3. wrk -t1 -c1 (one keep-alive connection, sequential): big filers limit=100, big filers
+#      limit=1, small filers limit=100
+#   4. the server's resident and peak resident memory after all of it
+# Needs a release build of `asof` (ASOF_BIN, default <target>/release/asof) and wrk (installed
+# from Debian's packages when missing). 512 desk keys share the load so the per-key limit
+# (1,200 a minute) is never what a run measures. Prints a Markdown table, then one JSON line.
+set -euo pipefail
+corpus=${1:?corpus directory}
+queries=${2:?queries jsonl}
+duration=${3:-20}
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+bin=${ASOF_BIN:-$target/release/asof}
+keys=${ASOF_BENCH_KEYS:-512}
+command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
+
+work=$(mktemp -d)
+trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
+db="sqlite://$work/state.db"
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+
+for i in $(seq 1 "$keys"); do
+  "$bin" keys create --database-url "$db" --email "hot$i@example.com" --plan desk 2>/dev/null | tail -1
+done >"$work/keys.txt"
+
+ASOF_LOG=warn "$bin" serve --corpus "$corpus" --listen "127.0.0.1:$port" --database-url "$db" \
+  2>"$work/serve.log" &
+server=$!
+for _ in $(seq 1 600); do
+  curl -fs "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
+  kill -0 "$server" 2>/dev/null || { cat "$work/serve.log"; exit 1; }
+  sleep 0.1
+done
+
+# One path file per workload.
+python3 - "$queries" "$work" <<'PY'
+import json, sys, urllib.parse
+qs = [json.loads(l) for l in open(sys.argv[1])]
+def write(name, rows, limit):
+    with open(f"{sys.argv[2]}/{name}.txt", "w") as f:
+        for q in rows:
+            f.write("/v1/news?" + urllib.parse.urlencode({"cik": q["cik"], "as_of": q["as_of"], "limit": limit}) + "\n")
+write("all", qs, 100)
+write("big", [q for q in qs if q["size"] == "big"], 100)
+write("big1", [q for q in qs if q["size"] == "big"], 1)
+write("small", [q for q in qs if q["size"] == "small"], 100)
+with open(f"{sys.argv[2]}/health.txt", "w") as f:
+    f.write("/health\n")
+PY
+
+# Paths in a random order, keys round robin; the summary as one JSON object. A non-2xx answer
+# counts as an error (a rate-limited run measures nothing).
+cat >"$work/load.lua" <<LUA
+local paths, keys = {}, {}
+local file = os.getenv("PATHS")
+for l in io.lines(file) do paths[#paths + 1] = l end
+for l in io.lines("$work/keys.txt") do keys[#keys + 1] = l end
+local n = 0
+request = function()
+  n = n + 1
+  local key = keys[(n % #keys) + 1]
+  return wrk.format("GET", paths[math.random(#paths)], { ["Authorization"] = "Bearer " .. key })
+end
+done = function(summary, latency, requests)
+  local errors = summary.errors.connect + summary.errors.read + summary.errors.write
+    + summary.errors.status + summary.errors.timeout
+  io.write(string.format(
+    '{"requests_per_s": %.1f, "p50_ms": %.3f, "p99_ms": %.3f, "errors": %d}\n',
+    summary.requests / (summary.duration / 1e6),
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000, errors))
+end
+LUA
+
+run() { # name threads connections seconds
+  PATHS="$work/$1.txt" wrk -t"$2" -c"$3" -d"$4s" -s "$work/load.lua" \
+    "http://127.0.0.1:$port" | tail -1 >"$work/$1-$3.json"
+}
+# Warm-up: every drawn cut once or more, as a serving process would have seen them.
+PATHS="$work/all.txt" wrk -t2 -c16 -d5s -s "$work/load.lua" "http://127.0.0.1:$port" >/dev/null
+half=$(( duration / 2 > 1 ? duration / 2 : 1 ))
+run health 2 16 "$duration"
+run all 2 16 "$duration"
+run big 1 1 "$half"
+run big1 1 1 "$half"
+run small 1 1 "$half"
+rss=$(awk '/VmRSS/{print $2}' "/proc/$server/status")
+hwm=$(awk '/VmHWM/{print $2}' "/proc/$server/status")
+
+python3 - "$work" "$rss" "$hwm" <<'PY'
+import json, sys
+w = sys.argv[1]
+r = {k: json.load(open(f"{w}/{k}.json")) for k in ["health-16", "all-16", "big-1", "big1-1", "small-1"]}
+h, a = r["health-16"], r["all-16"]
+ratio = a["requests_per_s"] / h["requests_per_s"]
+print("| what | requests/s | p50 | p99 | errors |")
+print("|---|---|---|---|---|")
+names = {"health-16": "`GET /health`, 16 connections", "all-16": "keyed first pages (limit 100), 16 connections",
+         "big-1": "big filer, limit 100, sequential", "big1-1": "big filer, limit 1, sequential",
+         "small-1": "small filer, limit 100, sequential"}
+for k, v in r.items():
+    print(f"| {names[k]} | {v['requests_per_s']:,.0f} | {v['p50_ms']:.3f} ms | {v['p99_ms']:.3f} ms | {v['errors']} |")
+print(f"\nkeyed / health throughput: {100 * ratio:.1f}%; server RSS {int(sys.argv[2]) / 1024:.0f} MiB, peak {int(sys.argv[3]) / 1024:.0f} MiB")
+print(json.dumps({**r, "ratio": ratio, "rss_mib": int(sys.argv[2]) / 1024, "peak_rss_mib": int(sys.argv[3]) / 1024}))
+PY
+if grep -q '"errors": [1-9]' "$work"/*.json; then
+  echo "errors in a run (see above): the figures do not measure the hot path" >&2
+  exit 1
+fi
