@@ -808,12 +808,9 @@ impl AccessIndex {
         for s in slots.iter().filter(|s| s.nulls > 0) {
             let from = s.start + u64::from(s.dated);
             let to = from + u64::from(s.nulls);
-            undated.extend(
-                self.read_rows(store, s.file, std::slice::from_ref(&(from..to)))
-                    .await?
-                    .into_iter()
-                    .filter(|r| keep(r)),
-            );
+            for run in self.cached_runs(store, s.file, vec![from..to]).await? {
+                undated.extend(run.iter().filter(|r| keep(r)).cloned());
+            }
         }
         undated.sort_by(access_order);
         out.extend(undated);
@@ -858,22 +855,75 @@ impl AccessIndex {
             let blocks =
                 need.div_ceil(BLOCK_ROWS).max(1) + usize::from(bounds.lower.is_some() && k == k_lo);
             let k_end = (k + blocks).min(k_hi);
-            let from = s.start + (k * BLOCK_ROWS) as u64;
-            let to = s.start + ((k_end * BLOCK_ROWS) as u64).min(u64::from(s.dated));
-            for r in self
-                .read_rows(store, s.file, std::slice::from_ref(&(from..to)))
-                .await?
-            {
-                if keep(&r) {
-                    out.push(r);
-                    if out.len() >= want {
-                        return Ok(());
+            for block in self.dated_blocks(store, s, k..k_end).await? {
+                for r in block.iter() {
+                    if keep(r) {
+                        out.push(r.clone());
+                        if out.len() >= want {
+                            return Ok(());
+                        }
                     }
                 }
             }
             k = k_end;
         }
         Ok(())
+    }
+
+    /// The decoded rows of blocks `blocks` of a run's dated rows (block `k` holds dated rows
+    /// `[128k, 128(k+1))` of the run), from the row cache where held; the blocks missing are
+    /// read from the file in one selection and kept.
+    async fn dated_blocks(
+        &self,
+        store: &CorpusStore,
+        s: &Slot,
+        blocks: Range<usize>,
+    ) -> Result<Vec<Arc<[NewsRow]>>> {
+        let rows_of = |k: usize| {
+            s.start + (k * BLOCK_ROWS) as u64
+                ..s.start + (((k + 1) * BLOCK_ROWS) as u64).min(u64::from(s.dated))
+        };
+        self.cached_runs(store, s.file, blocks.map(rows_of).collect())
+            .await
+    }
+
+    /// The rows of each of `ranges` (consecutive row ranges of one file, in order), each a
+    /// cache entry of [`crate::page_cache::ROWS`]: held ones from memory, the span from the
+    /// first to the last missing one read in one selection.
+    async fn cached_runs(
+        &self,
+        store: &CorpusStore,
+        file: u32,
+        ranges: Vec<Range<u64>>,
+    ) -> Result<Vec<Arc<[NewsRow]>>> {
+        let cache = &crate::page_cache::ROWS;
+        let path = self.files[file as usize].path.as_ref();
+        let mut out: Vec<Option<Arc<[NewsRow]>>> =
+            ranges.iter().map(|r| cache.get(path, r)).collect();
+        if let (Some(first), Some(last)) = (
+            out.iter().position(Option::is_none),
+            out.iter().rposition(Option::is_none),
+        ) {
+            let span = ranges[first].start..ranges[last].end;
+            let read = self
+                .read_rows(store, file, std::slice::from_ref(&span))
+                .await?;
+            if read.len() as u64 != span.end - span.start {
+                return Err(Error::integrity(
+                    "access file",
+                    format!("{path}: rows {span:?} gave {} rows", read.len()),
+                ));
+            }
+            let mut read = read.into_iter();
+            for (i, r) in ranges.iter().enumerate().take(last + 1).skip(first) {
+                let block: Arc<[NewsRow]> = read.by_ref().take((r.end - r.start) as usize).collect();
+                if out[i].is_none() {
+                    cache.put(path, r, block.clone());
+                    out[i] = Some(block);
+                }
+            }
+        }
+        Ok(out.into_iter().map(|b| b.expect("filled")).collect())
     }
 
     /// Every revision of one record id of one CIK, across all covered source-lanes.

@@ -1,90 +1,134 @@
-//! A bounded in-process cache of byte ranges read from remote object stores (S3, GCS, Azure).
+//! Bounded in-process caches keyed by immutable objects: byte ranges read from remote object
+//! stores (S3, GCS, Azure), and rows decoded from access files.
 //!
 //! The index path reads a few pages of an access file per request. From a local directory
 //! those are positional reads the OS page cache answers in microseconds; from an object store
 //! each is an HTTP round trip, which made a replica on S3 twenty times slower than one on a
-//! local disk (BENCHMARKS.md, "Load during reloads"). Access files are content-addressed
-//! (their name is their sha256) and never rewritten, so a range read once can be kept without
-//! ever being invalidated, across reloads too: the cache is keyed by path and range only.
+//! local disk (BENCHMARKS.md, "Load during reloads"). And wherever the bytes come from,
+//! decoding a page into rows was most of what a first page cost once the bytes were at hand
+//! (BENCHMARKS.md, "The hot path"). Access files are content-addressed (their name is their
+//! sha256) and never rewritten, so what was read or decoded from one can be kept without ever
+//! being invalidated, across reloads too: entries are keyed by path and range only.
 //!
-//! Bounded in bytes (`ASOF_REMOTE_CACHE_MB`, default 256): past the bound the least recently
-//! used ranges go first.
+//! Each cache is bounded in bytes (`ASOF_REMOTE_CACHE_MB`, `ASOF_ROW_CACHE_MB`, default 256
+//! each; 0 turns one off): past the bound the least recently used entries go first.
 
 use std::collections::HashMap;
 use std::ops::Range;
-use std::sync::{LazyLock, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
 
 use bytes::Bytes;
 
-/// The size bound when `ASOF_REMOTE_CACHE_MB` is unset.
+use crate::record::NewsRow;
+
+/// The size bound of each cache when its variable is unset.
 pub const DEFAULT_MB: usize = 256;
 
-/// The process's cache of remote ranges.
-pub static REMOTE: LazyLock<PageCache> = LazyLock::new(|| {
-    let mb = std::env::var("ASOF_REMOTE_CACHE_MB")
+fn bound(var: &str) -> usize {
+    std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_MB);
-    PageCache::new(mb * 1024 * 1024)
-});
+        .unwrap_or(DEFAULT_MB)
+        * 1024
+        * 1024
+}
+
+/// The process's cache of remote ranges.
+pub static REMOTE: LazyLock<PageCache> =
+    LazyLock::new(|| PageCache::new(bound("ASOF_REMOTE_CACHE_MB")));
+
+/// Rows of access files, decoded: one entry per block of a CIK's run (the rows a read of
+/// that block gives), shared by every request that reads it.
+pub static ROWS: LazyLock<Cache<Arc<[NewsRow]>>> =
+    LazyLock::new(|| Cache::new(bound("ASOF_ROW_CACHE_MB")));
+
+/// Byte ranges of stored objects.
+pub type PageCache = Cache<Bytes>;
+
+/// What an entry costs in memory, approximately (heap included).
+pub trait Weigh {
+    fn weight(&self) -> usize;
+}
+
+impl Weigh for Bytes {
+    fn weight(&self) -> usize {
+        self.len()
+    }
+}
+
+impl Weigh for Arc<[NewsRow]> {
+    fn weight(&self) -> usize {
+        self.iter().map(NewsRow::heap_bytes).sum::<usize>()
+            + self.len() * std::mem::size_of::<NewsRow>()
+    }
+}
 
 type Key = (String, u64, u64);
 
+/// A least-recently-used map from `(object path, range)` to a value, bounded in bytes.
 #[derive(Debug)]
-pub struct PageCache {
+pub struct Cache<V> {
     max_bytes: usize,
-    inner: Mutex<Inner>,
+    inner: Mutex<Inner<V>>,
 }
 
-#[derive(Debug, Default)]
-struct Inner {
-    entries: HashMap<Key, (Bytes, u64)>,
+#[derive(Debug)]
+struct Inner<V> {
+    /// Value, its weight, and the clock of its last use.
+    entries: HashMap<Key, (V, usize, u64)>,
     bytes: usize,
     clock: u64,
 }
 
-impl PageCache {
+impl<V: Clone + Weigh> Cache<V> {
     pub fn new(max_bytes: usize) -> Self {
-        PageCache {
+        Cache {
             max_bytes,
-            inner: Mutex::new(Inner::default()),
+            inner: Mutex::new(Inner {
+                entries: HashMap::new(),
+                bytes: 0,
+                clock: 0,
+            }),
         }
     }
 
-    /// The bytes of `range` of `path`, if held.
-    pub fn get(&self, path: &str, range: &Range<u64>) -> Option<Bytes> {
-        let mut m = self.inner.lock().expect("page cache lock");
+    /// The value of `range` of `path`, if held.
+    pub fn get(&self, path: &str, range: &Range<u64>) -> Option<V> {
+        if self.max_bytes == 0 {
+            return None;
+        }
+        let mut m = self.inner.lock().expect("cache lock");
         m.clock += 1;
         let now = m.clock;
-        let (bytes, used) = m
+        let (value, _, used) = m
             .entries
             .get_mut(&(path.to_owned(), range.start, range.end))?;
         *used = now;
-        Some(bytes.clone())
+        Some(value.clone())
     }
 
-    /// Keeps `bytes` as `range` of `path`, evicting the least recently used ranges past the
+    /// Keeps `value` as `range` of `path`, evicting the least recently used entries past the
     /// bound (down to three quarters of it, so eviction runs rarely).
-    pub fn put(&self, path: &str, range: &Range<u64>, bytes: Bytes) {
-        if bytes.len() > self.max_bytes / 4 {
-            return; // one range may not take most of the cache
+    pub fn put(&self, path: &str, range: &Range<u64>, value: V) {
+        let len = value.weight();
+        if len > self.max_bytes / 4 {
+            return; // one entry may not take most of the cache
         }
-        let mut m = self.inner.lock().expect("page cache lock");
+        let mut m = self.inner.lock().expect("cache lock");
         m.clock += 1;
         let now = m.clock;
-        let len = bytes.len();
-        if let Some((old, _)) = m
+        if let Some((_, old, _)) = m
             .entries
-            .insert((path.to_owned(), range.start, range.end), (bytes, now))
+            .insert((path.to_owned(), range.start, range.end), (value, len, now))
         {
-            m.bytes -= old.len();
+            m.bytes -= old;
         }
         m.bytes += len;
         if m.bytes > self.max_bytes {
             let mut by_age: Vec<(u64, Key, usize)> = m
                 .entries
                 .iter()
-                .map(|(k, (b, used))| (*used, k.clone(), b.len()))
+                .map(|(k, (_, len, used))| (*used, k.clone(), *len))
                 .collect();
             by_age.sort_unstable_by_key(|(used, _, _)| *used);
             let target = self.max_bytes / 4 * 3;
@@ -100,7 +144,7 @@ impl PageCache {
 
     /// Bytes held.
     pub fn bytes(&self) -> usize {
-        self.inner.lock().expect("page cache lock").bytes
+        self.inner.lock().expect("cache lock").bytes
     }
 }
 

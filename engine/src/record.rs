@@ -64,6 +64,23 @@ struct Content<'a> {
 }
 
 impl NewsRow {
+    /// Bytes the row's strings hold on the heap (what a cache of rows is bounded by).
+    pub fn heap_bytes(&self) -> usize {
+        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::capacity);
+        self.id.capacity()
+            + self.title.capacity()
+            + self.availability_basis.capacity()
+            + self.revision_id.capacity()
+            + self.content_sha256.capacity()
+            + self.source_locator.capacity()
+            + opt(&self.form)
+            + opt(&self.accession)
+            + opt(&self.cik)
+            + opt(&self.supersedes)
+            + opt(&self.entity_id)
+            + opt(&self.payload)
+    }
+
     /// Fills `content_sha256` and `revision_id` from the row's content. Corpus bookkeeping
     /// (`committed_at`, `supersedes`) is not content: re-ingesting the same facts later must
     /// give the same hash, so identical re-ingest is a no-op.
