@@ -405,6 +405,14 @@ async fn a_rejected_key_is_json_rpc_error_32001() {
 #[tokio::test]
 async fn each_tool_call_counts_once_against_the_keys_rate_limit() {
     let t = setup().await;
+    let coverage_call = || {
+        call(
+            &t,
+            "svc_coverage",
+            json!({"date": "2026-01-29", "as_of": "2026-02-01T00:00:00Z"}),
+            Some(&t.key),
+        )
+    };
     // The counts below must fall in one fixed one-minute window: start early in one (the
     // test takes seconds in a debug build; a window rolling over mid-test reset the count).
     let into = asof_engine::Instant::now().micros().rem_euclid(60_000_000);
@@ -421,13 +429,7 @@ async fn each_tool_call_counts_once_against_the_keys_rate_limit() {
         .parse()
         .unwrap();
     for _ in 0..3 {
-        call(
-            &t,
-            "svc_coverage",
-            json!({"date": "2026-01-29", "as_of": "2026-02-01T00:00:00Z"}),
-            Some(&t.key),
-        )
-        .await;
+        coverage_call().await;
     }
     let after = get(&t, "/v1/coverage?date=2026-01-29").await;
     let now: i64 = after.headers["x-ratelimit-remaining"]
@@ -443,21 +445,9 @@ async fn each_tool_call_counts_once_against_the_keys_rate_limit() {
     let (mut remaining, mut window) = (now, reset(&after));
     for attempt in 0..2 {
         for _ in 0..remaining {
-            call(
-                &t,
-                "svc_coverage",
-                json!({"date": "2026-01-29", "as_of": "2026-02-01T00:00:00Z"}),
-                Some(&t.key),
-            )
-            .await;
+            coverage_call().await;
         }
-        let r = call(
-            &t,
-            "svc_coverage",
-            json!({"date": "2026-01-29", "as_of": "2026-02-01T00:00:00Z"}),
-            Some(&t.key),
-        )
-        .await;
+        let r = coverage_call().await;
         if r["result"]["isError"] == true {
             assert_eq!(envelope(&r)["error"]["code"], "rate_limited");
             return;
