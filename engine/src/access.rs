@@ -808,7 +808,10 @@ impl AccessIndex {
         for s in slots.iter().filter(|s| s.nulls > 0) {
             let from = s.start + u64::from(s.dated);
             let to = from + u64::from(s.nulls);
-            for run in self.cached_runs(store, s.file, vec![from..to]).await? {
+            for run in self
+                .cached_runs(store, s.file, std::slice::from_ref(&(from..to)))
+                .await?
+            {
                 undated.extend(run.iter().filter(|r| keep(r)).cloned());
             }
         }
@@ -883,8 +886,8 @@ impl AccessIndex {
             s.start + (k * BLOCK_ROWS) as u64
                 ..s.start + (((k + 1) * BLOCK_ROWS) as u64).min(u64::from(s.dated))
         };
-        self.cached_runs(store, s.file, blocks.map(rows_of).collect())
-            .await
+        let ranges: Vec<Range<u64>> = blocks.map(rows_of).collect();
+        self.cached_runs(store, s.file, &ranges).await
     }
 
     /// The rows of each of `ranges` (consecutive row ranges of one file, in order), each a
@@ -894,7 +897,7 @@ impl AccessIndex {
         &self,
         store: &CorpusStore,
         file: u32,
-        ranges: Vec<Range<u64>>,
+        ranges: &[Range<u64>],
     ) -> Result<Vec<Arc<[NewsRow]>>> {
         let cache = &crate::page_cache::ROWS;
         let path = self.files[file as usize].path.as_ref();
