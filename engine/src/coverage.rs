@@ -346,6 +346,7 @@ mod tests {
             access: vec![],
             notes: BTreeMap::new(),
             sample: None,
+            delta: None,
         }
     }
 

@@ -99,6 +99,11 @@ impl Error {
         }
     }
 
+    /// Whether an object that was read does not exist.
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, Error::Store(object_store::Error::NotFound { .. }))
+    }
+
     /// Whether the error means the object store could not be reached (down, the network
     /// gone, timing out), as opposed to a corpus or query fault: the first is worth a retry
     /// by the client, the second is not. A missing object is an integrity fault, not this.

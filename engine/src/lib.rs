@@ -9,6 +9,7 @@ pub mod clock;
 pub mod corpus;
 pub mod coverage;
 pub mod cut;
+pub mod delta;
 pub mod error;
 pub mod identity;
 pub mod ids;

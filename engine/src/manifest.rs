@@ -43,6 +43,11 @@ pub struct Manifest {
     /// The public sample set, when this corpus ships one.
     #[serde(default)]
     pub sample: Option<SampleSet>,
+    /// The Delta Lake table version each source-lane's table has at this corpus version
+    /// (`<source_id>/<lane>` → version; [`crate::delta`]). Absent in manifests written before
+    /// the tables existed: their mapping is derived by the same rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delta: Option<std::collections::BTreeMap<String, u64>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -386,6 +391,7 @@ mod tests {
             access: vec![],
             notes: BTreeMap::from([("z".into(), "last".into()), ("a".into(), "first".into())]),
             sample: None,
+            delta: None,
         }
     }
 

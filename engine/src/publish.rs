@@ -165,6 +165,7 @@ pub async fn publish_onto(
             access: vec![],
             notes: BTreeMap::new(),
             sample: None,
+            delta: None,
         },
     };
 
@@ -355,11 +356,22 @@ pub async fn publish_onto(
             rows_unchanged: unchanged,
         });
     }
+    // The Delta table versions this corpus version is (`crate::delta`), recorded in it.
+    let parent_tables = match &parent {
+        Some((v, m)) => Some((m, crate::delta::versions_of(store, v, m).await?)),
+        None => None,
+    };
+    manifest.delta = Some(crate::delta::next_versions(
+        parent_tables.as_ref().map(|(m, t)| (*m, t)),
+        &manifest,
+    ));
     let version = store.put_manifest(&manifest).await?;
     hook(PublishStep::ManifestWritten)?;
 
     // Step 3: move the pointer, if it still names the parent.
     store.swap_pointer(parent_version, &version).await?;
+    // Step 4: the Delta commits of the version, which name it (so they follow the pointer).
+    sync_delta(store, &version).await;
     Ok(Published {
         version,
         changed: true,
@@ -374,11 +386,33 @@ pub async fn publish_onto(
 /// (compare-and-swap: [`Error::PointerMoved`] if the pointer names another version).
 pub async fn publish_manifest(store: &CorpusStore, mut manifest: Manifest) -> Result<String> {
     canonical_order(&mut manifest);
+    let parent_tables = match &manifest.parent {
+        Some(v) => {
+            let pm = store.manifest(v).await?;
+            let t = crate::delta::versions_of(store, v, &pm).await?;
+            Some((pm, t))
+        }
+        None => None,
+    };
+    manifest.delta = Some(crate::delta::next_versions(
+        parent_tables.as_ref().map(|(m, t)| (m, t)),
+        &manifest,
+    ));
     let version = store.put_manifest(&manifest).await?;
     store
         .swap_pointer(manifest.parent.as_deref(), &version)
         .await?;
+    sync_delta(store, &version).await;
     Ok(version)
+}
+
+/// Writes the Delta commits up to `version` once its pointer has moved. The version is
+/// published whatever happens here: a failure is logged, and the next publish (or
+/// `asof delta backfill`) writes what is missing; `asof verify` reports a log behind.
+async fn sync_delta(store: &CorpusStore, version: &str) {
+    if let Err(e) = crate::delta::sync(store, version).await {
+        tracing::warn!(%version, error = %e, "Delta log not written; the next publish or `asof delta backfill` writes it");
+    }
 }
 
 /// Puts a manifest's lists in their one order and derives its spans from its certifications.

@@ -107,5 +107,6 @@ pub fn empty_manifest() -> crate::manifest::Manifest {
         access: vec![],
         notes: Default::default(),
         sample: None,
+        delta: None,
     }
 }

@@ -285,6 +285,7 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
         access: Vec::new(),
         notes: BTreeMap::from([(SourceId::SecEdgar.to_string(), spec_text)]),
         sample: None,
+        delta: None,
     };
     let (mut serial, mut written) = (0u64, 0u64);
     let mut year_rows: Vec<NewsRow> = Vec::new();

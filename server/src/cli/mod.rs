@@ -57,6 +57,17 @@ pub enum Command {
     /// Manage API keys (operators and tests).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// The Delta Lake tables beside the partitions (one per source and lane).
+    #[command(subcommand)]
+    Delta(DeltaCommand),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DeltaCommand {
+    /// Write the Delta commits the corpus lacks, replaying its manifest chain oldest first
+    /// (a corpus published before the tables existed, or a publisher stopped between its
+    /// pointer and its log). Idempotent; prints what it wrote.
+    Backfill(CorpusArg),
 }
 
 /// The default state store: a SQLite file in `.asof-state/` of the working directory.
@@ -354,6 +365,17 @@ pub struct KeysCreateArgs {
     /// Expiry instant, RFC 3339 UTC with Z, in the future.
     #[arg(long = "expires-at")]
     pub expires_at: Option<String>,
+    /// Also write a Delta Sharing profile file holding the new key here (mode 0600), for
+    /// `delta_sharing.load_as_pandas("<file>#asof.sec_edgar.certified_pit")` and Spark.
+    #[arg(long = "delta-sharing-profile")]
+    pub delta_sharing_profile: Option<PathBuf>,
+    /// The service's public origin the profile points at (its `/delta-sharing` endpoint).
+    #[arg(
+        long = "public-url",
+        env = "ASOF_PUBLIC_URL",
+        default_value = "http://127.0.0.1:8080"
+    )]
+    pub public_url: String,
 }
 
 /// The shipped sample corpus: the repository root (manifests/ and snapshots/).
@@ -492,6 +514,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Poll(a) => poll::poll(a).await,
         Command::Serve(a) => serve(*a).await,
         Command::Keys(KeysCommand::Create(a)) => keys_create(a).await,
+        Command::Delta(DeltaCommand::Backfill(a)) => delta_backfill(a).await,
     };
     match result {
         Ok(code) => code,
@@ -750,7 +773,33 @@ async fn verify(a: CorpusArg) -> CliResult {
         "ok: {} partitions, {} rows, {} other objects",
         v.partitions, v.rows, v.other_objects
     );
+    let d = asof_engine::delta::check(&store, &v.version).await?;
+    println!(
+        "ok: {} Delta tables, {} commits re-derived and equal{}",
+        d.tables,
+        d.commits,
+        if d.behind > 0 {
+            format!(
+                "; {} commits not written yet (`asof delta backfill` writes them)",
+                d.behind
+            )
+        } else {
+            String::new()
+        }
+    );
     println!("{}", v.version);
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn delta_backfill(a: CorpusArg) -> CliResult {
+    let store = CorpusStore::open(&a.corpus)?;
+    let (version, _) = store.current().await?;
+    let s = asof_engine::delta::sync(&store, &version).await?;
+    println!(
+        "wrote {} Delta commits for {} corpus versions",
+        s.commits, s.versions
+    );
+    println!("{version}");
     Ok(ExitCode::SUCCESS)
 }
 
@@ -1080,8 +1129,48 @@ async fn keys_create(a: KeysCreateArgs) -> CliResult {
         "created {} ({}) for {} on plan {}",
         key.id, key.prefix, user.email, user.plan
     );
+    if let Some(path) = &a.delta_sharing_profile {
+        write_profile(path, &a.public_url, &raw, expires_at)?;
+        eprintln!("wrote the Delta Sharing profile {}", path.display());
+    }
     println!("{raw}");
     Ok(ExitCode::SUCCESS)
+}
+
+/// A Delta Sharing profile file (`shareCredentialsVersion` 1): the endpoint, the key as its
+/// bearer token and, when the key expires, when. Written owner-readable only: it is a secret.
+fn write_profile(
+    path: &std::path::Path,
+    public_url: &str,
+    key: &str,
+    expires_at: Option<Instant>,
+) -> Result<(), Box<dyn std::error::Error>> {
+    let url = url::Url::parse(public_url)
+        .ok()
+        .filter(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some())
+        .ok_or_else(|| {
+            asof_engine::Error::invalid(
+                "--public-url",
+                "an http(s) origin such as https://asof.example",
+            )
+        })?;
+    let mut profile = serde_json::json!({
+        "shareCredentialsVersion": 1,
+        "endpoint": format!("{}/delta-sharing", url.as_str().trim_end_matches('/')),
+        "bearerToken": key,
+    });
+    if let Some(e) = expires_at {
+        profile["expirationTime"] = serde_json::Value::String(e.to_string());
+    }
+    let mut opts = std::fs::OpenOptions::new();
+    opts.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut opts, 0o600);
+    let mut f = opts
+        .open(path)
+        .map_err(|e| format!("--delta-sharing-profile {}: {e}", path.display()))?;
+    writeln!(f, "{}", serde_json::to_string_pretty(&profile)?)?;
+    Ok(())
 }
 
 #[cfg(test)]

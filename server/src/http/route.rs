@@ -59,6 +59,10 @@ pub enum Kind {
     /// File bytes (a signed file URL): `Content-Length`, ranges, the file's sha256 as ETag;
     /// errors are envelopes, answers are not.
     Bytes,
+    /// A Delta Sharing protocol answer (`/delta-sharing/`): the protocol's JSON or NDJSON,
+    /// not an envelope, with `Delta-Table-Version` and `X-Corpus-Version`; never cached
+    /// (file URLs in it expire); errors are envelopes.
+    Protocol,
     /// A browser redirect (`302`, sign-in flows): never cached; errors before it (a sign-in
     /// way not configured) are envelopes.
     Redirect,

@@ -53,6 +53,9 @@ struct Inner {
     flow_key: Vec<u8>,
     /// Values derived from one corpus version (the rendered description), by type.
     per_version: Mutex<HashMap<TypeId, PerVersion>>,
+    /// The Delta logs `/delta-sharing` reads, kept across corpus versions (commits are
+    /// immutable; a new version only adds some).
+    delta_logs: asof_engine::delta::LogCache,
 }
 
 /// A value derived from the corpus version it names.
@@ -207,6 +210,7 @@ impl AppState {
                 usage,
                 keys: KeyCache::new(crate::state::key_cache::TTL),
                 per_version: Mutex::default(),
+                delta_logs: Default::default(),
                 stream,
                 scans,
                 mailer,
@@ -228,6 +232,11 @@ impl AppState {
     pub fn swap_corpus(&self, mut corpus: Corpus) {
         corpus.set_scan_gate(self.inner.scans.clone());
         *self.inner.corpus.write().expect("corpus lock") = Arc::new(corpus);
+    }
+
+    /// The Delta logs of the corpus's tables (`/delta-sharing`).
+    pub fn delta_logs(&self) -> &asof_engine::delta::LogCache {
+        &self.inner.delta_logs
     }
 
     /// The live stream's shared log (`/v1/stream`).

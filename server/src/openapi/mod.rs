@@ -38,6 +38,7 @@ use crate::http::route::{Access, Kind, Route};
         (name = "audit", description = "Decision audit receipts (Desk plan)."),
         (name = "mcp", description = "The MCP endpoint for AI agents."),
         (name = "connector", description = "Bring-your-own-key daily bars from your own market-data vendor (Desk plan)."),
+        (name = "delta-sharing", description = "The corpus's Delta Lake tables over the open Delta Sharing protocol (Power plan): share `asof`, one schema per source (`sec_edgar`), one table per lane, time travel by table version. Point any Delta Sharing client at `/delta-sharing` with a profile file holding your key (`asof keys create --delta-sharing-profile`)."),
         (name = "site", description = "The browser site: landing, sign-in and account pages, served offline by this binary."),
     ),
 )]
@@ -162,7 +163,10 @@ fn header_required(kind: Kind, status: &str, name: &str) -> bool {
         "Cache-Control" => kind != Kind::Rpc,
         "ETag" => {
             matches!(status, "200" | "206" | "304")
-                && !matches!(kind, Kind::Rpc | Kind::Stream | Kind::Redirect)
+                && !matches!(
+                    kind,
+                    Kind::Rpc | Kind::Stream | Kind::Redirect | Kind::Protocol
+                )
         }
         "Retry-After" => matches!(status, "429" | "503"),
         // Credentials and the plan gate are checked before the window is counted, and a
@@ -324,7 +328,7 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
     if op.request_body.is_some() {
         statuses.push("413");
     }
-    if !matches!(kind, Kind::Stream | Kind::Redirect) {
+    if !matches!(kind, Kind::Stream | Kind::Redirect | Kind::Protocol) {
         statuses.push("304");
     }
     if kind != Kind::Document {
@@ -378,6 +382,8 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
                     "`no-store` on errors; `no-cache, no-store` on the stream."
                 } else if kind == Kind::Redirect {
                     "`no-store`."
+                } else if kind == Kind::Protocol {
+                    "`no-store` (file URLs in answers expire)."
                 } else if kind == Kind::Bytes {
                     "`no-store` on errors; on file bytes `private, max-age=<seconds the URL has left>`."
                 } else {
@@ -387,7 +393,7 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
                 None,
             ),
         ));
-        if answered && !matches!(kind, Kind::Stream | Kind::Redirect) {
+        if answered && !matches!(kind, Kind::Stream | Kind::Redirect | Kind::Protocol) {
             h.push((
                 "ETag",
                 string_header(

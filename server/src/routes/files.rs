@@ -162,7 +162,15 @@ pub(crate) async fn file_bytes(
     state
         .file_urls()
         .verify(&id, p.expires.as_deref(), p.signature.as_deref(), now)?;
-    let entry = lookup(&ctx.corpus, &id)?;
+    // A file of the served version, or of an older version of its Delta tables (a snapshot
+    // shared through /delta-sharing names those; the URL's signature vouches for the id).
+    let entry = match lookup(&ctx.corpus, &id) {
+        Ok(e) => e,
+        Err(ApiError::NotFound(m)) => crate::routes::sharing::shared_file(&state, &ctx.corpus, &id)
+            .await?
+            .ok_or(ApiError::NotFound(m))?,
+        Err(e) => return Err(e),
+    };
     let size = entry.bytes;
     let etag = format!("\"{}\"", entry.sha256);
     let header_str = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
@@ -253,13 +261,13 @@ fn lookup(corpus: &Corpus, id: &str) -> Result<FileEntry, ApiError> {
 
 /// How this request's file URLs are signed: by the object store, or by the service for the
 /// origin the client reached it at.
-struct Signing<'a> {
+pub(crate) struct Signing<'a> {
     state: &'a AppState,
     origin: String,
 }
 
 impl<'a> Signing<'a> {
-    fn new(state: &'a AppState, headers: &HeaderMap) -> Self {
+    pub(crate) fn new(state: &'a AppState, headers: &HeaderMap) -> Self {
         let origin = match &state.options().public_url {
             Some(u) => u.trim_end_matches('/').to_owned(),
             None => {
@@ -279,22 +287,33 @@ impl<'a> Signing<'a> {
         Signing { state, origin }
     }
 
-    async fn record(&self, corpus: &Corpus, e: FileEntry) -> Result<FileRecord, ApiError> {
+    /// A signed GET URL for the file `id` stored at `path`, its kind, and when it expires
+    /// (unix seconds): the object store's presigned URL, or the service's own.
+    pub(crate) async fn url(
+        &self,
+        store: &asof_engine::CorpusStore,
+        id: &str,
+        path: &str,
+    ) -> Result<(String, &'static str, i64), ApiError> {
         let ttl = self.state.options().file_url_ttl;
         let now = Instant::now().micros().div_euclid(1_000_000);
         let expires = now + i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
-        let (url, url_kind) = match corpus.store().presigned_get(&e.path, ttl).await? {
-            Some(u) => (u.to_string(), "presigned"),
+        Ok(match store.presigned_get(path, ttl).await? {
+            Some(u) => (u.to_string(), "presigned", expires),
             None => (
                 format!(
-                    "{}/files/{}?{}",
+                    "{}/files/{id}?{}",
                     self.origin,
-                    e.id,
-                    self.state.file_urls().query(&e.id, expires)
+                    self.state.file_urls().query(id, expires)
                 ),
                 "service",
+                expires,
             ),
-        };
+        })
+    }
+
+    async fn record(&self, corpus: &Corpus, e: FileEntry) -> Result<FileRecord, ApiError> {
+        let (url, url_kind, expires) = self.url(corpus.store(), &e.id, &e.path).await?;
         Ok(FileRecord {
             kind: "partition",
             source_id: e.source_id.to_string(),

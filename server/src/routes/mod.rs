@@ -16,6 +16,7 @@ pub mod discovery;
 pub mod files;
 pub mod meta;
 pub mod sample;
+pub mod sharing;
 pub mod site;
 pub mod stream;
 
@@ -42,6 +43,32 @@ pub static TABLE: &[Route] = &[
     Route::key(Plan::Power, || routes!(files::files)).kind(Kind::LiveEnvelope),
     Route::key(Plan::Power, || routes!(files::file)).kind(Kind::LiveEnvelope),
     Route::signed(|| routes!(files::file_bytes)),
+    // The Delta Sharing protocol: the same files and plans as /v1/files, read by the
+    // protocol's clients (URLs in answers expire, so nothing is cached).
+    Route::key(Plan::Power, || routes!(sharing::list_shares))
+        .kind(Kind::Protocol)
+        .unreceipted(),
+    Route::key(Plan::Power, || routes!(sharing::get_share))
+        .kind(Kind::Protocol)
+        .unreceipted(),
+    Route::key(Plan::Power, || routes!(sharing::list_schemas))
+        .kind(Kind::Protocol)
+        .unreceipted(),
+    Route::key(Plan::Power, || routes!(sharing::list_tables))
+        .kind(Kind::Protocol)
+        .unreceipted(),
+    Route::key(Plan::Power, || routes!(sharing::list_all_tables))
+        .kind(Kind::Protocol)
+        .unreceipted(),
+    Route::key(Plan::Power, || routes!(sharing::table_version))
+        .kind(Kind::Protocol)
+        .unreceipted(),
+    Route::key(Plan::Power, || routes!(sharing::table_metadata))
+        .kind(Kind::Protocol)
+        .unreceipted(),
+    Route::key(Plan::Power, || routes!(sharing::table_query))
+        .kind(Kind::Protocol)
+        .unreceipted(),
     // An open stream counts as one request; it has no envelope to receipt (counted `skipped`).
     Route::key(Plan::Researcher, || routes!(stream::stream)).kind(Kind::Stream),
     Route::public(|| routes!(sample::sample_news)),

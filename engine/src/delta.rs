@@ -1,0 +1,957 @@
+//! Delta Lake logs beside the partitions: every corpus version is also a version of one Delta
+//! table per source and lane, so Spark, DuckDB, Polars and the Delta Sharing protocol read the
+//! very same Parquet files, time-travelling by version, with no copy.
+//!
+//! A table is rooted where its partitions live (`snapshots/partitions/<source>/<lane>/`), its
+//! log in `_delta_log/` there, its files named relative to the root (`<date>/<sha256>.parquet`)
+//! with partition column `date`. The derived access files are not in any table.
+//!
+//! **Versions.** A publish that changes a table's partitions commits that table's next version
+//! (`add` for partitions the new corpus version lists and its parent did not, `remove` for the
+//! reverse); a table the publish leaves alone keeps its version. The mapping is recorded in
+//! the manifest (`delta`: table key → table version) and in every commit (`commitInfo` names
+//! the corpus version and its parent), so `corpus_version` V is exactly table version
+//! `V.delta[table]` of each table, and back. Manifests written before the mapping existed get
+//! it derived by the same rule, walking their parents.
+//!
+//! **Written after the pointer.** A commit names its corpus version, known only once the
+//! manifest is written, and a publisher can still lose the pointer race after that; so commits
+//! are written once the pointer has moved, by [`sync`], which writes whatever commits the chain
+//! up to a version lacks (the publisher's own, an earlier publisher's that died between its
+//! pointer and its log, or a whole old corpus: `asof delta backfill`).
+//!
+//! **Deterministic bytes.** A commit is a pure function of the manifest chain (timestamps are
+//! the manifests' `created_at`, the table id is derived from its name, statistics come from
+//! the manifest and the Parquet footers). Two writers racing on one commit write the same
+//! bytes (the object is immutable: the second finds it equal), and `asof verify` re-derives
+//! every commit and compares it byte for byte ([`check`]). This is also why the log is written
+//! here rather than through `deltalake-core`: its commit builder stamps wall-clock times and
+//! resolves conflicts by retrying on the next version number, which would break both.
+//!
+//! Logs are never cleaned (`delta.enableExpiredLogCleanup=false`) and files never vacuumed:
+//! every version stays readable, as every corpus version does. No checkpoints are written
+//! yet: a reader replays the JSON commits, one per publish that touched the table.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use bytes::Bytes;
+use object_store::GetRange;
+use parquet::file::metadata::{FooterTail, ParquetMetaDataReader};
+use parquet::file::statistics::Statistics;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::clock::{Instant, Lane, SourceId};
+use crate::error::{Error, Result};
+use crate::manifest::{Manifest, PartitionEntry};
+use crate::record::schema;
+use crate::store::CorpusStore;
+
+/// Table key → table version, as the manifest records it.
+pub type TableVersions = BTreeMap<String, u64>;
+
+/// The folder of a table's log, under its root.
+pub const LOG_DIR: &str = "_delta_log";
+
+/// Table configuration: the log is never cleaned up, so every version stays readable.
+pub const CONFIGURATION: [(&str, &str); 1] = [("delta.enableExpiredLogCleanup", "false")];
+
+/// The key of a table in the manifest's `delta` map: `<source_id>/<lane>`.
+pub fn table_key(source: SourceId, lane: Lane) -> String {
+    format!("{source}/{lane}")
+}
+
+/// The table of a key, if it names one.
+pub fn parse_table_key(key: &str) -> Option<(SourceId, Lane)> {
+    let (s, l) = key.split_once('/')?;
+    let source = SourceId::ALL.iter().find(|x| x.as_str() == s)?;
+    let lane = Lane::ALL.iter().find(|x| x.as_str() == l)?;
+    Some((*source, *lane))
+}
+
+/// A table's root under the corpus root (where its partitions live).
+pub fn table_root(source: SourceId, lane: Lane) -> String {
+    format!("snapshots/partitions/{source}/{lane}")
+}
+
+/// The object path of one commit of a table.
+pub fn commit_path(source: SourceId, lane: Lane, version: u64) -> String {
+    format!("{}/{LOG_DIR}/{version:020}.json", table_root(source, lane))
+}
+
+/// The path of a partition relative to its table's root.
+fn relative(p: &PartitionEntry) -> Result<&str> {
+    let root = table_root(p.source_id, p.lane);
+    p.path
+        .strip_prefix(root.as_str())
+        .and_then(|r| r.strip_prefix('/'))
+        .ok_or_else(|| {
+            Error::integrity(
+                &p.path,
+                format!("a partition outside its Delta table's root {root}"),
+            )
+        })
+}
+
+/// The partitions of one table in a manifest, by path relative to the table's root.
+fn table_files(
+    m: &Manifest,
+    source: SourceId,
+    lane: Lane,
+) -> Result<BTreeMap<&str, &PartitionEntry>> {
+    m.partitions
+        .iter()
+        .filter(|p| p.source_id == source && p.lane == lane)
+        .map(|p| Ok((relative(p)?, p)))
+        .collect()
+}
+
+/// The tables a manifest holds partitions of.
+fn tables_of(m: &Manifest) -> BTreeSet<(SourceId, Lane)> {
+    m.partitions.iter().map(|p| (p.source_id, p.lane)).collect()
+}
+
+/// The table versions of `m`, given its parent's manifest and versions: a table whose
+/// partitions changed moves to its next version (a new table starts at 0); the others keep
+/// theirs. Tables once created are kept (with no files, if a version drops all of them).
+pub fn next_versions(parent: Option<(&Manifest, &TableVersions)>, m: &Manifest) -> TableVersions {
+    let mut out = parent.map(|(_, v)| v.clone()).unwrap_or_default();
+    let mut keys: BTreeSet<(SourceId, Lane)> = tables_of(m);
+    if let Some((pm, _)) = parent {
+        keys.extend(tables_of(pm));
+    }
+    for (source, lane) in keys {
+        fn files(x: &Manifest, source: SourceId, lane: Lane) -> Vec<(&str, &str)> {
+            x.partitions
+                .iter()
+                .filter(|p| p.source_id == source && p.lane == lane)
+                .map(|p| (p.path.as_str(), p.sha256.as_str()))
+                .collect()
+        }
+        let changed = match parent {
+            Some((pm, _)) => files(pm, source, lane) != files(m, source, lane),
+            None => true,
+        };
+        let key = table_key(source, lane);
+        if changed {
+            let next = out.get(&key).map_or(0, |v| v + 1);
+            out.insert(key, next);
+        }
+    }
+    out
+}
+
+/// The table versions of a stored version: as its manifest records them, or, for a manifest
+/// written before the mapping existed, derived by walking its parents to one that records it
+/// (or to the first version) and applying [`next_versions`] forward.
+pub async fn versions_of(
+    store: &CorpusStore,
+    version: &str,
+    m: &Manifest,
+) -> Result<TableVersions> {
+    if let Some(v) = &m.delta {
+        return Ok(v.clone());
+    }
+    // Walk back to a recorded mapping or the first version; the manifests in between are few
+    // (only those published before the mapping existed) and are read once.
+    let mut chain: Vec<Manifest> = vec![m.clone()];
+    let mut base: Option<TableVersions> = None;
+    let mut seen = BTreeSet::from([version.to_owned()]);
+    while let Some(parent) = chain.last().and_then(|x| x.parent.clone()) {
+        if !seen.insert(parent.clone()) {
+            return Err(Error::integrity(parent, "the manifest chain loops"));
+        }
+        let pm = store.manifest(&parent).await?;
+        if let Some(v) = &pm.delta {
+            base = Some(v.clone());
+            chain.push(pm);
+            break;
+        }
+        chain.push(pm);
+    }
+    chain.reverse();
+    let mut versions = match base {
+        Some(v) => v,
+        None => next_versions(None, &chain[0]),
+    };
+    for pair in chain.windows(2) {
+        versions = next_versions(Some((&pair[0], &versions)), &pair[1]);
+    }
+    Ok(versions)
+}
+
+/// One line of a commit file (the Delta protocol's actions this writer uses).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Action {
+    CommitInfo(CommitInfo),
+    Protocol(Protocol),
+    MetaData(MetaData),
+    Add(Add),
+    Remove(Remove),
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CommitInfo {
+    /// Milliseconds since the epoch: the corpus version's `created_at`.
+    pub timestamp: i64,
+    pub operation: String,
+    pub operation_parameters: BTreeMap<String, String>,
+    pub is_blind_append: bool,
+    pub engine_info: String,
+    /// The corpus version this table version is a view of.
+    #[serde(rename = "asof.corpusVersion")]
+    pub corpus_version: String,
+    /// That corpus version's parent.
+    #[serde(rename = "asof.parentVersion")]
+    pub parent_version: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Protocol {
+    pub min_reader_version: u32,
+    pub min_writer_version: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetaData {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub format: Format,
+    pub schema_string: String,
+    pub partition_columns: Vec<String>,
+    pub configuration: BTreeMap<String, String>,
+    pub created_time: i64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Format {
+    pub provider: String,
+    pub options: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Add {
+    /// Relative to the table's root: `<date>/<sha256>.parquet`.
+    pub path: String,
+    pub partition_values: BTreeMap<String, String>,
+    pub size: u64,
+    pub modification_time: i64,
+    pub data_change: bool,
+    /// JSON: `numRecords`, `minValues`, `maxValues`, `nullCount`.
+    pub stats: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Remove {
+    pub path: String,
+    pub deletion_timestamp: i64,
+    pub data_change: bool,
+    pub extended_file_metadata: bool,
+    pub partition_values: BTreeMap<String, String>,
+    pub size: u64,
+}
+
+fn millis(i: Instant) -> i64 {
+    i.micros().div_euclid(1000)
+}
+
+/// The table's Delta schema: the partition schema's columns, then the partition column `date`.
+pub fn schema_string() -> Result<String> {
+    let mut fields: Vec<Value> = Vec::new();
+    for f in schema().fields() {
+        let ty = match f.data_type() {
+            arrow::datatypes::DataType::Utf8 => "string",
+            arrow::datatypes::DataType::Timestamp(
+                arrow::datatypes::TimeUnit::Microsecond,
+                Some(tz),
+            ) if tz.as_ref() == "UTC" => "timestamp",
+            other => {
+                return Err(Error::InvalidInput {
+                    param: f.name().clone(),
+                    message: format!("no Delta type for {other}"),
+                });
+            }
+        };
+        fields.push(
+            json!({"name": f.name(), "type": ty, "nullable": f.is_nullable(), "metadata": {}}),
+        );
+    }
+    fields.push(json!({"name": "date", "type": "date", "nullable": false, "metadata": {}}));
+    Ok(serde_json::to_string(
+        &json!({"type": "struct", "fields": fields}),
+    )?)
+}
+
+/// A table's id: a UUID-shaped digest of its name, the same in every corpus and every run.
+fn table_id(source: SourceId, lane: Lane) -> String {
+    let h = crate::store::sha256_hex(
+        format!("asof delta table {}", table_key(source, lane)).as_bytes(),
+    );
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// The metaData action of a table created at `created_at`.
+pub fn metadata(source: SourceId, lane: Lane, created_at: Instant) -> Result<MetaData> {
+    Ok(MetaData {
+        id: table_id(source, lane),
+        name: format!("{}.{}", source.as_str().replace('.', "_"), lane),
+        description: format!(
+            "asof corpus: {source} rows of the {lane} lane, one partition per UTC day"
+        ),
+        format: Format {
+            provider: "parquet".into(),
+            options: BTreeMap::new(),
+        },
+        schema_string: schema_string()?,
+        partition_columns: vec!["date".into()],
+        configuration: CONFIGURATION
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect(),
+        created_time: millis(created_at),
+    })
+}
+
+/// The protocol every table speaks: reader 1, writer 2 (no table features needed).
+pub const PROTOCOL: Protocol = Protocol {
+    min_reader_version: 1,
+    min_writer_version: 2,
+};
+
+/// A stats timestamp: milliseconds (what Delta readers compare with), the minimum rounded
+/// down and the maximum up, so pruning never drops a row of the file.
+fn stat_time(i: Instant, up: bool) -> String {
+    let ms = if up {
+        i.micros().div_euclid(1000) + i64::from(i.micros().rem_euclid(1000) != 0)
+    } else {
+        i.micros().div_euclid(1000)
+    };
+    let t = Instant::from_micros(ms * 1000);
+    // Always three fraction digits, as Delta's own writers spell them.
+    let s = t.to_string();
+    let base = s.trim_end_matches('Z');
+    match base.split_once('.') {
+        Some((whole, frac)) => format!("{whole}.{frac:0<3}Z"),
+        None => format!("{base}.000Z"),
+    }
+}
+
+/// The `stats` of one partition: its row count, clock bounds from the manifest (exact), and
+/// `cik` bounds and nulls from the Parquet footer's column-chunk statistics.
+async fn stats(store: &CorpusStore, p: &PartitionEntry) -> Result<String> {
+    let mut min = serde_json::Map::new();
+    let mut max = serde_json::Map::new();
+    let mut nulls = serde_json::Map::new();
+    let clocks = [
+        ("event_at", &p.clocks.event_at),
+        ("published_at", &p.clocks.published_at),
+        ("available_at", &p.clocks.available_at),
+        ("acceptance_at", &p.clocks.acceptance_at),
+        ("committed_at", &p.clocks.committed_at),
+    ];
+    for (name, c) in clocks {
+        if let Some(v) = c.min {
+            min.insert(name.into(), Value::String(stat_time(v, false)));
+        }
+        if let Some(v) = c.max {
+            max.insert(name.into(), Value::String(stat_time(v, true)));
+        }
+        nulls.insert(name.into(), json!(c.nulls));
+    }
+    let (cik_min, cik_max, cik_nulls) = footer_bounds(store, p, "cik").await?;
+    if let Some(v) = cik_min {
+        min.insert("cik".into(), Value::String(v));
+    }
+    if let Some(v) = cik_max {
+        max.insert("cik".into(), Value::String(v));
+    }
+    if let Some(n) = cik_nulls {
+        nulls.insert("cik".into(), json!(n));
+    }
+    // serde_json's map keeps keys sorted (no `preserve_order`): the bytes are deterministic.
+    Ok(serde_json::to_string(&json!({
+        "numRecords": p.row_count,
+        "minValues": min,
+        "maxValues": max,
+        "nullCount": nulls,
+    }))?)
+}
+
+/// Exact min, max and null count of a string column over a file's row groups, from its
+/// footer (two small ranged reads). A bound a writer truncated, or a row group without
+/// statistics, leaves that bound out: a missing statistic only costs pruning.
+async fn footer_bounds(
+    store: &CorpusStore,
+    p: &PartitionEntry,
+    column: &str,
+) -> Result<(Option<String>, Option<String>, Option<u64>)> {
+    // The 8-byte tail gives the footer's length; the footer is the read before it.
+    let tail = store
+        .get_range(&p.path, Some(GetRange::Suffix(8)))
+        .await?
+        .bytes()
+        .await?;
+    let tail: &[u8; 8] = tail
+        .as_ref()
+        .try_into()
+        .map_err(|_| Error::integrity(&p.path, "shorter than a Parquet footer"))?;
+    let len = FooterTail::try_new(tail)?.metadata_length() as u64;
+    if len + 8 > p.bytes {
+        return Err(Error::integrity(
+            &p.path,
+            "a Parquet footer longer than the file",
+        ));
+    }
+    let footer = store
+        .get_range(
+            &p.path,
+            Some(GetRange::Bounded(p.bytes - 8 - len..p.bytes - 8)),
+        )
+        .await?
+        .bytes()
+        .await?;
+    let meta = ParquetMetaDataReader::decode_metadata(&footer)?;
+    let Some(i) = meta
+        .file_metadata()
+        .schema_descr()
+        .columns()
+        .iter()
+        .position(|c| c.name() == column)
+    else {
+        return Ok((None, None, None));
+    };
+    let (mut lo, mut hi, mut nulls): (Option<Vec<u8>>, Option<Vec<u8>>, Option<u64>) =
+        (None, None, Some(0));
+    let (mut lo_ok, mut hi_ok) = (true, true);
+    for rg in meta.row_groups() {
+        let Some(Statistics::ByteArray(s)) = rg.column(i).statistics() else {
+            return Ok((None, None, None));
+        };
+        nulls = match (nulls, s.null_count_opt()) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        match s.min_opt() {
+            Some(v) if s.min_is_exact() => {
+                let v = v.data().to_vec();
+                if lo.as_ref().is_none_or(|l| v < *l) {
+                    lo = Some(v);
+                }
+            }
+            Some(_) => lo_ok = false,
+            None => {}
+        }
+        match s.max_opt() {
+            Some(v) if s.max_is_exact() => {
+                let v = v.data().to_vec();
+                if hi.as_ref().is_none_or(|h| v > *h) {
+                    hi = Some(v);
+                }
+            }
+            Some(_) => hi_ok = false,
+            None => {}
+        }
+    }
+    let text =
+        |b: Option<Vec<u8>>, ok: bool| b.filter(|_| ok).and_then(|b| String::from_utf8(b).ok());
+    Ok((text(lo, lo_ok), text(hi, hi_ok), nulls))
+}
+
+/// The actions of table version `table_version` of `(source, lane)`: the commit that takes the
+/// table from `parent`'s files to `m`'s (`version` names `m`). Version 0 creates the table.
+pub async fn commit(
+    store: &CorpusStore,
+    (source, lane): (SourceId, Lane),
+    table_version: u64,
+    (version, m): (&str, &Manifest),
+    parent: Option<&Manifest>,
+) -> Result<Vec<Action>> {
+    let now = table_files(m, source, lane)?;
+    let before = match parent {
+        Some(pm) if table_version > 0 => table_files(pm, source, lane)?,
+        _ => BTreeMap::new(),
+    };
+    let at = millis(m.created_at);
+    let mut actions = vec![Action::CommitInfo(CommitInfo {
+        timestamp: at,
+        operation: "WRITE".into(),
+        operation_parameters: BTreeMap::from([
+            ("mode".into(), "Append".into()),
+            ("partitionBy".into(), "[\"date\"]".into()),
+        ]),
+        is_blind_append: false,
+        engine_info: format!("asof-engine/{}", env!("CARGO_PKG_VERSION")),
+        corpus_version: version.to_owned(),
+        parent_version: m.parent.clone(),
+    })];
+    if table_version == 0 {
+        actions.push(Action::Protocol(PROTOCOL));
+        actions.push(Action::MetaData(metadata(source, lane, m.created_at)?));
+    }
+    let date = |p: &PartitionEntry| BTreeMap::from([("date".to_owned(), p.date.to_string())]);
+    for (path, p) in &before {
+        if now.get(path).is_none_or(|n| n.sha256 != p.sha256) {
+            actions.push(Action::Remove(Remove {
+                path: (*path).to_owned(),
+                deletion_timestamp: at,
+                data_change: true,
+                extended_file_metadata: true,
+                partition_values: date(p),
+                size: p.bytes,
+            }));
+        }
+    }
+    for (path, p) in &now {
+        if before.get(path).is_none_or(|b| b.sha256 != p.sha256) {
+            actions.push(Action::Add(Add {
+                path: (*path).to_owned(),
+                partition_values: date(p),
+                size: p.bytes,
+                modification_time: at,
+                data_change: true,
+                stats: stats(store, p).await?,
+            }));
+        }
+    }
+    Ok(actions)
+}
+
+/// A commit's bytes: one JSON action per line, each line ended by a newline.
+pub fn encode(actions: &[Action]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    for a in actions {
+        serde_json::to_writer(&mut out, a)?;
+        out.push(b'\n');
+    }
+    Ok(out)
+}
+
+/// Parses a commit's bytes (this writer's actions only).
+pub fn decode(path: &str, bytes: &[u8]) -> Result<Vec<Action>> {
+    bytes
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .map(|l| {
+            serde_json::from_slice(l)
+                .map_err(|e| Error::integrity(path, format!("not a commit this writer made: {e}")))
+        })
+        .collect()
+}
+
+/// One version of the chain with its parent, and the commits it needs.
+struct Step {
+    version: String,
+    manifest: Manifest,
+    versions: TableVersions,
+    parent: Option<(Manifest, TableVersions)>,
+}
+
+impl Step {
+    /// The tables this version commits a new version of, with that version number.
+    fn commits(&self) -> Vec<((SourceId, Lane), u64)> {
+        self.versions
+            .iter()
+            .filter(|(k, v)| {
+                self.parent
+                    .as_ref()
+                    .is_none_or(|(_, pv)| pv.get(*k) != Some(*v))
+            })
+            .filter_map(|(k, v)| parse_table_key(k).map(|t| (t, *v)))
+            .collect()
+    }
+}
+
+/// What [`sync`] did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Synced {
+    /// Corpus versions whose commits were written (or found already written by a racer).
+    pub versions: usize,
+    /// Commit objects written.
+    pub commits: usize,
+}
+
+/// Writes the Delta commits the chain up to `version` lacks, oldest first, and returns what it
+/// wrote. It walks back from `version` until a version whose commits are all stored (commits
+/// are written oldest first, so everything before it is too), or to the first version.
+/// Idempotent, and safe to run beside another writer: the bytes are deterministic and puts
+/// are create-only with an equality check on a collision.
+pub async fn sync(store: &CorpusStore, version: &str) -> Result<Synced> {
+    let mut pending: Vec<(String, Manifest)> = Vec::new();
+    let mut at = Some(version.to_owned());
+    while let Some(v) = at {
+        let m = store.manifest(&v).await?;
+        let parent = m.parent.clone();
+        let versions = versions_of(store, &v, &m).await?;
+        let parent_versions = match &parent {
+            Some(p) => {
+                let pm = store.manifest(p).await?;
+                Some(versions_of(store, p, &pm).await?)
+            }
+            None => None,
+        };
+        let wanted: Vec<String> = versions
+            .iter()
+            .filter(|(k, n)| {
+                parent_versions
+                    .as_ref()
+                    .is_none_or(|pv| pv.get(*k) != Some(*n))
+            })
+            .filter_map(|(k, n)| parse_table_key(k).map(|(s, l)| commit_path(s, l, *n)))
+            .collect();
+        let mut complete = !wanted.is_empty();
+        for path in &wanted {
+            if !store.exists(path).await? {
+                complete = false;
+                break;
+            }
+        }
+        if complete {
+            break;
+        }
+        pending.push((v, m));
+        if pending.len() > 100_000 {
+            return Err(Error::integrity(
+                version,
+                "the manifest chain is longer than 100000 versions",
+            ));
+        }
+        at = parent;
+    }
+    let mut out = Synced::default();
+    for (v, m) in pending.into_iter().rev() {
+        let step = step(store, v, m).await?;
+        for (table, n) in step.commits() {
+            let actions = commit(
+                store,
+                table,
+                n,
+                (&step.version, &step.manifest),
+                step.parent.as_ref().map(|(pm, _)| pm),
+            )
+            .await?;
+            store
+                .put_immutable(
+                    &commit_path(table.0, table.1, n),
+                    Bytes::from(encode(&actions)?),
+                )
+                .await?;
+            out.commits += 1;
+        }
+        out.versions += 1;
+    }
+    Ok(out)
+}
+
+async fn step(store: &CorpusStore, version: String, manifest: Manifest) -> Result<Step> {
+    let versions = versions_of(store, &version, &manifest).await?;
+    let parent = match &manifest.parent {
+        Some(p) => {
+            let pm = store.manifest(p).await?;
+            let pv = versions_of(store, p, &pm).await?;
+            Some((pm, pv))
+        }
+        None => None,
+    };
+    Ok(Step {
+        version,
+        manifest,
+        versions,
+        parent,
+    })
+}
+
+/// What [`check`] found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Checked {
+    /// Tables of the version.
+    pub tables: usize,
+    /// Commits re-derived and found byte-equal.
+    pub commits: usize,
+    /// Commits not written yet at the end of the chain (a publisher stopped between its
+    /// pointer and its log; `asof delta backfill` writes them).
+    pub behind: usize,
+}
+
+/// Checks every Delta commit of the chain up to `version` against its corpus version: each
+/// stored commit must be byte-equal to the one re-derived from the manifests (so each table
+/// version lists exactly its corpus version's partitions), and commits may be missing only
+/// at the end of the chain (a log behind its pointer), never in between.
+pub async fn check(store: &CorpusStore, version: &str) -> Result<Checked> {
+    // The chain, oldest first (versions only: manifests are re-read one pair at a time).
+    let mut chain = vec![version.to_owned()];
+    let mut guard = BTreeSet::from([version.to_owned()]);
+    loop {
+        let m = store.manifest(chain.last().expect("non-empty")).await?;
+        match m.parent {
+            Some(p) if guard.insert(p.clone()) => chain.push(p),
+            Some(p) => return Err(Error::integrity(p, "the manifest chain loops")),
+            None => break,
+        }
+    }
+    chain.reverse();
+    let mut out = Checked::default();
+    let mut missing_from: BTreeMap<String, String> = BTreeMap::new();
+    for v in chain {
+        let m = store.manifest(&v).await?;
+        let step = step(store, v, m).await?;
+        out.tables = step.versions.len();
+        for (table, n) in step.commits() {
+            let path = commit_path(table.0, table.1, n);
+            let key = table_key(table.0, table.1);
+            if !store.exists(&path).await? {
+                out.behind += 1;
+                missing_from.entry(key).or_insert(path);
+                continue;
+            }
+            if let Some(first) = missing_from.get(&key) {
+                return Err(Error::integrity(
+                    &path,
+                    format!("a commit stored after a missing one ({first})"),
+                ));
+            }
+            let expected = encode(
+                &commit(
+                    store,
+                    table,
+                    n,
+                    (&step.version, &step.manifest),
+                    step.parent.as_ref().map(|(pm, _)| pm),
+                )
+                .await?,
+            )?;
+            let stored = store.get(&path).await?;
+            if stored != expected {
+                return Err(Error::integrity(
+                    &path,
+                    format!(
+                        "this Delta commit does not list the partitions of corpus version {} (re-derived commit differs)",
+                        step.version
+                    ),
+                ));
+            }
+            out.commits += 1;
+        }
+    }
+    Ok(out)
+}
+
+/// A table's state at one version, replayed from its log: its metadata and its files.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableState {
+    pub version: u64,
+    pub metadata: MetaData,
+    /// The corpus version this table version is a view of.
+    pub corpus_version: String,
+    /// Milliseconds since the epoch of that corpus version.
+    pub timestamp: i64,
+    /// Live files by path relative to the table's root.
+    pub files: BTreeMap<String, Add>,
+}
+
+/// The decoded commits of one table, versions `0..len`, read once: commits are immutable, so
+/// a reader keeps them and reads only the versions published since ([`DeltaLog::extend`]).
+#[derive(Debug, Clone)]
+pub struct DeltaLog {
+    pub table: (SourceId, Lane),
+    commits: Vec<Vec<Action>>,
+}
+
+impl DeltaLog {
+    pub fn new(table: (SourceId, Lane)) -> Self {
+        DeltaLog {
+            table,
+            commits: Vec::new(),
+        }
+    }
+
+    /// The number of versions held (the latest is `len() - 1`).
+    pub fn len(&self) -> u64 {
+        self.commits.len() as u64
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.commits.is_empty()
+    }
+
+    /// Reads the commits after those held, up to and including `version`.
+    pub async fn extend(&mut self, store: &CorpusStore, version: u64) -> Result<()> {
+        for n in self.len()..=version {
+            let path = commit_path(self.table.0, self.table.1, n);
+            let actions = decode(&path, &store.get(&path).await?)?;
+            let info = actions.iter().any(|a| matches!(a, Action::CommitInfo(_)));
+            if !info || (n == 0 && !actions.iter().any(|a| matches!(a, Action::MetaData(_)))) {
+                return Err(Error::integrity(
+                    &path,
+                    "a commit without its commitInfo (or version 0 without metaData)",
+                ));
+            }
+            self.commits.push(actions);
+        }
+        Ok(())
+    }
+
+    fn info(&self, n: u64) -> Option<&CommitInfo> {
+        self.commits.get(n as usize)?.iter().find_map(|a| match a {
+            Action::CommitInfo(c) => Some(c),
+            _ => None,
+        })
+    }
+
+    /// The state at `version`, replaying commits `0..=version` (`None` past the held ones).
+    pub fn state(&self, version: u64) -> Option<TableState> {
+        let mut metadata = None;
+        let mut files = BTreeMap::new();
+        for actions in self.commits.get(..=version as usize)? {
+            for a in actions {
+                match a {
+                    Action::MetaData(md) => metadata = Some(md.clone()),
+                    Action::Add(add) => {
+                        files.insert(add.path.clone(), add.clone());
+                    }
+                    Action::Remove(r) => {
+                        files.remove(&r.path);
+                    }
+                    Action::CommitInfo(_) | Action::Protocol(_) => {}
+                }
+            }
+        }
+        let info = self.info(version)?;
+        Some(TableState {
+            version,
+            metadata: metadata?,
+            corpus_version: info.corpus_version.clone(),
+            timestamp: info.timestamp,
+            files,
+        })
+    }
+
+    /// The latest version at or before `millis` (a snapshot "as of" a timestamp).
+    pub fn version_at(&self, millis: i64) -> Option<u64> {
+        (0..self.len())
+            .rev()
+            .find(|n| self.info(*n).is_some_and(|c| c.timestamp <= millis))
+    }
+
+    /// The first version at or after `millis`.
+    pub fn version_from(&self, millis: i64) -> Option<u64> {
+        (0..self.len()).find(|n| self.info(*n).is_some_and(|c| c.timestamp >= millis))
+    }
+
+    /// A file any held version added, by its id (the partition's sha256).
+    pub fn file(&self, id: &str) -> Option<&Add> {
+        self.commits.iter().flatten().find_map(|a| match a {
+            Action::Add(add) if file_id(&add.path) == Some(id) => Some(add),
+            _ => None,
+        })
+    }
+}
+
+/// The logs of a process's tables, each read once and extended as versions are published
+/// (commits are immutable, so nothing held ever goes stale). One lock: readers of a log wait
+/// while it reads new commits.
+#[derive(Debug, Default)]
+pub struct LogCache {
+    logs: tokio::sync::Mutex<std::collections::HashMap<(SourceId, Lane), DeltaLog>>,
+}
+
+impl LogCache {
+    /// Runs `f` on `table`'s log read up to at least `version`.
+    pub async fn read<R>(
+        &self,
+        store: &CorpusStore,
+        table: (SourceId, Lane),
+        version: u64,
+        f: impl FnOnce(&DeltaLog) -> R,
+    ) -> Result<R> {
+        let mut logs = self.logs.lock().await;
+        let log = logs.entry(table).or_insert_with(|| DeltaLog::new(table));
+        if log.len() <= version {
+            log.extend(store, version).await?;
+        }
+        Ok(f(log))
+    }
+}
+
+/// A file's id (its sha256) from its path in the table, `<date>/<sha256>.parquet`.
+pub fn file_id(path: &str) -> Option<&str> {
+    path.rsplit('/').next()?.strip_suffix(".parquet")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_times_round_outward_to_milliseconds() {
+        let t = Instant::from_micros(1_700_000_000_123_456);
+        assert_eq!(stat_time(t, false), "2023-11-14T22:13:20.123Z");
+        assert_eq!(stat_time(t, true), "2023-11-14T22:13:20.124Z");
+        let whole = Instant::from_unix_seconds(1_700_000_000);
+        assert_eq!(stat_time(whole, false), "2023-11-14T22:13:20.000Z");
+        assert_eq!(stat_time(whole, true), "2023-11-14T22:13:20.000Z");
+        let tenth = Instant::from_micros(1_700_000_000_100_000);
+        assert_eq!(stat_time(tenth, true), "2023-11-14T22:13:20.100Z");
+    }
+
+    #[test]
+    fn every_schema_column_has_a_delta_type_and_date_is_the_partition_column() {
+        let s: Value = serde_json::from_str(&schema_string().unwrap()).unwrap();
+        let fields = s["fields"].as_array().unwrap();
+        assert_eq!(fields.len(), schema().fields().len() + 1);
+        assert_eq!(fields.last().unwrap()["name"], "date");
+        assert!(
+            fields
+                .iter()
+                .any(|f| f["name"] == "published_at" && f["type"] == "timestamp")
+        );
+    }
+
+    #[test]
+    fn table_keys_round_trip_and_ids_are_uuid_shaped_and_stable() {
+        for s in SourceId::ALL {
+            for l in Lane::ALL {
+                assert_eq!(parse_table_key(&table_key(*s, *l)), Some((*s, *l)));
+                let id = table_id(*s, *l);
+                assert_eq!(id.len(), 36);
+                assert_eq!(id, table_id(*s, *l));
+            }
+        }
+        assert_eq!(parse_table_key("sec.edgar"), None);
+        assert_eq!(parse_table_key("nope/certified_pit"), None);
+    }
+
+    #[test]
+    fn a_commit_decodes_to_the_actions_it_was_encoded_from() {
+        let actions = vec![
+            Action::Protocol(PROTOCOL),
+            Action::Remove(Remove {
+                path: "2024-01-02/ab.parquet".into(),
+                deletion_timestamp: 5,
+                data_change: true,
+                extended_file_metadata: true,
+                partition_values: BTreeMap::from([("date".into(), "2024-01-02".into())]),
+                size: 9,
+            }),
+        ];
+        let bytes = encode(&actions).unwrap();
+        assert!(bytes.starts_with(
+            b"{\"protocol\":{\"minReaderVersion\":1,\"minWriterVersion\":2}}\n{\"remove\":"
+        ));
+        assert_eq!(decode("x", &bytes).unwrap(), actions);
+        assert!(decode("x", b"{\"txn\":{}}\n").is_err());
+    }
+}
