@@ -349,6 +349,9 @@ pub async fn publish_onto(
                 ..manifest.clone()
             })
     {
+        // Nothing to publish, but the log of the current version may be behind (a publisher
+        // stopped after its pointer): the same run finishes it.
+        sync_delta(store, v).await;
         return Ok(Published {
             version: v.clone(),
             changed: false,

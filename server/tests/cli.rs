@@ -69,18 +69,14 @@ fn verify_passes_on_the_shipped_corpus() {
     assert_eq!(stdout(&o).lines().last().unwrap(), committed_version());
 }
 
-#[test]
-fn verify_fails_on_a_corrupted_copy_and_names_the_partition() {
-    let copy = tempfile::tempdir().unwrap();
+/// Copies the objects the committed manifest lists (not the Delta logs) into `dst`, and
+/// returns that manifest.
+fn copy_of_listed_objects(dst: &std::path::Path) -> Value {
     let src = repo();
     let manifest: Value = serde_json::from_slice(
         &std::fs::read(src.join(format!("manifests/{}.json", &committed_version()[7..]))).unwrap(),
     )
     .unwrap();
-    let victim = manifest["partitions"][7]["path"]
-        .as_str()
-        .unwrap()
-        .to_owned();
     for entry in [
         "manifests/CURRENT".to_owned(),
         format!("manifests/{}.json", &committed_version()[7..]),
@@ -99,10 +95,65 @@ fn verify_fails_on_a_corrupted_copy_and_names_the_partition() {
             .flat_map(|k| manifest[*k].as_array().unwrap().iter())
             .map(|p| p["path"].as_str().unwrap().to_owned()),
     ) {
-        let to = copy.path().join(&entry);
+        let to = dst.join(&entry);
         std::fs::create_dir_all(to.parent().unwrap()).unwrap();
         std::fs::copy(src.join(&entry), &to).unwrap();
     }
+    manifest
+}
+
+#[test]
+fn delta_backfill_writes_the_committed_logs_again_byte_for_byte_and_verify_re_derives_them() {
+    let copy = tempfile::tempdir().unwrap();
+    copy_of_listed_objects(copy.path());
+    let corpus = copy.path().to_str().unwrap();
+    let before = asof(&["verify", "--corpus", corpus]);
+    assert!(
+        before.status.success(),
+        "a log behind its pointer is not a fault"
+    );
+    assert!(
+        stdout(&before).contains("9 commits not written yet"),
+        "{}",
+        stdout(&before)
+    );
+    let b = asof(&["delta", "backfill", "--corpus", corpus]);
+    assert!(b.status.success(), "{}", String::from_utf8_lossy(&b.stderr));
+    assert!(stdout(&b).starts_with("wrote 9 Delta commits for 1 corpus versions"));
+    let after = asof(&["verify", "--corpus", corpus]);
+    assert!(stdout(&after).contains("9 Delta tables, 9 commits re-derived and equal"));
+    let again = asof(&["delta", "backfill", "--corpus", corpus]);
+    assert!(stdout(&again).starts_with("wrote 0 Delta commits"));
+    // The commits follow from the manifest alone: the same bytes as the committed logs.
+    let logs: Vec<_> = std::fs::read_dir(repo().join("snapshots/partitions"))
+        .unwrap()
+        .flat_map(|s| std::fs::read_dir(s.unwrap().path()).unwrap())
+        .map(|l| {
+            l.unwrap()
+                .path()
+                .join("_delta_log/00000000000000000000.json")
+        })
+        .collect();
+    assert_eq!(logs.len(), 9);
+    for committed in logs {
+        let rel = committed.strip_prefix(repo()).unwrap();
+        assert_eq!(
+            std::fs::read(copy.path().join(rel)).unwrap(),
+            std::fs::read(&committed).unwrap(),
+            "{}",
+            rel.display()
+        );
+    }
+}
+
+#[test]
+fn verify_fails_on_a_corrupted_copy_and_names_the_partition() {
+    let copy = tempfile::tempdir().unwrap();
+    let manifest = copy_of_listed_objects(copy.path());
+    let victim = manifest["partitions"][7]["path"]
+        .as_str()
+        .unwrap()
+        .to_owned();
     let corpus = copy.path().to_str().unwrap();
     assert!(
         asof(&["verify", "--corpus", corpus]).status.success(),
@@ -1044,7 +1095,8 @@ fn a_publisher_killed_after_any_of_its_writes_leaves_a_verified_corpus_and_the_n
         // kill -9 at exactly this point.
         child.kill().unwrap();
         child.wait().unwrap();
-        let pointer_moved = paused.contains("manifests/CURRENT");
+        // The Delta commits of the version are written after its pointer.
+        let pointer_moved = paused.contains("manifests/CURRENT") || paused.contains("/_delta_log/");
         assert_eq!(
             &pointer(dir.path()),
             if pointer_moved {
@@ -1069,6 +1121,13 @@ fn a_publisher_killed_after_any_of_its_writes_leaves_a_verified_corpus_and_the_n
             String::from_utf8_lossy(&again.stderr)
         );
         assert_eq!(pointer(dir.path()), child_version, "after {paused}");
+        // And its Delta log is whole again (an identical re-run writes what a kill left out).
+        let v = asof(&["verify", "--corpus", dir.path().to_str().unwrap()]);
+        assert!(
+            v.status.success() && !stdout(&v).contains("not written yet"),
+            "verify after the re-run of {paused}: {}",
+            stdout(&v)
+        );
         n += 1;
         assert!(n < 100, "a publish of one list takes fewer than 100 writes");
     }

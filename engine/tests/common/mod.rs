@@ -98,4 +98,13 @@ pub async fn race(store: CorpusStore, publishers: usize, each: usize) {
         .flat_map(|p| (0..each).map(move |n| format!("p{p}-n{n}")))
         .collect();
     assert_eq!(ids, want);
+
+    // The publishers raced on the Delta log too (each writes its commits after its pointer,
+    // and the chain's missing ones): one commit per version, each its version's partitions.
+    let checked = asof_engine::delta::check(&store, &current).await.unwrap();
+    assert_eq!(
+        (checked.commits, checked.behind),
+        (publishers * each, 0),
+        "every version's Delta commit is written and re-derives byte for byte"
+    );
 }
