@@ -290,7 +290,7 @@ pub fn schema_string() -> Result<String> {
 }
 
 /// A table's id: a UUID-shaped digest of its name, the same in every corpus and every run.
-fn table_id(source: SourceId, lane: Lane) -> String {
+pub fn table_id(source: SourceId, lane: Lane) -> String {
     let h = crate::store::sha256_hex(
         format!("asof delta table {}", table_key(source, lane)).as_bytes(),
     );
@@ -563,15 +563,7 @@ struct Step {
 impl Step {
     /// The tables this version commits a new version of, with that version number.
     fn commits(&self) -> Vec<((SourceId, Lane), u64)> {
-        self.versions
-            .iter()
-            .filter(|(k, v)| {
-                self.parent
-                    .as_ref()
-                    .is_none_or(|(_, pv)| pv.get(*k) != Some(*v))
-            })
-            .filter_map(|(k, v)| parse_table_key(k).map(|t| (t, *v)))
-            .collect()
+        commits_between(&self.versions, self.parent.as_ref().map(|(_, pv)| pv))
     }
 }
 
@@ -590,57 +582,50 @@ pub struct Synced {
 /// Idempotent, and safe to run beside another writer: the bytes are deterministic and puts
 /// are create-only with an equality check on a collision.
 pub async fn sync(store: &CorpusStore, version: &str) -> Result<Synced> {
-    let mut pending: Vec<(String, Manifest)> = Vec::new();
-    let mut at = Some(version.to_owned());
-    while let Some(v) = at {
-        let m = store.manifest(&v).await?;
-        let parent = m.parent.clone();
-        let versions = versions_of(store, &v, &m).await?;
-        let parent_versions = match &parent {
-            Some(p) => {
-                let pm = store.manifest(p).await?;
-                Some(versions_of(store, p, &pm).await?)
-            }
+    // chain[i + 1] is chain[i]'s parent; each manifest is read once.
+    let mut chain: Vec<Node> = vec![Node::read(store, version).await?];
+    let mut last_complete = false;
+    loop {
+        let i = chain.len() - 1;
+        let parent = match chain[i].manifest.parent.clone() {
+            Some(p) => Some(Node::read(store, &p).await?),
             None => None,
         };
-        let wanted: Vec<String> = versions
-            .iter()
-            .filter(|(k, n)| {
-                parent_versions
-                    .as_ref()
-                    .is_none_or(|pv| pv.get(*k) != Some(*n))
-            })
-            .filter_map(|(k, n)| parse_table_key(k).map(|(s, l)| commit_path(s, l, *n)))
-            .collect();
+        let wanted = commits_between(&chain[i].tables, parent.as_ref().map(|p| &p.tables));
+        // A version that commits nothing proves nothing: keep walking past it.
         let mut complete = !wanted.is_empty();
-        for path in &wanted {
-            if !store.exists(path).await? {
+        for (t, n) in &wanted {
+            if !store.exists(&commit_path(t.0, t.1, *n)).await? {
                 complete = false;
                 break;
             }
         }
         if complete {
+            last_complete = true;
             break;
         }
-        pending.push((v, m));
-        if pending.len() > 100_000 {
+        match parent {
+            Some(p) => chain.push(p),
+            None => break,
+        }
+        if chain.len() > 100_000 {
             return Err(Error::integrity(
                 version,
                 "the manifest chain is longer than 100000 versions",
             ));
         }
-        at = parent;
     }
+    let to_write = chain.len() - usize::from(last_complete);
     let mut out = Synced::default();
-    for (v, m) in pending.into_iter().rev() {
-        let step = step(store, v, m).await?;
-        for (table, n) in step.commits() {
+    for i in (0..to_write).rev() {
+        let (node, parent) = (&chain[i], chain.get(i + 1));
+        for (table, n) in commits_between(&node.tables, parent.map(|p| &p.tables)) {
             let actions = commit(
                 store,
                 table,
                 n,
-                (&step.version, &step.manifest),
-                step.parent.as_ref().map(|(pm, _)| pm),
+                (&node.version, &node.manifest),
+                parent.map(|p| &p.manifest),
             )
             .await?;
             store
@@ -654,6 +639,37 @@ pub async fn sync(store: &CorpusStore, version: &str) -> Result<Synced> {
         out.versions += 1;
     }
     Ok(out)
+}
+
+/// One version of the chain: its manifest and table versions.
+struct Node {
+    version: String,
+    manifest: Manifest,
+    tables: TableVersions,
+}
+
+impl Node {
+    async fn read(store: &CorpusStore, version: &str) -> Result<Node> {
+        let manifest = store.manifest(version).await?;
+        let tables = versions_of(store, version, &manifest).await?;
+        Ok(Node {
+            version: version.to_owned(),
+            manifest,
+            tables,
+        })
+    }
+}
+
+/// The tables a version with `tables` commits a new version of, given its parent's.
+fn commits_between(
+    tables: &TableVersions,
+    parent: Option<&TableVersions>,
+) -> Vec<((SourceId, Lane), u64)> {
+    tables
+        .iter()
+        .filter(|(k, v)| parent.is_none_or(|pv| pv.get(*k) != Some(*v)))
+        .filter_map(|(k, v)| parse_table_key(k).map(|t| (t, *v)))
+        .collect()
 }
 
 async fn step(store: &CorpusStore, version: String, manifest: Manifest) -> Result<Step> {

@@ -202,7 +202,7 @@ fn table_item(schema: &str, table: &str, t: (SourceId, Lane)) -> Value {
         "schema": schema,
         "share": SHARE,
         "shareId": SHARE,
-        "id": delta::metadata(t.0, t.1, Instant::from_micros(0)).map(|m| m.id).unwrap_or_default(),
+        "id": delta::table_id(t.0, t.1),
     })
 }
 
@@ -541,7 +541,8 @@ fn file_id_of(add: &Add) -> Result<String, ApiError> {
 
 /// The partition behind file `id` in any version of the served corpus's Delta tables (a
 /// snapshot shared at an older table version names files the current version no longer
-/// lists), as `(path, size, source, lane, date)`.
+/// lists), as a file entry (its row count from the commit's statistics; `None` for a certified
+/// row count, which belongs to the served version's certificates).
 pub async fn shared_file(
     state: &AppState,
     corpus: &Corpus,
@@ -552,11 +553,16 @@ pub async fn shared_file(
         let Some(t) = delta::parse_table_key(&key) else {
             continue;
         };
-        let found = state
+        // A log behind its pointer cannot name the file yet; any other fault is the answer.
+        let found = match state
             .delta_logs()
             .read(corpus.store(), t, latest, |log| log.file(id).cloned())
-            .await;
-        let Ok(Some(add)) = found else { continue };
+            .await
+        {
+            Err(e) if e.is_not_found() => continue,
+            other => other?,
+        };
+        let Some(add) = found else { continue };
         let date = add
             .partition_values
             .get("date")
