@@ -6,18 +6,12 @@ mod common;
 
 use asof_server::plan::Plan;
 use axum::http::{Method, StatusCode, header};
-use common::{T, assert_error, key_for, send, setup, sqlite_store};
+use common::{T, assert_error, key_for, local, send, setup, sqlite_store};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 async fn power(t: &T) -> String {
     key_for(&t.store, "power@example.com", Plan::Power).await
-}
-
-/// The path and query of a file object's `url` (the oneshot router takes no origin).
-fn local(url: &str) -> String {
-    let u = url::Url::parse(url).unwrap();
-    format!("{}?{}", u.path(), u.query().unwrap())
 }
 
 async fn listing(t: &T, key: &str, query: &str) -> Value {

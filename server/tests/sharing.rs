@@ -11,7 +11,7 @@ use asof_server::http::{AppState, Options};
 use asof_server::plan::Plan;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use common::{T, assert_error, key_for, respond, send, setup, sqlite_store};
+use common::{T, assert_error, key_for, local, respond, send, setup, sqlite_store};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -46,12 +46,6 @@ fn table_version(r: &common::Res) -> u64 {
         .unwrap()
         .parse()
         .unwrap()
-}
-
-/// The path and query of a signed URL (the oneshot router takes no origin).
-fn local(url: &str) -> String {
-    let u = url::Url::parse(url).unwrap();
-    format!("{}?{}", u.path(), u.query().unwrap())
 }
 
 #[tokio::test]

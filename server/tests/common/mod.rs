@@ -421,3 +421,9 @@ pub async fn call(
 pub fn with_cookie(c: &str) -> Vec<(&str, &str)> {
     vec![("cookie", c), ("sec-fetch-site", "same-origin")]
 }
+
+/// The path and query of a signed file URL (the oneshot router takes no origin).
+pub fn local(url: &str) -> String {
+    let u = url::Url::parse(url).unwrap();
+    format!("{}?{}", u.path(), u.query().unwrap())
+}
