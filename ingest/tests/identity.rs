@@ -125,3 +125,87 @@ async fn two_ticker_lists_ingested_in_turn_place_changed_tickers_only_from_each_
     assert!(!again.published.changed);
     assert_eq!(again.published.version, second.published.version);
 }
+
+/// A writable copy of the shipped sample corpus: its manifest and pointer, and every object
+/// beside the raw sources (partitions, access files, id runs, list states, identity).
+fn copy_of_sample(dst: &std::path::Path) -> CorpusStore {
+    fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            let target = to.join(e.file_name());
+            if e.file_type().unwrap().is_dir() {
+                copy_dir(&e.path(), &target);
+            } else {
+                std::fs::copy(e.path(), target).unwrap();
+            }
+        }
+    }
+    let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    copy_dir(&repo.join("manifests"), &dst.join("manifests"));
+    for d in ["access", "identity", "ids", "lists", "partitions"] {
+        copy_dir(
+            &repo.join("snapshots").join(d),
+            &dst.join("snapshots").join(d),
+        );
+    }
+    CorpusStore::local(dst).unwrap()
+}
+
+#[tokio::test]
+async fn a_ticker_list_ingested_into_the_sample_reports_only_what_changed_since_its_last_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = copy_of_sample(dir.path());
+    // The sample's last list (2026-02-01) as SEC might publish it a week later: one ticker
+    // gone, one new, one company retitled.
+    let last = file(&format!("{WEEKLY}/company_tickers_2026-02-01T0612Z.json"));
+    let mut list: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_slice(&last.bytes).unwrap();
+    let gone = list.remove("10337").unwrap();
+    assert_eq!(gone["ticker"], "TPZEF");
+    list.insert(
+        "10337".into(),
+        serde_json::json!({"cik_str": 1318605, "ticker": "TSLAX", "title": "Tesla, Inc."}),
+    );
+    let msft = list
+        .values_mut()
+        .find(|v| v["ticker"] == "MSFT")
+        .unwrap();
+    msft["title"] = "MICROSOFT CORPORATION".into();
+    let captured = "2026-02-08T06:01:00Z";
+    let outcome = ingest(
+        &store,
+        Request {
+            source: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            commit_time: at("2026-11-21T00:00:00Z"),
+            captured_at: Some(at(captured)),
+            certify: None,
+            files: vec![InputFile {
+                name: "company_tickers.json".into(),
+                bytes: serde_json::to_vec(&list).unwrap(),
+            }],
+        },
+        &|_| {},
+    )
+    .await
+    .unwrap();
+    // Compared with the sample's list state, not with nothing (10,338 tickers all "added").
+    assert_eq!(
+        outcome.changes,
+        [("added", 1), ("modified", 1), ("removed", 1)]
+            .into_iter()
+            .map(|(k, n)| (k.to_owned(), n))
+            .collect()
+    );
+    assert_eq!(outcome.observations, 1);
+
+    let corpus = Corpus::open(store.clone()).await.unwrap();
+    let before = "2026-02-07T00:00:00Z";
+    let after = "2026-02-09T00:00:00Z";
+    assert_eq!(ciks(&corpus, "TSLAX", before), None);
+    assert_eq!(ciks(&corpus, "TSLAX", after), Some(vec!["1318605".into()]));
+    assert_eq!(ciks(&corpus, "TPZEF", before), Some(vec!["2073655".into()]));
+    assert_eq!(ciks(&corpus, "TPZEF", after), None);
+    assert_eq!(ciks(&corpus, "MSFT", after), Some(vec!["789019".into()]));
+}

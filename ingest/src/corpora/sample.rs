@@ -8,7 +8,11 @@
 //!   (held, not certified: see below);
 //! - `sec.edgar` / `forward_first_seen`: the current-filings Atom feed fetched 2026-01-12,
 //!   certified for the UTC days the 51 contiguous pages cover entirely;
-//! - identity intervals from dated ticker-file snapshots and the submissions captures;
+//! - SEC's ticker lists in the `company_tickers.json` form (2023-02-08, 2024-05-14 and nine
+//!   weekly copies to 2026-02-01) ingested one after the other as list snapshots: their
+//!   `ticker.added|removed|modified` change rows and the `sec.edgar` list state after the last,
+//!   so a later list ingested into the sample reports only what changed since;
+//! - identity intervals from every dated ticker list (both forms) and the submissions captures;
 //! - the public sample set (three companies on twelve days);
 //! - rows of the seven other sources, made by their adapters through the same pipeline steps
 //!   as `asof ingest` (see [`other_sources`]).
@@ -112,16 +116,14 @@ fn weekly_commits(root: &Path, rel: &str) -> Result<BTreeMap<String, Instant>> {
     Ok(map)
 }
 
-fn ticker_observations(root: &Path) -> Result<Vec<Observation>> {
+/// Every ticker list of the sample with its capture instant, in capture order (file name on
+/// ties): the weekly copies at their commit instants (`COMMITS.txt`), the others at the end of
+/// the day their archive committed them.
+fn ticker_captures(root: &Path) -> Result<Vec<(Input, Instant)>> {
     let mut out = Vec::new();
-    let commits = weekly_commits(
-        root,
-        "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch/COMMITS.txt",
-    )?;
-    for input in read_dir_sorted(
-        root,
-        "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch",
-    )? {
+    let weekly = "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch";
+    let commits = weekly_commits(root, &format!("{weekly}/COMMITS.txt"))?;
+    for input in read_dir_sorted(root, weekly)? {
         let Some(stamp) = input
             .rel
             .rsplit('/')
@@ -138,21 +140,62 @@ fn ticker_observations(root: &Path) -> Result<Vec<Observation>> {
                 format!("no commit in COMMITS.txt at {stamp}"),
             )
         })?;
-        out.push(parse_ticker_file(&input.rel, &input.bytes, at)?);
+        out.push((input, at));
     }
     for dir in [
         "sec.edgar.ticker_history/company_tickers_exchange_snapshots_edgartools",
         "sec.edgar.ticker_history/other_snapshots",
     ] {
         for input in read_dir_sorted(root, dir)? {
-            out.push(parse_ticker_file(
-                &input.rel,
-                &input.bytes,
-                committed_day(&input.rel)?,
-            )?);
+            let at = committed_day(&input.rel)?;
+            out.push((input, at));
         }
     }
+    out.sort_by(|(a, at), (b, bt)| (at, &a.rel).cmp(&(bt, &b.rel)));
     Ok(out)
+}
+
+/// Whether a ticker list is in the form of SEC's `company_tickers.json` (ticker, CIK, title),
+/// the list the sample keeps as its `sec.edgar` list state. The exchange form
+/// (`company_tickers_exchange`) also names each ticker's exchange: taken into the same list, every
+/// switch between the two forms would report each ticker as modified.
+fn is_plain_ticker_list(rel: &str) -> bool {
+    let base = rel.rsplit('/').next().unwrap_or(rel);
+    !base.starts_with("company_tickers_exchange")
+}
+
+/// The plain ticker lists, one `asof ingest` each in capture order, through the same pipeline
+/// steps: their `ticker.added|removed|modified` change rows and the list state after the last,
+/// so a ticker list ingested into the sample later is compared with the latest one held.
+/// (Their identity observations are folded with every other list's in `build_sample`.)
+fn ticker_lists(
+    captures: &[(Input, Instant)],
+    commit_time: Instant,
+) -> Result<(Vec<NewsRow>, Option<ListState>)> {
+    use crate::pipeline::{Held, Request, parse_files, prepare};
+    let mut held = Held::default();
+    let mut rows = Vec::new();
+    let mut last = None;
+    for (input, at) in captures.iter().filter(|(i, _)| is_plain_ticker_list(&i.rel)) {
+        let req = Request {
+            source: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            commit_time,
+            captured_at: Some(*at),
+            certify: None,
+            files: vec![crate::adapter::InputFile {
+                name: input.rel.clone(),
+                bytes: input.bytes.clone(),
+            }],
+        };
+        let (changes, _) = prepare(&req, parse_files(&req)?, &held)?;
+        if let Some((_, _, state)) = changes.lists.into_iter().next_back() {
+            held.list = state.clone();
+            last = Some(state);
+        }
+        rows.extend(changes.rows);
+    }
+    Ok((rows, last))
 }
 
 /// Builds the sample corpus into `out` and returns the publish outcome.
@@ -295,8 +338,15 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
     }
     rows.extend(seen.into_values());
 
-    // Identity.
-    observations.extend(ticker_observations(root)?);
+    // SEC's ticker lists: change rows and the list state, as `asof ingest` makes them.
+    let ticker_captures = ticker_captures(root)?;
+    let (ticker_rows, ticker_list) = ticker_lists(&ticker_captures, commit_time)?;
+    rows.extend(ticker_rows);
+
+    // Identity: every ticker list (both forms) and every submissions capture, folded at once.
+    for (input, at) in &ticker_captures {
+        observations.push(parse_ticker_file(&input.rel, &input.bytes, *at)?);
+    }
     let (evidence_files, tickers) = identity::build_intervals(observations);
     let index_of: BTreeMap<&str, u32> = evidence_files
         .iter()
@@ -355,11 +405,12 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
     notes.insert(
         "sec.edgar".into(),
         format!(
-            "Sample corpus. certified_pit days {first}..{last} are certified complete for the {} companies whose submissions JSON is under snapshots/sources/sec.edgar/submissions (not for all of EDGAR). Rows of the 2022-10-03 daily index (all of EDGAR, day resolution) are held but that day is outside the certified span. forward_first_seen rows come from one poll of the current-filings feed on 2026-01-12.",
+            "Sample corpus. certified_pit days {first}..{last} are certified complete for the {} companies whose submissions JSON is under snapshots/sources/sec.edgar/submissions (not for all of EDGAR). Rows of the 2022-10-03 daily index (all of EDGAR, day resolution) are held but that day is outside the certified span. forward_first_seen rows come from one poll of the current-filings feed on 2026-01-12. Ticker changes (ticker.added/removed/modified) come from eleven captures of SEC's company_tickers.json (2023-02-08 to 2026-02-01), each compared with the one before; the first capture reports every ticker it lists as added.",
             captures.len()
         ),
     );
-    let (other_rows, other_certs, other_notes, lists) = other_sources(root, commit_time)?;
+    let (other_rows, other_certs, other_notes, mut lists) = other_sources(root, commit_time)?;
+    lists.extend(ticker_list.map(|state| (SourceId::SecEdgar, Lane::CertifiedPit, state)));
     rows.extend(other_rows);
     certifications.extend(other_certs);
     notes.extend(other_notes);
