@@ -167,10 +167,7 @@ async fn a_ticker_list_ingested_into_the_sample_reports_only_what_changed_since_
         "10337".into(),
         serde_json::json!({"cik_str": 1318605, "ticker": "TSLAX", "title": "Tesla, Inc."}),
     );
-    let msft = list
-        .values_mut()
-        .find(|v| v["ticker"] == "MSFT")
-        .unwrap();
+    let msft = list.values_mut().find(|v| v["ticker"] == "MSFT").unwrap();
     msft["title"] = "MICROSOFT CORPORATION".into();
     let captured = "2026-02-08T06:01:00Z";
     let outcome = ingest(

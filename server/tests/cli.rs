@@ -297,11 +297,13 @@ fn query_for_a_ticker_no_interval_places_is_an_identity_hole() {
         "2026-02-03T00:00:00Z",
     ]));
     assert_eq!(placed["status"], "ok");
-    // From CIK0001830056__20260208T202041Z.json: F-6 accepted 2026-01-16, EFFECT 2026-02-02.
+    // From CIK0001830056__20260208T202041Z.json: F-6 accepted 2026-01-16, EFFECT 2026-02-02;
+    // and SEC's ticker list of 2026-02-01, the first to show SMEGF (`ticker.added`).
     assert_eq!(
         ids(&placed),
         vec![
             "0001193805-26-000032_1830056",
+            "SMEGF@2026-02-01T06:12:17Z_1830056",
             "9999999995-26-000414_1830056"
         ]
     );

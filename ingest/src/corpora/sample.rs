@@ -176,7 +176,10 @@ fn ticker_lists(
     let mut held = Held::default();
     let mut rows = Vec::new();
     let mut last = None;
-    for (input, at) in captures.iter().filter(|(i, _)| is_plain_ticker_list(&i.rel)) {
+    for (input, at) in captures
+        .iter()
+        .filter(|(i, _)| is_plain_ticker_list(&i.rel))
+    {
         let req = Request {
             source: SourceId::SecEdgar,
             lane: Lane::CertifiedPit,
