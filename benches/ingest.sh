@@ -4,10 +4,12 @@
 #      copy of the bench corpus (hard links: objects are immutable, the pointer is replaced by
 #      rename), wall time and peak RSS from /usr/bin/time -v, and the same ingest into an empty
 #      corpus as the baseline of this run;
-#   2. the biggest filer's first page from `asof serve` over a copy of the bench corpus, idle
+#   2. a quarterly master.idx of 320,000 filings ingested into an empty corpus (one year's
+#      access files derived whole from a big input), wall time and peak RSS;
+#   3. the biggest filer's first page from `asof serve` over a copy of the bench corpus, idle
 #      (the baseline), while the same ingest publishes into that copy, and after the server
 #      loaded the new version;
-#   3. a backfill of 1,000 days (4,000 rows a weekday) from a local EDGAR stand-in, timed, then
+#   4. a backfill of 1,000 days (4,000 rows a weekday) from a local EDGAR stand-in, timed, then
 #      the same backfill killed part-way and resumed, whose final corpus_version must equal the
 #      uninterrupted run's.
 # The bench corpus is written by benches/run.sh's step (same scale names) when missing.
@@ -60,6 +62,40 @@ ingest() { # corpus, label
   ingest "$work/copy" "into the $scale bench corpus"
   grep -h 'published' "$work"/*.time || true
 } | tee "$out/ingest.txt"
+
+# A quarter's full index at once: a master.idx of 320,000 filings over the 62 weekdays of
+# 2025-Q1 (EDGAR's quarterly master.idx runs 300k+ lines), ingested into an empty corpus. Its
+# year has no access files yet, so the publish derives them whole: peak memory is what the
+# ingest holds of its own rows plus a derive run, not the year.
+python3 - "$work/quarter" <<'PY'
+import datetime, os, random, sys
+random.seed(1)
+os.makedirs(sys.argv[1], exist_ok=True)
+days, d = [], datetime.date(2025, 1, 2)
+while d <= datetime.date(2025, 3, 31):
+    if d.weekday() < 5: days.append(d)
+    d += datetime.timedelta(1)
+forms = ["10-Q", "8-K", "4", "S-1", "13F-HR", "SC 13G/A", "424B2", "D", "6-K", "10-K"]
+with open(os.path.join(sys.argv[1], "master.idx"), "w") as f:
+    f.write("Description:           Master Index of EDGAR Dissemination Feed\n"
+            "Last Data Received:    March 31, 2025\nComments:              webmaster@sec.gov\n"
+            "Anonymous FTP:         ftp://ftp.sec.gov/edgar/\n"
+            "Cloud HTTP:            https://www.sec.gov/Archives/\n\n\n\n\n"
+            "CIK|Company Name|Form Type|Date Filed|Filename\n" + "-" * 80 + "\n")
+    for i in range(320000):
+        cik = random.randint(1000, 2100000)
+        day = random.choice(days)
+        f.write(f"{cik}|COMPANY NUMBER {cik} INC|{random.choice(forms)}|"
+                f"{day.isoformat()}|edgar/data/{cik}/{1000000000+i:010d}-25-{i:06d}.txt\n")
+PY
+{
+  echo "## a quarterly master.idx (320,000 filings, $(du -m "$work/quarter/master.idx" | cut -f1) MB) into an empty corpus"
+  /usr/bin/time -v "$bin" ingest --corpus "$work/quarter/corpus" --source sec.edgar \
+    --commit-time 2025-04-01T06:00:00Z "$work/quarter/master.idx" >"$work/quarter.version" 2>"$work/quarter.time"
+  printf 'wall %s  peak RSS %s KiB  %s\n' \
+    "$(awk -F': ' '/Elapsed \(wall clock\)/{print $2}' "$work/quarter.time")" \
+    "$(awk -F': ' '/Maximum resident/{print $2}' "$work/quarter.time")" "$(tail -1 "$work/quarter.version")"
+} | tee -a "$out/ingest.txt"
 
 # Serving while an ingest publishes into the corpus being served: the biggest filer's first
 # page (CIK 1000, rank 1 of the Zipf draw), p50/p99 of sequential keyed requests, idle and while

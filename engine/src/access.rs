@@ -247,59 +247,185 @@ pub async fn write_group(
 /// [`DELTA_PREFIX`] for a delta.
 async fn write_file(
     store: &CorpusStore,
-    (source, lane, year): (SourceId, Lane, i32),
+    group: (SourceId, Lane, i32),
     mut rows: Vec<NewsRow>,
     prefix: &str,
 ) -> Result<Vec<ObjectEntry>> {
     rows.sort_by(access_order);
-    let batch = to_batch(&rows)?;
-    let mut data = Vec::with_capacity(rows.len() * 200 + 4096);
-    let mut w = ArrowWriter::try_new(&mut data, batch.schema(), Some(data_properties()))?;
-    // Writing in block-sized slices keeps every data page at `BLOCK_ROWS` rows.
-    let mut off = 0;
-    while off < batch.num_rows() {
-        let len = BLOCK_ROWS.min(batch.num_rows() - off);
-        w.write(&batch.slice(off, len))?;
-        off += len;
+    let mut w = ClusteredWriter::new(rows.len())?;
+    w.push(rows)?;
+    w.finish(store, group, prefix).await
+}
+
+/// One clustered file being written from rows that arrive in access order, a few CIKs at a
+/// time, so a group is never wholly in memory as rows (only as the file's bytes). The bytes
+/// are those of one write of all the rows: data pages are cut every [`BLOCK_ROWS`] rows
+/// counted from the file's first row, whatever the sizes of the pushes.
+struct ClusteredWriter {
+    writer: ArrowWriter<Vec<u8>>,
+    /// Rows pushed and not yet written: fewer than `BLOCK_ROWS` between pushes.
+    pending: Vec<NewsRow>,
+    rows: u64,
+    slots: Vec<(String, Slot)>,
+    supersessions: Vec<(String, i64)>,
+}
+
+impl ClusteredWriter {
+    fn new(rows_hint: usize) -> Result<Self> {
+        let data = Vec::with_capacity(rows_hint * 200 + 4096);
+        Ok(Self {
+            writer: ArrowWriter::try_new(data, crate::record::schema(), Some(data_properties()))?,
+            pending: Vec::new(),
+            rows: 0,
+            slots: Vec::new(),
+            supersessions: Vec::new(),
+        })
     }
-    w.close()?;
-    drop(batch);
-    let data_sha = sha256_hex(&data);
-    let dir = group_dir(source, lane, year);
-    let data_path = format!("{dir}{prefix}{data_sha}.parquet");
-    let mut supersessions: Vec<(String, i64)> = rows
-        .iter()
-        .filter_map(|r| {
+
+    /// Appends `rows`, which must be in access order, follow every row pushed before, and
+    /// hold each of their CIKs' rows whole (a CIK's run never continues into the next push).
+    fn push(&mut self, rows: Vec<NewsRow>) -> Result<()> {
+        for (cik, mut slot) in slots_of(&rows) {
+            slot.start += self.rows;
+            self.slots.push((cik, slot));
+        }
+        self.supersessions.extend(rows.iter().filter_map(|r| {
             r.supersedes
                 .clone()
                 .zip(r.committed_at.map(Instant::micros))
-        })
-        .collect();
-    supersessions.sort();
-    let sidecar = encode_sidecar(&slots_of(&rows), &data_sha, &supersessions)?;
-    let sidecar_sha = sha256_hex(&sidecar);
-    let sidecar_path = format!("{dir}{prefix}{data_sha}{SIDECAR_SUFFIX}");
-    let entries = vec![
-        ObjectEntry {
-            kind: KIND_CLUSTERED.into(),
-            path: data_path.clone(),
-            bytes: data.len() as u64,
-            sha256: data_sha,
-            row_count: rows.len() as u64,
-        },
-        ObjectEntry {
-            kind: KIND_SIDECAR.into(),
-            path: sidecar_path.clone(),
-            bytes: sidecar.len() as u64,
-            sha256: sidecar_sha,
-            row_count: rows.len() as u64,
-        },
-    ];
-    store.put_immutable(&data_path, Bytes::from(data)).await?;
-    store
-        .put_immutable(&sidecar_path, Bytes::from(sidecar))
-        .await?;
-    Ok(entries)
+        }));
+        self.rows += rows.len() as u64;
+        self.pending.extend(rows);
+        let whole = self.pending.len() / BLOCK_ROWS * BLOCK_ROWS;
+        if whole > 0 {
+            let batch = to_batch(&self.pending[..whole])?;
+            self.write_blocks(&batch)?;
+            self.pending.drain(..whole);
+        }
+        Ok(())
+    }
+
+    /// Writing in block-sized slices keeps every data page at `BLOCK_ROWS` rows.
+    fn write_blocks(&mut self, batch: &RecordBatch) -> Result<()> {
+        let mut off = 0;
+        while off < batch.num_rows() {
+            let len = BLOCK_ROWS.min(batch.num_rows() - off);
+            self.writer.write(&batch.slice(off, len))?;
+            off += len;
+        }
+        Ok(())
+    }
+
+    /// Writes the last rows, then the data file and its sidecar; returns both manifest
+    /// entries (data first). Deterministic: the same rows give the same bytes and paths.
+    async fn finish(
+        mut self,
+        store: &CorpusStore,
+        (source, lane, year): (SourceId, Lane, i32),
+        prefix: &str,
+    ) -> Result<Vec<ObjectEntry>> {
+        if !self.pending.is_empty() {
+            let batch = to_batch(&std::mem::take(&mut self.pending))?;
+            self.write_blocks(&batch)?;
+        }
+        let data = self.writer.into_inner()?;
+        let data_sha = sha256_hex(&data);
+        let dir = group_dir(source, lane, year);
+        let data_path = format!("{dir}{prefix}{data_sha}.parquet");
+        self.supersessions.sort();
+        let sidecar = encode_sidecar(&self.slots, &data_sha, &self.supersessions)?;
+        let sidecar_sha = sha256_hex(&sidecar);
+        let sidecar_path = format!("{dir}{prefix}{data_sha}{SIDECAR_SUFFIX}");
+        let entries = vec![
+            ObjectEntry {
+                kind: KIND_CLUSTERED.into(),
+                path: data_path.clone(),
+                bytes: data.len() as u64,
+                sha256: data_sha,
+                row_count: self.rows,
+            },
+            ObjectEntry {
+                kind: KIND_SIDECAR.into(),
+                path: sidecar_path.clone(),
+                bytes: sidecar.len() as u64,
+                sha256: sidecar_sha,
+                row_count: self.rows,
+            },
+        ];
+        store.put_immutable(&data_path, Bytes::from(data)).await?;
+        store
+            .put_immutable(&sidecar_path, Bytes::from(sidecar))
+            .await?;
+        Ok(entries)
+    }
+}
+
+/// Rows of one group held in memory at once while it is derived from its partitions: a
+/// bigger group is derived in runs of whole CIKs of about this many rows, reading its
+/// partitions once more per run, so memory is bounded by the run and the file's bytes, not
+/// by the year (a backfilled year holds millions of rows).
+pub const DERIVE_CHUNK_ROWS: u64 = 131_072;
+
+/// Where a row sorts in a clustered file by CIK alone: CIKs in order, rows without one last.
+fn cik_key(r: &NewsRow) -> (bool, &str) {
+    (r.cik.is_none(), r.cik.as_deref().unwrap_or(""))
+}
+
+/// The clustered file and sidecar of one group, derived from its partitions `parts` holding
+/// at most about `chunk_rows` rows in memory (a CIK with more rows is one run of its own).
+async fn derive_group(
+    store: &CorpusStore,
+    group: (SourceId, Lane, i32),
+    parts: &[&PartitionEntry],
+    chunk_rows: u64,
+) -> Result<Vec<ObjectEntry>> {
+    let total: u64 = parts.iter().map(|p| p.row_count).sum();
+    if total <= chunk_rows {
+        let mut rows = Vec::with_capacity(total as usize);
+        for p in parts {
+            rows.extend(read_partition(store, p).await?);
+        }
+        return write_file(store, group, rows, "").await;
+    }
+    // Pass 1: rows per CIK, to cut the CIK order into runs of about `chunk_rows` rows.
+    let mut per_cik: BTreeMap<(bool, String), u64> = BTreeMap::new();
+    for p in parts {
+        for r in read_partition(store, p).await? {
+            let (none, cik) = cik_key(&r);
+            *per_cik.entry((none, cik.to_owned())).or_default() += 1;
+        }
+    }
+    let mut runs: Vec<((bool, String), (bool, String))> = Vec::new();
+    let mut acc = 0u64;
+    for (key, n) in per_cik {
+        match runs.last_mut() {
+            Some((_, hi)) if acc + n <= chunk_rows => {
+                *hi = key;
+                acc += n;
+            }
+            _ => {
+                runs.push((key.clone(), key));
+                acc = n;
+            }
+        }
+    }
+    // Pass 2: each run's rows from every partition, sorted, appended.
+    let mut w = ClusteredWriter::new(total as usize)?;
+    for (lo, hi) in &runs {
+        let (lo, hi) = ((lo.0, lo.1.as_str()), (hi.0, hi.1.as_str()));
+        let mut rows = Vec::new();
+        for p in parts {
+            rows.extend(
+                read_partition(store, p)
+                    .await?
+                    .into_iter()
+                    .filter(|r| (lo..=hi).contains(&cik_key(r))),
+            );
+        }
+        rows.sort_by(access_order);
+        w.push(rows)?;
+    }
+    w.finish(store, group, "").await
 }
 
 /// Derives the access files of `groups` from the manifest's partitions and replaces those
@@ -319,11 +445,7 @@ pub async fn derive(
     }
     let mut fresh = Vec::new();
     for (g, parts) in by_group {
-        let mut rows = Vec::new();
-        for p in parts {
-            rows.extend(read_partition(store, p).await?);
-        }
-        fresh.extend(write_group(store, g, rows).await?);
+        fresh.extend(derive_group(store, g, &parts, DERIVE_CHUNK_ROWS).await?);
     }
     let dirs: Vec<String> = groups.iter().map(|&(s, l, y)| group_dir(s, l, y)).collect();
     manifest
@@ -345,12 +467,34 @@ pub enum Upkeep {
     Derived,
 }
 
+/// Whether adding `added` rows to `group` of `manifest` derives the group whole from its
+/// partitions (it has no base file yet, or its deltas would reach 1/[`DELTA_RATIO`] of the
+/// base) rather than writing them as a delta file: [`update`]'s rule, which a publish also
+/// asks to keep only the rows a delta file needs.
+pub fn derives_whole(manifest: &Manifest, group: (SourceId, Lane, i32), added: u64) -> bool {
+    let dir = group_dir(group.0, group.1, group.2);
+    let (mut base_rows, mut delta_rows) = (0u64, added);
+    for e in manifest
+        .access
+        .iter()
+        .filter(|e| e.kind == KIND_CLUSTERED && e.path.starts_with(&dir))
+    {
+        if e.path[dir.len()..].starts_with(DELTA_PREFIX) {
+            delta_rows += e.row_count;
+        } else {
+            base_rows += e.row_count;
+        }
+    }
+    base_rows == 0 || delta_rows * DELTA_RATIO >= base_rows
+}
+
 /// Keeps the access files of the groups a publish added rows to, reading as little as it can:
 /// rows added to a group that has a base file become a small delta file of their own (the
 /// read path merges a base and its deltas), so a daily ingest never re-derives a year. When a
 /// group's deltas hold [`1/DELTA_RATIO`](DELTA_RATIO) of its base's rows the group is derived
 /// whole again from its partitions; past [`MAX_DELTAS`] files its deltas merge into one.
-/// Groups in `missing` (partitions without any access file) are derived whole.
+/// Groups in `missing` (partitions without any access file, or groups the caller already
+/// knows [`derives_whole`]) are derived whole.
 pub async fn update(
     store: &CorpusStore,
     manifest: &mut Manifest,
@@ -363,28 +507,18 @@ pub async fn update(
         if whole.contains(&g) {
             continue;
         }
-        let dir = group_dir(g.0, g.1, g.2);
-        let files: Vec<&ObjectEntry> = manifest
-            .access
-            .iter()
-            .filter(|e| e.kind == KIND_CLUSTERED && e.path.starts_with(&dir))
-            .collect();
-        let is_delta = |e: &ObjectEntry| e.path[dir.len()..].starts_with(DELTA_PREFIX);
-        let base_rows: u64 = files
-            .iter()
-            .filter(|e| !is_delta(e))
-            .map(|e| e.row_count)
-            .sum();
-        let deltas: Vec<ObjectEntry> = files
-            .iter()
-            .filter(|e| is_delta(e))
-            .map(|e| (*e).clone())
-            .collect();
-        let delta_rows = deltas.iter().map(|e| e.row_count).sum::<u64>() + rows.len() as u64;
-        if base_rows == 0 || delta_rows * DELTA_RATIO >= base_rows {
+        if derives_whole(manifest, g, rows.len() as u64) {
             whole.insert(g);
             continue;
         }
+        let dir = group_dir(g.0, g.1, g.2);
+        let deltas: Vec<ObjectEntry> = manifest
+            .access
+            .iter()
+            .filter(|e| e.kind == KIND_CLUSTERED && e.path.starts_with(&dir))
+            .filter(|e| e.path[dir.len()..].starts_with(DELTA_PREFIX))
+            .cloned()
+            .collect();
         let (mut rows, upkeep) = (
             rows,
             if deltas.len() >= MAX_DELTAS {
@@ -1222,6 +1356,30 @@ mod tests {
                 next,
             )),
             Answer::Hole { .. } => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_group_derived_in_runs_of_a_few_ciks_has_the_bytes_of_one_derived_at_once() {
+        // Revisions, rows without a CIK-run boundary at a block edge, a big filer: runs of
+        // any size give the same file and sidecar as holding the whole group in memory.
+        let (_dir, store, _) = random_corpus(11, false).await;
+        let (_, m) = store.current().await.unwrap();
+        let mut by_group: BTreeMap<(SourceId, Lane, i32), Vec<&PartitionEntry>> = BTreeMap::new();
+        for p in &m.partitions {
+            by_group.entry(group_of(p).unwrap()).or_default().push(p);
+        }
+        assert!(by_group.len() >= 3, "two years and two lanes");
+        for (g, parts) in by_group {
+            let whole = derive_group(&store, g, &parts, u64::MAX).await.unwrap();
+            assert_eq!(
+                whole[0].row_count,
+                parts.iter().map(|p| p.row_count).sum::<u64>()
+            );
+            for chunk in [1, 7, 100, 128, 300] {
+                let runs = derive_group(&store, g, &parts, chunk).await.unwrap();
+                assert_eq!(runs, whole, "{g:?} in runs of {chunk} rows");
+            }
         }
     }
 

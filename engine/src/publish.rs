@@ -283,10 +283,25 @@ pub async fn publish_onto(
     for ((source, lane), entries) in fresh_ids {
         ids::add(store, &mut manifest, source, lane, entries).await?;
     }
-    // Rows added per access group (sources clustered by CIK), for their delta files.
-    let mut added_by_group: BTreeMap<(SourceId, Lane, i32), Vec<NewsRow>> = BTreeMap::new();
+    // Rows added per access group (sources clustered by CIK), for their delta files. A group
+    // that will be derived whole from its partitions needs no copy of them: copies of a big
+    // ingest's rows would double what it holds while the partitions are written.
+    let mut added_per_group: BTreeMap<(SourceId, Lane, i32), u64> = BTreeMap::new();
     for ((source, lane, day), rows) in &new_by_day {
         if let Some(g) = access::group_of_day(*source, *lane, *day) {
+            *added_per_group.entry(g).or_default() += rows.len() as u64;
+        }
+    }
+    let mut derive_whole: HashSet<(SourceId, Lane, i32)> = added_per_group
+        .into_iter()
+        .filter(|(g, n)| access::derives_whole(&manifest, *g, *n))
+        .map(|(g, _)| g)
+        .collect();
+    let mut added_by_group: BTreeMap<(SourceId, Lane, i32), Vec<NewsRow>> = BTreeMap::new();
+    for ((source, lane, day), rows) in &new_by_day {
+        if let Some(g) = access::group_of_day(*source, *lane, *day)
+            && !derive_whole.contains(&g)
+        {
             added_by_group
                 .entry(g)
                 .or_default()
@@ -307,8 +322,7 @@ pub async fn publish_onto(
         .partitions
         .sort_by_key(|p| (p.source_id, p.lane, p.date));
     // Years with partitions and no access file at all (a corpus published before access files
-    // existed) are derived whole on this publish.
-    let mut missing = HashSet::new();
+    // existed) are derived whole on this publish, with those the rows added push past a delta.
     for p in &manifest.partitions {
         if let Some((s, l, y)) = access::group_of(p)
             && !manifest
@@ -316,10 +330,10 @@ pub async fn publish_onto(
                 .iter()
                 .any(|e| e.path.starts_with(&access::group_dir(s, l, y)))
         {
-            missing.insert((s, l, y));
+            derive_whole.insert((s, l, y));
         }
     }
-    access::update(store, &mut manifest, added_by_group, &missing).await?;
+    access::update(store, &mut manifest, added_by_group, &derive_whole).await?;
     for (source, lane, state) in &changes.lists {
         lists::write(store, &mut manifest, *source, *lane, state).await?;
     }

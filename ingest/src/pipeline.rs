@@ -584,26 +584,34 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
 
 /// The whole ingest: parse, prepare against the current version, publish. When another
 /// publisher moves the pointer first, the comparison and the change set are re-derived on
-/// top of its version and published again (the files are parsed once).
+/// top of its version and published again. The parsed rows move into the change set (a big
+/// input is held once, not twice); the rare retry parses the files again.
 pub async fn ingest(
     store: &CorpusStore,
     req: Request,
     progress: &(dyn Fn(Step) + Sync),
 ) -> Result<Outcome> {
     progress(Step::Parsed(0, req.files.len()));
-    let parsed = parse_files(&req)?;
+    let first = std::sync::Mutex::new(Some(parse_files(&req)?));
     progress(Step::Parsed(req.files.len(), req.files.len()));
-    let (req, parsed) = (&req, &parsed);
+    let (req, first) = (&req, &first);
     rebasing(|| async move {
+        let taken = first.lock().map(|mut p| p.take()).unwrap_or(None);
+        let parsed = match taken {
+            Some(p) => p,
+            None => parse_files(req)?,
+        };
         progress(Step::Comparing);
         let parent = store.current_version().await?;
-        let ids: HashSet<&str> = parsed.rows.iter().map(|r| r.id.as_str()).collect();
         let wants = (
             parsed.snapshot.is_some(),
             !parsed.observations.is_empty() || !parsed.names.is_empty(),
         );
-        let held = held(store, parent.as_deref(), req.source, req.lane, &ids, wants).await?;
-        let (changes, mut outcome) = prepare(req, parsed.clone(), &held)?;
+        let held = {
+            let ids: HashSet<&str> = parsed.rows.iter().map(|r| r.id.as_str()).collect();
+            held(store, parent.as_deref(), req.source, req.lane, &ids, wants).await?
+        };
+        let (changes, mut outcome) = prepare(req, parsed, &held)?;
         progress(Step::Publishing);
         outcome.published =
             publish_onto(store, parent.as_deref(), changes, req.commit_time, &|_| {
