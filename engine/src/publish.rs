@@ -322,7 +322,8 @@ pub async fn publish_onto(
         .partitions
         .sort_by_key(|p| (p.source_id, p.lane, p.date));
     // Years with partitions and no access file at all (a corpus published before access files
-    // existed) are derived whole on this publish, with those the rows added push past a delta.
+    // existed) are derived whole on this publish, as are the groups whose added rows would
+    // push their deltas past a quarter of their base (`derive_whole` above).
     for p in &manifest.partitions {
         if let Some((s, l, y)) = access::group_of(p)
             && !manifest
