@@ -175,7 +175,6 @@ fn ticker_lists(
     use crate::pipeline::{Held, Request, parse_files, prepare};
     let mut held = Held::default();
     let mut rows = Vec::new();
-    let mut last = None;
     for (input, at) in captures
         .iter()
         .filter(|(i, _)| is_plain_ticker_list(&i.rel))
@@ -193,12 +192,11 @@ fn ticker_lists(
         };
         let (changes, _) = prepare(&req, parse_files(&req)?, &held)?;
         if let Some((_, _, state)) = changes.lists.into_iter().next_back() {
-            held.list = state.clone();
-            last = Some(state);
+            held.list = state;
         }
         rows.extend(changes.rows);
     }
-    Ok((rows, last))
+    Ok((rows, (!held.list.is_empty()).then_some(held.list)))
 }
 
 /// Builds the sample corpus into `out` and returns the publish outcome.
