@@ -48,8 +48,8 @@ MSFT = "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z"
 
 
 class Balancer:
-    """HAProxy in the foreground, round robin over `backends`, a new server connection per
-    request, naming the replica that answered in `X-Replica`."""
+    """HAProxy in the foreground, round robin over `backends` per request (idle server
+    connections reused), naming the replica that answered in `X-Replica`."""
 
     def __init__(self, binary, work, backends, port):
         self.port = port
@@ -67,10 +67,14 @@ defaults
   timeout connect 2s
   timeout client 30s
   timeout server 30s
-  option http-server-close
+  # Keep-alive on both sides: idle connections to a replica are reused (HAProxy's default
+  # `http-reuse safe`), so a request costs no new TCP connection to the replica.
   option forwardfor
-  # A request whose replica cannot be reached is sent to another (a replica restarting).
+  # A request whose replica cannot be reached is sent to another (a replica restarting),
+  # and so is one sent on a reused connection the replica had closed (killed or restarted):
+  # every route this deployment proxies in the checks is a GET.
   retries 3
+  retry-on conn-failure empty-response
   option redispatch
 frontend fe
   bind 127.0.0.1:{self.port}
