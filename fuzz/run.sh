@@ -4,9 +4,10 @@
 #   cursor  the cursor decoder behind its signature check (seeds/cursor)
 #
 # Usage: fuzz/run.sh [SECONDS] [TARGET...]   (default 600 seconds each, both targets)
-# Installs cargo-afl once into ~/.cache/asof-tools (it builds its AFL++ runtime there), builds
-# the instrumented targets into ~/.cache/asof-afl-target (DataFusion included: the first build
-# takes a while), fuzzes each for SECONDS, prints AFL's counts, and copies any crashing or
+# Installs cargo-afl once into ~/.cache/asof-tools and its AFL++ runtime (~/.local/share/afl.rs),
+# builds the instrumented targets into ~/.cache/asof-afl-target (dependencies the targets never
+# execute are built unoptimised: about 24 min on 2 cores the first time), fuzzes each for
+# SECONDS, prints AFL's counts, and copies any crashing or
 # hanging input to fuzz/crashes/<target>/ (exit 1): each becomes a regression case
 # (ingest/src/sources/robustness.rs replays fuzz/crashes/parse, cursor/src/lib.rs
 # fuzz/crashes/cursor).
@@ -19,6 +20,8 @@ targets=("$@")
 tools="${ASOF_TOOLS:-$HOME/.cache/asof-tools}"
 export PATH="$tools/bin:$PATH"
 command -v cargo-afl >/dev/null || cargo install --quiet --locked cargo-afl@0.18.2 --root "$tools"
+# AFL++'s runtime for this rustc (kept under ~/.local/share/afl.rs); a no-op error when built.
+cargo afl config --build >/dev/null 2>&1 || true
 export CARGO_TARGET_DIR="${ASOF_AFL_TARGET:-$HOME/.cache/asof-afl-target}"
 cargo afl build --release --locked $(printf -- '--bin %s ' "${targets[@]}")
 export AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_UI=1
