@@ -1,6 +1,8 @@
 """Helpers the Python client checks share: a real `asof serve` on a free loopback port (ready
-when /health answers, never after a fixed sleep) and API keys made with `asof keys create`."""
+when /health answers, never after a fixed sleep), API keys made with `asof keys create`, and
+DuckDB with an extension loaded from the file its PyPI package installed."""
 
+import glob
 import os
 import socket
 import subprocess
@@ -14,6 +16,26 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def duckdb_with(extension):
+    """A DuckDB connection (`duckdb==1.4.4`) with `extension` (`httpfs`, `delta`) loaded from the
+    file the `duckdb-ext-<extension>` package installed: never fetched at run time."""
+    import duckdb
+    import duckdb_ext  # a namespace package: its files sit under __path__
+
+    found = [
+        p
+        for base in duckdb_ext.__path__
+        for p in glob.glob(os.path.join(base, "extensions", "v1.4.4", "*", f"{extension}.duckdb_extension"))
+    ]
+    if not found:
+        raise RuntimeError(f"duckdb-ext-{extension} installed no {extension}.duckdb_extension for v1.4.4")
+    con = duckdb.connect()
+    con.execute("SET autoinstall_known_extensions = false")
+    con.execute("SET autoload_known_extensions = false")
+    con.execute(f"LOAD '{found[0]}'")
+    return con
 
 
 def http_get(url, timeout=5, headers=None):

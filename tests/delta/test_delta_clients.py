@@ -17,7 +17,6 @@ Prints 'delta clients: N passed, N failed'.
 """
 
 import argparse
-import glob
 import json
 import os
 import shutil
@@ -26,26 +25,14 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(REPO, "tests"))
+from support import duckdb_with  # noqa: E402
 
-import duckdb  # noqa: E402
 import polars  # noqa: E402
 from deltalake import DeltaTable  # noqa: E402
 
 CFTC = os.path.join(REPO, "snapshots/sources/us.cftc.cot/legacy_futures_only_2025_weekly_asof")
 FEDREG = os.path.join(REPO, "snapshots/sources/us.federal_register.pi/api_json/inspection-search.json")
-
-
-def delta_extension():
-    import duckdb_ext  # a namespace package: its files sit under __path__
-
-    found = [
-        p
-        for base in duckdb_ext.__path__
-        for p in glob.glob(os.path.join(base, "extensions", "v1.4.4", "*", "delta.duckdb_extension"))
-    ]
-    if not found:
-        raise RuntimeError("duckdb-ext-delta installed no delta.duckdb_extension for v1.4.4")
-    return found[0]
 
 
 def run(binary, *args):
@@ -73,14 +60,6 @@ def table_root(corpus, key):
 
 def pairs(table):
     return sorted(zip(table["id"], table["revision_id"]))
-
-
-def duckdb_con():
-    con = duckdb.connect()
-    con.execute("SET autoinstall_known_extensions = false")
-    con.execute("SET autoload_known_extensions = false")
-    con.execute(f"LOAD '{delta_extension()}'")
-    return con
 
 
 def check_version(binary, corpus, version, expected, failed):
@@ -138,7 +117,7 @@ def check_publishes(binary, work):
     # Time travel is real: the two CFTC versions hold different rows.
     if versions[0][1][cftc] == versions[1][1][cftc]:
         failed.append("the two CFTC publishes hold the same rows: the test travels nowhere")
-    con = duckdb_con()
+    con = duckdb_with("delta")
     for key, rows in versions[-1][1].items():
         if key == "_chain":
             continue
@@ -161,7 +140,7 @@ def check_sample(binary, work):
     version = open(os.path.join(corpus, "manifests", "CURRENT")).read().strip()
     counts = json.loads(run(binary, "sql", "--corpus", corpus, "--format", "json",
                             "SELECT source_id, lane, count(*) AS n FROM news GROUP BY source_id, lane"))
-    con = duckdb_con()
+    con = duckdb_with("delta")
     if not counts:
         failed.append("asof sql counted no rows in the sample")
     for c in counts:

@@ -14,7 +14,6 @@ Prints 'files clients: N passed, N failed'.
 """
 
 import argparse
-import glob
 import hashlib
 import io
 import json
@@ -27,23 +26,9 @@ import urllib.request
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tests"))
-from support import Server, create_key, free_port, http_get  # noqa: E402
+from support import Server, create_key, duckdb_with, free_port, http_get  # noqa: E402
 
-import duckdb  # noqa: E402
 import pandas  # noqa: E402
-
-
-def httpfs_extension():
-    import duckdb_ext  # a namespace package: its files sit under __path__
-
-    found = [
-        p
-        for base in duckdb_ext.__path__
-        for p in glob.glob(os.path.join(base, "extensions", "v1.4.4", "*", "httpfs.duckdb_extension"))
-    ]
-    if not found:
-        raise RuntimeError("duckdb-ext-httpfs installed no httpfs.duckdb_extension for v1.4.4")
-    return found[0]
 
 
 def files(server, key, query):
@@ -52,11 +37,7 @@ def files(server, key, query):
 
 
 def duckdb_count(url):
-    con = duckdb.connect()
-    # Never fetch an extension at run time: only the file the PyPI package installed.
-    con.execute("SET autoinstall_known_extensions = false")
-    con.execute("SET autoload_known_extensions = false")
-    con.execute(f"LOAD '{httpfs_extension()}'")
+    con = duckdb_with("httpfs")
     return con.execute("SELECT count(*) FROM read_parquet(?)", [url]).fetchone()[0]
 
 
