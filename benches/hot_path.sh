@@ -13,6 +13,7 @@
 #   3. wrk -t1 -c1 (one keep-alive connection, sequential): big filers limit=100, big filers
 #      limit=1, small filers limit=100
 #   4. the server's resident and peak resident memory after all of it
+# With ASOF_PERF_OUT=FILE, step 2 is also profiled (perf, from Debian's linux-perf).
 # Needs a release build of `asof` (ASOF_BIN, default <target>/release/asof) and wrk (installed
 # from Debian's packages when missing). 512 desk keys share the load so the per-key limit
 # (1,200 a minute) is never what a run measures. Prints a Markdown table, then one JSON line.
@@ -90,7 +91,14 @@ run() { # name threads connections seconds
 PATHS="$work/all.txt" wrk -t2 -c16 -d5s -s "$work/load.lua" "http://127.0.0.1:$port" >/dev/null
 half=$(( duration / 2 > 1 ? duration / 2 : 1 ))
 run health 2 16 "$duration"
+# ASOF_PERF_OUT=FILE: a flat CPU profile of the server (perf record, 499 Hz) during the keyed
+# run, for `perf report -i FILE --no-children`.
+if [ -n "${ASOF_PERF_OUT:-}" ]; then
+  perf record -q -F 499 -p "$server" -o "$ASOF_PERF_OUT" -- sleep "$duration" 2>/dev/null &
+  perf=$!
+fi
 run all 2 16 "$duration"
+[ -z "${perf:-}" ] || wait "$perf"
 run big 1 1 "$half"
 run big1 1 1 "$half"
 run small 1 1 "$half"
