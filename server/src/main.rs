@@ -6,6 +6,12 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
+/// mimalloc, not glibc's malloc: a page of rows is hundreds of small allocations made and freed
+/// on several threads, and glibc's malloc, free and consolidation were a sixth of the server's
+/// CPU on the hot path (BENCHMARKS.md, "The hot path against `/health`").
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     tracing_subscriber::fmt()
