@@ -21,6 +21,7 @@ pub mod read;
 pub mod record;
 pub mod sample;
 pub mod scan_gate;
+pub mod spill;
 pub mod sql;
 pub mod store;
 pub mod verify;

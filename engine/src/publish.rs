@@ -29,6 +29,7 @@ use crate::manifest::{
 };
 use crate::read::read_partition;
 use crate::record::{CLOCK_COLUMNS, NewsRow, to_batch};
+use crate::spill::RowSpill;
 use crate::store::{CorpusStore, sha256_hex};
 
 /// Everything one publish adds on top of the parent version.
@@ -36,6 +37,9 @@ use crate::store::{CorpusStore, sha256_hex};
 pub struct ChangeSet {
     /// New rows; `committed_at` must be set. Sealed here (content hash, revision id).
     pub rows: Vec<NewsRow>,
+    /// More new rows, held by a large ingest in a temporary file ([`crate::spill`]); published
+    /// before `rows`, in arrival order, under the same rules.
+    pub spilled: Option<Arc<RowSpill>>,
     pub certifications: Vec<Certification>,
     /// Replaces the identity file when given.
     pub identity: Option<IdentityFile>,
@@ -169,66 +173,108 @@ pub async fn publish_onto(
         },
     };
 
-    // What of the parent this publish reads: for each source-lane it adds rows to, the
-    // partitions of the days those rows land on (rewritten with them) and of the days the id
-    // runs say hold a revision of one of its ids; nothing of other source-lanes. A source-lane
-    // without runs (a corpus written before them) is read whole once, and indexed below.
-    let mut parent_rows: HashMap<(SourceId, Lane, Day), Vec<NewsRow>> = HashMap::new();
-    // (source, lane, id) -> (current revision, content): ids are unique within a source-lane
-    // only (the forward and certified lanes of EDGAR share accession ids).
-    let mut current: HashMap<(SourceId, Lane, String), (String, String)> = HashMap::new();
-    let mut unindexed: HashSet<(SourceId, Lane)> = HashSet::new();
-    if let Some((_, pm)) = &parent {
-        // Per source-lane: the ids added, and the days their rows land on.
-        type Wanted<'a> = BTreeMap<(SourceId, Lane), (HashSet<&'a str>, BTreeSet<Day>)>;
-        let mut wanted: Wanted = BTreeMap::new();
-        for r in &changes.rows {
-            let (ids, days) = wanted.entry((r.source_id, r.lane)).or_default();
-            ids.insert(r.id.as_str());
-            days.extend(r.partition_day());
+    // The rows this publish adds, in arrival order: a large ingest's spilled rows, then the
+    // in-memory ones. Each pass below reads them one flush at a time (`crate::spill`), so a
+    // publish holds ids and hashes of every row but the rows themselves only a chunk or a
+    // partition at a time.
+    let mut local = RowSpill::new();
+    local.extend(changes.rows);
+    let inputs: Vec<&RowSpill> = changes
+        .spilled
+        .as_deref()
+        .into_iter()
+        .chain([&local])
+        .collect();
+
+    // Pass 1: per source-lane, the ids added and the days their rows land on; and the ids
+    // that arrive more than once (whose later rows are compared with the earlier ones).
+    type Wanted = BTreeMap<(SourceId, Lane), (HashSet<String>, BTreeSet<Day>)>;
+    let mut wanted: Wanted = BTreeMap::new();
+    let mut repeated: HashSet<(SourceId, Lane, String)> = HashSet::new();
+    for_each_row(&inputs, |r| {
+        let (ids, days) = wanted.entry((r.source_id, r.lane)).or_default();
+        days.extend(r.partition_day());
+        if !ids.insert(r.id.clone()) {
+            repeated.insert((r.source_id, r.lane, r.id));
         }
-        for ((source, lane), (ids, mut days)) in wanted {
-            match ids::days_holding(store, pm, source, lane, ids.iter().copied()).await? {
-                Some(held) => days.extend(held),
-                None => {
-                    unindexed.insert((source, lane));
-                    days.extend(
-                        pm.partitions
-                            .iter()
-                            .filter(|p| p.source_id == source && p.lane == lane)
-                            .map(|p| p.date),
-                    );
-                }
-            }
+        Ok(())
+    })?;
+
+    // What of the parent this publish reads: for each source-lane it adds rows to, the
+    // partitions of the days those rows land on (rewritten with them, read again then) and of
+    // the days the id runs say hold a revision of one of its ids; nothing of other
+    // source-lanes. A source-lane without runs (a corpus written before them) is read whole
+    // once, and indexed below.
+    // (source, lane, id) -> (current revision, content), for the ids this publish adds (and,
+    // below, the ids it adds more than once): ids are unique within a source-lane only (the
+    // forward and certified lanes of EDGAR share accession ids).
+    let mut current: HashMap<(SourceId, Lane, String), (String, String)> = HashMap::new();
+    let mut unindexed: HashMap<(SourceId, Lane), Vec<ids::IdEntry>> = HashMap::new();
+    if let Some((_, pm)) = &parent {
+        for ((source, lane), (ids, days)) in &wanted {
+            let (source, lane) = (*source, *lane);
+            let mut days = days.clone();
+            let whole =
+                match ids::days_holding(store, pm, source, lane, ids.iter().map(String::as_str))
+                    .await?
+                {
+                    Some(held) => {
+                        days.extend(held);
+                        false
+                    }
+                    None => {
+                        days.extend(
+                            pm.partitions
+                                .iter()
+                                .filter(|p| p.source_id == source && p.lane == lane)
+                                .map(|p| p.date),
+                        );
+                        true
+                    }
+                };
             let mut superseded = HashSet::new();
+            let mut heads: Vec<(String, String, String)> = Vec::new();
             for p in pm
                 .partitions
                 .iter()
                 .filter(|p| p.source_id == source && p.lane == lane && days.contains(&p.date))
             {
                 let rows = read_partition(store, p).await?;
-                superseded.extend(rows.iter().filter_map(|r| r.supersedes.clone()));
-                parent_rows.insert((source, lane, p.date), rows);
+                if whole {
+                    let all = unindexed.entry((source, lane)).or_default();
+                    all.extend(
+                        rows.iter()
+                            .filter_map(|r| r.partition_day().map(|d| ids::entry(&r.id, d))),
+                    );
+                }
+                for r in rows {
+                    if let Some(s) = r.supersedes {
+                        superseded.insert(s);
+                    }
+                    if ids.contains(&r.id) {
+                        heads.push((r.id, r.revision_id, r.content_sha256));
+                    }
+                }
             }
             // Every revision of a wanted id is in a partition read (the runs name each day
             // holding one), so its chain is whole here.
-            for ((s, l, _), rows) in &parent_rows {
-                if (*s, *l) != (source, lane) {
-                    continue;
-                }
-                for r in rows.iter().filter(|r| !superseded.contains(&r.revision_id)) {
-                    current.insert(
-                        (source, lane, r.id.clone()),
-                        (r.revision_id.clone(), r.content_sha256.clone()),
-                    );
+            for (id, rev, content) in heads {
+                if !superseded.contains(&rev) {
+                    current.insert((source, lane, id), (rev, content));
                 }
             }
         }
     }
+    drop(wanted);
 
+    // Pass 2, in arrival order: seal each row and decide it against what is current (the
+    // parent's head, or an earlier row of this publish with the same id).
     let (mut added, mut unchanged) = (0usize, 0usize);
-    let mut new_by_day: BTreeMap<(SourceId, Lane, Day), Vec<NewsRow>> = BTreeMap::new();
-    for row in changes.rows {
+    let mut decided = RowSpill::new();
+    let mut fresh_ids: HashMap<(SourceId, Lane), Vec<ids::IdEntry>> = HashMap::new();
+    // Rows added per access group (sources clustered by CIK), for their delta files.
+    let mut added_per_group: BTreeMap<(SourceId, Lane, i32), u64> = BTreeMap::new();
+    for_each_row(&inputs, |row| {
         if row.committed_at.is_none() {
             return Err(Error::invalid(
                 "rows",
@@ -240,42 +286,39 @@ pub async fn publish_onto(
         match current.get(&key) {
             Some((_, content)) if *content == row.content_sha256 => {
                 unchanged += 1;
-                continue;
+                return Ok(());
             }
             Some((rev, _)) => row.supersedes = Some(rev.clone()),
             None => row.supersedes = None,
         }
-        current.insert(key, (row.revision_id.clone(), row.content_sha256.clone()));
         let day = row.partition_day().ok_or_else(|| {
             Error::invalid(
                 "rows",
                 format!("row {} has no clock to place it on a day", row.id),
             )
         })?;
-        new_by_day
-            .entry((row.source_id, row.lane, day))
+        if repeated.contains(&key) {
+            current.insert(key, (row.revision_id.clone(), row.content_sha256.clone()));
+        }
+        fresh_ids
+            .entry((row.source_id, row.lane))
             .or_default()
-            .push(row);
+            .push(ids::entry(&row.id, day));
+        if let Some(g) = access::group_of_day(row.source_id, row.lane, day) {
+            *added_per_group.entry(g).or_default() += 1;
+        }
+        decided.push(row);
         added += 1;
-    }
+        Ok(())
+    })?;
+    drop((current, repeated, local));
 
     // Step 1: partitions, id runs, access files and identity objects.
-    let mut fresh_ids = ids::entries_by_lane(new_by_day.values().flatten());
     // A source-lane read whole because it had no runs gets a run of all its rows, once it
     // changes (an identical re-ingest still publishes nothing).
-    let migrating: Vec<(SourceId, Lane)> = unindexed
-        .into_iter()
-        .filter(|l| fresh_ids.contains_key(l))
-        .collect();
-    for lane in migrating {
-        let all = ids::entries_by_lane(
-            parent_rows
-                .iter()
-                .filter(|((s, l, _), _)| (*s, *l) == lane)
-                .flat_map(|(_, rows)| rows),
-        );
-        for (k, v) in all {
-            fresh_ids.entry(k).or_default().extend(v);
+    for (lane, all) in unindexed {
+        if let Some(fresh) = fresh_ids.get_mut(&lane) {
+            fresh.extend(all);
         }
     }
     let mut fresh_ids: Vec<_> = fresh_ids.into_iter().collect();
@@ -283,23 +326,22 @@ pub async fn publish_onto(
     for ((source, lane), entries) in fresh_ids {
         ids::add(store, &mut manifest, source, lane, entries).await?;
     }
-    // Rows added per access group (sources clustered by CIK), for their delta files. A group
-    // that will be derived whole from its partitions needs no copy of them: copies of a big
-    // ingest's rows would double what it holds while the partitions are written.
-    let mut added_per_group: BTreeMap<(SourceId, Lane, i32), u64> = BTreeMap::new();
-    for ((source, lane, day), rows) in &new_by_day {
-        if let Some(g) = access::group_of_day(*source, *lane, *day) {
-            *added_per_group.entry(g).or_default() += rows.len() as u64;
-        }
-    }
+    // A group that will be derived whole from its partitions needs no copy of its added
+    // rows: copies of a big ingest's rows would double what it holds while the partitions
+    // are written.
     let mut derive_whole: HashSet<(SourceId, Lane, i32)> = added_per_group
         .into_iter()
         .filter(|(g, n)| access::derives_whole(&manifest, *g, *n))
         .map(|(g, _)| g)
         .collect();
     let mut added_by_group: BTreeMap<(SourceId, Lane, i32), Vec<NewsRow>> = BTreeMap::new();
-    for ((source, lane, day), rows) in &new_by_day {
-        if let Some(g) = access::group_of_day(*source, *lane, *day)
+    // Pass 3, one partition at a time: its added rows with the parent's rows of that day.
+    for key in decided.keys() {
+        let (source, lane, Some(day)) = key else {
+            return Err(Error::integrity("row spill", "a decided row without a day"));
+        };
+        let mut rows = decided.read_key(&key)?;
+        if let Some(g) = access::group_of_day(source, lane, day)
             && !derive_whole.contains(&g)
         {
             added_by_group
@@ -307,10 +349,13 @@ pub async fn publish_onto(
                 .or_default()
                 .extend(rows.iter().cloned());
         }
-    }
-    for ((source, lane, day), mut rows) in new_by_day {
-        if let Some(old) = parent_rows.remove(&(source, lane, day)) {
-            rows.extend(old);
+        let held = parent.as_ref().and_then(|(_, pm)| {
+            pm.partitions
+                .iter()
+                .find(|p| p.source_id == source && p.lane == lane && p.date == day)
+        });
+        if let Some(p) = held {
+            rows.extend(read_partition(store, p).await?);
         }
         let entry = write_partition(store, source, lane, day, rows).await?;
         manifest
@@ -318,6 +363,7 @@ pub async fn publish_onto(
             .retain(|p| !(p.source_id == source && p.lane == lane && p.date == day));
         manifest.partitions.push(entry);
     }
+    drop(decided);
     manifest
         .partitions
         .sort_by_key(|p| (p.source_id, p.lane, p.date));
@@ -483,6 +529,14 @@ pub fn writer_properties() -> WriterProperties {
             .set_created_by("asof".into()),
     )
     .build()
+}
+
+/// Calls `f` with every row of `inputs`, one after the other, in arrival order.
+fn for_each_row(inputs: &[&RowSpill], mut f: impl FnMut(NewsRow) -> Result<()>) -> Result<()> {
+    for spill in inputs {
+        spill.for_each(&mut f)?;
+    }
+    Ok(())
 }
 
 /// Sorts rows by `(published_at, id)` (nulls last; revisions of one id by commit time) and
@@ -827,6 +881,86 @@ mod tests {
             store.get("snapshots/x").await.unwrap(),
             Bytes::from_static(b"one")
         );
+    }
+
+    /// Rows over many days, some ids twice with other content (the later supersedes), some
+    /// revising what `base` published.
+    fn mixed_rows(commit: &str) -> Vec<NewsRow> {
+        let mut rows = Vec::new();
+        for i in 0..60u32 {
+            let day = 1 + i % 9;
+            let mut r = edgar(
+                &format!("0000000002-26-{i:06}"),
+                &(i % 5).to_string(),
+                Some(&format!("2026-01-{day:02}T1{}:00:00Z", i % 10)),
+                commit,
+            );
+            r.title = format!("row {i}");
+            rows.push(r);
+        }
+        for i in [3u32, 17, 40] {
+            let mut again = rows[i as usize].clone();
+            again.title = format!("row {i}, corrected");
+            // A correction that moves the filing to another day.
+            again.published_at = Some(t("2026-01-20T08:00:00Z"));
+            rows.push(again);
+        }
+        // Unchanged repeat: counted once.
+        rows.push(rows[5].clone());
+        rows
+    }
+
+    #[tokio::test]
+    async fn rows_spilled_to_a_file_publish_the_same_version_as_rows_in_memory() {
+        let base: Vec<NewsRow> = mixed_rows("2026-02-01T00:00:00Z")
+            .into_iter()
+            .step_by(4)
+            .map(|mut r| {
+                r.title.push_str(" (first)");
+                r
+            })
+            .collect();
+        let mut results = Vec::new();
+        for limit in [None, Some(1), Some(7)] {
+            let dir = tempfile::tempdir().unwrap();
+            let store = CorpusStore::local(dir.path()).unwrap();
+            let first = ChangeSet {
+                rows: base.clone(),
+                ..Default::default()
+            };
+            publish(&store, first, t("2026-02-01T00:00:00Z"))
+                .await
+                .unwrap();
+            let rows = mixed_rows("2026-03-01T00:00:00Z");
+            let changes = match limit {
+                None => ChangeSet {
+                    rows,
+                    ..Default::default()
+                },
+                Some(limit) => {
+                    // Half spilled, half in memory: spilled rows arrive first.
+                    let mut spill = RowSpill::with_limit(limit);
+                    let mut rows = rows;
+                    let tail = rows.split_off(30);
+                    spill.extend(rows);
+                    assert!(spill.spilled() > 0);
+                    ChangeSet {
+                        rows: tail,
+                        spilled: Some(Arc::new(spill)),
+                        ..Default::default()
+                    }
+                }
+            };
+            let p = publish(&store, changes, t("2026-03-01T00:00:00Z"))
+                .await
+                .unwrap();
+            verify(&store, None).await.unwrap();
+            results.push(p);
+        }
+        assert_eq!(results[0].rows_added, 63, "64 rows, one unchanged repeat");
+        assert_eq!(results[0].rows_unchanged, 1);
+        assert_eq!(results[1], results[0]);
+        assert_eq!(results[2], results[0]);
     }
 
     #[tokio::test]

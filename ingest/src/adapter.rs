@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
 use asof_engine::identity::{Observation, ObservedName};
 use asof_engine::record::NewsRow;
+use asof_engine::spill::RowSpill;
 
 use crate::error::{Error, Result};
 
@@ -34,11 +35,15 @@ pub struct Context {
 }
 
 /// What one ingest's files give.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default)]
 pub struct Parsed {
     /// Dated records. `committed_at` is left `None` (the pipeline sets it), `revision_id`,
     /// `content_sha256` and `supersedes` are left empty (publish seals rows).
     pub rows: Vec<NewsRow>,
+    /// More dated records under the same rules, from inputs large enough to stream (EDGAR
+    /// index files): held in memory up to a limit and past it in a temporary file, and
+    /// published before `rows`.
+    pub spilled: RowSpill,
     /// True when `published_at` of `rows` is the capture instant of the file (cumulative files
     /// such as the CFTC annual text file, whose rows carry no publication time): a row already
     /// held with the same content keeps its earlier, first-seen `published_at`.

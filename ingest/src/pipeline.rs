@@ -125,18 +125,36 @@ pub struct Held {
     pub identity: Option<IdentityFile>,
 }
 
-/// Reads what `prepare` compares with: the partitions the version's id runs say hold a
-/// revision of one of `ids` (every partition of the source-lane if it has no runs yet), and,
-/// for a list snapshot (`list`), the source-lane's list state (folded from all its partitions
-/// if the version has none yet).
+/// What `prepare` needs of the current version for one ingest.
+#[derive(Debug, Clone, Copy, Default)]
+struct Wants {
+    /// The ingest brings a list snapshot: the list state (or every row, to fold one).
+    list: bool,
+    /// The ingest brings identity observations: the identity file.
+    identity: bool,
+    /// The held revisions of the ingest's own ids (the forward lane keeps first sightings;
+    /// cumulative files keep first-seen instants). Other ingests leave revisions to publish,
+    /// which compares ids and hashes only.
+    rows: bool,
+}
+
+/// Reads what `prepare` compares with: when `wants.rows`, the partitions the version's id
+/// runs say hold a revision of one of `ids` (every partition of the source-lane if it has no
+/// runs yet), and, for a list snapshot (`wants.list`), the source-lane's list state (folded
+/// from all its partitions if the version has none yet).
 async fn held(
     store: &CorpusStore,
     version: Option<&str>,
     source: SourceId,
     lane: Lane,
     ids: &HashSet<&str>,
-    (list, identity): (bool, bool),
+    wants: Wants,
 ) -> Result<Held> {
+    let Wants {
+        list,
+        identity,
+        rows: want_rows,
+    } = wants;
     let Some(version) = version else {
         return Ok(Held::default());
     };
@@ -153,8 +171,10 @@ async fn held(
     let whole = list && stored_list.is_none();
     let days = if whole {
         None
-    } else {
+    } else if want_rows {
         asof_engine::ids::days_holding(store, &manifest, source, lane, ids.iter().copied()).await?
+    } else {
+        Some(Default::default())
     };
     let mut rows = Vec::new();
     for p in manifest.partitions.iter().filter(|p| {
@@ -402,6 +422,47 @@ fn runs(mut days: Vec<Day>) -> Vec<(Day, Day)> {
     out
 }
 
+/// Step 2 for one row (`n`: its place among the ingest's rows): the request's source and
+/// lane, a record id, no clock after the commit time; `committed_at` set to the commit time.
+fn check_row(req: &Request, files_label: &str, n: usize, row: &mut NewsRow) -> Result<()> {
+    let at = format!("record {}", row.id);
+    if row.source_id != req.source || row.lane != req.lane {
+        return Err(Error::parse(
+            files_label,
+            at,
+            format!(
+                "row is {}/{}, the ingest is {}/{}",
+                row.source_id, row.lane, req.source, req.lane
+            ),
+        ));
+    }
+    if row.id.trim().is_empty() {
+        return Err(Error::parse(
+            files_label,
+            format!("row {}", n + 1),
+            "empty record id",
+        ));
+    }
+    if let Some(p) = row.published_at.or(row.available_at)
+        && p > req.commit_time
+    {
+        return Err(Error::parse(
+            files_label,
+            at,
+            format!(
+                "published at {p}, after the commit time {}: a corpus cannot hold a row before it exists (check --commit-time)",
+                req.commit_time
+            ),
+        ));
+    }
+    // Two different rows with one id in one ingest (two captures of a company): the
+    // later in capture order supersedes the earlier, as if ingested one after the other.
+    if row.committed_at.is_none() {
+        row.committed_at = Some(req.commit_time);
+    }
+    Ok(())
+}
+
 /// Steps 2–5: the change set an ingest publishes, given what the corpus holds of the source.
 pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet, Outcome)> {
     let ctx = Context {
@@ -418,11 +479,12 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
     let mut rows = parsed.rows;
     // The forward lane records when a filing was first seen here: a filing already held keeps
     // its row, whatever a later fetch of the feed says.
-    if req.lane == Lane::ForwardFirstSeen {
-        let seen: std::collections::HashSet<&str> =
-            held.rows.iter().map(|r| r.id.as_str()).collect();
-        rows.retain(|r| !seen.contains(r.id.as_str()));
-    }
+    let seen: HashSet<&str> = if req.lane == Lane::ForwardFirstSeen {
+        held.rows.iter().map(|r| r.id.as_str()).collect()
+    } else {
+        HashSet::new()
+    };
+    rows.retain(|r| !seen.contains(r.id.as_str()));
     let mut changes: BTreeMap<String, usize> = BTreeMap::new();
     let mut whole_days = parsed.whole_days;
     let mut lists = Vec::new();
@@ -461,56 +523,38 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
     }
 
     // Cumulative files: a row already held with the same facts keeps its first-seen instant.
-    if parsed.published_is_capture {
-        let by_id: HashMap<&str, &NewsRow> = held.rows.iter().map(|r| (r.id.as_str(), r)).collect();
-        for row in &mut rows {
-            if let Some(h) = by_id.get(row.id.as_str()) {
-                let mut probe = row.clone();
-                probe.published_at = h.published_at;
-                probe.committed_at = h.committed_at;
-                if probe.clone().seal().content_sha256 == h.content_sha256 {
-                    *row = probe;
-                }
+    let by_id: HashMap<&str, &NewsRow> = if parsed.published_is_capture {
+        held.rows.iter().map(|r| (r.id.as_str(), r)).collect()
+    } else {
+        HashMap::new()
+    };
+    let first_seen = |row: &mut NewsRow| {
+        if let Some(h) = by_id.get(row.id.as_str()) {
+            let mut probe = row.clone();
+            probe.published_at = h.published_at;
+            probe.committed_at = h.committed_at;
+            if probe.clone().seal().content_sha256 == h.content_sha256 {
+                *row = probe;
             }
         }
-    }
-
+    };
+    // Streamed rows come first (they are published first), under the same rules, one flush
+    // of the spill at a time.
+    let mut n = 0;
+    let spilled = parsed
+        .spilled
+        .try_map(|mut row| -> Result<Option<NewsRow>> {
+            if seen.contains(row.id.as_str()) {
+                return Ok(None);
+            }
+            first_seen(&mut row);
+            check_row(req, &files_label, n, &mut row)?;
+            n += 1;
+            Ok(Some(row))
+        })?;
     for (i, row) in rows.iter_mut().enumerate() {
-        let at = format!("record {}", row.id);
-        if row.source_id != req.source || row.lane != req.lane {
-            return Err(Error::parse(
-                &files_label,
-                at,
-                format!(
-                    "row is {}/{}, the ingest is {}/{}",
-                    row.source_id, row.lane, req.source, req.lane
-                ),
-            ));
-        }
-        if row.id.trim().is_empty() {
-            return Err(Error::parse(
-                &files_label,
-                format!("row {}", i + 1),
-                "empty record id",
-            ));
-        }
-        if let Some(p) = row.published_at.or(row.available_at)
-            && p > req.commit_time
-        {
-            return Err(Error::parse(
-                &files_label,
-                at,
-                format!(
-                    "published at {p}, after the commit time {}: a corpus cannot hold a row before it exists (check --commit-time)",
-                    req.commit_time
-                ),
-            ));
-        }
-        // Two different rows with one id in one ingest (two captures of a company): the
-        // later in capture order supersedes the earlier, as if ingested one after the other.
-        if row.committed_at.is_none() {
-            row.committed_at = Some(req.commit_time);
-        }
+        first_seen(row);
+        check_row(req, &files_label, n + i, row)?;
     }
 
     let evidence: Vec<Evidence> = {
@@ -563,6 +607,7 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
     Ok((
         ChangeSet {
             rows,
+            spilled: (!spilled.is_empty()).then(|| std::sync::Arc::new(spilled)),
             certifications,
             lists,
             identity,
@@ -603,12 +648,25 @@ pub async fn ingest(
         };
         progress(Step::Comparing);
         let parent = store.current_version().await?;
-        let wants = (
-            parsed.snapshot.is_some(),
-            !parsed.observations.is_empty() || !parsed.names.is_empty(),
-        );
+        let wants = Wants {
+            list: parsed.snapshot.is_some(),
+            identity: !parsed.observations.is_empty() || !parsed.names.is_empty(),
+            rows: req.lane == Lane::ForwardFirstSeen || parsed.published_is_capture,
+        };
         let held = {
-            let ids: HashSet<&str> = parsed.rows.iter().map(|r| r.id.as_str()).collect();
+            let mut streamed = Vec::new();
+            if wants.rows {
+                parsed.spilled.for_each(|r| {
+                    streamed.push(r.id);
+                    Ok::<(), Error>(())
+                })?;
+            }
+            let ids: HashSet<&str> = parsed
+                .rows
+                .iter()
+                .map(|r| r.id.as_str())
+                .chain(streamed.iter().map(String::as_str))
+                .collect();
             held(store, parent.as_deref(), req.source, req.lane, &ids, wants).await?
         };
         let (changes, mut outcome) = prepare(req, parsed, &held)?;

@@ -835,3 +835,83 @@ async fn successive_sec_ticker_lists_become_ticker_change_rows_of_the_companies_
         Answer::Hole { .. }
     ));
 }
+
+/// A master.idx of `n` filings over the first weekdays of 2025 (`changed`: one filing's form
+/// differs).
+fn master_index(n: usize, changed: Option<usize>) -> InputFile {
+    let mut text = String::from(
+        "Description:           Master Index of EDGAR Dissemination Feed\n\
+         Last Data Received:    March 31, 2025\n\n\
+         CIK|Company Name|Form Type|Date Filed|Filename\n\
+         --------------------------------------------------------------------------------\n",
+    );
+    for i in 0..n {
+        let cik = 1000 + i % 997;
+        let day = 2 + i % 20;
+        let form = if Some(i) == changed { "8-K/A" } else { "8-K" };
+        text.push_str(&format!(
+            "{cik}|COMPANY {cik} INC|{form}|2025-01-{day:02}|edgar/data/{cik}/0001000000-25-{i:06}.txt\n"
+        ));
+    }
+    InputFile {
+        name: "master.idx".into(),
+        bytes: text.into_bytes(),
+    }
+}
+
+#[tokio::test]
+async fn an_index_larger_than_the_row_spill_publishes_every_filing_once() {
+    // More rows than a spill holds in memory: the ingest streams them through its file.
+    let n = asof_engine::spill::DEFAULT_LIMIT + 7_000;
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    let commit = "2025-04-01T06:00:00Z";
+    let first = run(
+        &store,
+        request(SourceId::SecEdgar, commit, vec![master_index(n, None)]),
+    )
+    .await
+    .unwrap();
+    assert!(first.published.changed);
+    assert_eq!(first.published.rows_added, n);
+    let m = store.current().await.unwrap().1;
+    let held: u64 = m.partitions.iter().map(|p| p.row_count).sum();
+    assert_eq!(held, n as u64);
+    // The same file again: nothing new.
+    let again = run(
+        &store,
+        request(SourceId::SecEdgar, commit, vec![master_index(n, None)]),
+    )
+    .await
+    .unwrap();
+    assert!(!again.published.changed);
+    assert_eq!(again.published.rows_unchanged, n);
+    // One filing changed past the in-memory limit: one revision, superseding the first.
+    let fixed = run(
+        &store,
+        request(
+            SourceId::SecEdgar,
+            "2025-04-02T06:00:00Z",
+            vec![master_index(n, Some(n - 3))],
+        ),
+    )
+    .await
+    .unwrap();
+    assert_eq!(fixed.published.rows_added, 1);
+    assert_eq!(fixed.published.rows_unchanged, n - 1);
+    let corpus = Corpus::open(store).await.unwrap();
+    let id = format!("0001000000-25-{:06}_{}", n - 3, 1000 + (n - 3) % 997);
+    for (when, want) in [
+        ("2025-04-01T12:00:00Z", "8-K"),
+        ("2025-04-02T12:00:00Z", "8-K/A"),
+    ] {
+        match corpus
+            .record(&id, at(when), VisibleBy::CommittedAt)
+            .await
+            .unwrap()
+        {
+            RecordLookup::Visible(r) => assert_eq!(r.form.as_deref(), Some(want), "{when}"),
+            other => panic!("{when}: {other:?}"),
+        }
+    }
+}

@@ -422,6 +422,7 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
         sample: Some(sample),
         notes,
         lists,
+        spilled: None,
     };
     Ok(publish(out, changes, commit_time).await?)
 }

@@ -388,6 +388,24 @@ fn header_date(s: &str) -> Option<Day> {
 /// day resolution and `date_filed` stays in the payload. A quarterly (full) index gives only the
 /// filing date, which becomes `published_at` at day resolution.
 pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<IndexFile> {
+    let mut rows = Vec::new();
+    let (layout, daily) = parse_index_into(file, bytes, Some(committed_at), &mut |r| rows.push(r))?;
+    Ok(IndexFile {
+        layout,
+        daily,
+        rows,
+    })
+}
+
+/// [`parse_index`] handing each row to `sink` as it is parsed instead of collecting them, so
+/// a quarter's `master.idx` (300k+ filings) never sits in memory as rows at once; returns the
+/// layout and, for a daily index, its dissemination day. Rows carry `committed_at` as given.
+pub fn parse_index_into(
+    file: &str,
+    bytes: &[u8],
+    committed_at: Option<Instant>,
+    sink: &mut dyn FnMut(NewsRow),
+) -> Result<(IndexLayout, Option<Day>)> {
     let text = std::str::from_utf8(bytes).map_err(|e| {
         Error::parse(
             file,
@@ -451,7 +469,6 @@ pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<In
     }
     .ok_or_else(|| Error::parse(file, "header", "column positions not found"))?;
 
-    let mut rows = Vec::new();
     for (n, line) in lines.iter().enumerate().skip(dashes + 1) {
         if line.trim().is_empty() {
             continue;
@@ -541,7 +558,7 @@ pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<In
             })?
             .to_owned();
         let published = daily.unwrap_or(day);
-        rows.push(NewsRow {
+        sink(NewsRow {
             id: format!("{accession}_{cik}"),
             source_id: SourceId::SecEdgar,
             lane: Lane::CertifiedPit,
@@ -554,7 +571,7 @@ pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<In
             published_at: Some(published.end_of_day()),
             available_at: None,
             acceptance_at: None,
-            committed_at: Some(committed_at),
+            committed_at,
             availability_basis: "unknown".into(),
             revision_id: String::new(),
             supersedes: None,
@@ -564,11 +581,7 @@ pub fn parse_index(file: &str, bytes: &[u8], committed_at: Instant) -> Result<In
             payload: Some(json!({"date_filed": day.to_string(), "file_name": path}).to_string()),
         });
     }
-    Ok(IndexFile {
-        layout,
-        daily,
-        rows,
-    })
+    Ok((layout, daily))
 }
 
 /// One page of the current-filings Atom feed.
@@ -878,10 +891,11 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
                 )?);
         } else if base.to_ascii_lowercase().ends_with(".idx") {
             lane_must_be(Lane::CertifiedPit, "an EDGAR index file")?;
-            let placeholder = ctx.captured_at.unwrap_or(Instant::from_micros(0));
-            let idx = parse_index(&f.name, &f.bytes, placeholder)?;
-            out.whole_days.extend(idx.daily);
-            out.rows.extend(idx.rows);
+            // Rows go straight to the spill (memory up to a limit, then a temporary file): a
+            // quarter's index or a month of daily ones is the largest input EDGAR has.
+            let (_, daily) =
+                parse_index_into(&f.name, &f.bytes, None, &mut |r| out.spilled.push(r))?;
+            out.whole_days.extend(daily);
         } else if base == "index.json" {
             lane_must_be(Lane::CertifiedPit, "an EDGAR daily-index listing")?;
             out.whole_days.extend(unpublished_days(&f.name, &f.bytes)?);

@@ -1,0 +1,334 @@
+//! Rows of one publish, held in memory up to a limit and past it in a local temporary file,
+//! so an ingest of a quarter's EDGAR index (300k+ rows) or a bulk file holds a bounded number
+//! of rows at once instead of all of them.
+//!
+//! Rows are grouped by the partition they land on (source, lane, UTC day) as they arrive and
+//! remember their arrival order, because the publisher needs both: it reads the rows of one
+//! partition at a time to write it, and it decides revisions in arrival order (two rows with
+//! one id in one ingest: the later supersedes the earlier, as if ingested one after the
+//! other). A flush writes each buffered partition's rows as one small Parquet blob at the end
+//! of the file; the arrival number of each row stays in memory (8 bytes a row).
+//!
+//! The file is anonymous (`tempfile::tempfile`): the operating system removes it when the
+//! spill is dropped or the process dies, so a crashed ingest leaves nothing behind.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::FileExt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use parquet::arrow::ArrowWriter;
+use parquet::basic::Compression;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+
+use crate::clock::{Day, Lane, SourceId};
+use crate::error::{Error, Result};
+use crate::record::{NewsRow, to_batch};
+
+/// Where a row lands: its source, lane and partition day (`None` for a row with no clock yet;
+/// the publisher refuses such rows, an ingest fills `committed_at` before publishing).
+pub type Key = (SourceId, Lane, Option<Day>);
+
+/// Rows held in memory before a flush to the file: about 32 MiB of typical rows, small
+/// enough to bound an ingest, big enough that a daily ingest never touches the disk.
+pub const DEFAULT_LIMIT: usize = 32_768;
+
+/// One partition's rows of one flush.
+#[derive(Debug)]
+struct Part {
+    offset: u64,
+    len: u64,
+    /// Arrival number of each row, in blob order (ascending).
+    seqs: Vec<u64>,
+}
+
+/// Rows grouped by partition, in memory up to a limit, the rest in a temporary file.
+#[derive(Debug)]
+pub struct RowSpill {
+    limit: usize,
+    next_seq: u64,
+    buffered: BTreeMap<Key, Vec<(u64, NewsRow)>>,
+    held: usize,
+    file: Option<Arc<std::fs::File>>,
+    end: u64,
+    /// Flushes in arrival order; each maps a partition to its blob.
+    chunks: Vec<BTreeMap<Key, Part>>,
+    /// The first flush that failed: every read reports it (pushing stays infallible so an
+    /// adapter's loop needs no error path for the disk).
+    failed: Option<String>,
+}
+
+impl Default for RowSpill {
+    fn default() -> Self {
+        Self::with_limit(DEFAULT_LIMIT)
+    }
+}
+
+impl RowSpill {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// A spill that flushes once it holds `limit` rows (at least one).
+    pub fn with_limit(limit: usize) -> Self {
+        RowSpill {
+            limit: limit.max(1),
+            next_seq: 0,
+            buffered: BTreeMap::new(),
+            held: 0,
+            file: None,
+            end: 0,
+            chunks: Vec::new(),
+            failed: None,
+        }
+    }
+
+    /// Rows pushed so far.
+    pub fn len(&self) -> u64 {
+        self.next_seq
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.next_seq == 0
+    }
+
+    /// Rows written to the file so far (0 while everything fits in memory).
+    pub fn spilled(&self) -> u64 {
+        self.next_seq - self.held as u64
+    }
+
+    pub fn push(&mut self, row: NewsRow) {
+        let key = (row.source_id, row.lane, row.partition_day());
+        self.buffered
+            .entry(key)
+            .or_default()
+            .push((self.next_seq, row));
+        self.next_seq += 1;
+        self.held += 1;
+        if self.held >= self.limit {
+            if let Err(e) = self.flush() {
+                // Keep the rows rather than lose them; every read reports the failure.
+                self.failed.get_or_insert_with(|| e.to_string());
+            }
+        }
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        if self.failed.is_some() || self.buffered.is_empty() {
+            return Ok(());
+        }
+        let file = match &self.file {
+            Some(f) => Arc::clone(f),
+            None => {
+                let f = Arc::new(tempfile::tempfile()?);
+                self.file = Some(Arc::clone(&f));
+                f
+            }
+        };
+        let mut chunk = BTreeMap::new();
+        for (key, rows) in std::mem::take(&mut self.buffered) {
+            let (seqs, rows): (Vec<u64>, Vec<NewsRow>) = rows.into_iter().unzip();
+            let bytes = encode(&rows)?;
+            file.write_all_at(&bytes, self.end)?;
+            chunk.insert(
+                key,
+                Part {
+                    offset: self.end,
+                    len: bytes.len() as u64,
+                    seqs,
+                },
+            );
+            self.end += bytes.len() as u64;
+        }
+        self.chunks.push(chunk);
+        self.held = 0;
+        Ok(())
+    }
+
+    fn check(&self) -> Result<()> {
+        match &self.failed {
+            Some(e) => Err(Error::Io(std::io::Error::other(format!(
+                "spilling rows to a temporary file failed: {e}"
+            )))),
+            None => Ok(()),
+        }
+    }
+
+    fn read_part(&self, part: &Part) -> Result<Vec<NewsRow>> {
+        let file = self
+            .file
+            .as_ref()
+            .ok_or_else(|| Error::integrity("row spill", "a flushed part without its file"))?;
+        let mut buf = vec![0; part.len as usize];
+        file.read_exact_at(&mut buf, part.offset)?;
+        let rows = crate::read::decode_parquet("row spill", Bytes::from(buf))?;
+        if rows.len() != part.seqs.len() {
+            return Err(Error::integrity(
+                "row spill",
+                format!("{} rows read back, {} written", rows.len(), part.seqs.len()),
+            ));
+        }
+        Ok(rows)
+    }
+
+    /// Every partition a row landed on.
+    pub fn keys(&self) -> BTreeSet<Key> {
+        self.chunks
+            .iter()
+            .flat_map(|c| c.keys().copied())
+            .chain(self.buffered.keys().copied())
+            .collect()
+    }
+
+    /// The rows of one partition, in arrival order.
+    pub fn read_key(&self, key: &Key) -> Result<Vec<NewsRow>> {
+        self.check()?;
+        let mut out = Vec::new();
+        for chunk in &self.chunks {
+            if let Some(part) = chunk.get(key) {
+                out.extend(self.read_part(part)?);
+            }
+        }
+        if let Some(rows) = self.buffered.get(key) {
+            out.extend(rows.iter().map(|(_, r)| r.clone()));
+        }
+        Ok(out)
+    }
+
+    /// Calls `f` with every row in arrival order, holding one flush's rows at a time. `f`'s
+    /// error type is the caller's (the spill's own read errors convert into it).
+    pub fn for_each<E: From<Error>>(
+        &self,
+        mut f: impl FnMut(NewsRow) -> Result<(), E>,
+    ) -> Result<(), E> {
+        self.check()?;
+        for chunk in &self.chunks {
+            let mut rows: Vec<(u64, NewsRow)> = Vec::new();
+            for part in chunk.values() {
+                rows.extend(part.seqs.iter().copied().zip(self.read_part(part)?));
+            }
+            rows.sort_unstable_by_key(|(s, _)| *s);
+            for (_, r) in rows {
+                f(r)?;
+            }
+        }
+        let mut rows: Vec<&(u64, NewsRow)> = self.buffered.values().flatten().collect();
+        rows.sort_unstable_by_key(|(s, _)| *s);
+        for (_, r) in rows {
+            f(r.clone())?;
+        }
+        Ok(())
+    }
+
+    /// A new spill of `f` applied to every row in arrival order (`None` drops the row).
+    pub fn try_map<E: From<Error>>(
+        &self,
+        mut f: impl FnMut(NewsRow) -> Result<Option<NewsRow>, E>,
+    ) -> Result<Self, E> {
+        let mut out = RowSpill::with_limit(self.limit);
+        self.for_each(|r| {
+            if let Some(r) = f(r)? {
+                out.push(r);
+            }
+            Ok::<(), E>(())
+        })?;
+        out.check()?;
+        Ok(out)
+    }
+
+    /// All rows in arrival order (for tests and small spills).
+    pub fn to_vec(&self) -> Result<Vec<NewsRow>> {
+        let mut out = Vec::with_capacity(self.next_seq as usize);
+        self.for_each(|r| {
+            out.push(r);
+            Ok::<(), Error>(())
+        })?;
+        Ok(out)
+    }
+}
+
+impl Extend<NewsRow> for RowSpill {
+    fn extend<I: IntoIterator<Item = NewsRow>>(&mut self, iter: I) {
+        for r in iter {
+            self.push(r);
+        }
+    }
+}
+
+impl FromIterator<NewsRow> for RowSpill {
+    fn from_iter<I: IntoIterator<Item = NewsRow>>(iter: I) -> Self {
+        let mut s = RowSpill::new();
+        s.extend(iter);
+        s
+    }
+}
+
+/// Parquet without statistics or dictionaries: written once, read back once or twice.
+fn encode(rows: &[NewsRow]) -> Result<Vec<u8>> {
+    let batch = to_batch(rows)?;
+    let props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_statistics_enabled(EnabledStatistics::None)
+        .set_dictionary_enabled(false)
+        .build();
+    let mut buf = Vec::with_capacity(rows.len() * 256 + 1024);
+    let mut w = ArrowWriter::try_new(&mut buf, Arc::clone(batch.schema_ref()), Some(props))?;
+    w.write(&batch)?;
+    w.close()?;
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testkit::edgar;
+
+    fn row(i: usize, day: u32) -> NewsRow {
+        let mut r = edgar(
+            &format!("0000000001-26-{i:06}"),
+            "1",
+            Some(&format!("2026-01-{day:02}T09:00:00Z")),
+            "2026-02-01T00:00:00Z",
+        );
+        r.payload = Some(format!("{{\"n\":{i}}}"));
+        r
+    }
+
+    #[test]
+    fn rows_past_the_limit_go_to_the_file_and_come_back_in_arrival_order() {
+        let rows: Vec<NewsRow> = (0..50).map(|i| row(i, 1 + (i % 7) as u32)).collect();
+        let mut spill = RowSpill::with_limit(8);
+        spill.extend(rows.clone());
+        assert_eq!(spill.len(), 50);
+        assert_eq!(spill.spilled(), 48, "six flushes of eight rows");
+        assert_eq!(spill.to_vec().unwrap(), rows);
+    }
+
+    #[test]
+    fn a_partitions_rows_come_back_from_every_flush_in_arrival_order() {
+        let rows: Vec<NewsRow> = (0..30).map(|i| row(i, 1 + (i % 3) as u32)).collect();
+        let mut spill = RowSpill::with_limit(4);
+        spill.extend(rows.clone());
+        assert_eq!(spill.keys().len(), 3);
+        for key in spill.keys() {
+            let want: Vec<NewsRow> = rows
+                .iter()
+                .filter(|r| (r.source_id, r.lane, r.partition_day()) == key)
+                .cloned()
+                .collect();
+            assert_eq!(spill.read_key(&key).unwrap(), want);
+        }
+    }
+
+    #[test]
+    fn a_spill_within_its_limit_never_writes_a_file() {
+        let mut spill = RowSpill::with_limit(100);
+        spill.extend((0..10).map(|i| row(i, 2)));
+        assert_eq!(spill.spilled(), 0);
+        assert!(spill.file.is_none());
+        let mapped = spill
+            .try_map(|r| Ok::<_, Error>((!r.id.starts_with("0000000001-26-000003")).then_some(r)))
+            .unwrap();
+        assert_eq!(mapped.len(), 9);
+    }
+}
