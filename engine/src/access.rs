@@ -49,6 +49,7 @@ use crate::manifest::{Manifest, ObjectEntry, PartitionEntry};
 use crate::read::{get_checked, read_partition};
 use crate::record::{NewsRow, from_batch, to_batch};
 use crate::store::{CorpusStore, sha256_hex};
+use sha2::{Digest, Sha256};
 
 /// Manifest `kind` of a CIK-clustered data file.
 pub const KIND_CLUSTERED: &str = "access.cik_clustered/1";
@@ -252,7 +253,7 @@ async fn write_file(
     prefix: &str,
 ) -> Result<Vec<ObjectEntry>> {
     rows.sort_by(access_order);
-    let mut w = ClusteredWriter::new(rows.len())?;
+    let mut w = ClusteredWriter::new()?;
     w.push(rows)?;
     w.finish(store, group, prefix).await
 }
@@ -262,7 +263,9 @@ async fn write_file(
 /// are those of one write of all the rows: data pages are cut every [`BLOCK_ROWS`] rows
 /// counted from the file's first row, whatever the sizes of the pushes.
 struct ClusteredWriter {
-    writer: ArrowWriter<Vec<u8>>,
+    /// The data file goes to a temporary file as it is written, hashed on the way: a year
+    /// derived whole is hundreds of megabytes, which the publish never holds in memory.
+    writer: ArrowWriter<HashingFile>,
     /// Rows pushed and not yet written: fewer than `BLOCK_ROWS` between pushes.
     pending: Vec<NewsRow>,
     rows: u64,
@@ -271,8 +274,12 @@ struct ClusteredWriter {
 }
 
 impl ClusteredWriter {
-    fn new(rows_hint: usize) -> Result<Self> {
-        let data = Vec::with_capacity(rows_hint * 200 + 4096);
+    fn new() -> Result<Self> {
+        let data = HashingFile {
+            file: tempfile::tempfile()?,
+            hasher: Sha256::new(),
+            len: 0,
+        };
         Ok(Self {
             writer: ArrowWriter::try_new(data, crate::record::schema(), Some(data_properties()))?,
             pending: Vec::new(),
@@ -329,7 +336,7 @@ impl ClusteredWriter {
             self.write_blocks(&batch)?;
         }
         let data = self.writer.into_inner()?;
-        let data_sha = sha256_hex(&data);
+        let data_sha = hex::encode(data.hasher.finalize());
         let dir = group_dir(source, lane, year);
         let data_path = format!("{dir}{prefix}{data_sha}.parquet");
         self.supersessions.sort();
@@ -340,8 +347,8 @@ impl ClusteredWriter {
             ObjectEntry {
                 kind: KIND_CLUSTERED.into(),
                 path: data_path.clone(),
-                bytes: data.len() as u64,
-                sha256: data_sha,
+                bytes: data.len,
+                sha256: data_sha.clone(),
                 row_count: self.rows,
             },
             ObjectEntry {
@@ -352,11 +359,33 @@ impl ClusteredWriter {
                 row_count: self.rows,
             },
         ];
-        store.put_immutable(&data_path, Bytes::from(data)).await?;
+        store
+            .put_immutable_file(&data_path, data.file, data.len, &data_sha)
+            .await?;
         store
             .put_immutable(&sidecar_path, Bytes::from(sidecar))
             .await?;
         Ok(entries)
+    }
+}
+
+/// A `Write` into an anonymous temporary file that hashes and counts what passes through it.
+struct HashingFile {
+    file: std::fs::File,
+    hasher: Sha256,
+    len: u64,
+}
+
+impl std::io::Write for HashingFile {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.file.write(buf)?;
+        self.hasher.update(&buf[..n]);
+        self.len += n as u64;
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.file.flush()
     }
 }
 
@@ -410,7 +439,7 @@ async fn derive_group(
         }
     }
     // Pass 2: each run's rows from every partition, sorted, appended.
-    let mut w = ClusteredWriter::new(total as usize)?;
+    let mut w = ClusteredWriter::new()?;
     for (lo, hi) in &runs {
         let (lo, hi) = ((lo.0, lo.1.as_str()), (hi.0, hi.1.as_str()));
         let mut rows = Vec::new();

@@ -316,6 +316,83 @@ impl CorpusStore {
         }
     }
 
+    /// [`Self::put_immutable`] of a local file's bytes (`len` of them, hashing to `sha256`, both
+    /// known to the caller, which wrote them), sent in parts so an object bigger than memory
+    /// never sits in it whole: a year's access file runs to hundreds of megabytes. A file of
+    /// one part goes as one put. An object already at `path` must hash to `sha256`.
+    pub async fn put_immutable_file(
+        &self,
+        path: &str,
+        file: std::fs::File,
+        len: u64,
+        sha256: &str,
+    ) -> Result<()> {
+        self.put_file_in_parts(path, file, len, sha256, UPLOAD_PART_BYTES)
+            .await
+    }
+
+    /// [`Self::put_immutable_file`] with parts of `part` bytes (tests use small ones).
+    pub async fn put_file_in_parts(
+        &self,
+        path: &str,
+        mut file: std::fs::File,
+        len: u64,
+        sha256: &str,
+        part: u64,
+    ) -> Result<()> {
+        use std::io::{Read, Seek, SeekFrom};
+        file.seek(SeekFrom::Start(0))?;
+        if len <= part {
+            let mut buf = Vec::with_capacity(len as usize);
+            file.read_to_end(&mut buf)?;
+            return self.put_immutable(path, Bytes::from(buf)).await;
+        }
+        let location = Path::from(path);
+        match self.store.head(&location).await {
+            Ok(_) => {
+                // Content-addressed: normally the same bytes, written by an earlier attempt.
+                let mut hasher = Sha256::new();
+                let mut stream = self.store.get(&location).await?.into_stream();
+                while let Some(chunk) = futures::TryStreamExt::try_next(&mut stream).await? {
+                    hasher.update(&chunk);
+                }
+                return if hex::encode(hasher.finalize()) == sha256 {
+                    Ok(())
+                } else {
+                    Err(Error::integrity(
+                        path,
+                        "an object with this path exists with other bytes; refusing to overwrite",
+                    ))
+                };
+            }
+            Err(object_store::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e.into()),
+        }
+        // The object appears only when the upload completes (a local store renames a staged
+        // file; S3 assembles the parts), so a crash mid-way leaves nothing at `path`.
+        let mut upload = self.store.put_multipart(&location).await?;
+        let mut left = len;
+        while left > 0 {
+            let n = part.min(left) as usize;
+            let mut buf = vec![0; n];
+            let sent = match file.read_exact(&mut buf) {
+                Ok(()) => upload
+                    .put_part(PutPayload::from(buf))
+                    .await
+                    .map_err(Error::from),
+                Err(e) => Err(e.into()),
+            };
+            if let Err(e) = sent {
+                let _ = upload.abort().await;
+                return Err(e);
+            }
+            left -= n as u64;
+        }
+        upload.complete().await?;
+        self.wrote(path);
+        Ok(())
+    }
+
     /// Counts a write for [`FAULT_PAUSE_ENV`]; at the named one, stops the process for good.
     fn wrote(&self, path: &str) {
         let Some(p) = &self.pause else { return };
@@ -553,6 +630,10 @@ fn is_version(v: &str) -> bool {
             .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
 }
 
+/// Parts of a streamed upload ([`CorpusStore::put_immutable_file`]): above S3's 5 MiB minimum,
+/// small enough that a part in flight is a small share of an ingest's memory.
+pub const UPLOAD_PART_BYTES: u64 = 16 << 20;
+
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
 }
@@ -563,4 +644,67 @@ fn redact(url: &Url) -> String {
     let _ = u.set_username("");
     u.set_query(None);
     u.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Write;
+
+    use super::*;
+
+    fn temp_file(bytes: &[u8]) -> std::fs::File {
+        let mut f = tempfile::tempfile().unwrap();
+        f.write_all(bytes).unwrap();
+        f
+    }
+
+    #[tokio::test]
+    async fn a_file_sent_in_parts_is_stored_whole_and_its_retry_is_a_no_op() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let bytes: Vec<u8> = (0..10_000u32).flat_map(|i| i.to_le_bytes()).collect();
+        let sha = sha256_hex(&bytes);
+        let len = bytes.len() as u64;
+        // Parts of 4 KiB: ten of them.
+        store
+            .put_file_in_parts("snapshots/big", temp_file(&bytes), len, &sha, 4096)
+            .await
+            .unwrap();
+        assert_eq!(store.get("snapshots/big").await.unwrap(), bytes);
+        // The same bytes again (an attempt after a crash): accepted, nothing rewritten.
+        store
+            .put_file_in_parts("snapshots/big", temp_file(&bytes), len, &sha, 4096)
+            .await
+            .unwrap();
+        // Other bytes at the same path: refused, the object keeps its bytes.
+        let mut other = bytes.clone();
+        other[5000] ^= 1;
+        let err = store
+            .put_file_in_parts(
+                "snapshots/big",
+                temp_file(&other),
+                len,
+                &sha256_hex(&other),
+                4096,
+            )
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("refusing to overwrite"), "{err}");
+        assert_eq!(store.get("snapshots/big").await.unwrap(), bytes);
+        // A file of one part goes as one put.
+        store
+            .put_file_in_parts(
+                "snapshots/small",
+                temp_file(b"one"),
+                3,
+                &sha256_hex(b"one"),
+                4096,
+            )
+            .await
+            .unwrap();
+        assert_eq!(
+            store.get("snapshots/small").await.unwrap(),
+            Bytes::from_static(b"one")
+        );
+    }
 }

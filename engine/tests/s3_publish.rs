@@ -74,3 +74,22 @@ async fn on_s3_eight_concurrent_publishers_sharing_the_publish_lock_lose_nothing
     let store = store(&s3, "race-8").with_publish_lock(lock.path().join("publish.lock"));
     race(store, 8, 50).await;
 }
+
+#[tokio::test]
+async fn on_s3_a_big_object_goes_up_in_parts_and_comes_back_whole() {
+    let Some(s3) = S3::start() else { return };
+    let store = store(&s3, "multipart");
+    // Three parts of S3's minimum size (5 MiB) and a short last one.
+    let part = 5u64 << 20;
+    let bytes: Vec<u8> = (0..(3 * part + 1000)).map(|i| (i % 251) as u8).collect();
+    let sha = asof_engine::store::sha256_hex(&bytes);
+    let mut file = tempfile::tempfile().unwrap();
+    std::io::Write::write_all(&mut file, &bytes).unwrap();
+    store
+        .put_file_in_parts("snapshots/big", file, bytes.len() as u64, &sha, part)
+        .await
+        .unwrap();
+    let back = store.get("snapshots/big").await.unwrap();
+    assert_eq!(back.len(), bytes.len());
+    assert_eq!(asof_engine::store::sha256_hex(&back), sha);
+}
