@@ -4,8 +4,9 @@
 #      copy of the bench corpus (hard links: objects are immutable, the pointer is replaced by
 #      rename), wall time and peak RSS from /usr/bin/time -v, and the same ingest into an empty
 #      corpus as the baseline of this run;
-#   2. a quarterly master.idx of 320,000 filings ingested into an empty corpus (one year's
-#      access files derived whole from a big input), wall time and peak RSS;
+#   2. a quarterly master.idx of 320,000 filings (and of half and twice as many) ingested into
+#      an empty corpus (one year's access files derived whole from a big input), wall time and
+#      peak RSS;
 #   3. the biggest filer's first page from `asof serve` over a copy of the bench corpus, idle
 #      (the baseline), while the same ingest publishes into that copy, and after the server
 #      loaded the new version;
@@ -64,12 +65,15 @@ ingest() { # corpus, label
 } | tee "$out/ingest.txt"
 
 # A quarter's full index at once: a master.idx of 320,000 filings over the 62 weekdays of
-# 2025-Q1 (EDGAR's quarterly master.idx runs 300k+ lines), ingested into an empty corpus. Its
-# year has no access files yet, so the publish derives them whole: peak memory is what the
-# ingest holds of its own rows plus a derive run, not the year.
-python3 - "$work/quarter" <<'PY'
+# 2025-Q1 (EDGAR's quarterly master.idx runs 300k+ lines), ingested into an empty corpus, and
+# the same with half and twice as many filings, so the growth of peak memory with the input
+# shows. Its year has no access files yet, so the publish derives them whole: peak memory is a
+# derive run plus what the ingest keeps per row (ids and hashes), not its rows.
+for n in 160000 320000 640000; do
+python3 - "$work/quarter$n" "$n" <<'PY'
 import datetime, os, random, sys
 random.seed(1)
+n = int(sys.argv[2])
 os.makedirs(sys.argv[1], exist_ok=True)
 days, d = [], datetime.date(2025, 1, 2)
 while d <= datetime.date(2025, 3, 31):
@@ -82,20 +86,23 @@ with open(os.path.join(sys.argv[1], "master.idx"), "w") as f:
             "Anonymous FTP:         ftp://ftp.sec.gov/edgar/\n"
             "Cloud HTTP:            https://www.sec.gov/Archives/\n\n\n\n\n"
             "CIK|Company Name|Form Type|Date Filed|Filename\n" + "-" * 80 + "\n")
-    for i in range(320000):
+    for i in range(n):
         cik = random.randint(1000, 2100000)
         day = random.choice(days)
         f.write(f"{cik}|COMPANY NUMBER {cik} INC|{random.choice(forms)}|"
                 f"{day.isoformat()}|edgar/data/{cik}/{1000000000+i:010d}-25-{i:06d}.txt\n")
 PY
+q="$work/quarter$n"
 {
-  echo "## a quarterly master.idx (320,000 filings, $(du -m "$work/quarter/master.idx" | cut -f1) MB) into an empty corpus"
-  /usr/bin/time -v "$bin" ingest --corpus "$work/quarter/corpus" --source sec.edgar \
-    --commit-time 2025-04-01T06:00:00Z "$work/quarter/master.idx" >"$work/quarter.version" 2>"$work/quarter.time"
+  echo "## a quarterly master.idx ($n filings, $(du -m "$q/master.idx" | cut -f1) MB) into an empty corpus"
+  /usr/bin/time -v "$bin" ingest --corpus "$q/corpus" --source sec.edgar \
+    --commit-time 2025-04-01T06:00:00Z "$q/master.idx" >"$q.version" 2>"$q.time"
   printf 'wall %s  peak RSS %s KiB  %s\n' \
-    "$(awk -F': ' '/Elapsed \(wall clock\)/{print $2}' "$work/quarter.time")" \
-    "$(awk -F': ' '/Maximum resident/{print $2}' "$work/quarter.time")" "$(tail -1 "$work/quarter.version")"
+    "$(awk -F': ' '/Elapsed \(wall clock\)/{print $2}' "$q.time")" \
+    "$(awk -F': ' '/Maximum resident/{print $2}' "$q.time")" "$(tail -1 "$q.version")"
 } | tee -a "$out/ingest.txt"
+rm -rf "$q"
+done
 
 # Serving while an ingest publishes into the corpus being served: the biggest filer's first
 # page (CIK 1000, rank 1 of the Zipf draw), p50/p99 of sequential keyed requests, idle and while
