@@ -164,6 +164,17 @@ fn is_plain_ticker_list(rel: &str) -> bool {
     !base.starts_with("company_tickers_exchange")
 }
 
+/// Every row of a prepared change set in arrival order: those an adapter streamed (EDGAR
+/// index files), then the rest. The sample publishes the rows of all its steps at once.
+fn rows_of(changes: &mut ChangeSet) -> Result<Vec<NewsRow>> {
+    let mut rows = match changes.spilled.take() {
+        Some(spilled) => spilled.to_vec()?,
+        None => Vec::new(),
+    };
+    rows.append(&mut changes.rows);
+    Ok(rows)
+}
+
 /// The plain ticker lists, one `asof ingest` each in capture order, through the same pipeline
 /// steps: their `ticker.added|removed|modified` change rows and the list state after the last,
 /// so a ticker list ingested into the sample later is compared with the latest one held.
@@ -190,11 +201,11 @@ fn ticker_lists(
                 bytes: input.bytes.clone(),
             }],
         };
-        let (changes, _) = prepare(&req, parse_files(&req)?, &held)?;
+        let (mut changes, _) = prepare(&req, parse_files(&req)?, &held)?;
+        rows.extend(rows_of(&mut changes)?);
         if let Some((_, _, state)) = changes.lists.into_iter().next_back() {
             held.list = state;
         }
-        rows.extend(changes.rows);
     }
     Ok((rows, (!held.list.is_empty()).then_some(held.list)))
 }
@@ -582,8 +593,9 @@ fn other_sources(root: &Path, commit_time: Instant) -> Result<OtherSources> {
             ));
         }
         let h = held.entry(step.source).or_default();
-        let (changes, _) = prepare(&req, parsed, h)?;
-        for r in &changes.rows {
+        let (mut changes, _) = prepare(&req, parsed, h)?;
+        let added = rows_of(&mut changes)?;
+        for r in &added {
             let sealed = r.clone().seal();
             h.rows.retain(|x| x.id != sealed.id);
             h.rows.push(sealed);
@@ -594,7 +606,7 @@ fn other_sources(root: &Path, commit_time: Instant) -> Result<OtherSources> {
             h.list = state.clone();
             lists.insert((*source, *lane), state.clone());
         }
-        rows.extend(changes.rows);
+        rows.extend(added);
         certs.extend(changes.certifications);
     }
 
