@@ -47,7 +47,7 @@ use crate::clock::{Day, Instant, Lane, SourceId};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, ObjectEntry, PartitionEntry};
 use crate::read::{get_checked, read_partition};
-use crate::record::{NewsRow, from_batch, to_batch};
+use crate::record::{NewsRow, SharedRow, from_batch, to_batch};
 use crate::store::{CorpusStore, sha256_hex};
 use sha2::{Digest, Sha256};
 
@@ -919,7 +919,7 @@ impl AccessIndex {
         bounds: Bounds,
         want: usize,
         keep: &(dyn Fn(&NewsRow) -> bool + Sync),
-    ) -> Result<Vec<NewsRow>> {
+    ) -> Result<Vec<SharedRow>> {
         let mut out = Vec::new();
         let slots = self.slots(source, lane, cik);
         if !bounds.after_nulls {
@@ -956,7 +956,7 @@ impl AccessIndex {
                             .await?;
                         merged.extend(part);
                     }
-                    merged.sort_by(access_order);
+                    merged.sort_by(|a, b| access_order(a, b));
                     merged.truncate(need);
                     out.extend(merged);
                 }
@@ -975,10 +975,14 @@ impl AccessIndex {
                 .cached_runs(store, s.file, std::slice::from_ref(&(from..to)))
                 .await?
             {
-                undated.extend(run.iter().filter(|r| keep(r)).cloned());
+                for (i, r) in run.iter().enumerate() {
+                    if keep(r) {
+                        undated.push(SharedRow::new(Arc::clone(&run), i));
+                    }
+                }
             }
         }
-        undated.sort_by(access_order);
+        undated.sort_by(|a, b| access_order(a, b));
         out.extend(undated);
         out.truncate(want);
         Ok(out)
@@ -993,7 +997,7 @@ impl AccessIndex {
         bounds: Bounds,
         want: usize,
         keep: &(dyn Fn(&NewsRow) -> bool + Sync),
-        out: &mut Vec<NewsRow>,
+        out: &mut Vec<SharedRow>,
     ) -> Result<()> {
         if let (Some(lo), Some(max)) = (bounds.lower, s.max_published)
             && max < lo
@@ -1022,9 +1026,11 @@ impl AccessIndex {
                 need.div_ceil(BLOCK_ROWS).max(1) + usize::from(bounds.lower.is_some() && k == k_lo);
             let k_end = (k + blocks).min(k_hi);
             for block in self.dated_blocks(store, s, k..k_end).await? {
-                for r in block.iter() {
+                for (i, r) in block.iter().enumerate() {
                     if keep(r) {
-                        out.push(r.clone());
+                        // Shared with the cached block, not copied: a page of a hundred rows
+                        // would otherwise copy some two thousand strings.
+                        out.push(SharedRow::new(Arc::clone(&block), i));
                         if out.len() >= want {
                             return Ok(());
                         }

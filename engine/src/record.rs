@@ -44,6 +44,56 @@ pub struct NewsRow {
 }
 
 /// The values of a row that define its content; two revisions differ iff these differ.
+/// A row shared with the block it was read in (a block of the access path's row cache), so
+/// an answer hands rows out without copying their strings; it derefs to the row. A row from
+/// elsewhere (a scan) is a block of one.
+#[derive(Clone)]
+pub struct SharedRow {
+    block: Arc<[NewsRow]>,
+    index: u32,
+}
+
+impl SharedRow {
+    /// Row `index` of `block`.
+    pub fn new(block: Arc<[NewsRow]>, index: usize) -> Self {
+        assert!(
+            index < block.len(),
+            "row {index} of a block of {}",
+            block.len()
+        );
+        SharedRow {
+            block,
+            index: index as u32,
+        }
+    }
+
+    /// A row of its own.
+    pub fn owned(row: NewsRow) -> Self {
+        SharedRow {
+            block: Arc::from(vec![row]),
+            index: 0,
+        }
+    }
+
+    /// The row, copied out of its block.
+    pub fn into_row(self) -> NewsRow {
+        self.block[self.index as usize].clone()
+    }
+}
+
+impl std::ops::Deref for SharedRow {
+    type Target = NewsRow;
+    fn deref(&self) -> &NewsRow {
+        &self.block[self.index as usize]
+    }
+}
+
+impl std::fmt::Debug for SharedRow {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        (**self).fmt(f)
+    }
+}
+
 #[derive(Serialize)]
 struct Content<'a> {
     id: &'a str,

@@ -12,7 +12,7 @@ use crate::coverage::{Coverage, Scope, day_key};
 use crate::cut::{Cut, ts};
 use crate::error::{Error, Result};
 use crate::identity::ticker_hole_key;
-use crate::record::{NewsRow, from_batch};
+use crate::record::{NewsRow, SharedRow, from_batch};
 
 /// Which entities a news query asks for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,9 +60,33 @@ pub enum Answer<T> {
     },
 }
 
+impl<T> Answer<T> {
+    /// The same answer with each row turned into another form.
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Answer<U> {
+        match self {
+            Answer::Page {
+                rows,
+                next,
+                coverage,
+            } => Answer::Page {
+                rows: rows.into_iter().map(f).collect(),
+                next,
+                coverage,
+            },
+            Answer::Hole { coverage } => Answer::Hole { coverage },
+        }
+    }
+}
+
 impl Corpus {
     /// The paged as-of query (a diff when `q.start` is set).
     pub async fn news(&self, q: &NewsQuery, scope: Scope<'_>) -> Result<Answer<NewsRow>> {
+        Ok(self.news_shared(q, scope).await?.map(SharedRow::into_row))
+    }
+
+    /// [`Self::news`] with rows shared with the access path's row cache rather than copied
+    /// out of it: for a caller that only reads them (the HTTP route encodes them as JSON).
+    pub async fn news_shared(&self, q: &NewsQuery, scope: Scope<'_>) -> Result<Answer<SharedRow>> {
         if let Some(start) = q.start
             && start >= q.as_of
         {
@@ -101,7 +125,12 @@ impl Corpus {
             (Some(a), Some(ciks), Scope::Corpus) if a.covers(q.source, q.lane) => {
                 self.fetch_indexed(a, q, ciks).await?
             }
-            _ => self.fetch_scan(q, ciks.as_deref(), scope).await?,
+            _ => self
+                .fetch_scan(q, ciks.as_deref(), scope)
+                .await?
+                .into_iter()
+                .map(SharedRow::owned)
+                .collect(),
         };
         let next = if rows.len() > q.limit {
             rows.truncate(q.limit);
@@ -147,7 +176,7 @@ impl Corpus {
         access: &AccessIndex,
         q: &NewsQuery,
         ciks: &[String],
-    ) -> Result<Vec<NewsRow>> {
+    ) -> Result<Vec<SharedRow>> {
         let by_pub = q.visible_by == VisibleBy::PublishedAt;
         let mut lower = match &q.after {
             Some(Position {

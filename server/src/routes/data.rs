@@ -11,7 +11,9 @@ use axum::response::IntoResponse;
 
 use crate::error::ApiError;
 use crate::http::cursor::filter_digest;
-use crate::http::envelope::{CertificateRecord, Envelope, MappingRecord, NewsRecord};
+use crate::http::envelope::{
+    CertificateRecord, Envelope, MappingRecord, NewsRecord, NewsRecordRef,
+};
 use crate::http::params::{self, Cik, Limit, Q, Ticker, held_source, query};
 use crate::http::{AppState, Ctx, Reply, ok};
 
@@ -203,7 +205,7 @@ pub(crate) async fn run_news(
         .map(|c| state.signer().open(c, op, &filters, version))
         .transpose()?;
     let q = NewsQuery { after, ..q };
-    match ctx.corpus.news(&q, scope).await? {
+    match ctx.corpus.news_shared(&q, scope).await? {
         Answer::Hole { coverage } => Err(hole(coverage, q.as_of, q.visible_by)),
         Answer::Page {
             rows,
@@ -211,10 +213,9 @@ pub(crate) async fn run_news(
             coverage,
         } => {
             let next_cursor = next.map(|p| state.signer().mint(op, &filters, version, &p));
-            let records: Vec<NewsRecord> = rows
-                .into_iter()
-                .map(|r| NewsRecord::from_row(r, sample))
-                .collect();
+            // Encoded straight from the rows the engine shares with its cache.
+            let records: Vec<NewsRecordRef<'_>> =
+                rows.iter().map(|r| NewsRecordRef::of(r, sample)).collect();
             Ok(ok(ctx, records)
                 .at(Some(q.as_of), Some(q.visible_by))
                 .coverage(coverage)
