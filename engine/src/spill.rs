@@ -105,11 +105,11 @@ impl RowSpill {
             .push((self.next_seq, row));
         self.next_seq += 1;
         self.held += 1;
-        if self.held >= self.limit {
-            if let Err(e) = self.flush() {
-                // Keep the rows rather than lose them; every read reports the failure.
-                self.failed.get_or_insert_with(|| e.to_string());
-            }
+        if self.held >= self.limit
+            && let Err(e) = self.flush()
+        {
+            // Keep the rows rather than lose them; every read reports the failure.
+            self.failed.get_or_insert_with(|| e.to_string());
         }
     }
 
