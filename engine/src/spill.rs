@@ -255,14 +255,6 @@ impl Extend<NewsRow> for RowSpill {
     }
 }
 
-impl FromIterator<NewsRow> for RowSpill {
-    fn from_iter<I: IntoIterator<Item = NewsRow>>(iter: I) -> Self {
-        let mut s = RowSpill::new();
-        s.extend(iter);
-        s
-    }
-}
-
 /// Parquet without statistics or dictionaries: written once, read back once or twice.
 fn encode(rows: &[NewsRow]) -> Result<Vec<u8>> {
     let batch = to_batch(rows)?;
