@@ -93,11 +93,19 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         .await
         .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", cfg.listen)))?;
     let addr = listener.local_addr()?;
-    tokio::spawn(crate::reload::reload_loop(
-        state.clone(),
-        store,
-        cfg.reload_interval,
-    ));
+    // Taking in a new version decodes its new partitions and access files and hashes them:
+    // milliseconds to tens of them of CPU per publish. On a worker thread that work would hold
+    // every request queued behind it (p99 while the poller publishes); on a thread of its own
+    // the OS shares the cores between it and the workers, and a profile names it. Its IO,
+    // timers and any task it spawns still belong to the serving runtime (`Handle::block_on`
+    // drives them there), so connections it opens stay usable by requests.
+    let reload = {
+        let (state, handle, interval) = (state.clone(), tokio::runtime::Handle::current(), cfg.reload_interval);
+        move || handle.block_on(crate::reload::reload_loop(state, store, interval))
+    };
+    std::thread::Builder::new()
+        .name("asof-reload".into())
+        .spawn(reload)?;
     // Tests and operators wait for this line (or /health) before sending traffic.
     tracing::info!(%addr, "asof listening on http://{addr}");
     eprintln!("asof listening on http://{addr}");
