@@ -4,7 +4,6 @@ use asof_engine::coverage::Coverage;
 use asof_engine::identity::Mapping;
 use asof_engine::{Certificate, Instant, NewsRow};
 use serde::Serialize;
-use serde_json::Value;
 use serde_json::value::RawValue;
 use utoipa::ToSchema;
 
@@ -379,6 +378,7 @@ pub type MappingRecord = Mapping;
 #[cfg(test)]
 mod tests {
     use asof_engine::{Instant, Lane, SourceId};
+    use serde_json::Value;
 
     use super::*;
 
