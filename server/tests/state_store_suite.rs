@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use asof_engine::Instant;
 use asof_server::plan::Plan;
-use asof_server::state::store::{self, StateStore, StoredReceipt, TokenUse, hash_key};
+use asof_server::state::store::{
+    self, StateStore, StoredReceipt, TokenUse, UsageCount, hash_key,
+};
 use asof_server::state::{BillingEffect, BillingEvent, BillingOutcome};
 
 async fn suite(s: Arc<dyn StateStore>) {
@@ -76,7 +78,20 @@ async fn suite(s: Arc<dyn StateStore>) {
         1,
         "a new window starts at one"
     );
-    assert_eq!(s.purge_windows(120_000_000).await.unwrap(), 2);
+    // A replica's flush: many windows in one batch, each new count answered.
+    assert_eq!(s.hit_many(&[]).await.unwrap(), []);
+    let mut batch: Vec<(String, i64, i64)> = vec![
+        ("key:x".into(), 60_000_000, 3),
+        ("key:z".into(), 60_000_000, 4),
+    ];
+    batch.extend((0..2_500).map(|i| (format!("ip:{i}"), 60_000_000, 1)));
+    let mut counts = s.hit_many(&batch).await.unwrap();
+    counts.sort();
+    assert_eq!(counts.len(), 2_502);
+    assert!(counts.contains(&("key:x".into(), 60_000_000, 10)), "added to the held count");
+    assert!(counts.contains(&("key:z".into(), 60_000_000, 4)), "a new window starts at n");
+    assert_eq!(s.hit_n("ip:2499", 60_000_000, 0).await.unwrap(), 1);
+    assert_eq!(s.purge_windows(120_000_000).await.unwrap(), 2_503);
     receipts(&*s, &u.id).await;
     sign_ins(&*s).await;
     billing(s.clone()).await;
@@ -410,18 +425,38 @@ async fn sign_ins(s: &dyn StateStore) {
     ] {
         s.count_page_view(path, day).await.unwrap();
     }
-    s.add_usage("usr_u", "key_1", "2026-11-02", "news", 5)
-        .await
-        .unwrap();
-    s.add_usage("usr_u", "key_1", "2026-11-02", "news", 2)
-        .await
-        .unwrap();
-    s.add_usage("usr_u", "", "2026-11-01", "keys", 1)
-        .await
-        .unwrap();
-    s.add_usage("usr_other", "key_9", "2026-11-02", "news", 9)
-        .await
-        .unwrap();
+    let count = |user: &str, key: &str, day: &str, group: &str, requests| UsageCount {
+        user_id: user.into(),
+        key_id: key.into(),
+        day: day.into(),
+        route_group: group.into(),
+        requests,
+    };
+    s.add_usage(&[]).await.unwrap();
+    s.add_usage(&[
+        count("usr_u", "key_1", "2026-11-02", "news", 5),
+        count("usr_u", "", "2026-11-01", "keys", 1),
+    ])
+    .await
+    .unwrap();
+    s.add_usage(&[
+        count("usr_u", "key_1", "2026-11-02", "news", 2),
+        count("usr_other", "key_9", "2026-11-02", "news", 9),
+    ])
+    .await
+    .unwrap();
+    // A flush bigger than one statement's rows: every counter lands, in one transaction.
+    let many: Vec<UsageCount> = (0..2_500)
+        .map(|i| count("usr_many", &format!("key_{i}"), "2026-11-03", "news", 1))
+        .collect();
+    s.add_usage(&many).await.unwrap();
+    assert_eq!(
+        s.usage("usr_many", "2026-11-01", "2026-11-30")
+            .await
+            .unwrap()
+            .len(),
+        2_500
+    );
     assert_eq!(
         s.usage("usr_u", "2026-11-01", "2026-11-30").await.unwrap(),
         [

@@ -26,7 +26,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::state::store::StateStore;
+use crate::state::store::{StateStore, WindowHits};
 
 /// How often a replica writes its locally counted requests to the state store.
 pub const FLUSH_INTERVAL: Duration = Duration::from_millis(250);
@@ -188,26 +188,34 @@ impl RateWindows {
             m.entries.retain(|_, e| e.window >= now_window);
             work
         };
-        let mut first_error = None;
+        // One window may be pending twice (a retired write that failed and was put back):
+        // the store takes each window once.
+        let mut merged: std::collections::BTreeMap<(String, i64), i64> = Default::default();
         for (bucket, window, n) in work {
-            match self.store.hit_n(&bucket, window, n).await {
-                Ok(count) => {
-                    let mut m = self.inner.lock().expect("rate lock");
+            *merged.entry((bucket, window)).or_default() += n;
+        }
+        let work: Vec<WindowHits> = merged.into_iter().map(|((b, w), n)| (b, w, n)).collect();
+        // One batch for every bucket: a write per bucket per flush was most of the state
+        // store's load with many active keys (BENCHMARKS.md, "load during reloads").
+        match self.store.hit_many(&work).await {
+            Ok(counts) => {
+                let mut m = self.inner.lock().expect("rate lock");
+                for (bucket, window, count) in counts {
                     if let Some(e) = m.entries.get_mut(&bucket)
                         && e.window == window
                     {
                         e.synced = e.synced.max(count);
                     }
                 }
-                Err(e) => {
-                    self.restore(&bucket, window, n);
-                    first_error.get_or_insert(e);
-                }
+                Ok(())
             }
-        }
-        match first_error {
-            Some(e) => Err(e),
-            None => Ok(()),
+            Err(e) => {
+                // All or none was written: every count goes back for the next flush.
+                for (bucket, window, n) in work {
+                    self.restore(&bucket, window, n);
+                }
+                Err(e)
+            }
         }
     }
 }

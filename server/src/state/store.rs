@@ -79,6 +79,24 @@ pub fn new_raw_key() -> String {
     format!("{KEY_PREFIX}{}", hex::encode(b))
 }
 
+/// Requests counted in one fixed rate window: `(bucket, window_start, n)`.
+pub type WindowHits = (String, i64, i64);
+
+/// Requests to add to one counter of `usage_days`: a user's requests with one key (empty for
+/// the session cookie) on one UTC day (`YYYY-MM-DD`) to one route group.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct UsageCount {
+    pub user_id: String,
+    pub key_id: String,
+    pub day: String,
+    pub route_group: String,
+    pub requests: i64,
+}
+
+/// Rows per statement of a batched write: far below both backends' bind-parameter limits
+/// (SQLite 32,766, PostgreSQL 65,535) at five binds a row.
+const BATCH_ROWS: usize = 1_000;
+
 #[async_trait]
 pub trait StateStore: Send + Sync + std::fmt::Debug {
     /// Which backend, for logs and `/health`.
@@ -114,6 +132,10 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     /// Counts `n` requests at once in the fixed window `(bucket, window_start)` (a replica
     /// flushing what it counted locally); returns the new count.
     async fn hit_n(&self, bucket: &str, window_start: i64, n: i64) -> Result<i64>;
+    /// Counts many windows at once (a replica's flush), all or none, in a few statements
+    /// whatever their number; returns the new count of each `(bucket, window_start)` given.
+    /// Each window may appear once.
+    async fn hit_many(&self, hits: &[WindowHits]) -> Result<Vec<WindowHits>>;
     /// Drops windows that ended before `before`.
     async fn purge_windows(&self, before: i64) -> Result<u64>;
     /// Appends one audit receipt (append-only: the trait has no way to change or delete one).
@@ -172,16 +194,9 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     async fn count_page_view(&self, path: &str, day: &str) -> Result<()>;
     /// Page views per `(path, day)` for days in `[from_day, to_day]`, by day then path.
     async fn page_views(&self, from_day: &str, to_day: &str) -> Result<Vec<(String, String, i64)>>;
-    /// Adds `n` requests to a user's count for `(key_id, day, route_group)`; `key_id` is empty
-    /// for requests made with the session cookie.
-    async fn add_usage(
-        &self,
-        user_id: &str,
-        key_id: &str,
-        day: &str,
-        group: &str,
-        n: i64,
-    ) -> Result<()>;
+    /// Adds requests to users' counts, all or none, in a few statements whatever their number
+    /// (a replica's flush). Each counter may appear once.
+    async fn add_usage(&self, counts: &[UsageCount]) -> Result<()>;
     /// A user's counts for days in `[from_day, to_day]`: `(day, key_id, route_group, requests)`
     /// ordered by day, key, group.
     async fn usage(
@@ -379,13 +394,22 @@ macro_rules! sql_state_store {
             }
 
             async fn keys_used(&self, key_ids: &[String], at: asof_engine::Instant) -> Result<()> {
-                for id in key_ids {
-                    sqlx::query("INSERT INTO key_last_used (key_id, at) VALUES ($1, $2) ON CONFLICT (key_id) DO UPDATE SET at = excluded.at WHERE key_last_used.at < excluded.at")
-                        .bind(id)
-                        .bind(at.micros())
-                        .execute(&self.pool)
-                        .await?;
+                if key_ids.is_empty() {
+                    return Ok(());
                 }
+                let mut ids: Vec<&String> = key_ids.iter().collect();
+                ids.sort_unstable();
+                ids.dedup();
+                let mut tx = self.pool.begin().await?;
+                for chunk in ids.chunks(BATCH_ROWS) {
+                    let mut q = sqlx::QueryBuilder::<<$pool as PoolDb>::Db>::new("INSERT INTO key_last_used (key_id, at) ");
+                    q.push_values(chunk, |mut row, id| {
+                        row.push_bind(id.as_str()).push_bind(at.micros());
+                    });
+                    q.push(" ON CONFLICT (key_id) DO UPDATE SET at = excluded.at WHERE key_last_used.at < excluded.at");
+                    q.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
                 Ok(())
             }
 
@@ -419,6 +443,26 @@ macro_rules! sql_state_store {
                 .fetch_one(&self.pool)
                 .await?;
                 Ok(r.try_get("count")?)
+            }
+
+            async fn hit_many(&self, hits: &[WindowHits]) -> Result<Vec<WindowHits>> {
+                if hits.is_empty() {
+                    return Ok(Vec::new());
+                }
+                let mut out = Vec::with_capacity(hits.len());
+                let mut tx = self.pool.begin().await?;
+                for chunk in hits.chunks(BATCH_ROWS) {
+                    let mut q = sqlx::QueryBuilder::<<$pool as PoolDb>::Db>::new("INSERT INTO rate_windows (bucket, window_start, count) ");
+                    q.push_values(chunk, |mut row, (bucket, window, n)| {
+                        row.push_bind(bucket.as_str()).push_bind(*window).push_bind(*n);
+                    });
+                    q.push(" ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + excluded.count RETURNING bucket, window_start, count");
+                    for r in q.build().fetch_all(&mut *tx).await? {
+                        out.push((r.try_get("bucket")?, r.try_get("window_start")?, r.try_get("count")?));
+                    }
+                }
+                tx.commit().await?;
+                Ok(out)
             }
 
             async fn purge_windows(&self, before: i64) -> Result<u64> {
@@ -584,15 +628,24 @@ macro_rules! sql_state_store {
                 Ok(())
             }
 
-            async fn add_usage(&self, user_id: &str, key_id: &str, day: &str, group: &str, n: i64) -> Result<()> {
-                sqlx::query("INSERT INTO usage_days (user_id, key_id, day, route_group, requests) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (user_id, day, key_id, route_group) DO UPDATE SET requests = usage_days.requests + $5")
-                    .bind(user_id)
-                    .bind(key_id)
-                    .bind(day)
-                    .bind(group)
-                    .bind(n)
-                    .execute(&self.pool)
-                    .await?;
+            async fn add_usage(&self, counts: &[UsageCount]) -> Result<()> {
+                if counts.is_empty() {
+                    return Ok(());
+                }
+                let mut tx = self.pool.begin().await?;
+                for chunk in counts.chunks(BATCH_ROWS) {
+                    let mut q = sqlx::QueryBuilder::<<$pool as PoolDb>::Db>::new("INSERT INTO usage_days (user_id, key_id, day, route_group, requests) ");
+                    q.push_values(chunk, |mut row, c| {
+                        row.push_bind(c.user_id.as_str())
+                            .push_bind(c.key_id.as_str())
+                            .push_bind(c.day.as_str())
+                            .push_bind(c.route_group.as_str())
+                            .push_bind(c.requests);
+                    });
+                    q.push(" ON CONFLICT (user_id, day, key_id, route_group) DO UPDATE SET requests = usage_days.requests + excluded.requests");
+                    q.build().execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
                 Ok(())
             }
 

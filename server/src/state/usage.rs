@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use crate::error::Result;
 use crate::state::StateStore;
+use crate::state::store::UsageCount;
 
 /// How often counts are written to the store.
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
@@ -109,16 +110,26 @@ impl Usage {
         {
             first_error = Some(e);
         }
-        for ((user, key, day, group), n) in work {
-            if let Err(e) = self.store.add_usage(&user, &key, &day, &group, n).await {
-                *self
-                    .pending
-                    .lock()
-                    .expect("usage lock")
-                    .entry((user, key, day, group))
-                    .or_default() += n;
-                first_error.get_or_insert(e);
+        let counts: Vec<UsageCount> = work
+            .into_iter()
+            .map(|((user_id, key_id, day, route_group), requests)| UsageCount {
+                user_id,
+                key_id,
+                day,
+                route_group,
+                requests,
+            })
+            .collect();
+        // One batch for every counter (all or none is written): the store is not asked once
+        // per counter per flush.
+        if let Err(e) = self.store.add_usage(&counts).await {
+            let mut pending = self.pending.lock().expect("usage lock");
+            for c in counts {
+                *pending
+                    .entry((c.user_id, c.key_id, c.day, c.route_group))
+                    .or_default() += c.requests;
             }
+            first_error.get_or_insert(e);
         }
         first_error.map_or(Ok(()), Err)
     }

@@ -15,7 +15,8 @@ use asof_server::error::{Error, Result};
 use asof_server::plan::Plan;
 use asof_server::signin::session;
 use asof_server::state::store::{
-    self, KeyRecord, SessionRecord, StateStore, StoredReceipt, TokenUse, User,
+    self, KeyRecord, SessionRecord, StateStore, StoredReceipt, TokenUse, UsageCount, User,
+    WindowHits,
 };
 use asof_server::state::{
     Attestation, BillingEvent, BillingOutcome, PlanChange, SubscriptionRecord,
@@ -246,6 +247,15 @@ impl StateStore for Gated {
         }
         self.inner.hit_n(bucket, window_start, n).await
     }
+    async fn hit_many(&self, hits: &[WindowHits]) -> Result<Vec<WindowHits>> {
+        if self.fail_hits.load(Ordering::SeqCst) {
+            return Err(Error::Config(INJECTED_FAULT.into()));
+        }
+        if self.stall_hits.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.inner.hit_many(hits).await
+    }
     async fn purge_windows(&self, before: i64) -> Result<u64> {
         self.inner.purge_windows(before).await
     }
@@ -321,15 +331,8 @@ impl StateStore for Gated {
     async fn keys_used(&self, key_ids: &[String], at: Instant) -> Result<()> {
         self.inner.keys_used(key_ids, at).await
     }
-    async fn add_usage(
-        &self,
-        user_id: &str,
-        key_id: &str,
-        day: &str,
-        group: &str,
-        n: i64,
-    ) -> Result<()> {
-        self.inner.add_usage(user_id, key_id, day, group, n).await
+    async fn add_usage(&self, counts: &[UsageCount]) -> Result<()> {
+        self.inner.add_usage(counts).await
     }
     async fn usage(
         &self,
