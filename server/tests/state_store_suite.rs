@@ -6,9 +6,7 @@ use std::sync::Arc;
 
 use asof_engine::Instant;
 use asof_server::plan::Plan;
-use asof_server::state::store::{
-    self, StateStore, StoredReceipt, TokenUse, UsageCount, hash_key,
-};
+use asof_server::state::store::{self, StateStore, StoredReceipt, TokenUse, UsageCount, hash_key};
 use asof_server::state::{BillingEffect, BillingEvent, BillingOutcome};
 
 async fn suite(s: Arc<dyn StateStore>) {
@@ -88,13 +86,65 @@ async fn suite(s: Arc<dyn StateStore>) {
     let mut counts = s.hit_many(&batch).await.unwrap();
     counts.sort();
     assert_eq!(counts.len(), 2_502);
-    assert!(counts.contains(&("key:x".into(), 60_000_000, 10)), "added to the held count");
-    assert!(counts.contains(&("key:z".into(), 60_000_000, 4)), "a new window starts at n");
+    assert!(
+        counts.contains(&("key:x".into(), 60_000_000, 10)),
+        "added to the held count"
+    );
+    assert!(
+        counts.contains(&("key:z".into(), 60_000_000, 4)),
+        "a new window starts at n"
+    );
     assert_eq!(s.hit_n("ip:2499", 60_000_000, 0).await.unwrap(), 1);
     assert_eq!(s.purge_windows(120_000_000).await.unwrap(), 2_503);
+    concurrent_batches(s.clone()).await;
     receipts(&*s, &u.id).await;
     sign_ins(&*s).await;
     billing(s.clone()).await;
+}
+
+/// Two replicas flushing at once, with the same windows and counters in opposite orders:
+/// every batch is written (none refused as a deadlock) and every count lands.
+async fn concurrent_batches(s: Arc<dyn StateStore>) {
+    const ROUNDS: i64 = 10;
+    let hits: Vec<(String, i64, i64)> = (0..300)
+        .map(|i| (format!("key:c{i:03}"), 180_000_000, 1))
+        .collect();
+    let usage: Vec<UsageCount> = (0..300)
+        .map(|i| UsageCount {
+            user_id: "usr_c".into(),
+            key_id: format!("key_c{i:03}"),
+            day: "2026-11-04".into(),
+            route_group: "news".into(),
+            requests: 1,
+        })
+        .collect();
+    let replica = |reversed: bool| {
+        let (s, mut hits, mut usage) = (s.clone(), hits.clone(), usage.clone());
+        if reversed {
+            hits.reverse();
+            usage.reverse();
+        }
+        tokio::spawn(async move {
+            for _ in 0..ROUNDS {
+                s.hit_many(&hits).await.unwrap();
+                s.add_usage(&usage).await.unwrap();
+            }
+        })
+    };
+    let (a, b) = (replica(false), replica(true));
+    a.await.unwrap();
+    b.await.unwrap();
+    assert_eq!(
+        s.hit_n("key:c000", 180_000_000, 0).await.unwrap(),
+        2 * ROUNDS
+    );
+    assert_eq!(
+        s.hit_n("key:c299", 180_000_000, 0).await.unwrap(),
+        2 * ROUNDS
+    );
+    let got = s.usage("usr_c", "2026-11-04", "2026-11-04").await.unwrap();
+    assert_eq!(got.len(), 300);
+    assert!(got.iter().all(|(_, _, _, n)| *n == 2 * ROUNDS), "{got:?}");
 }
 
 fn event(id: &str, created: i64, effect: Result<BillingEffect, &'static str>) -> BillingEvent {

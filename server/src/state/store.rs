@@ -449,11 +449,15 @@ macro_rules! sql_state_store {
                 if hits.is_empty() {
                     return Ok(Vec::new());
                 }
+                // Rows in one order in every replica's batches, so two batches that share
+                // windows lock them in the same order (else PostgreSQL finds a deadlock).
+                let mut hits: Vec<&WindowHits> = hits.iter().collect();
+                hits.sort_unstable();
                 let mut out = Vec::with_capacity(hits.len());
                 let mut tx = self.pool.begin().await?;
                 for chunk in hits.chunks(BATCH_ROWS) {
                     let mut q = sqlx::QueryBuilder::<<$pool as PoolDb>::Db>::new("INSERT INTO rate_windows (bucket, window_start, count) ");
-                    q.push_values(chunk, |mut row, (bucket, window, n)| {
+                    q.push_values(chunk, |mut row, &(bucket, window, n)| {
                         row.push_bind(bucket.as_str()).push_bind(*window).push_bind(*n);
                     });
                     q.push(" ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + excluded.count RETURNING bucket, window_start, count");
@@ -632,6 +636,9 @@ macro_rules! sql_state_store {
                 if counts.is_empty() {
                     return Ok(());
                 }
+                // One order in every replica's batches (see `hit_many`).
+                let mut counts: Vec<&UsageCount> = counts.iter().collect();
+                counts.sort_unstable();
                 let mut tx = self.pool.begin().await?;
                 for chunk in counts.chunks(BATCH_ROWS) {
                     let mut q = sqlx::QueryBuilder::<<$pool as PoolDb>::Db>::new("INSERT INTO usage_days (user_id, key_id, day, route_group, requests) ");
