@@ -102,7 +102,7 @@ def run(d, work, keys_file, duration, conns, versions, kill=False, publish=True)
         killer_events.append(("killed r2", time.monotonic()))
         time.sleep(5)
         d.replicas[1] = Server(d.binary, d.work, corpus="s3://corpus/scale", extra=d.extra,
-                               env={**d.env, "ASOF_LOG": "warn"}, db=d.db, port=victim.port)
+                               env={**d.env, "ASOF_LOG": d.log_filter}, db=d.db, port=victim.port)
         killer_events.append(("r2 serving again", time.monotonic()))
 
     if publish:
@@ -138,6 +138,10 @@ def main():
     ap.add_argument("--keys", type=int, default=512)
     ap.add_argument("--p99-ms", type=float, default=10.0, help="the hot-path p99 target")
     ap.add_argument("--check", action="store_true")
+    # The replicas' log filter (ASOF_LOG), e.g. "warn,asof_server::reload=info" to keep each
+    # reload's verify_ms and open_ms; the logs are copied to --logs when given.
+    ap.add_argument("--log", default="warn")
+    ap.add_argument("--logs", help="a directory to copy the deployment's logs to at the end")
     args = ap.parse_args()
     if not shutil.which("wrk"):
         subprocess.run("apt-get update -qq && apt-get install -y -qq wrk", shell=True)
@@ -147,7 +151,8 @@ def main():
         return 1 if os.environ.get("CI") == "true" else 0
     failed = []
     with tempfile.TemporaryDirectory(prefix="asof-reload-") as work:
-        d = Deployment(args.bin, args.s3s_fs, args.haproxy, work, pg_url, log="warn")
+        d = Deployment(args.bin, args.s3s_fs, args.haproxy, work, pg_url, log=args.log)
+        d.log_filter = args.log
         try:
             keys_file = os.path.join(work, "keys.txt")
             with open(keys_file, "w") as f:
@@ -193,6 +198,11 @@ def main():
                     failed.append(f"{r['run']}: the poller published {r['published']} versions")
         finally:
             d.stop()
+            if args.logs:
+                os.makedirs(args.logs, exist_ok=True)
+                for fn in os.listdir(work):
+                    if fn.endswith(".log"):
+                        shutil.copy(os.path.join(work, fn), args.logs)
     drop_database(name)
     for f in failed:
         print("FAIL " + f)

@@ -27,6 +27,7 @@ pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String
     if version == current.version() {
         return None;
     }
+    let started = std::time::Instant::now();
     // A version that fails verification is refused and the old one stays served.
     // Objects the served version holds were checked when it was loaded (and are
     // content-addressed): only the new ones are read.
@@ -36,11 +37,19 @@ pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String
         tracing::error!(error = %e, new = %version, kept = %current.version(), "REFUSED corpus reload: new version failed verification");
         return None;
     }
+    let verified = started.elapsed();
     match Corpus::open_version(store.clone(), &version).await {
         Ok(c) => {
             let manifest = c.manifest().clone();
             state.swap_corpus(c);
-            tracing::info!(from = %current.version(), to = %version, "corpus reloaded");
+            // Both durations, so an operator sees what a publish costs each replica.
+            tracing::info!(
+                from = %current.version(),
+                to = %version,
+                verify_ms = verified.as_millis() as u64,
+                open_ms = (started.elapsed() - verified).as_millis() as u64,
+                "corpus reloaded"
+            );
             // Streams get the rows the new version (and any between) added.
             if let Err(e) = state
                 .stream()

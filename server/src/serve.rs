@@ -100,7 +100,11 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     // timers and any task it spawns still belong to the serving runtime (`Handle::block_on`
     // drives them there), so connections it opens stay usable by requests.
     let reload = {
-        let (state, handle, interval) = (state.clone(), tokio::runtime::Handle::current(), cfg.reload_interval);
+        let (state, handle, interval) = (
+            state.clone(),
+            tokio::runtime::Handle::current(),
+            cfg.reload_interval,
+        );
         move || handle.block_on(crate::reload::reload_loop(state, store, interval))
     };
     std::thread::Builder::new()

@@ -437,10 +437,16 @@ mod tests {
             "big": u64::MAX, "neg": i64::MIN, "nested": {"y": null, "x": [true, false, {}]},
         });
         let stored = value.to_string();
-        let reencoded = serde_json::to_string(&serde_json::from_str::<Value>(&stored).unwrap())
-            .unwrap();
-        assert_eq!(serde_json::to_string(&Payload::of(&stored)).unwrap(), reencoded);
-        assert_eq!(serde_json::to_string(&owned_payload(stored)).unwrap(), reencoded);
+        let reencoded =
+            serde_json::to_string(&serde_json::from_str::<Value>(&stored).unwrap()).unwrap();
+        assert_eq!(
+            serde_json::to_string(&Payload::of(&stored)).unwrap(),
+            reencoded
+        );
+        assert_eq!(
+            serde_json::to_string(&owned_payload(stored)).unwrap(),
+            reencoded
+        );
     }
 
     #[test]
@@ -448,7 +454,10 @@ mod tests {
         for text in ["not json", "{\"a\":", ""] {
             let want = serde_json::to_string(text).unwrap();
             assert_eq!(serde_json::to_string(&Payload::of(text)).unwrap(), want);
-            assert_eq!(serde_json::to_string(&owned_payload(text.into())).unwrap(), want);
+            assert_eq!(
+                serde_json::to_string(&owned_payload(text.into())).unwrap(),
+                want
+            );
         }
     }
 }
