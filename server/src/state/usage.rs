@@ -112,13 +112,15 @@ impl Usage {
         }
         let counts: Vec<UsageCount> = work
             .into_iter()
-            .map(|((user_id, key_id, day, route_group), requests)| UsageCount {
-                user_id,
-                key_id,
-                day,
-                route_group,
-                requests,
-            })
+            .map(
+                |((user_id, key_id, day, route_group), requests)| UsageCount {
+                    user_id,
+                    key_id,
+                    day,
+                    route_group,
+                    requests,
+                },
+            )
             .collect();
         // One batch for every counter (all or none is written): the store is not asked once
         // per counter per flush.
