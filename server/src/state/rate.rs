@@ -195,8 +195,8 @@ impl RateWindows {
             *merged.entry((bucket, window)).or_default() += n;
         }
         let work: Vec<WindowHits> = merged.into_iter().map(|((b, w), n)| (b, w, n)).collect();
-        // One batch for every bucket: a write per bucket per flush was most of the state
-        // store's load with many active keys (BENCHMARKS.md, "load during reloads").
+        // One batch for every bucket: a write per bucket per flush was a third of the state
+        // store's statements with many active keys (BENCHMARKS.md, "load during reloads").
         match self.store.hit_many(&work).await {
             Ok(counts) => {
                 let mut m = self.inner.lock().expect("rate lock");
