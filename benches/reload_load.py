@@ -19,6 +19,7 @@ Prints one JSON object per run.
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -28,7 +29,7 @@ import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests", "scale_out"))
-from test_scale_out import Deployment  # noqa: E402
+from test_scale_out import CORPUS, USER_AGENT, Deployment  # noqa: E402
 from support import Server, create_key  # noqa: E402
 from test_signin import drop_database, postgres_database  # noqa: E402
 
@@ -80,7 +81,24 @@ end
 """
 
 
-def run(d, work, keys_file, duration, conns, versions, kill=False, publish=True):
+def start_daemon(d, work):
+    """The poller as a deployment runs it: one long-lived `asof poll` checking every 2 s."""
+    log = open(os.path.join(work, "poller.log"), "a")
+    proc = subprocess.Popen(
+        [d.binary, "poll", "--interval", "2", "--corpus", CORPUS, "--user-agent", USER_AGENT,
+         "--edgar-base-url", d.feed.base],
+        stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **d.env, "ASOF_LOG": "info"},
+    )
+    return proc, log
+
+
+def daemon_versions(work):
+    """The versions the daemon said it published (its `version=` log fields)."""
+    with open(os.path.join(work, "poller.log")) as f:
+        return set(re.findall(r"version=(sha256:[0-9a-f]{64})", f.read()))
+
+
+def run(d, work, keys_file, duration, conns, versions, kill=False, publish=True, daemon=False):
     lua = os.path.join(work, "reload.lua")
     with open(lua, "w") as f:
         f.write(LUA % {"paths": ", ".join(json.dumps(p) for p in PATHS), "keys": keys_file})
@@ -89,7 +107,8 @@ def run(d, work, keys_file, duration, conns, versions, kill=False, publish=True)
     def publisher():
         while not stop.wait(2.0):
             d.feed.add(2)
-            versions.add(d.poll())
+            if not daemon:
+                versions.add(d.poll())
 
     pub = threading.Thread(target=publisher, daemon=True)
     killer_events = []
@@ -106,6 +125,8 @@ def run(d, work, keys_file, duration, conns, versions, kill=False, publish=True)
         killer_events.append(("r2 serving again", time.monotonic()))
 
     if publish:
+        if daemon:
+            poller = start_daemon(d, work)
         pub.start()
     if kill:
         threading.Thread(target=killer, daemon=True).start()
@@ -116,6 +137,11 @@ def run(d, work, keys_file, duration, conns, versions, kill=False, publish=True)
     stop.set()
     if publish:
         pub.join()
+        if daemon:
+            poller[0].terminate()
+            poller[0].wait(timeout=30)
+            poller[1].close()
+            versions.update(daemon_versions(work))
     line = next((l for l in out.stdout.splitlines() if l.startswith("WRK ")), None)
     if line is None:
         raise RuntimeError(f"wrk gave no summary: {out.stdout}{out.stderr}")
@@ -141,6 +167,9 @@ def main():
     # The replicas' log filter (ASOF_LOG), e.g. "warn,asof_server::reload=info" to keep each
     # reload's verify_ms and open_ms; the logs are copied to --logs when given.
     ap.add_argument("--log", default="warn")
+    # once: an `asof poll --once` process per publish (what scripts/test-all runs); daemon: one
+    # long-lived `asof poll --interval 2`, as a deployment runs it.
+    ap.add_argument("--publisher", choices=["once", "daemon"], default="once")
     ap.add_argument("--logs", help="a directory to copy the deployment's logs to at the end")
     args = ap.parse_args()
     if not shutil.which("wrk"):
@@ -167,7 +196,8 @@ def main():
                 r["run"] = "baseline: nothing published"
                 print(json.dumps({k: v for k, v in r.items() if k != "versions"}))
             for kill in (False, True):
-                r = run(d, work, keys_file, args.duration, args.connections, versions, kill=kill)
+                r = run(d, work, keys_file, args.duration, args.connections, versions, kill=kill,
+                        daemon=args.publisher == "daemon")
                 r["run"] = "r2 killed and restarted" if kill else "publishing every 2 s"
                 fivexx = sum(c for s, c in r["statuses"].items() if int(s) >= 500)
                 stray = sorted(set(r["versions"]) - versions)
