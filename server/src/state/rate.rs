@@ -15,6 +15,11 @@
 //! - Near the limit every request goes to the store again (carrying what is pending), so the
 //!   `429` boundary is decided on the shared count, not on a stale one.
 //! - A background task flushes pending counts every [`FLUSH_INTERVAL`].
+//! - At most one write of a bucket is in flight from a replica at a time (a hit that needs
+//!   the shared count while the flusher writes its bucket waits for that write), and hits on
+//!   their way to the store still count in the estimate. Without this a request answered
+//!   while a flush was under way missed the flushed hits in `X-RateLimit-Remaining`, and two
+//!   writes answering out of order could not say which hits either answer held.
 //!
 //! What this gives up: while a bucket is far from its limit, `X-RateLimit-Remaining` on one
 //! replica does not yet include the other replicas' unwritten requests (at most one flush
@@ -24,6 +29,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use crate::error::Result;
 use crate::state::store::{StateStore, WindowHits};
@@ -35,10 +42,24 @@ pub const FLUSH_INTERVAL: Duration = Duration::from_millis(250);
 #[derive(Debug, Clone, Copy)]
 struct Entry {
     window: i64,
-    /// The shared count as last read from the store (includes this replica's flushed hits).
+    /// The shared count as last read from the store (includes this replica's written hits).
     synced: i64,
-    /// Hits counted here and not yet written to the store.
+    /// Whether `synced` was read from the store in this window (false while the window's
+    /// first write is on its way).
+    known: bool,
+    /// Hits counted here and not yet sent to the store.
     pending: i64,
+    /// Hits of the one write of this bucket in flight to the store, if any. At most one write
+    /// per bucket is in flight from a replica, so an answer from the store never already holds
+    /// hits this replica still counts as unwritten: the estimate `synced + in_flight +
+    /// pending` is exact on one replica while a flush or a near-limit write is under way.
+    in_flight: Option<i64>,
+}
+
+impl Entry {
+    fn estimate(&self) -> i64 {
+        self.synced + self.in_flight.unwrap_or(0) + self.pending
+    }
 }
 
 /// The distance below the limit under which every hit goes to the store: a tenth of the
@@ -51,6 +72,8 @@ fn margin(limit: i64) -> i64 {
 pub struct RateWindows {
     store: Arc<dyn StateStore>,
     inner: Mutex<Inner>,
+    /// Woken whenever a write in flight ends, for hits waiting their bucket's turn.
+    written: Notify,
 }
 
 #[derive(Debug, Default)]
@@ -62,27 +85,64 @@ struct Inner {
 }
 
 impl Inner {
-    /// The entry of `bucket`, moved on to `window` (starting from `synced`) if it was of an
-    /// earlier one, whose unwritten hits are retired for the next flush. An entry of a later
-    /// window (a slower concurrent request) is left as it is.
-    fn current(&mut self, bucket: &str, window: i64, synced: i64) -> &mut Entry {
-        let e = self.entries.entry(bucket.to_owned()).or_insert(Entry {
-            window,
-            synced: 0,
-            pending: 0,
-        });
-        if e.window < window {
-            if e.pending > 0 {
-                self.retired.push((bucket.to_owned(), e.window, e.pending));
-            }
-            *e = Entry {
-                window,
-                synced,
-                pending: 0,
-            };
+    /// Moves `bucket` on to `window`, retiring the unwritten hits of its earlier window for
+    /// the next flush, with the window's first write (of that many hits) in flight or none.
+    fn start_window(&mut self, bucket: &str, window: i64, in_flight: Option<i64>) {
+        if let Some(old) = self.entries.get(bucket)
+            && old.pending > 0
+        {
+            self.retired
+                .push((bucket.to_owned(), old.window, old.pending));
         }
-        e
+        self.entries.insert(
+            bucket.to_owned(),
+            Entry {
+                window,
+                synced: 0,
+                known: false,
+                pending: 0,
+                in_flight,
+            },
+        );
     }
+
+    /// Ends the write in flight of `bucket` in `window`: its hits are in `count` (`Ok`) or go
+    /// back to pending (`Err`, so none is lost). Returns the entry if it is still current.
+    fn end_write(&mut self, bucket: &str, window: i64, written: Result<i64, i64>) -> Option<Entry> {
+        match self.entries.get_mut(bucket) {
+            Some(e) if e.window == window && e.in_flight.is_some() => {
+                let n = e.in_flight.take().unwrap_or(0);
+                match written {
+                    // Counts only grow within a window.
+                    Ok(count) => {
+                        e.synced = e.synced.max(count);
+                        e.known = true;
+                    }
+                    Err(back) => e.pending += back.min(n),
+                }
+                Some(*e)
+            }
+            _ => {
+                if let Err(back) = written
+                    && back > 0
+                {
+                    self.retired.push((bucket.to_owned(), window, back));
+                }
+                None
+            }
+        }
+    }
+}
+
+/// What a hit does after looking at its bucket.
+enum Step {
+    Counted(i64),
+    /// Write `n` hits (this one and those carried) and decide on the shared count.
+    Write(i64),
+    /// A request of a window this replica has moved past: written alone, not tracked.
+    WriteUntracked,
+    /// Another write of this bucket is in flight and this hit needs the shared count.
+    Wait,
 }
 
 impl RateWindows {
@@ -90,6 +150,7 @@ impl RateWindows {
         Arc::new(RateWindows {
             store,
             inner: Mutex::new(Inner::default()),
+            written: Notify::new(),
         })
     }
 
@@ -113,41 +174,53 @@ impl RateWindows {
     /// returns the count including it.
     pub async fn hit(&self, bucket: &str, window: i64, limit: u32) -> Result<i64> {
         let limit = i64::from(limit);
-        let carried = {
-            let mut m = self.inner.lock().expect("rate lock");
-            match m.entries.get_mut(bucket) {
-                Some(e) if e.window == window => {
-                    let estimate = e.synced + e.pending + 1;
-                    let m = margin(limit);
-                    if e.pending < m && estimate + m <= limit {
-                        e.pending += 1;
-                        return Ok(estimate);
+        let n = loop {
+            // Registered before the lock is released, so an end of write is never missed.
+            let written = self.written.notified();
+            let step = {
+                let mut m = self.inner.lock().expect("rate lock");
+                match m.entries.get_mut(bucket) {
+                    Some(e) if e.window == window => {
+                        let estimate = e.estimate() + 1;
+                        let margin = margin(limit);
+                        if e.known && e.pending < margin && estimate + margin <= limit {
+                            e.pending += 1;
+                            Step::Counted(estimate)
+                        } else if e.in_flight.is_none() {
+                            // Near the limit (or the window not yet read): decide on the
+                            // shared count, carrying what is pending.
+                            let n = std::mem::take(&mut e.pending) + 1;
+                            e.in_flight = Some(n);
+                            Step::Write(n)
+                        } else {
+                            Step::Wait
+                        }
                     }
-                    // Near the limit: decide on the shared count, carrying what is pending.
-                    std::mem::take(&mut e.pending)
+                    Some(e) if e.window > window => Step::WriteUntracked,
+                    _ => {
+                        m.start_window(bucket, window, Some(1));
+                        Step::Write(1)
+                    }
                 }
-                _ => 0,
+            };
+            match step {
+                Step::Counted(c) => return Ok(c),
+                Step::Write(n) => break n,
+                Step::WriteUntracked => return self.store.hit_n(bucket, window, 1).await,
+                Step::Wait => written.await,
             }
         };
-        let count = match self.store.hit_n(bucket, window, carried + 1).await {
-            Ok(c) => c,
-            Err(e) => {
-                self.restore(bucket, window, carried);
-                return Err(e);
-            }
+        let answer = self.store.hit_n(bucket, window, n).await;
+        let entry = {
+            let mut m = self.inner.lock().expect("rate lock");
+            // This request failed with the write: the hits it carried go back, not itself.
+            let result = answer.as_ref().map(|c| *c).map_err(|_| n - 1);
+            m.end_write(bucket, window, result)
         };
-        let mut m = self.inner.lock().expect("rate lock");
-        let e = m.current(bucket, window, count);
-        if e.window == window {
-            // Counts only grow within a window; a slower concurrent answer may be older.
-            e.synced = e.synced.max(count);
-        }
+        self.written.notify_waiters();
+        let count = answer?;
         // Requests counted here while the store answered are not in `count` yet.
-        Ok(if e.window == window {
-            count.max(e.synced) + e.pending
-        } else {
-            count
-        })
+        Ok(entry.map_or(count, |e| e.estimate()))
     }
 
     /// Counts one request in memory only and returns the local estimate: for public routes
@@ -155,68 +228,97 @@ impl RateWindows {
     /// replica; the hits are written with the next flush that succeeds).
     pub fn hit_local(&self, bucket: &str, window: i64) -> i64 {
         let mut m = self.inner.lock().expect("rate lock");
-        let e = m.current(bucket, window, 0);
+        if !matches!(m.entries.get(bucket), Some(e) if e.window >= window) {
+            m.start_window(bucket, window, None);
+        }
+        let e = m.entries.get_mut(bucket).expect("entry just made");
         e.pending += 1;
-        e.synced + e.pending
+        e.estimate()
     }
 
-    /// Puts back pending hits whose write failed, so none is lost.
-    fn restore(&self, bucket: &str, window: i64, n: i64) {
-        if n == 0 {
-            return;
-        }
-        let mut m = self.inner.lock().expect("rate lock");
-        match m.entries.get_mut(bucket) {
-            Some(e) if e.window == window => e.pending += n,
-            _ => m.retired.push((bucket.to_owned(), window, n)),
-        }
-    }
-
-    /// Writes every pending count to the store and forgets buckets of ended windows.
+    /// Writes every pending count to the store and forgets buckets of ended windows. A bucket
+    /// whose write is in flight already keeps its pending hits for the next flush.
     pub async fn flush(&self) -> Result<()> {
         let now_window = asof_engine::Instant::now().micros().div_euclid(60_000_000) * 60_000_000;
-        let work: Vec<(String, i64, i64)> = {
+        let (work, sent) = {
             let mut guard = self.inner.lock().expect("rate lock");
             let m = &mut *guard;
             let mut work = std::mem::take(&mut m.retired);
-            work.extend(
-                m.entries
-                    .iter_mut()
-                    .filter(|(_, e)| e.pending > 0)
-                    .map(|(b, e)| (b.clone(), e.window, std::mem::take(&mut e.pending))),
-            );
-            m.entries.retain(|_, e| e.window >= now_window);
-            work
+            let mut sent = Vec::new();
+            for (b, e) in m.entries.iter_mut() {
+                if e.pending > 0 && e.in_flight.is_none() {
+                    let n = std::mem::take(&mut e.pending);
+                    e.in_flight = Some(n);
+                    work.push((b.clone(), e.window, n));
+                    sent.push((b.clone(), e.window));
+                }
+            }
+            // Ended windows are forgotten; hits still unsent go with the next flush.
+            let ended: Vec<String> = m
+                .entries
+                .iter()
+                .filter(|(_, e)| e.window < now_window && e.in_flight.is_none())
+                .map(|(b, _)| b.clone())
+                .collect();
+            for b in ended {
+                if let Some(e) = m.entries.remove(&b)
+                    && e.pending > 0
+                {
+                    m.retired.push((b, e.window, e.pending));
+                }
+            }
+            (work, sent)
         };
+        if work.is_empty() {
+            return Ok(());
+        }
         // One window may be pending twice (a retired write that failed and was put back):
         // the store takes each window once.
         let mut merged: std::collections::BTreeMap<(String, i64), i64> = Default::default();
-        for (bucket, window, n) in work {
-            *merged.entry((bucket, window)).or_default() += n;
+        for (bucket, window, n) in &work {
+            *merged.entry((bucket.clone(), *window)).or_default() += n;
         }
-        let work: Vec<WindowHits> = merged.into_iter().map(|((b, w), n)| (b, w, n)).collect();
+        let batch: Vec<WindowHits> = merged.into_iter().map(|((b, w), n)| (b, w, n)).collect();
         // One batch for every bucket: a write per bucket per flush was a third of the state
         // store's statements with many active keys (BENCHMARKS.md, "load during reloads").
-        match self.store.hit_many(&work).await {
-            Ok(counts) => {
-                let mut m = self.inner.lock().expect("rate lock");
-                for (bucket, window, count) in counts {
-                    if let Some(e) = m.entries.get_mut(&bucket)
-                        && e.window == window
-                    {
-                        e.synced = e.synced.max(count);
+        let answer = self.store.hit_many(&batch).await;
+        {
+            let mut guard = self.inner.lock().expect("rate lock");
+            let m = &mut *guard;
+            match &answer {
+                Ok(counts) => {
+                    let counts: HashMap<(&str, i64), i64> = counts
+                        .iter()
+                        .map(|(b, w, c)| ((b.as_str(), *w), *c))
+                        .collect();
+                    for (bucket, window) in &sent {
+                        // The store answers every row it wrote; were one missing, its hits
+                        // are written all the same: count them as read.
+                        let count = counts.get(&(bucket.as_str(), *window)).copied();
+                        let count = count.unwrap_or_else(|| {
+                            m.entries
+                                .get(bucket)
+                                .map_or(0, |e| e.synced + e.in_flight.unwrap_or(0))
+                        });
+                        m.end_write(bucket, *window, Ok(count));
                     }
                 }
-                Ok(())
-            }
-            Err(e) => {
-                // All or none was written: every count goes back for the next flush.
-                for (bucket, window, n) in work {
-                    self.restore(&bucket, window, n);
+                Err(_) => {
+                    // All or none was written: every count goes back for the next flush.
+                    let from_entries: std::collections::HashSet<(&str, i64)> =
+                        sent.iter().map(|(b, w)| (b.as_str(), *w)).collect();
+                    for (bucket, window, n) in &work {
+                        if from_entries.contains(&(bucket.as_str(), *window)) {
+                            m.end_write(bucket, *window, Err(*n));
+                        } else {
+                            m.retired.push((bucket.clone(), *window, *n));
+                        }
+                    }
                 }
-                Err(e)
             }
         }
+        self.written.notify_waiters();
+        answer.map(|_| ())
     }
 }
 
@@ -298,6 +400,89 @@ mod tests {
         a.flush().await.unwrap();
         b.flush().await.unwrap();
         assert_eq!(s.hit_n("key:k", W, 0).await.unwrap(), 100);
+    }
+
+    #[tokio::test]
+    async fn hits_on_their_way_to_the_store_still_count_and_a_near_limit_hit_waits_for_them() {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("s.db").display());
+        let s = crate::state::store::open(&url).await.unwrap();
+        let r = RateWindows::new(s.clone());
+        for i in 1..=5 {
+            assert_eq!(r.hit("key:a", W, 1200).await.unwrap(), i);
+        }
+        // Another writer holds the database, so the flush of the four local hits stays in
+        // flight until it lets go.
+        let mut blocker = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut blocker)
+            .await
+            .unwrap();
+        let flush = tokio::spawn({
+            let r = r.clone();
+            async move { r.flush().await }
+        });
+        while r.inner.lock().unwrap().entries["key:a"].in_flight.is_none() {
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(
+            r.hit("key:a", W, 1200).await.unwrap(),
+            6,
+            "the four hits being written count"
+        );
+        // Near its limit a hit needs the shared count: it waits for the flush instead of
+        // writing beside it.
+        let near = tokio::spawn({
+            let r = r.clone();
+            async move { r.hit("key:a", W, 7).await }
+        });
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+        assert!(
+            !near.is_finished(),
+            "the near-limit hit waits for the flush"
+        );
+        sqlx::query("COMMIT").execute(&mut blocker).await.unwrap();
+        flush.await.unwrap().unwrap();
+        assert_eq!(near.await.unwrap().unwrap(), 7);
+        assert_eq!(s.hit_n("key:a", W, 0).await.unwrap(), 7);
+        r.flush().await.unwrap();
+        assert_eq!(
+            s.hit_n("key:a", W, 0).await.unwrap(),
+            7,
+            "nothing written twice"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_flush_puts_every_hit_back_and_the_next_one_writes_them_once() {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("s.db").display());
+        let s = crate::state::store::open(&url).await.unwrap();
+        let r = RateWindows::new(s.clone());
+        for _ in 0..4 {
+            r.hit("key:a", W, 1200).await.unwrap();
+        }
+        r.hit("key:b", W, 1200).await.unwrap();
+        r.hit("key:b", W, 1200).await.unwrap();
+        // The store refuses writes: drop the table the counts go to, for one flush.
+        let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query("ALTER TABLE rate_windows RENAME TO rate_windows_away")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        assert!(r.flush().await.is_err());
+        assert_eq!(r.hit("key:a", W, 1200).await.unwrap(), 5, "no hit lost");
+        sqlx::query("ALTER TABLE rate_windows_away RENAME TO rate_windows")
+            .execute(&mut other)
+            .await
+            .unwrap();
+        r.flush().await.unwrap();
+        assert_eq!(s.hit_n("key:a", W, 0).await.unwrap(), 5);
+        assert_eq!(s.hit_n("key:b", W, 0).await.unwrap(), 2);
     }
 
     #[tokio::test]
