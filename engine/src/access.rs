@@ -47,7 +47,7 @@ use crate::clock::{Day, Instant, Lane, SourceId};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, ObjectEntry, PartitionEntry};
 use crate::read::{get_checked, read_partition};
-use crate::record::{NewsRow, SharedRow, from_batch, to_batch};
+use crate::record::{NewsRow, RowBlock, SharedRow, from_batch, to_batch};
 use crate::store::{CorpusStore, sha256_hex};
 use sha2::{Digest, Sha256};
 
@@ -1050,7 +1050,7 @@ impl AccessIndex {
         store: &CorpusStore,
         s: &Slot,
         blocks: Range<usize>,
-    ) -> Result<Vec<Arc<[NewsRow]>>> {
+    ) -> Result<Vec<Arc<RowBlock>>> {
         let rows_of = |k: usize| {
             s.start + (k * BLOCK_ROWS) as u64
                 ..s.start + (((k + 1) * BLOCK_ROWS) as u64).min(u64::from(s.dated))
@@ -1067,10 +1067,10 @@ impl AccessIndex {
         store: &CorpusStore,
         file: u32,
         ranges: &[Range<u64>],
-    ) -> Result<Vec<Arc<[NewsRow]>>> {
+    ) -> Result<Vec<Arc<RowBlock>>> {
         let cache = &crate::page_cache::ROWS;
         let path = self.files[file as usize].path.as_ref();
-        let mut out: Vec<Option<Arc<[NewsRow]>>> =
+        let mut out: Vec<Option<Arc<RowBlock>>> =
             ranges.iter().map(|r| cache.get(path, r)).collect();
         if let (Some(first), Some(last)) = (
             out.iter().position(Option::is_none),
@@ -1088,8 +1088,8 @@ impl AccessIndex {
             }
             let mut read = read.into_iter();
             for (i, r) in ranges.iter().enumerate().take(last + 1).skip(first) {
-                let block: Arc<[NewsRow]> =
-                    read.by_ref().take((r.end - r.start) as usize).collect();
+                let block: Arc<RowBlock> =
+                    Arc::new(read.by_ref().take((r.end - r.start) as usize).collect());
                 if out[i].is_none() {
                     cache.put(path, r, block.clone());
                     out[i] = Some(block);

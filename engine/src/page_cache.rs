@@ -19,7 +19,7 @@ use std::sync::{Arc, LazyLock, Mutex};
 
 use bytes::Bytes;
 
-use crate::record::NewsRow;
+use crate::record::RowBlock;
 
 /// The size bound of each cache when its variable is unset.
 pub const DEFAULT_MB: usize = 256;
@@ -39,7 +39,7 @@ pub static REMOTE: LazyLock<PageCache> =
 
 /// Rows of access files, decoded: one entry per block of a CIK's run (the rows a read of
 /// that block gives), shared by every request that reads it.
-pub static ROWS: LazyLock<Cache<Arc<[NewsRow]>>> =
+pub static ROWS: LazyLock<Cache<Arc<RowBlock>>> =
     LazyLock::new(|| Cache::new(bound("ASOF_ROW_CACHE_MB")));
 
 /// Byte ranges of stored objects.
@@ -56,10 +56,9 @@ impl Weigh for Bytes {
     }
 }
 
-impl Weigh for Arc<[NewsRow]> {
+impl Weigh for Arc<RowBlock> {
     fn weight(&self) -> usize {
-        self.iter().map(NewsRow::heap_bytes).sum::<usize>()
-            + self.len() * std::mem::size_of::<NewsRow>()
+        RowBlock::weight(self)
     }
 }
 

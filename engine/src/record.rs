@@ -3,7 +3,7 @@
 //! Column names are the spec's News record fields, plus `entity_id` and `payload` for sources
 //! other than `sec.edgar` (see docs/sources.md). Clocks are `Timestamp(µs, UTC)`, nullable.
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use arrow::array::{
     Array, ArrayRef, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
@@ -11,6 +11,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
 use crate::clock::{Instant, Lane, SourceId, VisibleBy};
@@ -44,18 +45,71 @@ pub struct NewsRow {
 }
 
 /// The values of a row that define its content; two revisions differ iff these differ.
+/// Rows decoded together (a block of the access path's row cache, or a row of its own), each
+/// with a slot for its JSON encoding: an answer that encodes a row the same way every time
+/// (the news routes' record) fills the slot once and copies it after, for as long as the block
+/// is held. Encoding a record was the largest single item of a replica's CPU under load
+/// (JSON string escaping; BENCHMARKS.md, "load during reloads").
+pub struct RowBlock {
+    rows: Box<[NewsRow]>,
+    json: Box<[OnceLock<Box<RawValue>>]>,
+}
+
+impl RowBlock {
+    /// The rows of the block.
+    pub fn rows(&self) -> &[NewsRow] {
+        &self.rows
+    }
+
+    /// What the block costs in memory, approximately: its rows, their heap, and room for the
+    /// JSON encoding of each (counted when the block is made, filled or not: a row's record
+    /// encoding is about its own size plus the field names).
+    pub fn weight(&self) -> usize {
+        self.rows
+            .iter()
+            .map(|r| 2 * r.heap_bytes() + JSON_FIELD_NAMES)
+            .sum::<usize>()
+            + self.rows.len()
+                * (std::mem::size_of::<NewsRow>() + std::mem::size_of::<OnceLock<Box<RawValue>>>())
+    }
+}
+
+/// About what the field names and punctuation of one encoded record take.
+const JSON_FIELD_NAMES: usize = 320;
+
+impl FromIterator<NewsRow> for RowBlock {
+    fn from_iter<I: IntoIterator<Item = NewsRow>>(iter: I) -> Self {
+        let rows: Box<[NewsRow]> = iter.into_iter().collect();
+        let json = rows.iter().map(|_| OnceLock::new()).collect();
+        RowBlock { rows, json }
+    }
+}
+
+impl std::ops::Deref for RowBlock {
+    type Target = [NewsRow];
+    fn deref(&self) -> &[NewsRow] {
+        &self.rows
+    }
+}
+
+impl std::fmt::Debug for RowBlock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.rows.fmt(f)
+    }
+}
+
 /// A row shared with the block it was read in (a block of the access path's row cache), so
 /// an answer hands rows out without copying their strings; it derefs to the row. A row from
 /// elsewhere (a scan) is a block of one.
 #[derive(Clone)]
 pub struct SharedRow {
-    block: Arc<[NewsRow]>,
+    block: Arc<RowBlock>,
     index: u32,
 }
 
 impl SharedRow {
     /// Row `index` of `block`.
-    pub fn new(block: Arc<[NewsRow]>, index: usize) -> Self {
+    pub fn new(block: Arc<RowBlock>, index: usize) -> Self {
         assert!(
             index < block.len(),
             "row {index} of a block of {}",
@@ -70,21 +124,28 @@ impl SharedRow {
     /// A row of its own.
     pub fn owned(row: NewsRow) -> Self {
         SharedRow {
-            block: Arc::from(vec![row]),
+            block: Arc::new(std::iter::once(row).collect()),
             index: 0,
         }
     }
 
     /// The row, copied out of its block.
     pub fn into_row(self) -> NewsRow {
-        self.block[self.index as usize].clone()
+        self.block.rows[self.index as usize].clone()
+    }
+
+    /// The row's JSON encoding: made by `encode` the first time any holder of the block asks,
+    /// the same bytes after. Every caller must encode the row the same way (one record shape).
+    pub fn json(&self, encode: impl FnOnce(&NewsRow) -> Box<RawValue>) -> &RawValue {
+        let i = self.index as usize;
+        self.block.json[i].get_or_init(|| encode(&self.block.rows[i]))
     }
 }
 
 impl std::ops::Deref for SharedRow {
     type Target = NewsRow;
     fn deref(&self) -> &NewsRow {
-        &self.block[self.index as usize]
+        &self.block.rows[self.index as usize]
     }
 }
 

@@ -277,6 +277,23 @@ impl<'a> NewsRecordRef<'a> {
     }
 }
 
+impl NewsRecordRef<'_> {
+    /// The record's JSON, as a page encodes it.
+    pub fn to_json(&self) -> Box<RawValue> {
+        serde_json::value::to_raw_value(self).expect("a record encodes as JSON")
+    }
+}
+
+/// A news record as a page encodes it: from its fields, or the encoding kept with a cached row
+/// ([`asof_engine::record::SharedRow::json`], made by [`NewsRecordRef::to_json`]).
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum Record<'a> {
+    /// Boxed: only the sample tier's pages encode from fields, and a page is one or the other.
+    Fields(Box<NewsRecordRef<'a>>),
+    Encoded(&'a RawValue),
+}
+
 /// A flat file: one Parquet partition of the corpus version (one source, lane and UTC day),
 /// with a signed URL any HTTP client reads directly (DuckDB, pandas, curl). The bytes are those
 /// the answers of this `corpus_version` were computed from.
@@ -426,6 +443,40 @@ mod tests {
                 assert_eq!(borrowed, owned);
             }
         }
+    }
+
+    #[test]
+    fn a_record_kept_with_its_cached_row_is_the_same_bytes_and_is_encoded_once() {
+        use asof_engine::record::{RowBlock, SharedRow};
+        let block: std::sync::Arc<RowBlock> = std::sync::Arc::new(
+            [row(Some(r#"{"a":"x\u00e9"}"#)), row(None)]
+                .into_iter()
+                .collect(),
+        );
+        let encodes = std::cell::Cell::new(0);
+        for _ in 0..3 {
+            for i in 0..2 {
+                let shared = SharedRow::new(block.clone(), i);
+                let kept = shared.json(|r| {
+                    encodes.set(encodes.get() + 1);
+                    NewsRecordRef::of(r, false).to_json()
+                });
+                let owned = NewsRecord::from_row(block[i].clone(), false);
+                assert_eq!(kept.get(), serde_json::to_string(&owned).unwrap());
+                assert_eq!(
+                    serde_json::to_string(&Record::Encoded(kept)).unwrap(),
+                    serde_json::to_string(&Record::Fields(Box::new(NewsRecordRef::of(
+                        &block[i], false,
+                    ))))
+                    .unwrap()
+                );
+            }
+        }
+        assert_eq!(
+            encodes.get(),
+            2,
+            "each row encoded once, whoever holds its block"
+        );
     }
 
     #[test]

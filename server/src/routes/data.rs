@@ -12,7 +12,7 @@ use axum::response::IntoResponse;
 use crate::error::ApiError;
 use crate::http::cursor::filter_digest;
 use crate::http::envelope::{
-    CertificateRecord, Envelope, MappingRecord, NewsRecord, NewsRecordRef,
+    CertificateRecord, Envelope, MappingRecord, NewsRecord, NewsRecordRef, Record,
 };
 use crate::http::params::{self, Cik, Limit, Q, Ticker, held_source, query};
 use crate::http::{AppState, Ctx, Reply, ok};
@@ -213,9 +213,19 @@ pub(crate) async fn run_news(
             coverage,
         } => {
             let next_cursor = next.map(|p| state.signer().mint(op, &filters, version, &p));
-            // Encoded straight from the rows the engine shares with its cache.
-            let records: Vec<NewsRecordRef<'_>> =
-                rows.iter().map(|r| NewsRecordRef::of(r, sample)).collect();
+            // Encoded straight from the rows the engine shares with its cache; a keyed
+            // record's encoding is kept with the cached row (the sample tier's rows carry
+            // `sample: true` and are encoded each time).
+            let records: Vec<Record<'_>> = rows
+                .iter()
+                .map(|r| {
+                    if sample {
+                        Record::Fields(Box::new(NewsRecordRef::of(r, true)))
+                    } else {
+                        Record::Encoded(r.json(|row| NewsRecordRef::of(row, false).to_json()))
+                    }
+                })
+                .collect();
             Ok(ok(ctx, records)
                 .at(Some(q.as_of), Some(q.visible_by))
                 .coverage(coverage)
