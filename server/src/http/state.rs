@@ -314,7 +314,7 @@ impl AppState {
         &self.inner.scans
     }
 
-    pub(crate) fn rate(&self) -> &RateWindows {
+    pub(crate) fn rate(&self) -> &Arc<RateWindows> {
         &self.inner.rate
     }
 

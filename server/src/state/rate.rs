@@ -172,7 +172,7 @@ impl RateWindows {
 
     /// Counts one request of `bucket` in the window starting at `window` (microseconds) and
     /// returns the count including it.
-    pub async fn hit(&self, bucket: &str, window: i64, limit: u32) -> Result<i64> {
+    pub async fn hit(self: &Arc<Self>, bucket: &str, window: i64, limit: u32) -> Result<i64> {
         let limit = i64::from(limit);
         let n = loop {
             // Registered before the lock is released, so an end of write is never missed.
@@ -210,17 +210,27 @@ impl RateWindows {
                 Step::Wait => written.await,
             }
         };
-        let answer = self.store.hit_n(bucket, window, n).await;
-        let entry = {
-            let mut m = self.inner.lock().expect("rate lock");
-            // This request failed with the write: the hits it carried go back, not itself.
-            let result = answer.as_ref().map(|c| *c).map_err(|_| n - 1);
-            m.end_write(bucket, window, result)
-        };
-        self.written.notify_waiters();
-        let count = answer?;
-        // Requests counted here while the store answered are not in `count` yet.
-        Ok(entry.map_or(count, |e| e.estimate()))
+        // The write and its bookkeeping run as a task of their own: were this request dropped
+        // mid-write (the client gone, its deadline passed), the bucket would otherwise keep
+        // a write in flight for ever and every later hit needing the shared count would wait.
+        let this = Arc::clone(self);
+        let bucket = bucket.to_owned();
+        let write = tokio::spawn(async move {
+            let answer = this.store.hit_n(&bucket, window, n).await;
+            let entry = {
+                let mut m = this.inner.lock().expect("rate lock");
+                // This request failed with the write: the hits it carried go back, not itself.
+                let result = answer.as_ref().map(|c| *c).map_err(|_| n - 1);
+                m.end_write(&bucket, window, result)
+            };
+            this.written.notify_waiters();
+            let count = answer?;
+            // Requests counted here while the store answered are not in `count` yet.
+            Ok(entry.map_or(count, |e| e.estimate()))
+        });
+        write
+            .await
+            .map_err(|e| std::io::Error::other(format!("rate window write: {e}")))?
     }
 
     /// Counts one request in memory only and returns the local estimate: for public routes
@@ -454,6 +464,39 @@ mod tests {
             7,
             "nothing written twice"
         );
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_mid_write_leaves_no_write_in_flight_behind() {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("s.db").display());
+        let s = crate::state::store::open(&url).await.unwrap();
+        let r = RateWindows::new(s.clone());
+        assert_eq!(r.hit("key:a", W, 5).await.unwrap(), 1);
+        let mut blocker = sqlx::SqliteConnection::connect(&url).await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut blocker)
+            .await
+            .unwrap();
+        // Near the limit the hit writes; the request is dropped while the write waits.
+        let dropped = tokio::spawn({
+            let r = r.clone();
+            async move { r.hit("key:a", W, 2).await }
+        });
+        while r.inner.lock().unwrap().entries["key:a"].in_flight.is_none() {
+            tokio::task::yield_now().await;
+        }
+        dropped.abort();
+        assert!(dropped.await.unwrap_err().is_cancelled());
+        sqlx::query("COMMIT").execute(&mut blocker).await.unwrap();
+        // The write finished without its request: the next hit gets its turn and the count.
+        let next = tokio::time::timeout(Duration::from_secs(10), r.hit("key:a", W, 2))
+            .await
+            .expect("no hit waits for a write nobody finishes")
+            .unwrap();
+        assert_eq!(next, 3);
+        assert_eq!(s.hit_n("key:a", W, 0).await.unwrap(), 3);
     }
 
     #[tokio::test]
