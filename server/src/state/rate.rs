@@ -337,9 +337,27 @@ mod tests {
     use super::*;
 
     async fn store() -> (tempfile::TempDir, Arc<dyn StateStore>) {
+        let (dir, _, s) = store_at().await;
+        (dir, s)
+    }
+
+    /// A SQLite store and its URL, for tests that reach the database from a second connection.
+    async fn store_at() -> (tempfile::TempDir, String, Arc<dyn StateStore>) {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("s.db").display());
-        (dir, crate::state::store::open(&url).await.unwrap())
+        let s = crate::state::store::open(&url).await.unwrap();
+        (dir, url, s)
+    }
+
+    /// Another writer holding the database, so the store's writes wait until it commits.
+    async fn hold_writes(url: &str) -> sqlx::SqliteConnection {
+        use sqlx::Connection;
+        let mut c = sqlx::SqliteConnection::connect(url).await.unwrap();
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut c)
+            .await
+            .unwrap();
+        c
     }
 
     const W: i64 = 60_000_000;
@@ -414,21 +432,14 @@ mod tests {
 
     #[tokio::test]
     async fn hits_on_their_way_to_the_store_still_count_and_a_near_limit_hit_waits_for_them() {
-        use sqlx::Connection;
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("s.db").display());
-        let s = crate::state::store::open(&url).await.unwrap();
+        let (_dir, url, s) = store_at().await;
         let r = RateWindows::new(s.clone());
         for i in 1..=5 {
             assert_eq!(r.hit("key:a", W, 1200).await.unwrap(), i);
         }
         // Another writer holds the database, so the flush of the four local hits stays in
         // flight until it lets go.
-        let mut blocker = sqlx::SqliteConnection::connect(&url).await.unwrap();
-        sqlx::query("BEGIN IMMEDIATE")
-            .execute(&mut blocker)
-            .await
-            .unwrap();
+        let mut blocker = hold_writes(&url).await;
         let flush = tokio::spawn({
             let r = r.clone();
             async move { r.flush().await }
@@ -468,17 +479,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_request_dropped_mid_write_leaves_no_write_in_flight_behind() {
-        use sqlx::Connection;
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("s.db").display());
-        let s = crate::state::store::open(&url).await.unwrap();
+        let (_dir, url, s) = store_at().await;
         let r = RateWindows::new(s.clone());
         assert_eq!(r.hit("key:a", W, 5).await.unwrap(), 1);
-        let mut blocker = sqlx::SqliteConnection::connect(&url).await.unwrap();
-        sqlx::query("BEGIN IMMEDIATE")
-            .execute(&mut blocker)
-            .await
-            .unwrap();
+        let mut blocker = hold_writes(&url).await;
         // Near the limit the hit writes; the request is dropped while the write waits.
         let dropped = tokio::spawn({
             let r = r.clone();
@@ -501,10 +505,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_flush_puts_every_hit_back_and_the_next_one_writes_them_once() {
-        use sqlx::Connection;
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("s.db").display());
-        let s = crate::state::store::open(&url).await.unwrap();
+        let (_dir, url, s) = store_at().await;
         let r = RateWindows::new(s.clone());
         for _ in 0..4 {
             r.hit("key:a", W, 1200).await.unwrap();
@@ -512,6 +513,7 @@ mod tests {
         r.hit("key:b", W, 1200).await.unwrap();
         r.hit("key:b", W, 1200).await.unwrap();
         // The store refuses writes: drop the table the counts go to, for one flush.
+        use sqlx::Connection;
         let mut other = sqlx::SqliteConnection::connect(&url).await.unwrap();
         sqlx::query("ALTER TABLE rate_windows RENAME TO rate_windows_away")
             .execute(&mut other)
