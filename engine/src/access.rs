@@ -48,8 +48,7 @@ use crate::error::{Error, Result};
 use crate::manifest::{Manifest, ObjectEntry, PartitionEntry};
 use crate::read::{get_checked, read_partition};
 use crate::record::{NewsRow, RowBlock, SharedRow, from_batch, to_batch};
-use crate::store::{CorpusStore, sha256_hex};
-use sha2::{Digest, Sha256};
+use crate::store::{CorpusStore, HashingFile, sha256_hex};
 
 /// Manifest `kind` of a CIK-clustered data file.
 pub const KIND_CLUSTERED: &str = "access.cik_clustered/1";
@@ -275,11 +274,7 @@ struct ClusteredWriter {
 
 impl ClusteredWriter {
     fn new() -> Result<Self> {
-        let data = HashingFile {
-            file: tempfile::tempfile()?,
-            hasher: Sha256::new(),
-            len: 0,
-        };
+        let data = HashingFile::new()?;
         Ok(Self {
             writer: ArrowWriter::try_new(data, crate::record::schema(), Some(data_properties()))?,
             pending: Vec::new(),
@@ -335,8 +330,8 @@ impl ClusteredWriter {
             let batch = to_batch(&std::mem::take(&mut self.pending))?;
             self.write_blocks(&batch)?;
         }
-        let data = self.writer.into_inner()?;
-        let data_sha = hex::encode(data.hasher.finalize());
+        let data = self.writer.into_inner()?.finish()?;
+        let data_sha = data.sha256.clone();
         let dir = group_dir(source, lane, year);
         let data_path = format!("{dir}{prefix}{data_sha}.parquet");
         self.supersessions.sort();
@@ -366,26 +361,6 @@ impl ClusteredWriter {
             .put_immutable(&sidecar_path, Bytes::from(sidecar))
             .await?;
         Ok(entries)
-    }
-}
-
-/// A `Write` into an anonymous temporary file that hashes and counts what passes through it.
-struct HashingFile {
-    file: std::fs::File,
-    hasher: Sha256,
-    len: u64,
-}
-
-impl std::io::Write for HashingFile {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.file.write(buf)?;
-        self.hasher.update(&buf[..n]);
-        self.len += n as u64;
-        Ok(n)
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        self.file.flush()
     }
 }
 

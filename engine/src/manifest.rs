@@ -95,22 +95,48 @@ impl PartitionClocks {
         }
     }
 
+    /// No row yet.
+    pub const EMPTY: PartitionClocks = PartitionClocks {
+        event_at: ClockStats::EMPTY,
+        published_at: ClockStats::EMPTY,
+        available_at: ClockStats::EMPTY,
+        acceptance_at: ClockStats::EMPTY,
+        committed_at: ClockStats::EMPTY,
+    };
+
+    /// Counts one more row (writers that stream a partition add its rows one at a time).
+    pub fn add(&mut self, r: &NewsRow) {
+        self.event_at.add(r.event_at);
+        self.published_at.add(r.published_at);
+        self.available_at.add(r.available_at);
+        self.acceptance_at.add(r.acceptance_at);
+        self.committed_at.add(r.committed_at);
+    }
+
     /// The statistics of `rows`, column by column.
     pub fn from_rows(rows: &[NewsRow]) -> Self {
-        let stats = |clock: fn(&NewsRow) -> Option<Instant>| {
-            let vals: Vec<Instant> = rows.iter().filter_map(clock).collect();
-            ClockStats {
-                min: vals.iter().min().copied(),
-                max: vals.iter().max().copied(),
-                nulls: (rows.len() - vals.len()) as u64,
+        let mut c = Self::EMPTY;
+        for r in rows {
+            c.add(r);
+        }
+        c
+    }
+}
+
+impl ClockStats {
+    pub const EMPTY: ClockStats = ClockStats {
+        min: None,
+        max: None,
+        nulls: 0,
+    };
+
+    fn add(&mut self, v: Option<Instant>) {
+        match v {
+            Some(v) => {
+                self.min = Some(self.min.map_or(v, |m| m.min(v)));
+                self.max = Some(self.max.map_or(v, |m| m.max(v)));
             }
-        };
-        PartitionClocks {
-            event_at: stats(|r| r.event_at),
-            published_at: stats(|r| r.published_at),
-            available_at: stats(|r| r.available_at),
-            acceptance_at: stats(|r| r.acceptance_at),
-            committed_at: stats(|r| r.committed_at),
+            None => self.nulls += 1,
         }
     }
 }

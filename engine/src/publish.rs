@@ -22,14 +22,13 @@ use crate::clock::{Day, Instant, Lane, SourceId};
 use crate::error::{Error, Result};
 use crate::identity::IdentityFile;
 use crate::ids;
-use crate::lists::{self, ListState};
+use crate::lists::{self, ListObject};
 use crate::manifest::{
-    Certification, ClockStats, FORMAT, Manifest, ObjectEntry, PartitionEntry, SampleSet,
+    Certification, FORMAT, Manifest, ObjectEntry, PartitionClocks, PartitionEntry, SampleSet,
     derive_spans,
 };
-use crate::read::read_partition;
-use crate::record::{CLOCK_COLUMNS, NewsRow, to_batch};
-use crate::spill::RowSpill;
+use crate::record::{NewsRow, partition_order, to_batch};
+use crate::spill::{RowSpill, SortedRows};
 use crate::store::{CorpusStore, sha256_hex};
 
 /// Everything one publish adds on top of the parent version.
@@ -46,7 +45,7 @@ pub struct ChangeSet {
     /// Replaces the sample set when given.
     pub sample: Option<SampleSet>,
     /// Replaces the list state of each source-lane given ([`crate::lists`]).
-    pub lists: Vec<(SourceId, Lane, ListState)>,
+    pub lists: Vec<(SourceId, Lane, ListObject)>,
     pub notes: BTreeMap<String, String>,
 }
 
@@ -239,15 +238,15 @@ pub async fn publish_onto(
                 .iter()
                 .filter(|p| p.source_id == source && p.lane == lane && days.contains(&p.date))
             {
-                let rows = read_partition(store, p).await?;
-                if whole {
-                    let all = unindexed.entry((source, lane)).or_default();
-                    all.extend(
-                        rows.iter()
-                            .filter_map(|r| r.partition_day().map(|d| ids::entry(&r.id, d))),
-                    );
-                }
-                for r in rows {
+                // Streamed: the day's partition may be a golden copy's millions of rows.
+                for r in crate::read::partition_rows(store, p).await? {
+                    let r = r?;
+                    if whole && let Some(d) = r.partition_day() {
+                        unindexed
+                            .entry((source, lane))
+                            .or_default()
+                            .push(ids::entry(&r.id, d));
+                    }
                     if let Some(s) = r.supersedes {
                         superseded.insert(s);
                     }
@@ -340,24 +339,31 @@ pub async fn publish_onto(
         let (source, lane, Some(day)) = key else {
             return Err(Error::integrity("row spill", "a decided row without a day"));
         };
-        let mut rows = decided.read_key(&key)?;
-        if let Some(g) = access::group_of_day(source, lane, day)
-            && !derive_whole.contains(&g)
-        {
-            added_by_group
-                .entry(g)
-                .or_default()
-                .extend(rows.iter().cloned());
-        }
+        // The day's added rows and the parent's rows of that day, both in partition order,
+        // merged into the new partition a batch at a time (a golden copy's day runs to
+        // millions of rows); the added rows of an access group are copied on the way.
+        let mut copies = access::group_of_day(source, lane, day)
+            .filter(|g| !derive_whole.contains(g))
+            .map(|g| added_by_group.entry(g).or_default());
         let held = parent.as_ref().and_then(|(_, pm)| {
             pm.partitions
                 .iter()
                 .find(|p| p.source_id == source && p.lane == lane && p.date == day)
         });
-        if let Some(p) = held {
-            rows.extend(read_partition(store, p).await?);
-        }
-        let entry = write_partition(store, source, lane, day, rows).await?;
+        let held = match held {
+            Some(p) => Some(crate::read::partition_rows(store, p).await?),
+            None => None,
+        };
+        let added = decided.sorted_rows(&key)?.inspect(|r| {
+            if let (Some(c), Ok(r)) = (copies.as_mut(), r) {
+                c.push(r.clone());
+            }
+        });
+        let mut sources: Vec<Box<dyn Iterator<Item = Result<NewsRow>> + Send + '_>> =
+            vec![Box::new(added)];
+        sources.extend(held.map(|h| Box::new(h) as Box<dyn Iterator<Item = _> + Send>));
+        let encoded = encode_partition(SortedRows::new(sources)?)?;
+        let entry = put_partition(store, source, lane, day, encoded).await?;
         manifest
             .partitions
             .retain(|p| !(p.source_id == source && p.lane == lane && p.date == day));
@@ -548,59 +554,101 @@ pub async fn write_partition(
     day: Day,
     mut rows: Vec<NewsRow>,
 ) -> Result<PartitionEntry> {
-    rows.sort_by(|a, b| {
-        a.sort_key()
-            .cmp(&b.sort_key())
-            .then(a.committed_at.cmp(&b.committed_at))
-            .then(a.revision_id.cmp(&b.revision_id))
-    });
-    let bytes = encode_parquet(&rows)?;
-    let sha = sha256_hex(&bytes);
-    let path = format!("snapshots/partitions/{source}/{lane}/{day}/{sha}.parquet");
-    let len = bytes.len() as u64;
-    store.put_immutable(&path, Bytes::from(bytes)).await?;
-    let clocks = CLOCK_COLUMNS
-        .iter()
-        .map(|&c| {
-            let by = |r: &NewsRow| match c {
-                "event_at" => r.event_at,
-                "published_at" => r.published_at,
-                "available_at" => r.available_at,
-                "acceptance_at" => r.acceptance_at,
-                _ => r.committed_at,
-            };
-            let vals: Vec<Instant> = rows.iter().filter_map(by).collect();
-            let stats = ClockStats {
-                min: vals.iter().min().copied(),
-                max: vals.iter().max().copied(),
-                nulls: (rows.len() - vals.len()) as u64,
-            };
-            (c.to_owned(), stats)
-        })
-        .collect();
+    rows.sort_by(partition_order);
+    let encoded = encode_partition(rows.into_iter().map(Ok))?;
+    put_partition(store, source, lane, day, encoded).await
+}
+
+/// Rows handed to the Parquet writer at a time: a multiple of its 1,024-value mini-batches,
+/// at which it decides page boundaries, so a partition's bytes are those of one write of all
+/// its rows whatever the batches.
+const PARTITION_BATCH: usize = 8 * 1024;
+
+/// A partition encoded to a temporary file, with what its manifest entry says of it.
+pub struct EncodedPartition {
+    file: crate::store::HashedFile,
+    rows: u64,
+    clocks: PartitionClocks,
+}
+
+/// Encodes rows already in partition order ([`partition_order`], checked) as one partition, a
+/// batch at a time into a temporary file: memory holds one batch, not the partition.
+pub fn encode_partition(rows: impl Iterator<Item = Result<NewsRow>>) -> Result<EncodedPartition> {
+    let mut writer = ArrowWriter::try_new(
+        crate::store::HashingFile::new()?,
+        crate::record::schema(),
+        Some(writer_properties()),
+    )?;
+    let mut clocks = PartitionClocks::EMPTY;
+    let mut batch: Vec<NewsRow> = Vec::with_capacity(PARTITION_BATCH);
+    let mut last: Option<NewsRow> = None;
+    let mut count = 0u64;
+    let mut flush = |batch: &mut Vec<NewsRow>, last: &mut Option<NewsRow>| -> Result<()> {
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let first_ok = last
+            .as_ref()
+            .is_none_or(|l| partition_order(l, &batch[0]).is_lt());
+        if !first_ok
+            || batch
+                .windows(2)
+                .any(|w| !partition_order(&w[0], &w[1]).is_lt())
+        {
+            return Err(Error::integrity(
+                "partition",
+                "rows to write are not in partition order (or a revision repeats)",
+            ));
+        }
+        writer.write(&to_batch(batch)?)?;
+        *last = batch.pop();
+        batch.clear();
+        Ok(())
+    };
+    for row in rows {
+        let row = row?;
+        clocks.add(&row);
+        count += 1;
+        batch.push(row);
+        if batch.len() >= PARTITION_BATCH {
+            flush(&mut batch, &mut last)?;
+        }
+    }
+    flush(&mut batch, &mut last)?;
+    let file = writer.into_inner()?.finish()?;
+    Ok(EncodedPartition {
+        file,
+        rows: count,
+        clocks,
+    })
+}
+
+/// Stores an encoded partition at its content address; its manifest entry.
+pub async fn put_partition(
+    store: &CorpusStore,
+    source: SourceId,
+    lane: Lane,
+    day: Day,
+    p: EncodedPartition,
+) -> Result<PartitionEntry> {
+    let f = p.file;
+    let path = format!(
+        "snapshots/partitions/{source}/{lane}/{day}/{}.parquet",
+        f.sha256
+    );
+    store
+        .put_immutable_file(&path, f.file, f.len, &f.sha256)
+        .await?;
     Ok(PartitionEntry {
         source_id: source,
         lane,
         date: day,
         path,
-        row_count: rows.len() as u64,
-        bytes: len,
-        sha256: sha,
-        clocks,
+        row_count: p.rows,
+        bytes: f.len,
+        sha256: f.sha256,
+        clocks: p.clocks,
     })
-}
-
-pub fn encode_parquet(rows: &[NewsRow]) -> Result<Vec<u8>> {
-    let batch = to_batch(rows)?;
-    let mut buf = Vec::with_capacity(rows.len() * 256 + 4096);
-    let mut w = ArrowWriter::try_new(
-        &mut buf,
-        Arc::clone(batch.schema_ref()),
-        Some(writer_properties()),
-    )?;
-    w.write(&batch)?;
-    w.close()?;
-    Ok(buf)
 }
 
 async fn write_identity(store: &CorpusStore, identity: &IdentityFile) -> Result<ObjectEntry> {

@@ -254,6 +254,16 @@ impl NewsRow {
     }
 }
 
+/// The order of rows inside a partition: the answer order [`NewsRow::sort_key`], then
+/// revisions by commit time and revision id. A total order for sealed rows (revision ids are
+/// unique), so the same rows give the same partition bytes however they arrive.
+pub fn partition_order(a: &NewsRow, b: &NewsRow) -> std::cmp::Ordering {
+    a.sort_key()
+        .cmp(&b.sort_key())
+        .then(a.committed_at.cmp(&b.committed_at))
+        .then(a.revision_id.cmp(&b.revision_id))
+}
+
 fn ts_type() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
 }

@@ -23,7 +23,7 @@ use parquet::file::properties::{EnabledStatistics, WriterProperties};
 
 use crate::clock::{Day, Lane, SourceId};
 use crate::error::{Error, Result};
-use crate::record::{NewsRow, to_batch};
+use crate::record::{NewsRow, partition_order, to_batch};
 
 /// Where a row lands: its source, lane and partition day (`None` for a row with no clock yet;
 /// the publisher refuses such rows, an ingest fills `committed_at` before publishing).
@@ -126,7 +126,11 @@ impl RowSpill {
             }
         };
         let mut chunk = BTreeMap::new();
-        for (key, rows) in std::mem::take(&mut self.buffered) {
+        for (key, mut rows) in std::mem::take(&mut self.buffered) {
+            // In partition order, so a partition's rows can be read back merged from every
+            // flush without holding them ([`RowSpill::sorted_rows`]); the arrival numbers go
+            // with them.
+            rows.sort_by(|a, b| partition_order(&a.1, &b.1));
             let (seqs, rows): (Vec<u64>, Vec<NewsRow>) = rows.into_iter().unzip();
             let bytes = encode(&rows)?;
             file.write_all_at(&bytes, self.end)?;
@@ -180,19 +184,35 @@ impl RowSpill {
             .collect()
     }
 
-    /// The rows of one partition, in arrival order.
-    pub fn read_key(&self, key: &Key) -> Result<Vec<NewsRow>> {
+    /// The rows of one partition in partition order ([`partition_order`]), merged from every
+    /// flush a batch at a time: a partition of millions of rows (a golden copy's day) is never
+    /// held whole.
+    pub fn sorted_rows(&self, key: &Key) -> Result<SortedRows<'static>> {
         self.check()?;
-        let mut out = Vec::new();
+        let mut sources: Vec<Box<dyn Iterator<Item = Result<NewsRow>> + Send>> = Vec::new();
         for chunk in &self.chunks {
             if let Some(part) = chunk.get(key) {
-                out.extend(self.read_part(part)?);
+                let file = self.file.as_ref().ok_or_else(|| {
+                    Error::integrity("row spill", "a flushed part without its file")
+                })?;
+                let range = FileRange {
+                    file: Arc::clone(file),
+                    offset: part.offset,
+                    len: part.len,
+                };
+                sources.push(Box::new(crate::read::RowReader::new(
+                    "row spill",
+                    range,
+                    READ_BATCH,
+                )?));
             }
         }
         if let Some(rows) = self.buffered.get(key) {
-            out.extend(rows.iter().map(|(_, r)| r.clone()));
+            let mut rows: Vec<NewsRow> = rows.iter().map(|(_, r)| r.clone()).collect();
+            rows.sort_by(partition_order);
+            sources.push(Box::new(rows.into_iter().map(Ok)));
         }
-        Ok(out)
+        SortedRows::new(sources)
     }
 
     /// Calls `f` with every row in arrival order, holding one flush's rows at a time. `f`'s
@@ -255,6 +275,112 @@ impl Extend<NewsRow> for RowSpill {
     }
 }
 
+/// Rows decoded at a time from each flush when a partition is read merged: memory for a
+/// partition read back is this many rows per flush that holds some of it.
+const READ_BATCH: usize = 1024;
+
+/// A byte range of the spill file, read by Parquet as a file of its own.
+struct FileRange {
+    file: Arc<std::fs::File>,
+    offset: u64,
+    len: u64,
+}
+
+impl parquet::file::reader::Length for FileRange {
+    fn len(&self) -> u64 {
+        self.len
+    }
+}
+
+/// A reader from a position of a [`FileRange`] to its end.
+struct RangeRead {
+    file: Arc<std::fs::File>,
+    pos: u64,
+    end: u64,
+}
+
+impl std::io::Read for RangeRead {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = buf.len().min((self.end - self.pos) as usize);
+        if n == 0 {
+            return Ok(0);
+        }
+        let got = self.file.read_at(&mut buf[..n], self.pos)?;
+        self.pos += got as u64;
+        Ok(got)
+    }
+}
+
+impl parquet::file::reader::ChunkReader for FileRange {
+    type T = RangeRead;
+
+    fn get_read(&self, start: u64) -> parquet::errors::Result<RangeRead> {
+        Ok(RangeRead {
+            file: Arc::clone(&self.file),
+            pos: self.offset + start.min(self.len),
+            end: self.offset + self.len,
+        })
+    }
+
+    fn get_bytes(&self, start: u64, length: usize) -> parquet::errors::Result<Bytes> {
+        if start + length as u64 > self.len {
+            return Err(parquet::errors::ParquetError::EOF(format!(
+                "{length} bytes at {start} past the end of a {}-byte part",
+                self.len
+            )));
+        }
+        let mut buf = vec![0; length];
+        self.file
+            .read_exact_at(&mut buf, self.offset + start)
+            .map_err(|e| parquet::errors::ParquetError::External(Box::new(e)))?;
+        Ok(Bytes::from(buf))
+    }
+}
+
+/// Rows of several sources, each in partition order, merged into partition order.
+pub struct SortedRows<'a> {
+    sources: Vec<Box<dyn Iterator<Item = Result<NewsRow>> + Send + 'a>>,
+    heads: Vec<Option<NewsRow>>,
+}
+
+impl<'a> SortedRows<'a> {
+    /// Merges `sources`, each already in partition order.
+    pub fn new(
+        mut sources: Vec<Box<dyn Iterator<Item = Result<NewsRow>> + Send + 'a>>,
+    ) -> Result<Self> {
+        let heads = sources
+            .iter_mut()
+            .map(|s| s.next().transpose())
+            .collect::<Result<_>>()?;
+        Ok(SortedRows { sources, heads })
+    }
+}
+
+impl Iterator for SortedRows<'_> {
+    type Item = Result<NewsRow>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        // A linear scan of the heads: a partition is merged from a few dozen flushes at most
+        // (one per 32,768 rows of the ingest), where a heap would save nothing that matters.
+        let mut best: Option<usize> = None;
+        for (i, h) in self.heads.iter().enumerate() {
+            if let Some(r) = h
+                && best.is_none_or(|b| {
+                    partition_order(r, self.heads[b].as_ref().expect("a head")).is_lt()
+                })
+            {
+                best = Some(i);
+            }
+        }
+        let i = best?;
+        let next = match self.sources[i].next().transpose() {
+            Ok(n) => n,
+            Err(e) => return Some(Err(e)),
+        };
+        std::mem::replace(&mut self.heads[i], next).map(Ok)
+    }
+}
+
 /// Parquet without statistics or dictionaries: written once, read back once or twice.
 fn encode(rows: &[NewsRow]) -> Result<Vec<u8>> {
     let batch = to_batch(rows)?;
@@ -288,7 +414,9 @@ mod tests {
 
     #[test]
     fn rows_past_the_limit_go_to_the_file_and_come_back_in_arrival_order() {
-        let rows: Vec<NewsRow> = (0..50).map(|i| row(i, 1 + (i % 7) as u32)).collect();
+        // Ids descending: each flush stores its rows in partition order (ids ascending), and
+        // they must still come back as they arrived.
+        let rows: Vec<NewsRow> = (0..50).rev().map(|i| row(i, 1 + (i % 7) as u32)).collect();
         let mut spill = RowSpill::with_limit(8);
         spill.extend(rows.clone());
         assert_eq!(spill.len(), 50);
@@ -297,8 +425,8 @@ mod tests {
     }
 
     #[test]
-    fn a_partitions_rows_come_back_from_every_flush_in_arrival_order() {
-        let rows: Vec<NewsRow> = (0..30).map(|i| row(i, 1 + (i % 3) as u32)).collect();
+    fn a_partitions_rows_come_back_merged_from_every_flush_in_partition_order() {
+        let rows: Vec<NewsRow> = (0..30).rev().map(|i| row(i, 1 + (i % 3) as u32)).collect();
         let mut spill = RowSpill::with_limit(4);
         spill.extend(rows.clone());
         assert_eq!(spill.keys().len(), 3);
@@ -308,7 +436,14 @@ mod tests {
                 .filter(|r| (r.source_id, r.lane, r.partition_day()) == key)
                 .cloned()
                 .collect();
-            assert_eq!(spill.read_key(&key).unwrap(), want);
+            let mut want = want;
+            want.sort_by(partition_order);
+            let got: Vec<NewsRow> = spill
+                .sorted_rows(&key)
+                .unwrap()
+                .collect::<Result<_>>()
+                .unwrap();
+            assert_eq!(got, want);
         }
     }
 
