@@ -15,12 +15,116 @@ use asof_engine::spill::RowSpill;
 
 use crate::error::{Error, Result};
 
-/// One input file: its name as given on the command line (used in every error and as the
-/// evidence name of certificates) and its bytes.
+/// One input file in memory: its name as given on the command line (used in every error and
+/// as the evidence name of certificates) and its bytes. Adapters of small formats parse these.
 #[derive(Debug, Clone)]
 pub struct InputFile {
     pub name: String,
     pub bytes: Vec<u8>,
+}
+
+/// One input file of an ingest: in memory (a poller's fetch, a test's bytes) or on disk (the
+/// command line's files), read only when an adapter asks. Why on disk: a GLEIF golden copy
+/// runs to gigabytes, and its adapter streams it ([`Input::reader`]) instead of holding it;
+/// the adapters of small formats load the file whole ([`Input::load`]).
+#[derive(Debug, Clone)]
+pub enum Input {
+    Memory(InputFile),
+    Disk {
+        /// The path as given (errors and certificate evidence name it).
+        name: String,
+        path: std::path::PathBuf,
+    },
+}
+
+impl From<InputFile> for Input {
+    fn from(f: InputFile) -> Self {
+        Input::Memory(f)
+    }
+}
+
+impl Input {
+    /// A file on disk, checked to be a readable regular file now, so a wrong path fails before
+    /// any file is parsed.
+    pub fn open(path: &std::path::Path) -> Result<Self> {
+        let name = path.display().to_string();
+        let meta = std::fs::metadata(path)
+            .map_err(|e| Error::parse(&name, "file", format!("cannot read: {e}")))?;
+        if !meta.is_file() {
+            return Err(Error::parse(
+                &name,
+                "file",
+                "cannot read: not a regular file",
+            ));
+        }
+        std::fs::File::open(path)
+            .map_err(|e| Error::parse(&name, "file", format!("cannot read: {e}")))?;
+        Ok(Input::Disk {
+            name,
+            path: path.to_owned(),
+        })
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Input::Memory(f) => &f.name,
+            Input::Disk { name, .. } => name,
+        }
+    }
+
+    /// The whole file in memory (a copy of an in-memory one).
+    pub fn load(&self) -> Result<InputFile> {
+        match self {
+            Input::Memory(f) => Ok(f.clone()),
+            Input::Disk { name, path } => Ok(InputFile {
+                name: name.clone(),
+                bytes: std::fs::read(path)
+                    .map_err(|e| Error::parse(name, "file", format!("cannot read: {e}")))?,
+            }),
+        }
+    }
+
+    /// The file's bytes as a buffered stream.
+    pub fn reader(&self) -> Result<Box<dyn std::io::BufRead + Send + '_>> {
+        match self {
+            Input::Memory(f) => Ok(Box::new(f.bytes.as_slice())),
+            Input::Disk { name, path } => {
+                let file = std::fs::File::open(path)
+                    .map_err(|e| Error::parse(name, "file", format!("cannot read: {e}")))?;
+                Ok(Box::new(std::io::BufReader::with_capacity(1 << 20, file)))
+            }
+        }
+    }
+
+    /// The first `n` bytes (fewer for a shorter file): enough to tell a file's format.
+    pub fn head(&self, n: usize) -> Result<Vec<u8>> {
+        use std::io::Read;
+        let mut out = Vec::with_capacity(n);
+        self.reader()?
+            .take(n as u64)
+            .read_to_end(&mut out)
+            .map_err(|e| Error::parse(self.name(), "file", format!("cannot read: {e}")))?;
+        Ok(out)
+    }
+
+    /// sha256 of the file's bytes (hex), read as a stream.
+    pub fn sha256(&self) -> Result<String> {
+        use sha2::{Digest, Sha256};
+        let mut hasher = Sha256::new();
+        let mut reader = self.reader()?;
+        loop {
+            let chunk = reader
+                .fill_buf()
+                .map_err(|e| Error::parse(self.name(), "file", format!("cannot read: {e}")))?;
+            if chunk.is_empty() {
+                break;
+            }
+            hasher.update(chunk);
+            let n = chunk.len();
+            reader.consume(n);
+        }
+        Ok(hex::encode(hasher.finalize()))
+    }
 }
 
 /// What the caller knows about the files beyond their bytes.
@@ -50,6 +154,9 @@ pub struct Parsed {
     pub published_is_capture: bool,
     /// The state of a list the files show (OFAC SDN, GLEIF records); `None` for event sources.
     pub snapshot: Option<Snapshot>,
+    /// A list too big to hold (a GLEIF golden copy), its entries sorted through temporary
+    /// files; compared with the list state as a stream.
+    pub golden: Option<crate::sources::golden::GoldenCopy>,
     /// UTC days the files cover completely by their nature (a daily index is a whole day; a
     /// full list snapshot is the whole list on its capture day). The pipeline certifies them.
     pub whole_days: Vec<Day>,

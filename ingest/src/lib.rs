@@ -2,6 +2,7 @@
 //!
 //! - `adapter`: the contract every adapter meets and the helpers they share;
 //! - `sources/`: one adapter per agency format;
+//! - `entries`: a list snapshot too big to hold, sorted by entity through temporary files;
 //! - `pipeline`: one all-or-nothing ingest of one source's files as a new corpus version;
 //! - `poll`: `asof poll`, the live lane (EDGAR's current-filings feed, politely, into the
 //!   pipeline);
@@ -13,6 +14,7 @@
 
 pub mod adapter;
 pub mod corpora;
+pub mod entries;
 pub mod error;
 pub mod pipeline;
 pub mod poll;

@@ -20,15 +20,16 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
 use asof_engine::identity::IdentityFile;
-use asof_engine::lists::{self, ListState, Listed};
+use asof_engine::lists::{self, ListObject, ListState, Listed, StateFileWriter};
 use asof_engine::manifest::{Certification, Evidence};
 use asof_engine::publish::{ChangeSet, Published, publish_onto, rebasing};
 use asof_engine::read::{read_identity, read_partition};
 use asof_engine::record::NewsRow;
-use asof_engine::store::{CorpusStore, sha256_hex};
+use asof_engine::store::CorpusStore;
 use serde_json::{Value, json};
 
-use crate::adapter::{Context, Entry, InputFile, Parsed, Snapshot, base_row};
+use crate::adapter::{Context, Input, Parsed, Snapshot, base_row, canonical_json};
+use crate::entries::Seen;
 use crate::error::{Error, Result};
 
 /// One `asof ingest` invocation.
@@ -42,7 +43,7 @@ pub struct Request {
     pub captured_at: Option<Instant>,
     /// Days stated complete (`--certify FROM..TO`), inclusive.
     pub certify: Option<(Day, Day)>,
-    pub files: Vec<InputFile>,
+    pub files: Vec<Input>,
 }
 
 /// What an ingest did; `published.changed` is false for an identical re-ingest.
@@ -115,12 +116,15 @@ pub fn parse_files(req: &Request) -> Result<Parsed> {
 /// its rows with: the current revision of each record it names (all records, when it brings a
 /// list snapshot, whose change rows must be compared with the whole list), and the
 /// certifications.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Held {
     pub rows: Vec<NewsRow>,
     pub certifications: Vec<Certification>,
-    /// The list as the corpus holds it, when the ingest brings a list snapshot.
+    /// The list as the corpus holds it, when the ingest brings a list snapshot (folded from
+    /// the partitions when the version has no list state; empty when `list_stream` holds it).
     pub list: ListState,
+    /// The version's list state as a stream, for a golden copy (too big to hold).
+    pub list_stream: Option<lists::StateReader>,
     /// The version's identity file, when the ingest brings identity observations.
     pub identity: Option<IdentityFile>,
 }
@@ -130,6 +134,8 @@ pub struct Held {
 struct Wants {
     /// The ingest brings a list snapshot: the list state (or every row, to fold one).
     list: bool,
+    /// The list is too big to hold: the list state as a stream rather than in memory.
+    stream: bool,
     /// The ingest brings identity observations: the identity file.
     identity: bool,
     /// The held revisions of the ingest's own ids (the forward lane keeps first sightings;
@@ -152,6 +158,7 @@ async fn held(
 ) -> Result<Held> {
     let Wants {
         list,
+        stream,
         identity,
         rows: want_rows,
     } = wants;
@@ -163,7 +170,11 @@ async fn held(
         Some(e) if identity => Some(read_identity(store, e).await?),
         _ => None,
     };
-    let stored_list = if list {
+    let mut list_stream = None;
+    let stored_list = if list && stream {
+        list_stream = lists::open(store, &manifest, source, lane).await?;
+        list_stream.is_some().then(ListState::new)
+    } else if list {
         lists::read(store, &manifest, source, lane).await?
     } else {
         None
@@ -203,14 +214,9 @@ async fn held(
         rows,
         certifications,
         list,
+        list_stream,
         identity,
     })
-}
-
-/// The kind of a change row, from its `payload.change`.
-fn change_kind(row: &NewsRow) -> Option<String> {
-    let v: Value = serde_json::from_str(row.payload.as_deref()?).ok()?;
-    v.get("change")?.as_str().map(str::to_owned)
 }
 
 /// Folds change rows into a list state: each entity takes the state its latest change (by
@@ -255,21 +261,6 @@ fn fold(state: &mut ListState, rows: &[NewsRow]) {
     }
 }
 
-/// The fields a held entity had after its last change (`None` once removed).
-fn after_of(ctx: &Context, entity: &str, held: &Listed) -> Result<Option<Value>> {
-    held.after
-        .as_deref()
-        .map(serde_json::from_str)
-        .transpose()
-        .map_err(|e| {
-            asof_engine::Error::integrity(
-                format!("list state of {}/{}", ctx.source, ctx.lane),
-                format!("entity {entity}: fields are not JSON ({e})"),
-            )
-            .into()
-        })
-}
-
 /// Form prefix and human label of a list source's change rows.
 fn list_label(source: SourceId) -> (&'static str, &'static str) {
     match source {
@@ -280,26 +271,56 @@ fn list_label(source: SourceId) -> (&'static str, &'static str) {
     }
 }
 
-/// Change rows turning `state` into `snap`: an entity absent from the state (or removed) and
-/// present now is `added`; present in both with other fields is `modified`; held and absent
-/// from a full snapshot is `removed`. Each row is visible from the capture, never earlier.
-fn change_rows(
+/// Whether a change row of [`diff`] is a removal (kept apart by a caller that lists
+/// removals after the other changes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Removal(bool);
+
+/// What [`diff`] found.
+#[derive(Debug, Default)]
+struct Diffed {
+    /// Change rows by kind (`added`, `removed`, `modified`).
+    kinds: BTreeMap<String, usize>,
+    /// Entities in the new state.
+    entities: u64,
+}
+
+impl Diffed {
+    fn changed(&self) -> bool {
+        self.kinds.values().any(|n| *n > 0)
+    }
+}
+
+/// Compares a list snapshot with the list state as two streams sorted by entity, and gives
+/// the change rows and the new state. An entity absent from the state (or removed) and present
+/// now is `added`; present in both with other fields or another name is `modified`; held and
+/// absent from a full snapshot is `removed`. Each row is visible from the capture, never earlier. `state` gets every entity
+/// of the new state in entity order, changed or not.
+///
+/// Why streams: a GLEIF golden copy and its state run to millions of entities; merging two
+/// sorted streams holds one entity of each. Fields are compared as canonical JSON text and
+/// parsed only when the texts differ (and for the rows of entities that changed).
+#[allow(clippy::too_many_arguments)]
+fn diff(
     ctx: &Context,
-    state: &ListState,
-    snap: &Snapshot,
+    at: Instant,
+    full: bool,
     file: &str,
-) -> Result<Vec<NewsRow>> {
+    held: &mut dyn Iterator<Item = Result<(String, Listed)>>,
+    seen: &mut dyn Iterator<Item = Result<(String, Seen)>>,
+    rows: &mut dyn FnMut(NewsRow, Removal),
+    state: &mut dyn FnMut(String, Listed) -> Result<()>,
+) -> Result<Diffed> {
     let (prefix, label) = list_label(ctx.source);
-    let at = snap.captured_at;
-    let mut out = Vec::new();
+    let mut out = Diffed::default();
     // `name` is the entity's name after the change (as it was, for a removal); a modified row
     // also gives `name_before`, since a rename alone is a modification.
-    let mut make = |entity: &str,
-                    kind: &str,
-                    name: &str,
-                    locator: &str,
-                    before: Option<(&Value, &str)>,
-                    after: Option<&Value>| {
+    let make = |entity: &str,
+                kind: &str,
+                name: &str,
+                locator: &str,
+                before: Option<(&Value, &str)>,
+                after: Option<&Value>| {
         let mut payload = json!({
             "change": kind,
             "name": name,
@@ -334,78 +355,167 @@ fn change_rows(
                 row.id = format!("{}_{cik}", row.id);
             }
         }
-        out.push(row);
+        row
     };
-    for (
-        entity,
-        Entry {
-            name,
-            locator,
-            fields,
-        },
-    ) in &snap.entries
-    {
-        let held = state.get(entity);
-        if let Some(h) = held
-            && h.at > at
-        {
-            return Err(Error::parse(
-                file,
-                format!("entity {entity}"),
-                format!(
-                    "snapshot captured at {at} is older than the corpus's state of this entity (changed at {}); snapshots are ingested in capture order",
-                    h.at
-                ),
-            ));
-        }
-        let before = match held {
-            Some(h) => after_of(ctx, entity, h)?,
-            None => None,
+    let older = |entity: &str, held_at: Instant| {
+        Error::parse(
+            file,
+            format!("entity {entity}"),
+            format!(
+                "snapshot captured at {at} is older than the corpus's state of this entity (changed at {held_at}); snapshots are ingested in capture order"
+            ),
+        )
+    };
+    let parse_fields = |entity: &str, text: &str, what: &str| -> Result<Value> {
+        serde_json::from_str(text).map_err(|e| {
+            asof_engine::Error::integrity(
+                format!("{what} of {}/{}", ctx.source, ctx.lane),
+                format!("entity {entity}: fields are not JSON ({e})"),
+            )
+            .into()
+        })
+    };
+    let mut h = held.next().transpose()?;
+    let mut s = seen.next().transpose()?;
+    loop {
+        let order = match (&h, &s) {
+            (None, None) => break,
+            (Some(_), None) => std::cmp::Ordering::Less,
+            (None, Some(_)) => std::cmp::Ordering::Greater,
+            (Some((he, _)), Some((se, _))) => he.cmp(se),
         };
-        match (held, before) {
-            (Some(h), Some(before)) if before == *fields && h.name == *name => {}
-            (Some(h), Some(before)) => {
-                make(
-                    entity,
-                    "modified",
-                    name,
-                    locator,
-                    Some((&before, &h.name)),
-                    Some(fields),
-                );
+        match order {
+            // Held, absent from the snapshot: removed if the snapshot is the whole list.
+            std::cmp::Ordering::Less => {
+                let (entity, listed) = h.take().expect("ordered on a held entity");
+                let listed = match &listed.after {
+                    Some(after) if full => {
+                        if listed.at > at {
+                            return Err(older(&entity, listed.at));
+                        }
+                        let before = parse_fields(&entity, after, "list state")?;
+                        rows(
+                            make(
+                                &entity,
+                                "removed",
+                                &listed.name,
+                                &listed.locator,
+                                Some((&before, &listed.name)),
+                                None,
+                            ),
+                            Removal(true),
+                        );
+                        *out.kinds.entry("removed".into()).or_default() += 1;
+                        Listed {
+                            at,
+                            after: None,
+                            ..listed
+                        }
+                    }
+                    _ => listed,
+                };
+                state(entity, listed)?;
+                out.entities += 1;
+                h = held.next().transpose()?;
             }
-            _ => make(entity, "added", name, locator, None, Some(fields)),
-        }
-    }
-    if snap.full {
-        // `state` is ordered by entity, so removals come out in that order.
-        let gone = state
-            .iter()
-            .filter(|(e, s)| s.after.is_some() && !snap.entries.contains_key(*e));
-        for (entity, h) in gone {
-            let held_at = h.at;
-            let before = after_of(ctx, entity, h)?;
-            let (locator, name) = (&h.locator, &h.name);
-            if held_at > at {
-                return Err(Error::parse(
-                    file,
-                    format!("entity {entity}"),
-                    format!(
-                        "snapshot captured at {at} is older than the corpus's state of this entity (changed at {held_at})"
-                    ),
-                ));
+            std::cmp::Ordering::Greater | std::cmp::Ordering::Equal => {
+                let (entity, new) = s.take().expect("ordered on a seen entity");
+                let was = if order == std::cmp::Ordering::Equal {
+                    let (_, listed) = h.take().expect("equal entities");
+                    h = held.next().transpose()?;
+                    if listed.at > at {
+                        return Err(older(&entity, listed.at));
+                    }
+                    Some(listed)
+                } else {
+                    None
+                };
+                let unchanged = was.as_ref().is_some_and(|w| {
+                    w.name == new.name && w.after.as_deref() == Some(new.fields.as_str())
+                });
+                let listed = match was {
+                    Some(w) if unchanged => w,
+                    Some(Listed {
+                        after: Some(before_text),
+                        name: before_name,
+                        locator: before_locator,
+                        at: before_at,
+                    }) => {
+                        let before = parse_fields(&entity, &before_text, "list state")?;
+                        let after = parse_fields(&entity, &new.fields, "snapshot")?;
+                        if before == after && before_name == new.name {
+                            // The same fields written another way (the state of an older
+                            // build): nothing changed.
+                            Listed {
+                                at: before_at,
+                                after: Some(before_text),
+                                locator: before_locator,
+                                name: before_name,
+                            }
+                        } else {
+                            rows(
+                                make(
+                                    &entity,
+                                    "modified",
+                                    &new.name,
+                                    &new.locator,
+                                    Some((&before, &before_name)),
+                                    Some(&after),
+                                ),
+                                Removal(false),
+                            );
+                            *out.kinds.entry("modified".into()).or_default() += 1;
+                            Listed {
+                                at,
+                                after: Some(new.fields),
+                                locator: new.locator,
+                                name: new.name,
+                            }
+                        }
+                    }
+                    _ => {
+                        let after = parse_fields(&entity, &new.fields, "snapshot")?;
+                        rows(
+                            make(
+                                &entity,
+                                "added",
+                                &new.name,
+                                &new.locator,
+                                None,
+                                Some(&after),
+                            ),
+                            Removal(false),
+                        );
+                        *out.kinds.entry("added".into()).or_default() += 1;
+                        Listed {
+                            at,
+                            after: Some(new.fields),
+                            locator: new.locator,
+                            name: new.name,
+                        }
+                    }
+                };
+                state(entity, listed)?;
+                out.entities += 1;
+                s = seen.next().transpose()?;
             }
-            make(
-                entity,
-                "removed",
-                name,
-                locator,
-                before.as_ref().map(|b| (b, name.as_str())),
-                None,
-            );
         }
     }
     Ok(out)
+}
+
+/// A snapshot's entries as [`diff`] reads them: fields as canonical JSON text.
+fn seen_of(snap: &Snapshot) -> impl Iterator<Item = Result<(String, Seen)>> + '_ {
+    snap.entries.iter().map(|(entity, e)| {
+        Ok((
+            entity.clone(),
+            Seen {
+                name: e.name.clone(),
+                locator: e.locator.clone(),
+                fields: canonical_json(&e.fields),
+            },
+        ))
+    })
 }
 
 /// Contiguous runs of `days` as inclusive ranges.
@@ -464,7 +574,7 @@ fn check_row(req: &Request, files_label: &str, n: usize, row: &mut NewsRow) -> R
 }
 
 /// Steps 2–5: the change set an ingest publishes, given what the corpus holds of the source.
-pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet, Outcome)> {
+pub fn prepare(req: &Request, parsed: Parsed, held: &mut Held) -> Result<(ChangeSet, Outcome)> {
     let ctx = Context {
         source: req.source,
         lane: req.lane,
@@ -473,7 +583,7 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
     let files_label = req
         .files
         .iter()
-        .map(|f| f.name.as_str())
+        .map(Input::name)
         .collect::<Vec<_>>()
         .join(", ");
     let mut rows = parsed.rows;
@@ -487,23 +597,71 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
     rows.retain(|r| !seen.contains(r.id.as_str()));
     let mut changes: BTreeMap<String, usize> = BTreeMap::new();
     let mut whole_days = parsed.whole_days;
+    let mut spilled_in = parsed.spilled;
     let mut lists = Vec::new();
     let mut observations = 0;
     if let Some(snap) = &parsed.snapshot {
-        let made = change_rows(&ctx, &held.list, snap, &files_label)?;
-        for r in &made {
-            *changes
-                .entry(change_kind(r).unwrap_or_default())
-                .or_default() += 1;
-        }
+        // A list small enough to hold: compared with the state in memory.
+        let mut state = ListState::new();
+        let (mut made, mut gone) = (Vec::new(), Vec::new());
+        let found = diff(
+            &ctx,
+            snap.captured_at,
+            snap.full,
+            &files_label,
+            &mut held.list.iter().map(|(k, v)| Ok((k.clone(), v.clone()))),
+            &mut seen_of(snap),
+            &mut |row, Removal(removal)| if removal { &mut gone } else { &mut made }.push(row),
+            &mut |entity, listed| {
+                state.insert(entity, listed);
+                Ok(())
+            },
+        )?;
         // The list after this snapshot, published with its change rows (a snapshot that
         // changes nothing leaves the state, and the version, as they are).
-        if !made.is_empty() {
-            let mut state = held.list.clone();
-            fold(&mut state, &made);
-            lists.push((req.source, req.lane, state));
+        if found.changed() {
+            lists.push((req.source, req.lane, ListObject::State(state)));
         }
+        changes = found.kinds;
         rows.extend(made);
+        rows.extend(gone);
+    }
+    if let Some(golden) = parsed.golden {
+        // A golden copy: the snapshot's sorted entries and the list state merged as streams;
+        // change rows to the spill, the new state to a temporary file.
+        let mut writer = StateFileWriter::new()?;
+        let mut from_state;
+        let mut from_memory;
+        let held_list: &mut dyn Iterator<Item = Result<(String, Listed)>> =
+            match held.list_stream.take() {
+                Some(r) => {
+                    from_state = r.map(|e| e.map_err(Error::from));
+                    &mut from_state
+                }
+                None => {
+                    from_memory = held.list.iter().map(|(k, v)| Ok((k.clone(), v.clone())));
+                    &mut from_memory
+                }
+            };
+        let found = diff(
+            &ctx,
+            golden.captured_at,
+            golden.full,
+            &files_label,
+            held_list,
+            &mut golden.entries.into_sorted()?,
+            &mut |row, _| spilled_in.push(row),
+            &mut |entity, listed| writer.push(entity, listed).map_err(Error::from),
+        )?;
+        if found.changed() {
+            let encoded = writer.finish()?;
+            lists.push((
+                req.source,
+                req.lane,
+                ListObject::Encoded(std::sync::Arc::new(encoded)),
+            ));
+        }
+        changes = found.kinds;
     }
 
     // Identity: the files' ticker observations and names folded into the version's intervals
@@ -541,17 +699,15 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
     // Streamed rows come first (they are published first), under the same rules, one flush
     // of the spill at a time.
     let mut n = 0;
-    let spilled = parsed
-        .spilled
-        .try_map(|mut row| -> Result<Option<NewsRow>> {
-            if seen.contains(row.id.as_str()) {
-                return Ok(None);
-            }
-            first_seen(&mut row);
-            check_row(req, &files_label, n, &mut row)?;
-            n += 1;
-            Ok(Some(row))
-        })?;
+    let spilled = spilled_in.try_map(|mut row| -> Result<Option<NewsRow>> {
+        if seen.contains(row.id.as_str()) {
+            return Ok(None);
+        }
+        first_seen(&mut row);
+        check_row(req, &files_label, n, &mut row)?;
+        n += 1;
+        Ok(Some(row))
+    })?;
     for (i, row) in rows.iter_mut().enumerate() {
         first_seen(row);
         check_row(req, &files_label, n + i, row)?;
@@ -561,11 +717,13 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &Held) -> Result<(ChangeSet,
         let mut v: Vec<Evidence> = req
             .files
             .iter()
-            .map(|f| Evidence {
-                file: f.name.rsplit('/').next().unwrap_or(&f.name).to_owned(),
-                sha256: sha256_hex(&f.bytes),
+            .map(|f| {
+                Ok(Evidence {
+                    file: f.name().rsplit('/').next().unwrap_or(f.name()).to_owned(),
+                    sha256: f.sha256()?,
+                })
             })
-            .collect();
+            .collect::<Result<_>>()?;
         v.sort();
         v.dedup();
         v
@@ -649,11 +807,12 @@ pub async fn ingest(
         progress(Step::Comparing);
         let parent = store.current_version().await?;
         let wants = Wants {
-            list: parsed.snapshot.is_some(),
+            list: parsed.snapshot.is_some() || parsed.golden.is_some(),
+            stream: parsed.golden.is_some(),
             identity: !parsed.observations.is_empty() || !parsed.names.is_empty(),
             rows: req.lane == Lane::ForwardFirstSeen || parsed.published_is_capture,
         };
-        let held = {
+        let mut held = {
             let mut streamed = Vec::new();
             if wants.rows {
                 parsed.spilled.for_each(|r| {
@@ -669,7 +828,7 @@ pub async fn ingest(
                 .collect();
             held(store, parent.as_deref(), req.source, req.lane, &ids, wants).await?
         };
-        let (changes, mut outcome) = prepare(req, parsed, &held)?;
+        let (changes, mut outcome) = prepare(req, parsed, &mut held)?;
         progress(Step::Publishing);
         outcome.published =
             publish_onto(store, parent.as_deref(), changes, req.commit_time, &|_| {
@@ -681,18 +840,8 @@ pub async fn ingest(
     .await
 }
 
-/// Reads the named files (all before any is parsed, so a missing file fails fast).
-pub fn read_files(paths: &[std::path::PathBuf]) -> Result<Vec<InputFile>> {
-    paths
-        .iter()
-        .map(|p| {
-            let bytes = std::fs::read(p).map_err(|e| {
-                Error::parse(p.display().to_string(), "file", format!("cannot read: {e}"))
-            })?;
-            Ok(InputFile {
-                name: p.display().to_string(),
-                bytes,
-            })
-        })
-        .collect()
+/// The named files, each checked to be readable before any is parsed (so a missing file fails
+/// fast) and read when its adapter asks: whole for small formats, as a stream for a golden copy.
+pub fn read_files(paths: &[std::path::PathBuf]) -> Result<Vec<Input>> {
+    paths.iter().map(|p| Input::open(p)).collect()
 }

@@ -57,7 +57,7 @@ fn requests() -> Vec<Request> {
         commit_time: at,
         captured_at: Some(at),
         certify: None,
-        files: vec![file(rel)],
+        files: vec![file(rel).into()],
     })
     .collect()
 }

@@ -36,7 +36,7 @@ fn list(captured: &str, name: &str) -> Request {
         commit_time: at(captured),
         captured_at: Some(at(captured)),
         certify: None,
-        files: vec![file(&format!("{WEEKLY}/{name}"))],
+        files: vec![file(&format!("{WEEKLY}/{name}")).into()],
     }
 }
 
@@ -178,10 +178,13 @@ async fn a_ticker_list_ingested_into_the_sample_reports_only_what_changed_since_
             commit_time: at("2026-11-21T00:00:00Z"),
             captured_at: Some(at(captured)),
             certify: None,
-            files: vec![InputFile {
-                name: "company_tickers.json".into(),
-                bytes: serde_json::to_vec(&list).unwrap(),
-            }],
+            files: vec![
+                InputFile {
+                    name: "company_tickers.json".into(),
+                    bytes: serde_json::to_vec(&list).unwrap(),
+                }
+                .into(),
+            ],
         },
         &|_| {},
     )

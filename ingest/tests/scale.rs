@@ -54,7 +54,7 @@ fn request(commit: &str) -> Request {
         commit_time: at(commit),
         captured_at: None,
         certify: None,
-        files: vec![daily_index()],
+        files: vec![daily_index().into()],
     }
 }
 

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
 use asof_engine::identity::{self, IdentityFile, NameInterval, Observation};
-use asof_engine::lists::ListState;
+use asof_engine::lists::{ListObject, ListState};
 use asof_engine::manifest::{Certification, Evidence, SampleExample, SampleSet};
 use asof_engine::publish::{ChangeSet, Published, publish};
 use asof_engine::record::NewsRow;
@@ -196,18 +196,34 @@ fn ticker_lists(
             commit_time,
             captured_at: Some(*at),
             certify: None,
-            files: vec![crate::adapter::InputFile {
-                name: input.rel.clone(),
-                bytes: input.bytes.clone(),
-            }],
+            files: vec![
+                crate::adapter::InputFile {
+                    name: input.rel.clone(),
+                    bytes: input.bytes.clone(),
+                }
+                .into(),
+            ],
         };
-        let (mut changes, _) = prepare(&req, parse_files(&req)?, &held)?;
+        let (mut changes, _) = prepare(&req, parse_files(&req)?, &mut held)?;
         rows.extend(rows_of(&mut changes)?);
-        if let Some((_, _, state)) = changes.lists.into_iter().next_back() {
-            held.list = state;
+        if let Some((_, _, state)) = changes.lists.iter().next_back() {
+            held.list = held_state(state)?.clone();
         }
     }
     Ok((rows, (!held.list.is_empty()).then_some(held.list)))
+}
+
+/// The state a sample step's ingest made: the sample's lists are small, so `prepare` holds
+/// them in memory (only a golden copy is encoded to a file as it is compared).
+fn held_state(o: &ListObject) -> Result<&ListState> {
+    match o {
+        ListObject::State(s) => Ok(s),
+        ListObject::Encoded(_) => Err(Error::parse(
+            "(sample)",
+            "list state",
+            "a sample list was compared as a stream; the sample holds no golden copy",
+        )),
+    }
 }
 
 /// Builds the sample corpus into `out` and returns the publish outcome.
@@ -432,7 +448,10 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
         identity: Some(identity),
         sample: Some(sample),
         notes,
-        lists,
+        lists: lists
+            .into_iter()
+            .map(|(s, l, state)| (s, l, ListObject::State(state)))
+            .collect(),
         spilled: None,
     };
     Ok(publish(out, changes, commit_time).await?)
@@ -562,7 +581,8 @@ fn other_sources(root: &Path, commit_time: Instant) -> Result<OtherSources> {
                 Ok(crate::adapter::InputFile {
                     name: rel.clone(),
                     bytes: std::fs::read(root.join(rel))?,
-                })
+                }
+                .into())
             })
             .collect::<Result<Vec<_>>>()?;
         let mut req = Request {
@@ -603,8 +623,8 @@ fn other_sources(root: &Path, commit_time: Instant) -> Result<OtherSources> {
         h.certifications
             .extend(changes.certifications.iter().cloned());
         for (source, lane, state) in &changes.lists {
-            h.list = state.clone();
-            lists.insert((*source, *lane), state.clone());
+            h.list = held_state(state)?.clone();
+            lists.insert((*source, *lane), h.list.clone());
         }
         rows.extend(added);
         certs.extend(changes.certifications);

@@ -7,6 +7,7 @@ pub mod edgar;
 pub mod fda;
 pub mod fedreg;
 pub mod gleif;
+pub mod golden;
 pub mod ofac;
 pub mod tickers;
 
@@ -15,11 +16,47 @@ mod robustness;
 
 use asof_engine::clock::{Instant, Lane, SourceId};
 
-use crate::adapter::{Context, InputFile, Parsed};
-use crate::error::Result;
+use crate::adapter::{Context, Input, InputFile, Parsed};
+use crate::error::{Error, Result};
 
-/// Parses `files` with the adapter of `ctx.source`.
-pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
+/// Parses `files` with the adapter of `ctx.source`. A GLEIF golden copy is read as a stream
+/// (`golden`); every other file is loaded whole and parsed by its source's adapter.
+pub fn parse(files: &[Input], ctx: &Context) -> Result<Parsed> {
+    if ctx.source == SourceId::GleifLei {
+        let mut golden = None;
+        for f in files {
+            if golden::is_golden_copy(&f.head(8)?) {
+                golden = Some(f);
+            }
+        }
+        if let Some(f) = golden {
+            if files.len() > 1 {
+                return Err(Error::parse(
+                    f.name(),
+                    "file",
+                    "a golden copy is ingested alone: it is one capture of the whole list (give API responses and other golden copies in ingests of their own)",
+                ));
+            }
+            let golden = golden::parse(f, ctx)?;
+            return Ok(Parsed {
+                // A whole golden copy is the whole list on its publish day, as a full OFAC
+                // list is (a delta file speaks only for the records it holds).
+                whole_days: if golden.full {
+                    vec![golden.captured_at.day()]
+                } else {
+                    vec![]
+                },
+                golden: Some(golden),
+                ..Default::default()
+            });
+        }
+    }
+    let files = files.iter().map(Input::load).collect::<Result<Vec<_>>>()?;
+    parse_loaded(&files, ctx)
+}
+
+/// Parses files already in memory with the adapter of `ctx.source`.
+pub fn parse_loaded(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
     match ctx.source {
         SourceId::SecEdgar => edgar::parse(files, ctx),
         SourceId::FederalRegisterPi => fedreg::parse(files, ctx),
@@ -90,7 +127,8 @@ pub fn parse_selected(data: &[u8]) -> Option<Result<Parsed>> {
     let files = [InputFile {
         name: name.to_owned(),
         bytes: bytes.to_vec(),
-    }];
+    }
+    .into()];
     let ctx = Context {
         source,
         lane,

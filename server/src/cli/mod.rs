@@ -839,34 +839,20 @@ async fn ingest(a: IngestArgs) -> CliResult {
         std::fs::create_dir_all(&a.corpus)?;
     }
     let store = CorpusStore::open(&a.corpus)?;
-    // Reading: a bar over the bytes of every file (all are read before any is parsed, so a
-    // missing file fails fast); then one line per step.
+    // Every file is checked to be readable before any is parsed (a missing file fails fast);
+    // adapters read them as they parse (a golden copy as a stream, never whole).
+    let files = pipeline::read_files(&a.files)?;
     let total_bytes: u64 = a
         .files
         .iter()
         .map(|p| std::fs::metadata(p).map_or(0, |m| m.len()))
         .sum();
-    let bar = indicatif::ProgressBar::new(total_bytes);
-    bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{spinner} {msg} [{bar:30}] {bytes}/{total_bytes} ({eta})",
-        )
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    bar.enable_steady_tick(std::time::Duration::from_millis(200));
-    let mut files = Vec::with_capacity(a.files.len());
-    for (i, p) in a.files.iter().enumerate() {
-        bar.set_message(format!("reading {}/{}", i + 1, a.files.len()));
-        let f = pipeline::read_files(std::slice::from_ref(p))?.remove(0);
-        bar.inc(f.bytes.len() as u64);
-        files.push(f);
-    }
+    let bar = indicatif::ProgressBar::new_spinner();
     bar.set_style(
         indicatif::ProgressStyle::with_template("{spinner} {msg} ({elapsed})")
             .expect("valid template"),
     );
-    bar.set_message(format!("parsing {} files", files.len()));
+    bar.enable_steady_tick(std::time::Duration::from_millis(200));
     let req = Request {
         source,
         lane,
@@ -876,6 +862,10 @@ async fn ingest(a: IngestArgs) -> CliResult {
         files,
     };
     let progress = |s: Step| match s {
+        Step::Parsed(0, total) => bar.set_message(format!(
+            "parsing {total} files ({})",
+            indicatif::HumanBytes(total_bytes)
+        )),
         Step::Parsed(done, total) => bar.set_message(format!("parsed {done}/{total} files")),
         Step::Comparing => bar.set_message("comparing with the current version"),
         Step::Publishing => bar.set_message("publishing partitions, access files and manifest"),
