@@ -958,6 +958,37 @@ mod tests {
         rows
     }
 
+    #[test]
+    fn a_partition_is_written_only_from_rows_in_partition_order() {
+        let row = |i: u32| {
+            edgar(
+                &format!("0000000001-26-{i:06}"),
+                "1",
+                Some("2026-01-05T09:00:00Z"),
+                "2026-01-06T00:00:00Z",
+            )
+            .seal()
+        };
+        // More rows than one write batch, so the order is checked across batches too.
+        let mut rows: Vec<NewsRow> = (0..20_000).map(row).collect();
+        rows.sort_by(partition_order);
+        let whole = encode_partition(rows.clone().into_iter().map(Ok)).unwrap();
+        assert_eq!(whole.rows, 20_000);
+        assert_eq!(whole.clocks, PartitionClocks::from_rows(&rows));
+        rows.swap(10_000, 10_001);
+        let err = encode_partition(rows.clone().into_iter().map(Ok))
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("not in partition order"), "{err}");
+        rows.swap(10_000, 10_001);
+        rows.swap(8_191, 8_192);
+        let err = encode_partition(rows.into_iter().map(Ok)).err().unwrap();
+        assert!(
+            err.to_string().contains("not in partition order"),
+            "across batches: {err}"
+        );
+    }
+
     #[tokio::test]
     async fn rows_spilled_to_a_file_publish_the_same_version_as_rows_in_memory() {
         let base: Vec<NewsRow> = mixed_rows("2026-02-01T00:00:00Z")
