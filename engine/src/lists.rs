@@ -135,6 +135,10 @@ impl<W: std::io::Write + Send> StateWriter<W> {
             Arc::new(name),
         ];
         self.writer.write(&RecordBatch::try_new(schema(), cols)?)?;
+        // Row groups closed at a size, as partitions are (`crate::store::ROW_GROUP_BYTES`).
+        if self.writer.in_progress_size() >= crate::store::ROW_GROUP_BYTES {
+            self.writer.flush()?;
+        }
         self.buf = rows;
         self.buf.clear();
         Ok(())

@@ -574,6 +574,14 @@ pub struct EncodedPartition {
 /// Encodes rows already in partition order ([`partition_order`], checked) as one partition, a
 /// batch at a time into a temporary file: memory holds one batch, not the partition.
 pub fn encode_partition(rows: impl Iterator<Item = Result<NewsRow>>) -> Result<EncodedPartition> {
+    encode_partition_bounded(rows, crate::store::ROW_GROUP_BYTES)
+}
+
+/// [`encode_partition`] closing row groups at `row_group_bytes` (tests use small ones).
+fn encode_partition_bounded(
+    rows: impl Iterator<Item = Result<NewsRow>>,
+    row_group_bytes: usize,
+) -> Result<EncodedPartition> {
     let mut writer = ArrowWriter::try_new(
         crate::store::HashingFile::new()?,
         crate::record::schema(),
@@ -601,6 +609,12 @@ pub fn encode_partition(rows: impl Iterator<Item = Result<NewsRow>>) -> Result<E
             ));
         }
         writer.write(&to_batch(batch)?)?;
+        // A row group is held encoded in memory until it is closed: close it at a size, so
+        // a day of millions of rows (a golden copy's) is written in bounded memory. Cut
+        // between batches only, so the bytes still depend on the rows alone.
+        if writer.in_progress_size() >= row_group_bytes {
+            writer.flush()?;
+        }
         *last = batch.pop();
         batch.clear();
         Ok(())
@@ -987,6 +1001,41 @@ mod tests {
             err.to_string().contains("not in partition order"),
             "across batches: {err}"
         );
+    }
+
+    #[test]
+    fn a_big_partition_is_written_in_row_groups_of_bounded_size_and_reads_back_whole() {
+        use std::io::{Read, Seek};
+        let mut rows: Vec<NewsRow> = (0..30_000u32)
+            .map(|i| {
+                let mut r = edgar(
+                    &format!("0000000001-26-{i:06}"),
+                    "1",
+                    Some("2026-01-05T09:00:00Z"),
+                    "2026-01-06T00:00:00Z",
+                );
+                r.payload = Some(format!(
+                    r#"{{"n":{i},"pad":"{}"}}"#,
+                    "x".repeat(i as usize % 97)
+                ));
+                r.seal()
+            })
+            .collect();
+        rows.sort_by(partition_order);
+        let mut p = encode_partition_bounded(rows.clone().into_iter().map(Ok), 64 << 10).unwrap();
+        let mut bytes = Vec::new();
+        p.file.file.rewind().unwrap();
+        p.file.file.read_to_end(&mut bytes).unwrap();
+        let bytes = Bytes::from(bytes);
+        let meta = parquet::file::metadata::ParquetMetaDataReader::new()
+            .parse_and_finish(&bytes)
+            .unwrap();
+        assert!(
+            meta.num_row_groups() > 1,
+            "{} row groups",
+            meta.num_row_groups()
+        );
+        assert_eq!(crate::read::decode_parquet("p", bytes).unwrap(), rows);
     }
 
     #[tokio::test]

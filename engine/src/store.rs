@@ -634,6 +634,12 @@ fn is_version(v: &str) -> bool {
 /// small enough that a part in flight is a small share of an ingest's memory.
 pub const UPLOAD_PART_BYTES: u64 = 16 << 20;
 
+/// Encoded bytes a Parquet writer of partitions and list states holds before it closes a row
+/// group. The writer keeps a row group in memory until it is closed, so without a bound a
+/// golden copy's day (millions of rows, one row group per million) would be held encoded;
+/// every stored object smaller than this is one row group, as before.
+pub const ROW_GROUP_BYTES: usize = 64 << 20;
+
 /// A `Write` into an anonymous temporary file that hashes and counts what passes through it:
 /// objects too big to hold (a year's access file, a golden copy's partition or list state) are
 /// written here and sent with [`CorpusStore::put_immutable_file`].

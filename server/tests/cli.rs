@@ -532,6 +532,42 @@ fn ingest_refuses_an_unknown_source_and_a_bad_commit_time() {
 }
 
 #[test]
+fn ingest_reads_a_golden_copy_at_the_instant_its_name_gives() {
+    let out = tempfile::tempdir().unwrap();
+    let corpus = out.path().join("corpus");
+    let file = repo().join(
+        "snapshots/sources/gleif.lei/golden_copy_from_api/20250515-0000-gleif-goldencopy-lei2-golden-copy.csv",
+    );
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "ingest",
+            "--corpus",
+            corpus.to_str().unwrap(),
+            "--source",
+            "gleif.lei",
+            "--commit-time",
+            "2025-05-16T00:00:00Z",
+        ];
+        args.extend(extra);
+        args.push(file.to_str().unwrap());
+        asof(&args)
+    };
+    // No --captured-at: the name's 2025-05-15 00:00 is the capture, not the commit time.
+    let a = run(&[]);
+    let err = String::from_utf8_lossy(&a.stderr);
+    assert!(a.status.success(), "{err}");
+    assert!(
+        err.contains("list changes: 94 added") && err.contains("certified 2025-05-15"),
+        "{err}"
+    );
+    // A --captured-at that contradicts the name is refused, naming both.
+    let b = run(&["--captured-at", "2025-05-15T08:00:00Z"]);
+    let err = String::from_utf8_lossy(&b.stderr);
+    assert!(!b.status.success());
+    assert!(err.contains("give one or the other"), "{err}");
+}
+
+#[test]
 fn ingest_certifies_stated_days_with_evidence_and_chains_versions_by_parent() {
     let out = tempfile::tempdir().unwrap();
     let corpus = out.path().join("corpus");

@@ -466,7 +466,8 @@ pub struct IngestArgs {
     #[arg(long = "commit-time", env = "ASOF_INGEST_COMMIT_TIME")]
     pub commit_time: Option<String>,
     /// When the files were captured, for sources whose files do not say (list snapshots,
-    /// cumulative files); default: the commit time.
+    /// cumulative files); default: the commit time (gleif.lei: none, its files say; a golden
+    /// copy named otherwise than GLEIF names it needs this).
     #[arg(long = "captured-at", env = "ASOF_INGEST_CAPTURED_AT")]
     pub captured_at: Option<String>,
     /// Source-days stated complete: YYYY-MM-DD..YYYY-MM-DD (inclusive) or one day.
@@ -828,6 +829,9 @@ async fn ingest(a: IngestArgs) -> CliResult {
     };
     let captured_at = match &a.captured_at {
         Some(t) => Some(Instant::parse_param("captured-at", t)?),
+        // GLEIF's files carry their publish instant (API responses in `meta`, golden copies
+        // in their name): a default here would contradict a golden copy's name.
+        None if source == SourceId::GleifLei => None,
         None => Some(commit_time),
     };
     let certify = a
