@@ -428,7 +428,7 @@ mod tests {
     fn listed(i: usize) -> Listed {
         Listed {
             at: t("2025-05-15T00:00:00Z"),
-            after: (i % 7 != 0).then(|| format!(r#"{{"n":{i}}}"#)),
+            after: (!i.is_multiple_of(7)).then(|| format!(r#"{{"n":{i}}}"#)),
             locator: format!("https://api.gleif.org/api/v1/lei-records/{i:020}"),
             name: format!("ENTITY {i}"),
         }
