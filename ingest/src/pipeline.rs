@@ -435,63 +435,45 @@ fn diff(
                 });
                 let listed = match was {
                     Some(w) if unchanged => w,
-                    Some(Listed {
-                        after: Some(before_text),
-                        name: before_name,
-                        locator: before_locator,
-                        at: before_at,
-                    }) => {
-                        let before = parse_fields(&entity, &before_text, "list state")?;
+                    was => {
+                        let before = match &was {
+                            Some(Listed {
+                                after: Some(text),
+                                name,
+                                ..
+                            }) => Some((parse_fields(&entity, text, "list state")?, name.clone())),
+                            _ => None,
+                        };
                         let after = parse_fields(&entity, &new.fields, "snapshot")?;
-                        if before == after && before_name == new.name {
+                        match (was, before) {
                             // The same fields written another way (the state of an older
                             // build): nothing changed.
-                            Listed {
-                                at: before_at,
-                                after: Some(before_text),
-                                locator: before_locator,
-                                name: before_name,
+                            (Some(w), Some((b, name))) if b == after && name == new.name => w,
+                            (_, before) => {
+                                let kind = if before.is_some() {
+                                    "modified"
+                                } else {
+                                    "added"
+                                };
+                                rows(
+                                    make(
+                                        &entity,
+                                        kind,
+                                        &new.name,
+                                        &new.locator,
+                                        before.as_ref().map(|(b, n)| (b, n.as_str())),
+                                        Some(&after),
+                                    ),
+                                    Removal(false),
+                                );
+                                *out.kinds.entry(kind.into()).or_default() += 1;
+                                Listed {
+                                    at,
+                                    after: Some(new.fields),
+                                    locator: new.locator,
+                                    name: new.name,
+                                }
                             }
-                        } else {
-                            rows(
-                                make(
-                                    &entity,
-                                    "modified",
-                                    &new.name,
-                                    &new.locator,
-                                    Some((&before, &before_name)),
-                                    Some(&after),
-                                ),
-                                Removal(false),
-                            );
-                            *out.kinds.entry("modified".into()).or_default() += 1;
-                            Listed {
-                                at,
-                                after: Some(new.fields),
-                                locator: new.locator,
-                                name: new.name,
-                            }
-                        }
-                    }
-                    _ => {
-                        let after = parse_fields(&entity, &new.fields, "snapshot")?;
-                        rows(
-                            make(
-                                &entity,
-                                "added",
-                                &new.name,
-                                &new.locator,
-                                None,
-                                Some(&after),
-                            ),
-                            Removal(false),
-                        );
-                        *out.kinds.entry("added".into()).or_default() += 1;
-                        Listed {
-                            at,
-                            after: Some(new.fields),
-                            locator: new.locator,
-                            name: new.name,
                         }
                     }
                 };
