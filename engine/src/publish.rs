@@ -476,6 +476,34 @@ pub async fn publish_manifest(store: &CorpusStore, mut manifest: Manifest) -> Re
     Ok(version)
 }
 
+/// Publishes the current version of `from` as the first version of the empty store `to`: its
+/// objects copied path for path (content-addressed, so the same bytes under the same names),
+/// its manifest with no parent and its Delta tables starting at version 0. `asof build-sample`
+/// builds the sample by ordinary ingests, a version each, and ships the last one alone.
+pub async fn publish_as_first(from: &CorpusStore, to: &CorpusStore) -> Result<String> {
+    if let Some(v) = to.current_version().await? {
+        return Err(Error::InvalidInput {
+            param: to.display().to_owned(),
+            message: format!(
+                "already holds a corpus ({v}); a first version goes into an empty store"
+            ),
+        });
+    }
+    let (_, mut manifest) = from.current().await?;
+    let paths = manifest
+        .partitions
+        .iter()
+        .map(|p| &p.path)
+        .chain(manifest.identity.iter().map(|e| &e.path))
+        .chain(manifest.access.iter().map(|e| &e.path));
+    for path in paths {
+        to.put_immutable(path, from.get(path).await?).await?;
+    }
+    manifest.parent = None;
+    manifest.delta = None;
+    publish_manifest(to, manifest).await
+}
+
 /// Writes the Delta commits up to `version` once its pointer has moved. The version is
 /// published whatever happens here: a failure is logged, and the next publish (or
 /// `asof delta backfill`) writes what is missing; `asof verify` reports a log behind.

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
 use asof_engine::identity::IdentityFile;
 use asof_engine::lists::{self, ListObject, ListState, Listed, StateFileWriter};
-use asof_engine::manifest::{Certification, Evidence};
+use asof_engine::manifest::{Certification, Evidence, SampleSet};
 use asof_engine::publish::{ChangeSet, Published, publish_onto, rebasing};
 use asof_engine::read::{read_identity, read_partition};
 use asof_engine::record::NewsRow;
@@ -44,6 +44,32 @@ pub struct Request {
     /// Days stated complete (`--certify FROM..TO`), inclusive.
     pub certify: Option<(Day, Day)>,
     pub files: Vec<Input>,
+    /// What to take of the files and what to say with them, beyond the defaults.
+    pub options: Options,
+}
+
+/// The `asof ingest` flags that narrow what an ingest takes from its files, or add what the
+/// files cannot say (the default takes every row, certifies what the files imply, and
+/// leaves notes and the sample set as they are).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `--since DAY`: rows whose partition day is before `DAY` are left out, and no day
+    /// before it is certified (a company's submissions list decades of filings; a corpus
+    /// may hold only the recent ones). Their days stay holes, never empty answers.
+    pub since: Option<Day>,
+    /// `--certify none`: no day is stated complete, not even the whole days the files imply
+    /// (a daily index's day, a full list's capture day): the rows are held, their days stay
+    /// outside the certified span.
+    pub no_implied_certification: bool,
+    /// `--identity-only`: only the files' identity observations (ticker lists, submissions
+    /// captures) are taken; no row, no list change, no certification. For ticker files of
+    /// another form than the list the lane keeps, and for captures older than its state.
+    pub identity_only: bool,
+    /// `--note TEXT`: the source's note in the manifest (what `/v1/meta` says of its scope).
+    pub note: Option<String>,
+    /// `--sample-set FILE`: the corpus's public sample set (companies and days anonymous
+    /// callers may query), replacing the one held.
+    pub sample: Option<SampleSet>,
 }
 
 /// What an ingest did; `published.changed` is false for an identical re-ingest.
@@ -109,7 +135,35 @@ pub fn parse_files(req: &Request) -> Result<Parsed> {
             ),
         ));
     }
-    crate::sources::parse(&req.files, &ctx)
+    let parsed = crate::sources::parse(&req.files, &ctx)?;
+    if !req.options.identity_only {
+        return Ok(parsed);
+    }
+    // Identity only: the observations and names, nothing that would become a row, a list
+    // change or a certification.
+    if parsed.observations.is_empty() && parsed.names.is_empty() {
+        return Err(Error::parse(
+            "--identity-only",
+            req.files
+                .iter()
+                .map(Input::name)
+                .collect::<Vec<_>>()
+                .join(", "),
+            "the files carry no identity observations (only SEC ticker lists and submissions captures do)",
+        ));
+    }
+    if let Some((from, to)) = req.certify {
+        return Err(Error::parse(
+            "--certify",
+            format!("{from}..{to}"),
+            "an --identity-only ingest adds no rows, so it certifies no day",
+        ));
+    }
+    Ok(Parsed {
+        observations: parsed.observations,
+        names: parsed.names,
+        ..Parsed::default()
+    })
 }
 
 /// What the store's current version holds of one source and lane that an ingest compares
@@ -578,7 +632,33 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &mut Held) -> Result<(Change
     };
     rows.retain(|r| !seen.contains(r.id.as_str()));
     let mut changes: BTreeMap<String, usize> = BTreeMap::new();
-    let mut whole_days = parsed.whole_days;
+    let mut whole_days = if req.options.no_implied_certification {
+        Vec::new()
+    } else {
+        parsed.whole_days
+    };
+    let since = req.options.since;
+    // A list's change rows and its new state go together: a list captured before `--since`
+    // cannot leave out its rows and keep its state.
+    if let Some((since, at)) = since.zip(
+        parsed
+            .snapshot
+            .as_ref()
+            .map(|s| s.captured_at)
+            .or(parsed.golden.as_ref().map(|g| g.captured_at)),
+    ) && at.day() < since
+    {
+        return Err(Error::parse(
+            "--since",
+            since.to_string(),
+            format!(
+                "the list was captured at {at}, before it: its change rows would be left out while its state is kept"
+            ),
+        ));
+    }
+    let before_since =
+        |row: &NewsRow| since.is_some_and(|s| row.partition_day().is_some_and(|d| d < s));
+    rows.retain(|r| !before_since(r));
     let mut spilled_in = parsed.spilled;
     let mut lists = Vec::new();
     let mut observations = 0;
@@ -682,7 +762,7 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &mut Held) -> Result<(Change
     // of the spill at a time.
     let mut n = 0;
     let spilled = spilled_in.try_map(|mut row| -> Result<Option<NewsRow>> {
-        if seen.contains(row.id.as_str()) {
+        if seen.contains(row.id.as_str()) || before_since(&row) {
             return Ok(None);
         }
         first_seen(&mut row);
@@ -721,8 +801,16 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &mut Held) -> Result<(Change
                 ),
             ));
         }
+        if let Some(since) = since.filter(|s| from < *s) {
+            return Err(Error::parse(
+                "--certify",
+                format!("{from}..{to}"),
+                format!("starts before --since {since}: the rows of those days are left out"),
+            ));
+        }
         whole_days.extend((from.days()..=to.days()).map(Day::from_days));
     }
+    whole_days.retain(|d| since.is_none_or(|s| *d >= s));
     // A day already certified stays certified as it was: restating it (an identical re-ingest,
     // a snapshot whose day is already certified) must not make a new version.
     whole_days.retain(|d| {
@@ -751,7 +839,13 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &mut Held) -> Result<(Change
             certifications,
             lists,
             identity,
-            ..Default::default()
+            notes: req
+                .options
+                .note
+                .iter()
+                .map(|n| (req.source.to_string(), n.clone()))
+                .collect(),
+            sample: req.options.sample.clone(),
         },
         Outcome {
             published: Published {

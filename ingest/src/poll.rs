@@ -217,6 +217,7 @@ fn daily_request(files: Vec<InputFile>, at: Instant) -> Request {
         commit_time: at,
         captured_at: Some(at),
         certify: None,
+        options: Default::default(),
         files: files.into_iter().map(Into::into).collect(),
     }
 }
@@ -616,6 +617,7 @@ impl Poller {
             commit_time: Instant::now(),
             captured_at: Some(fetched_at),
             certify: None,
+            options: Default::default(),
             files: files.into_iter().map(Into::into).collect(),
         };
         let outcome = pipeline::ingest(store, req, &|_| {}).await?;

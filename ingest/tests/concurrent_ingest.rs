@@ -57,6 +57,7 @@ fn requests() -> Vec<Request> {
         commit_time: at,
         captured_at: Some(at),
         certify: None,
+        options: Default::default(),
         files: vec![file(rel).into()],
     })
     .collect()

@@ -86,6 +86,7 @@ fn request(files: &[PathBuf]) -> Request {
         commit_time: at("2025-05-16T00:00:00Z"),
         captured_at: None,
         certify: None,
+        options: Default::default(),
         files: read_files(files).unwrap(),
     }
 }

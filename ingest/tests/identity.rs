@@ -36,6 +36,7 @@ fn list(captured: &str, name: &str) -> Request {
         commit_time: at(captured),
         captured_at: Some(at(captured)),
         certify: None,
+        options: Default::default(),
         files: vec![file(&format!("{WEEKLY}/{name}")).into()],
     }
 }
@@ -178,6 +179,7 @@ async fn a_ticker_list_ingested_into_the_sample_reports_only_what_changed_since_
             commit_time: at("2026-11-21T00:00:00Z"),
             captured_at: Some(at(captured)),
             certify: None,
+            options: Default::default(),
             files: vec![
                 InputFile {
                     name: "company_tickers.json".into(),

@@ -33,6 +33,7 @@ fn request(source: SourceId, commit: &str, files: Vec<InputFile>) -> Request {
         commit_time: at(commit),
         captured_at: Some(at(commit)),
         certify: None,
+        options: Default::default(),
         files: files.into_iter().map(Into::into).collect(),
     }
 }

@@ -202,6 +202,7 @@ async fn a_poll_and_a_manual_ingest_at_once_lose_neither() {
         commit_time: Instant::now(),
         captured_at: Some(Instant::parse("2021-03-26T23:59:59Z").unwrap()),
         certify: None,
+        options: Default::default(),
         files: asof_ingest::pipeline::read_files(&[cot]).unwrap(),
     };
     let mut p = poller(&base);

@@ -54,6 +54,7 @@ fn request(commit: &str) -> Request {
         commit_time: at(commit),
         captured_at: None,
         certify: None,
+        options: Default::default(),
         files: vec![daily_index().into()],
     }
 }

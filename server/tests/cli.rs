@@ -568,6 +568,112 @@ fn ingest_reads_a_golden_copy_at_the_instant_its_name_gives() {
 }
 
 #[test]
+fn ingest_flags_hold_rows_uncertified_take_identity_only_and_publish_a_note_and_sample_set() {
+    let out = tempfile::tempdir().unwrap();
+    let corpus = out.path().join("corpus");
+    let corpus = corpus.to_str().unwrap();
+    let src = repo().join("snapshots/sources");
+    let index = src.join("sec.edgar/daily-index/company.20221003.idx");
+    let exchange = src.join("sec.edgar.ticker_history/company_tickers_exchange_snapshots_edgartools/company_tickers_exchange_committed_2026-01-29.csv");
+    let sample = out.path().join("sample.json");
+    std::fs::write(
+        &sample,
+        r#"{"source_id":"sec.edgar","lane":"certified_pit","days":["2022-10-03"],"examples":[{"id":"apple","ticker":"AAPL","cik":"320193","name":"Apple Inc.","note":"one day of EDGAR"}]}"#,
+    )
+    .unwrap();
+    let ingest = |extra: &[&str], f: &std::path::Path| {
+        let mut args = vec![
+            "ingest",
+            "--corpus",
+            corpus,
+            "--source",
+            "sec.edgar",
+            "--commit-time",
+            "2026-02-01T00:00:00Z",
+        ];
+        args.extend_from_slice(extra);
+        args.push(f.to_str().unwrap());
+        asof(&args)
+    };
+    let held = ingest(
+        &[
+            "--certify",
+            "none",
+            "--note",
+            "One day of EDGAR, held, not certified.",
+            "--sample-set",
+            sample.to_str().unwrap(),
+        ],
+        &index,
+    );
+    assert!(
+        held.status.success(),
+        "{}",
+        String::from_utf8_lossy(&held.stderr)
+    );
+    let version = stdout(&held).lines().last().unwrap().to_owned();
+    let manifest = |v: &str| -> Value {
+        let digest = v.strip_prefix("sha256:").unwrap();
+        let p = out.path().join(format!("corpus/manifests/{digest}.json"));
+        serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap()
+    };
+    let m = manifest(&version);
+    assert_eq!(m["certifications"], serde_json::json!([]), "{m}");
+    assert_eq!(
+        m["notes"]["sec.edgar"],
+        "One day of EDGAR, held, not certified."
+    );
+    assert_eq!(m["sample"]["examples"][0]["ticker"], "AAPL");
+    assert_eq!(m["partitions"][0]["row_count"], 4909);
+
+    // An exchange-form ticker list as identity only: no rows, the mapping answers from it.
+    let identity = ingest(
+        &["--identity-only", "--captured-at", "2026-01-29T23:59:59Z"],
+        &exchange,
+    );
+    assert!(
+        identity.status.success(),
+        "{}",
+        String::from_utf8_lossy(&identity.stderr)
+    );
+    let after = stdout(&identity).lines().last().unwrap().to_owned();
+    let m2 = manifest(&after);
+    assert_eq!(m2["partitions"], m["partitions"]);
+    assert_eq!(m2["identity"].as_array().map(Vec::len), Some(1));
+
+    // Bad flags are refused before anything is read, naming the flag.
+    for (extra, says) in [
+        (vec!["--since", "2026-13-01"], "--since"),
+        (vec!["--certify", "nothing"], "--certify"),
+        (
+            vec!["--sample-set", "/nonexistent/sample.json"],
+            "--sample-set",
+        ),
+        (vec!["--note", " "], "--note"),
+    ] {
+        let o = ingest(&extra, &index);
+        assert_eq!(o.status.code(), Some(1), "{extra:?}");
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(says), "{extra:?}: {err}");
+    }
+    let bad = out.path().join("bad.json");
+    std::fs::write(&bad, br#"{"source_id":"sec.edgar"}"#).unwrap();
+    let o = ingest(&["--sample-set", bad.to_str().unwrap()], &index);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("missing field"),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert_eq!(
+        std::fs::read_to_string(out.path().join("corpus/manifests/CURRENT"))
+            .unwrap()
+            .trim(),
+        after
+    );
+}
+
+#[test]
 fn ingest_certifies_stated_days_with_evidence_and_chains_versions_by_parent() {
     let out = tempfile::tempdir().unwrap();
     let corpus = out.path().join("corpus");

@@ -14,23 +14,27 @@
 //!   so a later list ingested into the sample reports only what changed since;
 //! - identity intervals from every dated ticker list (both forms) and the submissions captures;
 //! - the public sample set (three companies on twelve days);
-//! - rows of the seven other sources, made by their adapters through the same pipeline steps
-//!   as `asof ingest` (see [`other_sources`]).
+//! - rows of the seven other sources (see [`other_steps`]).
+//!
+//! Every step is an ordinary ingest (`crate::pipeline::ingest`, the code `asof ingest` runs,
+//! with the flags an operator would give: `--since`, `--certify`, `--certify none`,
+//! `--identity-only`, `--note`, `--sample-set`) into a scratch store, each publishing a
+//! version; the last is then published into the output as a first version of its own
+//! (`publish_as_first`), so the shipped sample is one version with no history of its build.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
-use asof_engine::identity::{self, IdentityFile, NameInterval, Observation};
-use asof_engine::lists::{ListObject, ListState};
-use asof_engine::manifest::{Certification, Evidence, SampleExample, SampleSet};
-use asof_engine::publish::{ChangeSet, Published, publish};
+use asof_engine::manifest::{SampleExample, SampleSet};
+use asof_engine::publish::{Published, publish_as_first};
 use asof_engine::record::NewsRow;
-use asof_engine::store::{CorpusStore, sha256_hex};
+use asof_engine::store::CorpusStore;
 
+use crate::adapter::InputFile;
 use crate::error::{Error, Result};
-use crate::sources::edgar::{parse_atom, parse_index, parse_submissions, submissions_name};
-use crate::sources::tickers::parse_ticker_file;
+use crate::pipeline::{Options, Request, ingest, parse_files};
+use crate::sources::edgar::{parse_atom, parse_submissions, submissions_name};
 
 /// Submissions rows published before this day are left out of the sample (they would add
 /// thousands of tiny daily partitions and are outside every certified day).
@@ -46,12 +50,8 @@ pub fn default_sources_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../snapshots/sources")
 }
 
-struct Input {
-    rel: String,
-    bytes: Vec<u8>,
-}
-
-fn read_dir_sorted(root: &Path, rel: &str) -> Result<Vec<Input>> {
+/// The files of `root/rel`, by name: each as its path under `root` and its bytes.
+fn read_dir_sorted(root: &Path, rel: &str) -> Result<Vec<(String, Vec<u8>)>> {
     let dir = root.join(rel);
     let mut names: Vec<String> = std::fs::read_dir(&dir)
         .map_err(|e| Error::parse(dir.display().to_string(), "directory", e.to_string()))?
@@ -62,24 +62,9 @@ fn read_dir_sorted(root: &Path, rel: &str) -> Result<Vec<Input>> {
         .into_iter()
         .map(|n| {
             let rel = format!("{rel}/{n}");
-            Ok(Input {
-                bytes: std::fs::read(root.join(&rel))?,
-                rel,
-            })
+            Ok((rel.clone(), std::fs::read(root.join(&rel))?))
         })
         .collect()
-}
-
-fn evidence(inputs: &[&Input]) -> Vec<Evidence> {
-    let mut v: Vec<Evidence> = inputs
-        .iter()
-        .map(|i| Evidence {
-            file: i.rel.clone(),
-            sha256: sha256_hex(&i.bytes),
-        })
-        .collect();
-    v.sort();
-    v
 }
 
 /// `..._committed_2026-01-29.csv` → 2026-01-29T23:59:59Z (the commit day bounds the capture).
@@ -119,13 +104,12 @@ fn weekly_commits(root: &Path, rel: &str) -> Result<BTreeMap<String, Instant>> {
 /// Every ticker list of the sample with its capture instant, in capture order (file name on
 /// ties): the weekly copies at their commit instants (`COMMITS.txt`), the others at the end of
 /// the day their archive committed them.
-fn ticker_captures(root: &Path) -> Result<Vec<(Input, Instant)>> {
+fn ticker_captures(root: &Path) -> Result<Vec<(String, Instant)>> {
     let mut out = Vec::new();
     let weekly = "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch";
     let commits = weekly_commits(root, &format!("{weekly}/COMMITS.txt"))?;
-    for input in read_dir_sorted(root, weekly)? {
-        let Some(stamp) = input
-            .rel
+    for (rel, _) in read_dir_sorted(root, weekly)? {
+        let Some(stamp) = rel
             .rsplit('/')
             .next()
             .and_then(|n| n.strip_prefix("company_tickers_"))
@@ -135,23 +119,23 @@ fn ticker_captures(root: &Path) -> Result<Vec<(Input, Instant)>> {
         };
         let at = commits.get(stamp).copied().ok_or_else(|| {
             Error::parse(
-                &input.rel,
+                &rel,
                 "file name",
                 format!("no commit in COMMITS.txt at {stamp}"),
             )
         })?;
-        out.push((input, at));
+        out.push((rel, at));
     }
     for dir in [
         "sec.edgar.ticker_history/company_tickers_exchange_snapshots_edgartools",
         "sec.edgar.ticker_history/other_snapshots",
     ] {
-        for input in read_dir_sorted(root, dir)? {
-            let at = committed_day(&input.rel)?;
-            out.push((input, at));
+        for (rel, _) in read_dir_sorted(root, dir)? {
+            let at = committed_day(&rel)?;
+            out.push((rel, at));
         }
     }
-    out.sort_by(|(a, at), (b, bt)| (at, &a.rel).cmp(&(bt, &b.rel)));
+    out.sort_by(|(a, at), (b, bt)| (at, a).cmp(&(bt, b)));
     Ok(out)
 }
 
@@ -164,109 +148,103 @@ fn is_plain_ticker_list(rel: &str) -> bool {
     !base.starts_with("company_tickers_exchange")
 }
 
-/// Every row of a prepared change set in arrival order: those an adapter streamed (EDGAR
-/// index files), then the rest. The sample publishes the rows of all its steps at once.
-fn rows_of(changes: &mut ChangeSet) -> Result<Vec<NewsRow>> {
-    let mut rows = match changes.spilled.take() {
-        Some(spilled) => spilled.to_vec()?,
-        None => Vec::new(),
-    };
-    rows.append(&mut changes.rows);
-    Ok(rows)
+/// One ordinary ingest of the sample build, as `asof ingest` would be given it.
+struct Step {
+    req: Request,
 }
 
-/// The plain ticker lists, one `asof ingest` each in capture order, through the same pipeline
-/// steps: their `ticker.added|removed|modified` change rows and the list state after the last,
-/// so a ticker list ingested into the sample later is compared with the latest one held.
-/// (Their identity observations are folded with every other list's in `build_sample`.)
-fn ticker_lists(
-    captures: &[(Input, Instant)],
-    commit_time: Instant,
-) -> Result<(Vec<NewsRow>, Option<ListState>)> {
-    use crate::pipeline::{Held, Request, parse_files, prepare};
-    let mut held = Held::default();
-    let mut rows = Vec::new();
-    for (input, at) in captures
-        .iter()
-        .filter(|(i, _)| is_plain_ticker_list(&i.rel))
-    {
-        let req = Request {
-            source: SourceId::SecEdgar,
-            lane: Lane::CertifiedPit,
-            commit_time,
-            captured_at: Some(*at),
-            certify: None,
-            files: vec![
-                crate::adapter::InputFile {
-                    name: input.rel.clone(),
-                    bytes: input.bytes.clone(),
+impl Step {
+    fn new(
+        root: &Path,
+        source: SourceId,
+        lane: Lane,
+        commit_time: Instant,
+        files: &[String],
+    ) -> Result<Self> {
+        let files = files
+            .iter()
+            .map(|rel| {
+                Ok(InputFile {
+                    name: rel.clone(),
+                    bytes: std::fs::read(root.join(rel))?,
                 }
-                .into(),
-            ],
-        };
-        let (mut changes, _) = prepare(&req, parse_files(&req)?, &mut held)?;
-        rows.extend(rows_of(&mut changes)?);
-        if let Some((_, _, state)) = changes.lists.iter().next_back() {
-            held.list = held_state(state)?.clone();
-        }
+                .into())
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Self {
+            req: Request {
+                source,
+                lane,
+                commit_time,
+                captured_at: None,
+                certify: None,
+                files,
+                options: Options::default(),
+            },
+        })
     }
-    Ok((rows, (!held.list.is_empty()).then_some(held.list)))
+
+    fn captured_at(mut self, at: Instant) -> Self {
+        self.req.captured_at = Some(at);
+        self
+    }
+
+    fn certify(mut self, days: Option<(Day, Day)>) -> Self {
+        self.req.certify = days;
+        self
+    }
+
+    fn options(mut self, f: impl FnOnce(&mut Options)) -> Self {
+        f(&mut self.req.options);
+        self
+    }
+
+    /// `--certify` of the span of days the files' rows fall on (exports of a date range),
+    /// found by the adapter's own parse. A partial list snapshot (GLEIF records) has no rows
+    /// until it is compared with what is held: its capture day is the day it speaks for.
+    fn certify_row_span(self) -> Result<Self> {
+        let parsed = parse_files(&self.req)?;
+        let days = parsed
+            .rows
+            .iter()
+            .filter_map(NewsRow::partition_day)
+            .chain(parsed.snapshot.as_ref().map(|s| s.captured_at.day()));
+        let span = days.clone().min().zip(days.max());
+        Ok(self.certify(span))
+    }
 }
 
-/// The state a sample step's ingest made: the sample's lists are small, so `prepare` holds
-/// them in memory (only a golden copy is encoded to a file as it is compared).
-fn held_state(o: &ListObject) -> Result<&ListState> {
-    match o {
-        ListObject::State(s) => Ok(s),
-        ListObject::Encoded(_) => Err(Error::parse(
-            "(sample)",
-            "list state",
-            "a sample list was compared as a stream; the sample holds no golden copy",
-        )),
-    }
+/// The certification of the sample's submissions: the days every company's captures list
+/// whole, and the capture instant from which that was known.
+struct SubmissionsClaim {
+    from: Day,
+    to: Day,
+    certified_at: Instant,
+    companies: usize,
 }
 
-/// Builds the sample corpus into `out` and returns the publish outcome.
-pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
-    let commit_time = Instant::parse(SAMPLE_COMMIT_TIME).expect("constant");
-    let window_start: Day = WINDOW_START.parse().expect("constant");
-    let mut rows: Vec<NewsRow> = Vec::new();
-    let mut certifications = Vec::new();
-
-    // Submissions: every capture, in capture order, so later captures supersede earlier ones.
-    let subs = read_dir_sorted(root, "sec.edgar/submissions")?;
-    let mut parsed = Vec::new();
-    for input in &subs {
-        let (cik, page, at) = submissions_name(&input.rel)?;
-        let s = parse_submissions(&input.rel, &input.bytes, &cik, at)?;
-        parsed.push((input, page, at, s));
-    }
-    parsed.sort_by_key(|(i, _, at, _)| (*at, i.rel.clone()));
-    // Per company: the day from which its captures list every filing, and its captures.
+/// From the latest "complete from" day of every company (older-filings pages we do not hold
+/// cut some histories short) and the window, through the day before the earliest latest
+/// capture; dated at the capture that completed it.
+fn submissions_claim(
+    subs: &[(String, Vec<u8>)],
+    window_start: Day,
+    commit_time: Instant,
+) -> Result<SubmissionsClaim> {
     let mut complete_from: BTreeMap<String, Day> = BTreeMap::new();
     let mut captures: BTreeMap<String, Vec<Instant>> = BTreeMap::new();
-    let mut observations: Vec<Observation> = Vec::new();
-    let mut names: Vec<(String, NameInterval)> = Vec::new();
-    let held_pages: BTreeSet<String> = subs
+    let held_pages: Vec<&str> = subs
         .iter()
-        .filter_map(|i| {
-            submissions_name(&i.rel)
-                .ok()
-                .filter(|(_, p, _)| *p)
-                .map(|_| i.rel.clone())
-        })
+        .filter(|(rel, _)| submissions_name(rel).is_ok_and(|(_, page, _)| page))
+        .map(|(rel, _)| rel.as_str())
         .collect();
-    for (input, page, at, s) in &parsed {
-        rows.extend(
-            s.rows
-                .iter()
-                .filter(|r| r.partition_day().is_some_and(|d| d >= window_start))
-                .cloned(),
-        );
-        if *page {
+    for (rel, bytes) in subs {
+        let (cik, page, at) = submissions_name(rel)?;
+        if page {
             continue;
         }
-        captures.entry(s.cik.clone()).or_default().push(*at);
+        let s = parse_submissions(rel, bytes, &cik, at)?;
+        captures.entry(s.cik.clone()).or_default().push(at);
         let missing_pages = s.older_pages.iter().any(|p| {
             !held_pages
                 .iter()
@@ -278,61 +256,50 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
             Day::from_days(0)
         };
         complete_from
-            .entry(s.cik.clone())
+            .entry(s.cik)
             .and_modify(|d| *d = (*d).max(from))
             .or_insert(from);
-        observations.push(s.observation(&input.rel, &input.bytes, *at));
-        names.extend(s.names.iter().map(|n| (input.rel.clone(), n.clone())));
     }
-    // Certified for the sample's companies: from the latest "complete from" day (and the window)
-    // through the day before the earliest latest-capture.
-    let first = complete_from
+    let from = complete_from
         .values()
         .copied()
         .max()
         .unwrap_or(window_start)
         .max(window_start);
-    let last = captures
+    let to = captures
         .values()
         .map(|c| c.iter().max().copied().unwrap_or(commit_time).day().prev())
         .min()
-        .unwrap_or(first);
+        .unwrap_or(from);
     let certified_at = captures
         .values()
-        .filter_map(|c| c.iter().copied().filter(|at| at.day().prev() >= last).min())
+        .filter_map(|c| c.iter().copied().filter(|at| at.day().prev() >= to).min())
         .max()
         .unwrap_or(commit_time);
-    let sub_inputs: Vec<&Input> = subs.iter().collect();
-    certifications.push(Certification {
-        source_id: SourceId::SecEdgar,
-        lane: Lane::CertifiedPit,
-        from: first,
-        to: last,
+    Ok(SubmissionsClaim {
+        from,
+        to,
         certified_at,
-        evidence: evidence(&sub_inputs),
-    });
+        companies: captures.len(),
+    })
+}
 
-    // The whole-EDGAR daily index of one day: certified for that day.
-    let idx = read_dir_sorted(root, "sec.edgar/daily-index")?
-        .into_iter()
-        .find(|i| i.rel.ends_with(DAILY_INDEX))
-        .ok_or_else(|| Error::parse(DAILY_INDEX, "file", "missing from sources"))?;
-    let index = parse_index(&idx.rel, &idx.bytes, commit_time)?;
-    // Its day is complete for all of EDGAR, but it is *not* certified here: certifying one day
-    // of 2022 would open a span whose 800-odd uncertified days make every later cut a hole.
-    // Its rows are held (and queryable with `asof sql`); their day stays outside the claim.
-    if index.daily.is_none() {
-        return Err(Error::parse(&idx.rel, "header", "not a daily index"));
-    }
-    rows.extend(index.rows);
+/// The steps of `sec.edgar`, in commit order: the Atom feed at the poll that fetched it;
+/// the submissions captures each at its capture instant (the one that completed the
+/// certified span states it, with every capture in hand until then as evidence); the daily
+/// index, held without certifying its day; SEC's ticker lists in capture order (the plain
+/// form as list snapshots, the exchange form as identity observations only).
+fn edgar_steps(root: &Path, commit_time: Instant) -> Result<(Vec<Step>, String)> {
+    let window_start: Day = WINDOW_START.parse().expect("constant");
+    let mut steps = Vec::new();
 
-    // The Atom feed: forward lane, first sighting wins.
+    // The Atom feed: forward lane, committed when it was fetched; certified for the UTC days
+    // its contiguous pages cover entirely.
     let atom = read_dir_sorted(root, "sec.edgar/current-feed-atom_2026-01-12")?;
-    let mut seen: BTreeMap<String, NewsRow> = BTreeMap::new();
     let (mut oldest, mut newest, mut fetched_last) =
         (None::<Instant>, None::<Instant>, None::<Instant>);
-    for input in &atom {
-        let page = parse_atom(&input.rel, &input.bytes)?;
+    for (rel, bytes) in &atom {
+        let page = parse_atom(rel, bytes)?;
         oldest = page
             .oldest
             .map(|o| oldest.map_or(o, |x| x.min(o)))
@@ -342,62 +309,149 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
             .map(|o| newest.map_or(o, |x| x.max(o)))
             .or(newest);
         fetched_last = Some(fetched_last.map_or(page.fetched_at, |f| f.max(page.fetched_at)));
-        for r in page.rows {
-            match seen.get(&r.id) {
-                Some(prev) if prev.available_at <= r.available_at => {}
-                _ => {
-                    seen.insert(r.id.clone(), r);
-                }
-            }
-        }
     }
-    if let (Some(o), Some(n), Some(f)) = (oldest, newest, fetched_last)
-        && n.day().days() - o.day().days() >= 2
-    {
-        let atom_inputs: Vec<&Input> = atom.iter().collect();
-        certifications.push(Certification {
-            source_id: SourceId::SecEdgar,
-            lane: Lane::ForwardFirstSeen,
-            from: o.day().next(),
-            to: n.day().prev(),
-            certified_at: f,
-            evidence: evidence(&atom_inputs),
+    let fetched_last = fetched_last.ok_or_else(|| {
+        Error::parse(
+            "sec.edgar/current-feed-atom_2026-01-12",
+            "files",
+            "no pages",
+        )
+    })?;
+    let atom_days = oldest
+        .zip(newest)
+        .filter(|(o, n)| n.day().days() - o.day().days() >= 2)
+        .map(|(o, n)| (o.day().next(), n.day().prev()));
+    let atom_files: Vec<String> = atom.into_iter().map(|(rel, _)| rel).collect();
+    steps.push(
+        Step::new(
+            root,
+            SourceId::SecEdgar,
+            Lane::ForwardFirstSeen,
+            fetched_last,
+            &atom_files,
+        )?
+        .certify(atom_days),
+    );
+
+    // Submissions: one ingest per capture instant, rows from the window on.
+    let subs = read_dir_sorted(root, "sec.edgar/submissions")?;
+    let claim = submissions_claim(&subs, window_start, commit_time)?;
+    let mut by_capture: BTreeMap<Instant, Vec<String>> = BTreeMap::new();
+    for (rel, _) in &subs {
+        let (_, _, at) = submissions_name(rel)?;
+        by_capture.entry(at).or_default().push(rel.clone());
+    }
+    if !by_capture.contains_key(&claim.certified_at) {
+        return Err(Error::parse(
+            "sec.edgar/submissions",
+            "captures",
+            format!(
+                "no capture at {}, the instant the certification rests on",
+                claim.certified_at
+            ),
+        ));
+    }
+    for (at, files) in &by_capture {
+        let step = if *at == claim.certified_at {
+            // The certification's evidence is the latest capture in hand of each file (each
+            // company's submissions, each older-filings page): ingested again, they add
+            // nothing (their rows are held as they are). Not every capture: an older one
+            // beside a newer one in one ingest would bring back the revisions it superseded.
+            let mut latest: BTreeMap<&str, &String> = BTreeMap::new();
+            for file in by_capture.range(..=at).flat_map(|(_, f)| f) {
+                let base = file.rsplit('/').next().unwrap_or(file);
+                latest.insert(base.split("__").next().unwrap_or(base), file);
+            }
+            let in_hand: Vec<String> = latest.into_values().cloned().collect();
+            Step::new(root, SourceId::SecEdgar, Lane::CertifiedPit, *at, &in_hand)?
+                .certify(Some((claim.from, claim.to)))
+        } else {
+            Step::new(root, SourceId::SecEdgar, Lane::CertifiedPit, *at, files)?
+        };
+        steps.push(step.options(|o| o.since = Some(window_start)));
+    }
+
+    // The whole-EDGAR daily index of one day. Its day is complete for all of EDGAR, but it is
+    // *not* certified here: certifying one day of 2022 would open a span whose 800-odd
+    // uncertified days make every later cut a hole. Its rows are held (and queryable with
+    // `asof sql`); their day stays outside the claim.
+    let idx = read_dir_sorted(root, "sec.edgar/daily-index")?
+        .into_iter()
+        .find(|(rel, _)| rel.ends_with(DAILY_INDEX))
+        .ok_or_else(|| Error::parse(DAILY_INDEX, "file", "missing from sources"))?;
+    steps.push(
+        Step::new(
+            root,
+            SourceId::SecEdgar,
+            Lane::CertifiedPit,
+            commit_time,
+            &[idx.0],
+        )?
+        .options(|o| o.no_implied_certification = true),
+    );
+
+    // SEC's ticker lists in capture order.
+    for (rel, at) in ticker_captures(root)? {
+        let step = Step::new(
+            root,
+            SourceId::SecEdgar,
+            Lane::CertifiedPit,
+            commit_time,
+            &[rel.clone()],
+        )?
+        .captured_at(at);
+        steps.push(if is_plain_ticker_list(&rel) {
+            step
+        } else {
+            step.options(|o| o.identity_only = true)
         });
     }
-    rows.extend(seen.into_values());
 
-    // SEC's ticker lists: change rows and the list state, as `asof ingest` makes them.
-    let ticker_captures = ticker_captures(root)?;
-    let (ticker_rows, ticker_list) = ticker_lists(&ticker_captures, commit_time)?;
-    rows.extend(ticker_rows);
-
-    // Identity: every ticker list (both forms) and every submissions capture, folded at once.
-    for (input, at) in &ticker_captures {
-        observations.push(parse_ticker_file(&input.rel, &input.bytes, *at)?);
-    }
-    let (evidence_files, tickers) = identity::build_intervals(observations);
-    let index_of: BTreeMap<&str, u32> = evidence_files
-        .iter()
-        .enumerate()
-        .map(|(i, e)| (e.file.as_str(), i as u32))
-        .collect();
-    let names = identity::dedup_names(
-        names
-            .into_iter()
-            .map(|(file, mut n)| {
-                n.evidence = index_of.get(file.as_str()).copied().into_iter().collect();
-                n
-            })
-            .collect(),
+    let note = format!(
+        "Sample corpus. certified_pit days {}..{} are certified complete for the {} companies whose submissions JSON is under snapshots/sources/sec.edgar/submissions (not for all of EDGAR). Rows of the 2022-10-03 daily index (all of EDGAR, day resolution) are held but that day is outside the certified span. forward_first_seen rows come from one poll of the current-filings feed on 2026-01-12. Ticker changes (ticker.added/removed/modified) come from eleven captures of SEC's company_tickers.json (2023-02-08 to 2026-02-01), each compared with the one before; the first capture reports every ticker it lists as added.",
+        claim.from, claim.to, claim.companies
     );
-    let identity = IdentityFile {
-        format: identity::FORMAT.into(),
-        evidence: evidence_files,
-        tickers,
-        names,
-    };
+    Ok((steps, note))
+}
 
-    let sample = SampleSet {
+/// Builds the sample corpus into `out` (an empty store): every step an ordinary ingest into a
+/// scratch store, a version each, then the last version published into `out` as its first.
+pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
+    let commit_time = Instant::parse(SAMPLE_COMMIT_TIME).expect("constant");
+    let (mut steps, edgar_note) = edgar_steps(root, commit_time)?;
+    let mut notes = other_notes();
+    notes.insert(SourceId::SecEdgar, edgar_note);
+    steps.extend(other_steps(root, commit_time)?);
+    // Each source's note goes with its last ingest, the sample set with the very last.
+    for (source, note) in notes {
+        if let Some(last) = steps.iter_mut().rev().find(|s| s.req.source == source) {
+            last.req.options.note = Some(note);
+        }
+    }
+    if let Some(last) = steps.last_mut() {
+        last.req.options.sample = Some(sample_set());
+    }
+
+    let scratch = tempfile::tempdir()?;
+    let store = CorpusStore::local(scratch.path())?;
+    let (mut added, mut unchanged) = (0, 0);
+    for step in steps {
+        let outcome = ingest(&store, step.req, &|_| {}).await?;
+        added += outcome.published.rows_added;
+        unchanged += outcome.published.rows_unchanged;
+    }
+    let version = publish_as_first(&store, out).await?;
+    Ok(Published {
+        version,
+        changed: true,
+        rows_added: added,
+        rows_unchanged: unchanged,
+    })
+}
+
+/// The public sample set: three companies on twelve certified days.
+fn sample_set() -> SampleSet {
+    SampleSet {
         source_id: SourceId::SecEdgar,
         lane: Lane::CertifiedPit,
         days: {
@@ -427,58 +481,13 @@ pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
                 note: "SMEGF first appears in SEC's ticker file on 2026-02-01: before that no interval places it (identity hole)".into(),
             },
         ],
-    };
-
-    let mut notes = BTreeMap::new();
-    notes.insert(
-        "sec.edgar".into(),
-        format!(
-            "Sample corpus. certified_pit days {first}..{last} are certified complete for the {} companies whose submissions JSON is under snapshots/sources/sec.edgar/submissions (not for all of EDGAR). Rows of the 2022-10-03 daily index (all of EDGAR, day resolution) are held but that day is outside the certified span. forward_first_seen rows come from one poll of the current-filings feed on 2026-01-12. Ticker changes (ticker.added/removed/modified) come from eleven captures of SEC's company_tickers.json (2023-02-08 to 2026-02-01), each compared with the one before; the first capture reports every ticker it lists as added.",
-            captures.len()
-        ),
-    );
-    let (other_rows, other_certs, other_notes, mut lists) = other_sources(root, commit_time)?;
-    lists.extend(ticker_list.map(|state| (SourceId::SecEdgar, Lane::CertifiedPit, state)));
-    rows.extend(other_rows);
-    certifications.extend(other_certs);
-    notes.extend(other_notes);
-    let changes = ChangeSet {
-        rows,
-        certifications,
-        identity: Some(identity),
-        sample: Some(sample),
-        notes,
-        lists: lists
-            .into_iter()
-            .map(|(s, l, state)| (s, l, ListObject::State(state)))
-            .collect(),
-        spilled: None,
-    };
-    Ok(publish(out, changes, commit_time).await?)
+    }
 }
 
-/// One ingest of the sample's other sources: what `asof ingest` would be given.
-struct SampleIngest {
-    source: SourceId,
-    files: Vec<String>,
-    captured_at: Instant,
-    /// Certify the span of `published_at` days of the rows (exports of a date range).
-    certify_row_span: bool,
-}
-
-/// Rows, certifications and notes of every source but `sec.edgar`, made by the same adapters
-/// and pipeline steps as `asof ingest`, one ingest after the other (later snapshots and
-/// cumulative copies are compared with what the earlier ones added).
-/// Rows, certifications, per-source notes and list states of the seven non-EDGAR sources.
-type OtherSources = (
-    Vec<NewsRow>,
-    Vec<Certification>,
-    BTreeMap<String, String>,
-    Vec<(SourceId, Lane, ListState)>,
-);
-
-fn other_sources(root: &Path, commit_time: Instant) -> Result<OtherSources> {
-    use crate::pipeline::{Held, Request, parse_files, prepare};
+/// The steps of the seven other sources, each read by its adapter as `asof ingest` reads it,
+/// in capture order (later snapshots and cumulative copies are compared with what the earlier
+/// ones added).
+fn other_steps(root: &Path, commit_time: Instant) -> Result<Vec<Step>> {
     let day_end = |d: &str| d.parse::<Day>().expect("constant").end_of_day();
     let cot_dir = "us.cftc.cot/legacy_futures_only_2025_weekly_asof";
     let commits = crate::sources::cftc::commit_instants(
@@ -495,174 +504,106 @@ fn other_sources(root: &Path, commit_time: Instant) -> Result<OtherSources> {
     let dir_files = |rel: &str| -> Result<Vec<String>> {
         Ok(read_dir_sorted(root, rel)?
             .into_iter()
-            .map(|i| i.rel)
+            .map(|(rel, _)| rel)
             .collect())
     };
-    let steps = vec![
-        SampleIngest {
-            source: SourceId::FederalRegisterPi,
-            files: vec!["us.federal_register.pi/gwu_midnight_rules_2017_2021/public_inspection_midnight_documents_all.csv".into()],
-            captured_at: commit_time,
-            certify_row_span: false,
-        },
-        SampleIngest {
-            source: SourceId::CftcCot,
-            files: vec!["us.cftc.cot/disaggregated_futures_only_2021/f_year.txt".into()],
-            captured_at: day_end("2021-03-26"),
-            certify_row_span: false,
-        },
-        SampleIngest {
-            source: SourceId::CftcCot,
-            files: vec![format!("{cot_dir}/annual.txt.committed_2025-01-13")],
-            captured_at: cot_capture("2025-01-13")?,
-            certify_row_span: false,
-        },
-        SampleIngest {
-            source: SourceId::CftcCot,
-            files: vec![format!("{cot_dir}/annual.txt.committed_2025-01-17")],
-            captured_at: cot_capture("2025-01-17")?,
-            certify_row_span: false,
-        },
-        SampleIngest {
-            source: SourceId::OfacSdn,
-            files: ["sdn.csv", "alt.csv", "sdn_comments.csv"]
-                .iter()
-                .map(|f| format!("us.ofac.sdn/moov_2019-01/{f}"))
-                .collect(),
-            captured_at: day_end("2019-01-04"),
-            certify_row_span: false,
-        },
-        SampleIngest {
-            source: SourceId::FdaDrug,
-            files: vec!["us.fda.enforcement.drug/fda_enforcement_report_csv/Jun_2023_to_Sep_2024.csv".into()],
-            captured_at: commit_time,
-            certify_row_span: true,
-        },
-        SampleIngest {
-            source: SourceId::FdaDevice,
-            files: vec!["us.fda.enforcement.device/openfda_api_NY_subset/medical-device-recalls.csv".into()],
-            captured_at: commit_time,
-            certify_row_span: true,
-        },
-        SampleIngest {
-            source: SourceId::FdaFood,
-            files: vec!["us.fda.enforcement.food/openfda_doc_example/_examples.json".into()],
-            captured_at: commit_time,
-            certify_row_span: true,
-        },
-        SampleIngest {
-            source: SourceId::GleifLei,
-            files: dir_files("gleif.lei/api_v1_pygleif")?,
-            captured_at: commit_time,
-            certify_row_span: true,
-        },
-        SampleIngest {
-            source: SourceId::GleifLei,
-            files: dir_files(&format!("{gleif_rs}/lei_records"))?,
-            captured_at: commit_time,
-            certify_row_span: true,
-        },
-        SampleIngest {
-            source: SourceId::GleifLei,
-            files: dir_files(&format!("{gleif_rs}/field_modifications"))?,
-            captured_at: commit_time,
-            certify_row_span: false,
-        },
-    ];
-
-    let mut held: BTreeMap<SourceId, Held> = BTreeMap::new();
-    let (mut rows, mut certs) = (Vec::new(), Vec::new());
-    let mut lists: BTreeMap<(SourceId, Lane), ListState> = BTreeMap::new();
-    for step in steps {
-        let files = step
-            .files
-            .iter()
-            .map(|rel| {
-                Ok(crate::adapter::InputFile {
-                    name: rel.clone(),
-                    bytes: std::fs::read(root.join(rel))?,
-                }
-                .into())
-            })
-            .collect::<Result<Vec<_>>>()?;
-        let mut req = Request {
-            source: step.source,
-            lane: Lane::CertifiedPit,
+    let step = |source: SourceId, files: &[String], at: Instant| -> Result<Step> {
+        Ok(Step::new(root, source, Lane::CertifiedPit, commit_time, files)?.captured_at(at))
+    };
+    let day = |d: &str| d.parse::<Day>().expect("constant");
+    Ok(vec![
+        step(
+            SourceId::FederalRegisterPi,
+            &["us.federal_register.pi/gwu_midnight_rules_2017_2021/public_inspection_midnight_documents_all.csv".into()],
             commit_time,
-            captured_at: Some(step.captured_at),
-            certify: None,
-            files,
-        };
-        let parsed = parse_files(&req)?;
-        if step.certify_row_span {
-            // A partial list snapshot (GLEIF records) has no rows until `prepare` compares
-            // it with what is held: its capture day is the day it speaks for.
-            let days = parsed
-                .rows
-                .iter()
-                .filter_map(NewsRow::partition_day)
-                .chain(parsed.snapshot.as_ref().map(|s| s.captured_at.day()));
-            req.certify = days.clone().min().zip(days.max());
-        }
-        if step.source == SourceId::CftcCot && step.files[0].ends_with("2025-01-17") {
-            // The weekly copies hold every report released so far: the days between the two
-            // captures saw no row that the second does not show.
-            req.certify = Some((
-                "2025-01-13".parse().expect("constant"),
-                "2025-01-17".parse().expect("constant"),
-            ));
-        }
-        let h = held.entry(step.source).or_default();
-        let (mut changes, _) = prepare(&req, parsed, h)?;
-        let added = rows_of(&mut changes)?;
-        for r in &added {
-            let sealed = r.clone().seal();
-            h.rows.retain(|x| x.id != sealed.id);
-            h.rows.push(sealed);
-        }
-        h.certifications
-            .extend(changes.certifications.iter().cloned());
-        for (source, lane, state) in &changes.lists {
-            h.list = held_state(state)?.clone();
-            lists.insert((*source, *lane), h.list.clone());
-        }
-        rows.extend(added);
-        certs.extend(changes.certifications);
-    }
+        )?,
+        step(
+            SourceId::CftcCot,
+            &["us.cftc.cot/disaggregated_futures_only_2021/f_year.txt".into()],
+            day_end("2021-03-26"),
+        )?,
+        step(
+            SourceId::CftcCot,
+            &[format!("{cot_dir}/annual.txt.committed_2025-01-13")],
+            cot_capture("2025-01-13")?,
+        )?,
+        // The weekly copies hold every report released so far: the days between the two
+        // captures saw no row that the second does not show.
+        step(
+            SourceId::CftcCot,
+            &[format!("{cot_dir}/annual.txt.committed_2025-01-17")],
+            cot_capture("2025-01-17")?,
+        )?
+        .certify(Some((day("2025-01-13"), day("2025-01-17")))),
+        step(
+            SourceId::OfacSdn,
+            &["sdn.csv", "alt.csv", "sdn_comments.csv"].map(|f| format!("us.ofac.sdn/moov_2019-01/{f}")),
+            day_end("2019-01-04"),
+        )?,
+        step(
+            SourceId::FdaDrug,
+            &["us.fda.enforcement.drug/fda_enforcement_report_csv/Jun_2023_to_Sep_2024.csv".into()],
+            commit_time,
+        )?
+        .certify_row_span()?,
+        step(
+            SourceId::FdaDevice,
+            &["us.fda.enforcement.device/openfda_api_NY_subset/medical-device-recalls.csv".into()],
+            commit_time,
+        )?
+        .certify_row_span()?,
+        step(
+            SourceId::FdaFood,
+            &["us.fda.enforcement.food/openfda_doc_example/_examples.json".into()],
+            commit_time,
+        )?
+        .certify_row_span()?,
+        step(SourceId::GleifLei, &dir_files("gleif.lei/api_v1_pygleif")?, commit_time)?
+            .certify_row_span()?,
+        step(
+            SourceId::GleifLei,
+            &dir_files(&format!("{gleif_rs}/lei_records"))?,
+            commit_time,
+        )?
+        .certify_row_span()?,
+        step(
+            SourceId::GleifLei,
+            &dir_files(&format!("{gleif_rs}/field_modifications"))?,
+            commit_time,
+        )?,
+    ])
+}
 
-    let notes = BTreeMap::from([
+/// What `/v1/meta` says each of the seven other sources holds.
+fn other_notes() -> BTreeMap<SourceId, String> {
+    BTreeMap::from([
         (
-            SourceId::FederalRegisterPi.to_string(),
+            SourceId::FederalRegisterPi,
             "Sample corpus. The public-inspection documents of 19 days in 2017 and 2021 (the API's full available_on answer for each day, from the GWU midnight-rules study); each of those days is certified, the days between are holes.".to_owned(),
         ),
         (
-            SourceId::CftcCot.to_string(),
+            SourceId::CftcCot,
             "Sample corpus. Disaggregated futures-only reports of 2021 from one copy captured 2021-03-26 (certified that day), and legacy futures-only reports from the weekly copies captured 2025-01-13 and 2025-01-17 (certified 2025-01-13..2025-01-17); published_at is the first capture that showed a row.".to_owned(),
         ),
         (
-            SourceId::OfacSdn.to_string(),
+            SourceId::OfacSdn,
             "Sample corpus. One full SDN list captured 2019-01-04 (sdn.csv, alt.csv, sdn_comments.csv; its add.csv is cut short upstream and is left out, so entries carry no addresses): every entry is an sdn.added change row at that capture, which is the one certified day.".to_owned(),
         ),
         (
-            SourceId::FdaDrug.to_string(),
+            SourceId::FdaDrug,
             "Sample corpus. The FDA Enforcement Report export of drug recalls reported June 2023 to September 2024; the span of its report dates is certified complete for that export.".to_owned(),
         ),
         (
-            SourceId::FdaDevice.to_string(),
+            SourceId::FdaDevice,
             "Sample corpus. openFDA device enforcement records of firms in New York State only (search=state:\"NY\"); the span of their report dates is certified complete for that query, not for all device recalls.".to_owned(),
         ),
         (
-            SourceId::FdaFood.to_string(),
+            SourceId::FdaFood,
             "Sample corpus. The one real food enforcement record of openFDA's documentation; its report day is certified for that record only.".to_owned(),
         ),
         (
-            SourceId::GleifLei.to_string(),
+            SourceId::GleifLei,
             "Sample corpus. LEI records of two golden copies (2024-07-06: 2 LEIs; 2025-05-15: 12 LEIs) as lei.added change rows, and the first page of the field-modification history of 12 LEIs. The two golden-copy days are certified for the LEIs held only, not for the whole golden copy; modification days are not certified.".to_owned(),
         ),
-    ]);
-    let lists = lists
-        .into_iter()
-        .map(|((s, l), state)| (s, l, state))
-        .collect();
-    Ok((rows, certs, notes, lists))
+    ])
 }

@@ -470,9 +470,25 @@ pub struct IngestArgs {
     /// copy named otherwise than GLEIF names it needs this).
     #[arg(long = "captured-at", env = "ASOF_INGEST_CAPTURED_AT")]
     pub captured_at: Option<String>,
-    /// Source-days stated complete: YYYY-MM-DD..YYYY-MM-DD (inclusive) or one day.
+    /// Source-days stated complete: YYYY-MM-DD..YYYY-MM-DD (inclusive) or one day, on top of
+    /// the whole days the files imply (a daily index's day, a full list's capture day); `none`:
+    /// no day at all, not even those (the rows are held, their days stay holes).
     #[arg(long, env = "ASOF_INGEST_CERTIFY")]
     pub certify: Option<String>,
+    /// Leave out rows whose day is before this one (YYYY-MM-DD), and certify no day before it.
+    #[arg(long, env = "ASOF_INGEST_SINCE")]
+    pub since: Option<String>,
+    /// Take only the files' identity observations (SEC ticker lists, submissions captures):
+    /// no rows, no list change rows, no certification.
+    #[arg(long = "identity-only", env = "ASOF_INGEST_IDENTITY_ONLY")]
+    pub identity_only: bool,
+    /// The source's note in the manifest, shown by `/v1/meta` (what the corpus holds of it).
+    #[arg(long, env = "ASOF_INGEST_NOTE")]
+    pub note: Option<String>,
+    /// A JSON file with the corpus's public sample set (`source_id`, `lane`, `days`,
+    /// `examples`), which anonymous callers may query; replaces the one held.
+    #[arg(long = "sample-set", env = "ASOF_INGEST_SAMPLE_SET")]
+    pub sample_set: Option<PathBuf>,
     /// The files to ingest.
     #[arg(required = true)]
     pub files: Vec<PathBuf>,
@@ -834,11 +850,35 @@ async fn ingest(a: IngestArgs) -> CliResult {
         None if source == SourceId::GleifLei => None,
         None => Some(commit_time),
     };
+    let no_implied_certification = a.certify.as_deref() == Some("none");
     let certify = a
         .certify
         .as_deref()
+        .filter(|c| *c != "none")
         .map(pipeline::parse_day_range)
         .transpose()?;
+    let since = a
+        .since
+        .as_deref()
+        .map(|d| {
+            d.parse::<asof_engine::clock::Day>()
+                .map_err(|()| format!("--since {d:?}: expected one day, YYYY-MM-DD"))
+        })
+        .transpose()?;
+    let sample = match &a.sample_set {
+        Some(path) => {
+            let bytes =
+                std::fs::read(path).map_err(|e| format!("--sample-set {}: {e}", path.display()))?;
+            Some(
+                serde_json::from_slice::<asof_engine::manifest::SampleSet>(&bytes)
+                    .map_err(|e| format!("--sample-set {}: {e}", path.display()))?,
+            )
+        }
+        None => None,
+    };
+    if a.note.as_deref().is_some_and(|n| n.trim().is_empty()) {
+        return Err("--note: give the text of the note (it replaces the source's note)".into());
+    }
     if !a.corpus.contains("://") {
         std::fs::create_dir_all(&a.corpus)?;
     }
@@ -864,6 +904,13 @@ async fn ingest(a: IngestArgs) -> CliResult {
         captured_at,
         certify,
         files,
+        options: pipeline::Options {
+            since,
+            no_implied_certification,
+            identity_only: a.identity_only,
+            note: a.note,
+            sample,
+        },
     };
     let progress = |s: Step| match s {
         Step::Parsed(0, total) => bar.set_message(format!(
