@@ -97,6 +97,8 @@ def main():
     ap.add_argument("--every", type=int, default=200)
     ap.add_argument("--keys", type=int, default=8)
     ap.add_argument("--warmup", type=int, default=200)
+    ap.add_argument("--keep", help="a directory to copy each phase's callgrind dump to "
+                    "(for callgrind_annotate)")
     args = ap.parse_args()
     import datetime
 
@@ -140,11 +142,13 @@ def main():
             new = set(glob.glob(f"{out_prefix}.{proc.pid}*")) - before
             if new:
                 time.sleep(0.5)  # the file is written whole before the next request
+                dumps.append(sorted(new))
                 return sum(totals(p) for p in new)
             time.sleep(0.1)
 
     n = 0
     statuses = {}
+    dumps = []
 
     def request():
         nonlocal n
@@ -204,6 +208,11 @@ def main():
         "publishing_excess": round(excess / idle, 4),
     }
     print(json.dumps(result))
+    if args.keep:
+        os.makedirs(args.keep, exist_ok=True)
+        for name, files in zip(("warmup", "idle", "publishing", "idle_again"), dumps):
+            for i, f in enumerate(files):
+                shutil.copy(f, os.path.join(args.keep, f"{name}.{i}.callgrind"))
     shutil.rmtree(work, ignore_errors=True)
 
 

@@ -794,6 +794,55 @@ mod tests {
         assert_eq!(again.rows_unchanged, 2);
     }
 
+    #[tokio::test]
+    async fn the_last_of_a_chain_is_published_alone_as_a_first_version_of_its_own() {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (chain, alone) = (
+            CorpusStore::local(a.path()).unwrap(),
+            CorpusStore::local(b.path()).unwrap(),
+        );
+        publish(&chain, changes(1), t("2026-03-01T00:00:00Z"))
+            .await
+            .unwrap();
+        let last = publish(&chain, changes(3), t("2026-03-02T00:00:00Z"))
+            .await
+            .unwrap();
+        let version = publish_as_first(&chain, &alone).await.unwrap();
+        assert_ne!(version, last.version);
+        let (m, from) = (
+            alone.manifest(&version).await.unwrap(),
+            chain.manifest(&last.version).await.unwrap(),
+        );
+        assert_eq!(m.parent, None);
+        assert!(
+            m.delta.as_ref().unwrap().values().all(|v| *v == 0),
+            "{:?}",
+            m.delta
+        );
+        assert_eq!(
+            Manifest {
+                parent: from.parent.clone(),
+                delta: from.delta.clone(),
+                ..m.clone()
+            },
+            from
+        );
+        // Every object it names is there with its bytes, and the Delta log starts at 0.
+        assert_eq!(verify(&alone, None).await.unwrap().version, version);
+        assert!(
+            b.path()
+                .join("snapshots/partitions/sec.edgar/certified_pit/_delta_log/00000000000000000000.json")
+                .exists()
+        );
+        // Only into an empty store: a corpus there is refused and left as it is.
+        let err = publish_as_first(&chain, &alone)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("already holds a corpus"), "{err}");
+        assert_eq!(alone.current_version().await.unwrap(), Some(version));
+    }
+
     fn rows_of(dir: &std::path::Path, m: &Manifest) -> Vec<NewsRow> {
         m.partitions
             .iter()

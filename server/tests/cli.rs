@@ -60,6 +60,13 @@ fn build_sample_reproduces_the_committed_corpus_version() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let last = stdout(&o).lines().last().unwrap().to_owned();
     assert_eq!(last, committed_version());
+    // The sample is one version of its own: a corpus already there is refused, untouched.
+    let again = asof(&["build-sample", "--out", out.path().to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("already holds a corpus"), "{err}");
+    let current = std::fs::read_to_string(out.path().join("manifests/CURRENT")).unwrap();
+    assert_eq!(current.trim(), committed_version());
 }
 
 #[test]

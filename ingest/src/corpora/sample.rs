@@ -417,6 +417,13 @@ fn edgar_steps(root: &Path, commit_time: Instant) -> Result<(Vec<Step>, String)>
 /// Builds the sample corpus into `out` (an empty store): every step an ordinary ingest into a
 /// scratch store, a version each, then the last version published into `out` as its first.
 pub async fn build_sample(root: &Path, out: &CorpusStore) -> Result<Published> {
+    if let Some(v) = out.current_version().await? {
+        return Err(Error::parse(
+            out.display(),
+            "--out",
+            format!("already holds a corpus ({v}): the sample is built into an empty directory"),
+        ));
+    }
     let commit_time = Instant::parse(SAMPLE_COMMIT_TIME).expect("constant");
     let (mut steps, edgar_note) = edgar_steps(root, commit_time)?;
     let mut notes = other_notes();

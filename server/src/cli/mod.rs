@@ -37,7 +37,8 @@ pub enum Command {
     Sql(SqlArgs),
     /// Re-hash every object of the current version against its manifest.
     Verify(CorpusArg),
-    /// Rebuild the shipped sample corpus from its raw files; prints the corpus_version last.
+    /// Rebuild the shipped sample corpus from its raw files (a chain of ordinary ingests, the
+    /// last version published alone into an empty --out); prints the corpus_version last.
     BuildSample(BuildSampleArgs),
     /// Ingest agency files of one source as one new corpus version (all or nothing); prints the
     /// corpus_version last.
@@ -441,7 +442,8 @@ pub struct SqlArgs {
 
 #[derive(Debug, Args)]
 pub struct BuildSampleArgs {
-    /// Where to write the corpus (manifests/ and snapshots/ are created under it).
+    /// Where to write the corpus (manifests/ and snapshots/ are created under it); a directory
+    /// that holds a corpus already is refused.
     #[arg(long)]
     pub out: PathBuf,
     /// The raw input files (defaults to this repository's snapshots/sources).
