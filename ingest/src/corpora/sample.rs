@@ -397,7 +397,7 @@ fn edgar_steps(root: &Path, commit_time: Instant) -> Result<(Vec<Step>, String)>
             SourceId::SecEdgar,
             Lane::CertifiedPit,
             commit_time,
-            &[rel.clone()],
+            std::slice::from_ref(&rel),
         )?
         .captured_at(at);
         steps.push(if is_plain_ticker_list(&rel) {
