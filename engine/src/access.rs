@@ -564,20 +564,23 @@ struct AccessFile {
     meta: ArrowReaderMetadata,
     /// First row of each row group, plus the total at the end.
     group_starts: Vec<u64>,
+    /// The manifest entry of its sidecar (path, sha256): the next version's index takes the
+    /// file over when it lists the same sidecar.
+    sidecar: (String, String),
+    /// Superseded revision id → commit instant of the superseding row, over this file's rows.
+    supersessions: Vec<(String, i64)>,
 }
 
 type SlotKey = (SourceId, Lane, Box<str>);
 
 /// The in-memory index over every access file of a version.
 pub struct AccessIndex {
-    files: Vec<AccessFile>,
+    /// Shared with the next version's index for the files both list.
+    files: Vec<Arc<AccessFile>>,
     slots: Vec<Slot>,
     by_cik: HashMap<SlotKey, Range<u32>>,
     /// Source-lanes every partition of which is in an access file.
     covered: HashSet<(SourceId, Lane)>,
-    /// Superseded revision id → commit instant of the revision that superseded it, over the
-    /// covered source-lanes.
-    supersessions: Vec<(String, i64)>,
 }
 
 impl std::fmt::Debug for AccessIndex {
@@ -603,6 +606,18 @@ impl AccessIndex {
     /// Loads the sidecars (hash-checked) and the footers of the clustered files of a version.
     /// `None` when the version lists no access files.
     pub async fn load(store: &CorpusStore, manifest: &Manifest) -> Result<Option<Self>> {
+        Self::load_after(store, manifest, None).await
+    }
+
+    /// As [`AccessIndex::load`], taking over from `previous` (the index of a version of the
+    /// same store) every file whose sidecar both list: its footer, its supersessions and its
+    /// slots, which a publish that adds a delta file to one year leaves as they were. Only
+    /// the new sidecars are read; the result equals a fresh load.
+    pub async fn load_after(
+        store: &CorpusStore,
+        manifest: &Manifest,
+        previous: Option<&AccessIndex>,
+    ) -> Result<Option<Self>> {
         let sidecars: Vec<&ObjectEntry> = manifest
             .access
             .iter()
@@ -622,13 +637,31 @@ impl AccessIndex {
             slots: Vec::new(),
             by_cik: HashMap::new(),
             covered: HashSet::new(),
-            supersessions: Vec::new(),
         };
+        let held: HashMap<(&str, &str), usize> = previous
+            .map(|p| {
+                p.files
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| ((f.sidecar.0.as_str(), f.sidecar.1.as_str()), i))
+                    .collect()
+            })
+            .unwrap_or_default();
+        // Index in `previous.files` → index in the new one, for the files taken over.
+        let mut moved: Vec<Option<u32>> = vec![None; previous.map_or(0, |p| p.files.len())];
         let mut groups = HashSet::new();
         let mut pending = Vec::new();
         for sc in sidecars {
             let group = group_of_path(&sc.path)
                 .ok_or_else(|| Error::integrity(&sc.path, "not under snapshots/access/"))?;
+            if let (Some(prev), Some(&old)) =
+                (previous, held.get(&(sc.path.as_str(), sc.sha256.as_str())))
+            {
+                moved[old] = Some(idx.files.len() as u32);
+                idx.files.push(Arc::clone(&prev.files[old]));
+                groups.insert(group);
+                continue;
+            }
             let data_path = sc
                 .path
                 .strip_suffix(SIDECAR_SUFFIX)
@@ -639,7 +672,8 @@ impl AccessIndex {
             })?;
             let bytes = get_checked(store, &sc.path, &sc.sha256).await?;
             let file = idx.files.len() as u32;
-            idx.decode_sidecar(&mut pending, &sc.path, bytes, file, group, &entry.sha256)?;
+            let supersessions =
+                Self::decode_sidecar(&mut pending, &sc.path, bytes, file, group, &entry.sha256)?;
             let path = Path::from(entry.path.as_str());
             let local = match store.local_root() {
                 Some(root) => Some(Arc::new(std::fs::File::open(root.join(&entry.path))?)),
@@ -660,14 +694,26 @@ impl AccessIndex {
                 let last = *group_starts.last().expect("non-empty");
                 group_starts.push(last + rg.num_rows() as u64);
             }
-            idx.files.push(AccessFile {
+            idx.files.push(Arc::new(AccessFile {
                 path,
                 bytes: entry.bytes,
                 local,
                 meta,
                 group_starts,
-            });
+                sidecar: (sc.path.clone(), sc.sha256.clone()),
+                supersessions,
+            }));
             groups.insert(group);
+        }
+        // The slots of the files taken over, under their new file numbers.
+        if let Some(prev) = previous.filter(|_| moved.iter().any(Option::is_some)) {
+            for (key, range) in &prev.by_cik {
+                for s in &prev.slots[range.start as usize..range.end as usize] {
+                    if let Some(file) = moved[s.file as usize] {
+                        pending.push((key.clone(), Slot { file, ..s.clone() }));
+                    }
+                }
+            }
         }
         idx.finish(pending);
         // A source-lane is answered from access files only if every partition of it is.
@@ -680,19 +726,18 @@ impl AccessIndex {
             }
         }
         idx.covered = seen.difference(&partial).copied().collect();
-        idx.supersessions.sort();
         Ok(Some(idx))
     }
 
+    /// Decodes one sidecar's slots into `pending`; returns the supersessions it carries.
     fn decode_sidecar(
-        &mut self,
         pending: &mut Vec<(SlotKey, Slot)>,
         path: &str,
         bytes: Bytes,
         file: u32,
         (source, lane, _): (SourceId, Lane, i32),
         data_sha: &str,
-    ) -> Result<()> {
+    ) -> Result<Vec<(String, i64)>> {
         let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
         let kv = builder
             .metadata()
@@ -709,7 +754,6 @@ impl AccessIndex {
         }
         let sup: Vec<(String, i64)> =
             serde_json::from_str(&get(META_SUPERSESSIONS).unwrap_or_else(|| "[]".into()))?;
-        self.supersessions.extend(sup);
         let bad = |c: &str| Error::integrity(path, format!("sidecar column {c} has a wrong type"));
         for batch in builder.build()? {
             let batch = batch?;
@@ -737,7 +781,7 @@ impl AccessIndex {
                 pending.push(((source, lane, cik.value(i).into()), slot));
             }
         }
-        Ok(())
+        Ok(sup)
     }
 
     /// Orders the loaded slots by key, then file (files load in year order), so each CIK's
@@ -770,8 +814,9 @@ impl AccessIndex {
 
     /// Superseded revision → earliest commit of a revision superseding it (covered lanes).
     pub fn supersessions(&self) -> impl Iterator<Item = (&str, Instant)> {
-        self.supersessions
+        self.files
             .iter()
+            .flat_map(|f| f.supersessions.iter())
             .map(|(r, at)| (r.as_str(), Instant::from_micros(*at)))
     }
 
@@ -1367,6 +1412,80 @@ mod tests {
             )),
             Answer::Hole { .. } => None,
         }
+    }
+
+    #[tokio::test]
+    async fn an_index_loaded_after_the_previous_version_takes_its_unchanged_files_and_equals_a_fresh_load()
+     {
+        let (_dir, store, rows) = random_corpus(5, false).await;
+        let (_, before) = store.current().await.unwrap();
+        let old = AccessIndex::load(&store, &before).await.unwrap().unwrap();
+        // One 2025 row and a correction of a 2024 row: a delta file in each of two groups of
+        // one lane; the other lane's files stay as they were.
+        let fresh_row = edgar(
+            "0000000009-25-000001",
+            "20",
+            Some("2025-02-01T12:00:00Z"),
+            "2025-05-01T00:00:00Z",
+        );
+        let mut corrected = rows
+            .iter()
+            .find(|r| {
+                r.lane == Lane::CertifiedPit
+                    && r.published_at
+                        .is_some_and(|p| p < t("2024-12-31T00:00:00Z"))
+            })
+            .unwrap()
+            .clone();
+        corrected.title = "8-K - corrected".into();
+        corrected.committed_at = Some(t("2025-05-01T00:00:00Z"));
+        publish(
+            &store,
+            ChangeSet {
+                rows: vec![fresh_row, corrected],
+                ..Default::default()
+            },
+            t("2025-05-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        let (_, after) = store.current().await.unwrap();
+        let carried = AccessIndex::load_after(&store, &after, Some(&old))
+            .await
+            .unwrap()
+            .unwrap();
+        let fresh = AccessIndex::load(&store, &after).await.unwrap().unwrap();
+
+        let shared = carried
+            .files
+            .iter()
+            .filter(|f| old.files.iter().any(|o| Arc::ptr_eq(o, f)))
+            .count();
+        assert!(shared > 0, "unchanged files are taken over");
+        assert!(shared < carried.files.len(), "new sidecars are read");
+        let paths = |i: &AccessIndex| {
+            i.files
+                .iter()
+                .map(|f| f.sidecar.clone())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(paths(&carried), paths(&fresh));
+        assert_eq!(carried.slots, fresh.slots);
+        assert_eq!(carried.by_cik, fresh.by_cik);
+        assert_eq!(carried.covered, fresh.covered);
+        let sups = |i: &AccessIndex| {
+            let mut v: Vec<(String, Instant)> = i
+                .supersessions()
+                .map(|(r, at)| (r.to_owned(), at))
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(sups(&carried), sups(&fresh));
+        assert!(
+            sups(&fresh).len() > sups(&old).len(),
+            "the correction supersedes a revision"
+        );
     }
 
     #[tokio::test]

@@ -28,6 +28,26 @@ pub async fn verify_beyond(
     version: Option<&str>,
     known: Option<&crate::manifest::Manifest>,
 ) -> Result<Verified> {
+    let version = match version {
+        Some(v) => v.to_owned(),
+        None => store
+            .current_version()
+            .await?
+            .ok_or_else(|| Error::NoCorpus(store.display().to_owned()))?,
+    };
+    let m = store.manifest(&version).await?;
+    verify_manifest(store, &version, &m, known).await
+}
+
+/// As [`verify_beyond`], for a manifest the caller has already read (and hash-checked, as
+/// [`CorpusStore::manifest`] does): a reloading server reads the new manifest once and both
+/// verifies and opens the version from it.
+pub async fn verify_manifest(
+    store: &CorpusStore,
+    version: &str,
+    m: &crate::manifest::Manifest,
+    known: Option<&crate::manifest::Manifest>,
+) -> Result<Verified> {
     let seen: std::collections::HashSet<&str> = known
         .map(|k| {
             k.partitions
@@ -42,16 +62,8 @@ pub async fn verify_beyond(
                 .collect()
         })
         .unwrap_or_default();
-    let version = match version {
-        Some(v) => v.to_owned(),
-        None => store
-            .current_version()
-            .await?
-            .ok_or_else(|| Error::NoCorpus(store.display().to_owned()))?,
-    };
-    let m = store.manifest(&version).await?;
     let mut out = Verified {
-        version,
+        version: version.to_owned(),
         ..Default::default()
     };
     for p in m

@@ -28,17 +28,28 @@ pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String
         return None;
     }
     let started = std::time::Instant::now();
+    // The new manifest is read (and hash-checked) once; verification and the open use it.
+    let manifest = match store.manifest(&version).await {
+        Ok(m) => m,
+        Err(e) => {
+            tracing::error!(error = %e, new = %version, kept = %current.version(), "REFUSED corpus reload: cannot read the new manifest");
+            return None;
+        }
+    };
     // A version that fails verification is refused and the old one stays served.
     // Objects the served version holds were checked when it was loaded (and are
     // content-addressed): only the new ones are read.
     if let Err(e) =
-        asof_engine::verify::verify_beyond(store, Some(&version), Some(current.manifest())).await
+        asof_engine::verify::verify_manifest(store, &version, &manifest, Some(current.manifest()))
+            .await
     {
         tracing::error!(error = %e, new = %version, kept = %current.version(), "REFUSED corpus reload: new version failed verification");
         return None;
     }
     let verified = started.elapsed();
-    match Corpus::open_version(store.clone(), &version).await {
+    // What the served version already derived from objects the new one shares (the identity
+    // index, each partition's supersessions) is taken over, not built again.
+    match Corpus::open_after(store.clone(), &version, manifest, Some(&*current)).await {
         Ok(c) => {
             let manifest = c.manifest().clone();
             state.swap_corpus(c);

@@ -11,6 +11,7 @@ mod laws;
 mod mapping;
 mod news;
 mod record;
+mod supersessions;
 
 pub use coverage::{Certificate, CoverageQuery, PartitionRef};
 pub use files::{FileEntry, FilePosition, FilesQuery};
@@ -22,7 +23,6 @@ use std::sync::Arc;
 
 use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::file_format::options::ParquetReadOptions;
-use datafusion::logical_expr::col;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::access::AccessIndex;
@@ -39,9 +39,13 @@ pub struct Corpus {
     store: CorpusStore,
     version: String,
     manifest: Manifest,
-    identity: IdentityIndex,
+    /// Shared with the next version when it lists the same identity object.
+    identity: Arc<IdentityIndex>,
     /// Superseded revision id → commit instant of the revision that superseded it.
     superseded: HashMap<String, Instant>,
+    /// What each partition of a lane without access files supersedes, carried to the next
+    /// version (see `supersessions.rs`).
+    supersessions: supersessions::ByPartition,
     ctx: SessionContext,
     /// The access-file index, when the version lists access files.
     access: Option<AccessIndex>,
@@ -75,51 +79,67 @@ impl Corpus {
     /// Loads one version (its manifest hash-checked, its identity file hash-checked).
     pub async fn open_version(store: CorpusStore, version: &str) -> Result<Self> {
         let manifest = store.manifest(version).await?;
-        let identity = match manifest.identity.first() {
-            Some(e) => read_identity(&store, e).await?,
-            None => IdentityFile::default(),
+        Self::open_after(store, version, manifest, None).await
+    }
+
+    /// Loads `version` from its `manifest` (already read and hash-checked), taking over from
+    /// `previous`, a version of the same store already loaded, what the two share: the
+    /// identity index when both list the same identity object, the access files (footers,
+    /// slots) whose sidecars both list, and what each partition supersedes for the
+    /// partitions both list. Objects are content-addressed, so the same
+    /// path is the same bytes; a reload after a day's ingest then reads that day, not the
+    /// corpus. The result is the same as opening the version afresh.
+    pub async fn open_after(
+        store: CorpusStore,
+        version: &str,
+        manifest: Manifest,
+        previous: Option<&Corpus>,
+    ) -> Result<Self> {
+        let identity = match previous.filter(|p| p.manifest.identity == manifest.identity) {
+            Some(p) => Arc::clone(&p.identity),
+            None => {
+                let file = match manifest.identity.first() {
+                    Some(e) => read_identity(&store, e).await?,
+                    None => IdentityFile::default(),
+                };
+                Arc::new(IdentityIndex::new(file)?)
+            }
         };
         let config = SessionConfig::new()
             .with_target_partitions(2)
             .with_batch_size(8192);
         let ctx = SessionContext::new_with_config(config);
         ctx.register_object_store(store.url(), store.object_store());
-        let mut corpus = Corpus {
-            store,
-            version: version.to_owned(),
-            manifest,
-            identity: IdentityIndex::new(identity)?,
-            superseded: HashMap::new(),
-            ctx,
-            access: None,
-            use_access: true,
-            day_tables: HashMap::new(),
-            scans: crate::ScanGate::unbounded(),
-        };
-        corpus.day_tables = corpus
-            .manifest
+        let access =
+            AccessIndex::load_after(&store, &manifest, previous.and_then(|p| p.access.as_ref()))
+                .await?;
+        let (superseded, supersessions) = supersessions::gather(
+            &store,
+            &manifest,
+            access.as_ref(),
+            previous.map(|p| &p.supersessions),
+        )
+        .await?;
+        let day_tables = manifest
             .spans
             .iter()
             .filter_map(|s| {
-                DayTable::build(&corpus.manifest, s.source_id, s.lane)
-                    .map(|t| ((s.source_id, s.lane), t))
+                DayTable::build(&manifest, s.source_id, s.lane).map(|t| ((s.source_id, s.lane), t))
             })
             .collect();
-        corpus.access = AccessIndex::load(&corpus.store, &corpus.manifest).await?;
-        corpus.superseded = match &corpus.access {
-            // Sidecars carry the supersessions of their rows: no column scan at start.
-            Some(a) if a.covers_all(&corpus.manifest) => {
-                let mut map = HashMap::new();
-                for (rev, at) in a.supersessions() {
-                    map.entry(rev.to_owned())
-                        .and_modify(|w: &mut Instant| *w = (*w).min(at))
-                        .or_insert(at);
-                }
-                map
-            }
-            _ => corpus.load_supersessions().await?,
-        };
-        Ok(corpus)
+        Ok(Corpus {
+            store,
+            version: version.to_owned(),
+            manifest,
+            identity,
+            superseded,
+            supersessions,
+            ctx,
+            access,
+            use_access: true,
+            day_tables,
+            scans: crate::ScanGate::unbounded(),
+        })
     }
 
     /// Turns the access-file path on or off. Off, every answer comes from the DataFusion scan
@@ -159,9 +179,11 @@ impl Corpus {
         format!("{}{}", self.store.url(), p.path)
     }
 
-    /// Reads `supersedes` of every partition once at load: the (small) set of revisions that
-    /// later revisions replaced.
-    async fn load_supersessions(&self) -> Result<HashMap<String, Instant>> {
+    /// Reads `supersedes` of every partition through DataFusion: the reference the
+    /// per-partition gathering at load is held to.
+    #[cfg(test)]
+    async fn scan_supersessions(&self) -> Result<HashMap<String, Instant>> {
+        use datafusion::logical_expr::col;
         let files = self.partition_urls(|_| true);
         let mut map = HashMap::new();
         if files.is_empty() {

@@ -1,0 +1,347 @@
+//! Superseded revisions of a version (which revision ids later revisions replaced, and when),
+//! gathered per partition so a reload reads only the partitions the new version adds.
+//!
+//! Why per partition: partitions are immutable and content-addressed, so what one holds never
+//! changes under its path. A version's map is the union of its partitions' findings (the
+//! earliest superseding commit wins), which a reload rebuilds from the previous version's
+//! findings plus the new partitions' own, instead of scanning every partition again. Lanes whose
+//! every partition is in an access file take their supersessions from the sidecars instead
+//! ([`AccessIndex::supersessions`]), which carry them for exactly those rows.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use std::ops::Range;
+
+use arrow::array::{Array, StringArray, TimestampMicrosecondArray};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+
+use crate::access::AccessIndex;
+use crate::clock::Instant;
+use crate::cut::Superseded;
+use crate::error::{Error, Result};
+use crate::manifest::{Manifest, PartitionEntry};
+use crate::store::CorpusStore;
+
+/// What one partition supersedes: (superseded revision id, commit instant of the row that
+/// superseded it), in stored order. Empty for most partitions.
+pub(crate) type Found = Arc<[(Box<str>, Instant)]>;
+
+/// Per-partition findings by partition path.
+pub(crate) type ByPartition = HashMap<String, Found>;
+
+/// Partitions read at once on a first open (a store over the network answers each footer
+/// request in a round trip).
+const READ_AHEAD: usize = 16;
+
+/// Gathers the supersessions of `manifest`: from the sidecars for lanes `access` covers, from
+/// each other partition otherwise, taking a partition's findings from `previous` when it lists
+/// the same path. Returns the merged map and the per-partition findings to carry forward.
+pub(crate) async fn gather(
+    store: &CorpusStore,
+    manifest: &Manifest,
+    access: Option<&AccessIndex>,
+    previous: Option<&ByPartition>,
+) -> Result<(Superseded, ByPartition)> {
+    let covered = |p: &PartitionEntry| access.is_some_and(|a| a.covers(p.source_id, p.lane));
+    let wanted: Vec<&PartitionEntry> = manifest.partitions.iter().filter(|p| !covered(p)).collect();
+    let mut by_partition = ByPartition::with_capacity(wanted.len());
+    let mut to_read = Vec::new();
+    for p in wanted {
+        match previous.and_then(|prev| prev.get(&p.path)) {
+            Some(found) => {
+                by_partition.insert(p.path.clone(), Arc::clone(found));
+            }
+            None => to_read.push(p),
+        }
+    }
+    let read: Vec<(String, Found)> = futures::stream::iter(to_read)
+        .map(|p| async move { Ok::<_, Error>((p.path.clone(), read_partition(store, p).await?)) })
+        .buffer_unordered(READ_AHEAD)
+        .try_collect()
+        .await?;
+    by_partition.extend(read);
+
+    let mut merged = Superseded::new();
+    let mut note = |rev: &str, at: Instant| {
+        merged
+            .entry(rev.to_owned())
+            .and_modify(|w: &mut Instant| *w = (*w).min(at))
+            .or_insert(at);
+    };
+    if let Some(a) = access {
+        for (rev, at) in a.supersessions() {
+            note(rev, at);
+        }
+    }
+    for found in by_partition.values() {
+        for (rev, at) in found.iter() {
+            note(rev, *at);
+        }
+    }
+    Ok((merged, by_partition))
+}
+
+/// Reads the `supersedes` and `committed_at` columns of one partition, and nothing when its
+/// footer's statistics say `supersedes` is null throughout (the common case).
+async fn read_partition(store: &CorpusStore, p: &PartitionEntry) -> Result<Found> {
+    let bad = |why: &str| Error::integrity(&p.path, why.to_owned());
+    let reader = Ranges {
+        store: store.object_store(),
+        path: Path::from(p.path.as_str()),
+        size: p.bytes,
+    };
+    let builder = ParquetRecordBatchStreamBuilder::new(reader).await?;
+    let leaves = builder.parquet_schema();
+    let sup = leaves
+        .columns()
+        .iter()
+        .position(|c| c.name() == "supersedes")
+        .ok_or_else(|| bad("no supersedes column"))?;
+    let none = builder.metadata().row_groups().iter().all(|rg| {
+        rg.column(sup)
+            .statistics()
+            .and_then(|s| s.null_count_opt())
+            .is_some_and(|n| n == rg.num_rows() as u64)
+    });
+    if none {
+        return Ok(Arc::from([]));
+    }
+    let mask = ProjectionMask::columns(leaves, ["supersedes", "committed_at"]);
+    let mut batches = builder.with_projection(mask).build()?;
+    let mut found = Vec::new();
+    while let Some(batch) = batches.try_next().await? {
+        let revs = batch
+            .column_by_name("supersedes")
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(|| bad("supersedes is not utf8"))?;
+        let at = batch
+            .column_by_name("committed_at")
+            .and_then(|c| c.as_any().downcast_ref::<TimestampMicrosecondArray>())
+            .ok_or_else(|| bad("committed_at is not a timestamp"))?;
+        for i in 0..batch.num_rows() {
+            if revs.is_valid(i) {
+                found.push((revs.value(i).into(), Instant::from_micros(at.value(i))));
+            }
+        }
+    }
+    Ok(found.into())
+}
+
+/// Byte ranges of one stored object, for the Parquet reader: the footer, then only the two
+/// columns' pages (a golden copy's day is gigabytes; its `supersedes` is a few kilobytes).
+struct Ranges {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: u64,
+}
+
+impl AsyncFileReader for Ranges {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        async move {
+            self.store
+                .get_range(&self.path, range)
+                .await
+                .map_err(|e| ParquetError::External(Box::new(e)))
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        _options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            let size = self.size;
+            let meta = ParquetMetaDataReader::new()
+                .with_prefetch_hint(Some(64 << 10))
+                .with_page_index_policy(PageIndexPolicy::Skip)
+                .load_and_finish(&mut *self, size)
+                .await?;
+            Ok(Arc::new(meta))
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::{Lane, SourceId};
+    use crate::corpus::Corpus;
+    use crate::identity::{FORMAT, IdentityFile, TickerInterval};
+    use crate::publish::{ChangeSet, publish};
+    use crate::record::NewsRow;
+    use crate::testkit::{edgar, t};
+
+    /// A Federal Register row: a lane no access file covers.
+    fn notice(id: &str, published: &str, committed: &str) -> NewsRow {
+        let mut r = edgar(id, "1", Some(published), committed);
+        r.id = id.into();
+        r.source_id = SourceId::FederalRegisterPi;
+        r.lane = Lane::ForwardFirstSeen;
+        r.cik = None;
+        r.entity_id = None;
+        r.form = None;
+        r.acceptance_at = None;
+        r
+    }
+
+    fn identity(ticker: &str) -> IdentityFile {
+        IdentityFile {
+            format: FORMAT.into(),
+            evidence: vec![],
+            tickers: vec![TickerInterval {
+                ticker: ticker.into(),
+                cik: "1".into(),
+                valid_from: t("2026-01-01T00:00:00Z"),
+                valid_to: t("2026-02-01T00:00:00Z"),
+                evidence: vec![],
+            }],
+            names: vec![],
+        }
+    }
+
+    async fn put(store: &CorpusStore, changes: ChangeSet, at: &str) -> String {
+        let p = publish(store, changes, t(at)).await.unwrap();
+        assert!(p.changed);
+        p.version
+    }
+
+    /// Three versions: rows in an access-file lane and in one without; then corrections of
+    /// both and a new day, identity unchanged; then a new identity file.
+    async fn three_versions() -> (tempfile::TempDir, CorpusStore, [String; 3]) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let v1 = put(
+            &store,
+            ChangeSet {
+                rows: vec![
+                    edgar(
+                        "0000000001-26-000001",
+                        "1",
+                        Some("2026-01-05T16:00:00Z"),
+                        "2026-01-06T00:00:00Z",
+                    ),
+                    notice("2026-00001", "2026-01-05T09:00:00Z", "2026-01-05T10:00:00Z"),
+                    notice("2026-00002", "2026-01-06T09:00:00Z", "2026-01-06T10:00:00Z"),
+                ],
+                identity: Some(identity("ONE")),
+                ..Default::default()
+            },
+            "2026-03-01T00:00:00Z",
+        )
+        .await;
+        let v2 = put(
+            &store,
+            ChangeSet {
+                rows: vec![
+                    edgar(
+                        "0000000001-26-000001",
+                        "1",
+                        Some("2026-01-05T21:00:00Z"),
+                        "2026-01-20T00:00:00Z",
+                    ),
+                    notice("2026-00001", "2026-01-05T09:30:00Z", "2026-01-21T00:00:00Z"),
+                    notice("2026-00003", "2026-01-09T09:00:00Z", "2026-01-21T00:00:00Z"),
+                ],
+                ..Default::default()
+            },
+            "2026-03-02T00:00:00Z",
+        )
+        .await;
+        let v3 = put(
+            &store,
+            ChangeSet {
+                identity: Some(identity("TWO")),
+                ..Default::default()
+            },
+            "2026-03-03T00:00:00Z",
+        )
+        .await;
+        (dir, store, [v1, v2, v3])
+    }
+
+    #[tokio::test]
+    async fn gathering_partition_by_partition_finds_what_a_scan_over_every_partition_finds() {
+        let (_d, store, [_, v2, _]) = three_versions().await;
+        let c = Corpus::open_version(store.clone(), &v2).await.unwrap();
+        let scanned = c.scan_supersessions().await.unwrap();
+        assert_eq!(scanned.len(), 2, "one correction in each lane: {scanned:?}");
+        assert!(c.access.is_some(), "sec.edgar has access files");
+        assert_eq!(
+            c.superseded, scanned,
+            "sidecars for sec.edgar, partitions for the rest"
+        );
+        let (every_partition, _) = gather(&store, c.manifest(), None, None).await.unwrap();
+        assert_eq!(
+            every_partition, scanned,
+            "no access files: every partition read"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_version_opened_after_another_takes_over_what_they_share_and_answers_as_if_fresh() {
+        let (_d, store, [v1, v2, v3]) = three_versions().await;
+        let c1 = Corpus::open_version(store.clone(), &v1).await.unwrap();
+        let m2 = store.manifest(&v2).await.unwrap();
+        let c2 = Corpus::open_after(store.clone(), &v2, m2, Some(&c1))
+            .await
+            .unwrap();
+        let fresh2 = Corpus::open_version(store.clone(), &v2).await.unwrap();
+
+        assert!(
+            Arc::ptr_eq(&c1.identity, &c2.identity),
+            "same identity object: index shared"
+        );
+        assert_eq!(c2.superseded, fresh2.superseded);
+        assert_eq!(c2.superseded, fresh2.scan_supersessions().await.unwrap());
+        assert_eq!(c2.superseded.len(), 2);
+        let carried = c1
+            .supersessions
+            .iter()
+            .filter(|(path, found)| {
+                c2.supersessions
+                    .get(*path)
+                    .is_some_and(|f| Arc::ptr_eq(f, found))
+            })
+            .count();
+        assert!(
+            carried > 0,
+            "partitions both versions list are not read again"
+        );
+        assert_eq!(c2.supersessions.len(), fresh2.supersessions.len());
+
+        let m3 = store.manifest(&v3).await.unwrap();
+        let c3 = Corpus::open_after(store.clone(), &v3, m3, Some(&c2))
+            .await
+            .unwrap();
+        let fresh3 = Corpus::open_version(store, &v3).await.unwrap();
+        assert!(
+            !Arc::ptr_eq(&c2.identity, &c3.identity),
+            "a new identity object is read"
+        );
+        assert_eq!(c3.identity().file(), fresh3.identity().file());
+        assert_eq!(
+            c3.identity()
+                .ticker_at("TWO", t("2026-01-10T00:00:00Z"))
+                .len(),
+            1
+        );
+        assert!(
+            c3.identity()
+                .ticker_at("ONE", t("2026-01-10T00:00:00Z"))
+                .is_empty()
+        );
+        assert_eq!(c3.superseded, fresh3.superseded);
+    }
+}
