@@ -208,6 +208,13 @@ pub async fn publish_onto(
     // below, the ids it adds more than once): ids are unique within a source-lane only (the
     // forward and certified lanes of EDGAR share accession ids).
     let mut current: HashMap<(SourceId, Lane, String), (String, String)> = HashMap::new();
+    // (source, lane, id) -> the revisions of it already superseded (held, or replaced earlier
+    // in this publish). A revision id is a hash of the content, so a row equal to one of them
+    // would bring back a revision the record's history already holds, under the same id:
+    // the cut's supersession map (keyed by revision id) would then hide the record from the
+    // first supersession on. Such a row (an older capture ingested after a newer one) is
+    // taken as already held.
+    let mut history: HashMap<(SourceId, Lane, String), HashSet<String>> = HashMap::new();
     let mut unindexed: HashMap<(SourceId, Lane), Vec<ids::IdEntry>> = HashMap::new();
     if let Some((_, pm)) = &parent {
         for ((source, lane), (ids, days)) in &wanted {
@@ -258,7 +265,9 @@ pub async fn publish_onto(
             // Every revision of a wanted id is in a partition read (the runs name each day
             // holding one), so its chain is whole here.
             for (id, rev, content) in heads {
-                if !superseded.contains(&rev) {
+                if superseded.contains(&rev) {
+                    history.entry((source, lane, id)).or_default().insert(rev);
+                } else {
                     current.insert((source, lane, id), (rev, content));
                 }
             }
@@ -282,6 +291,13 @@ pub async fn publish_onto(
         }
         let mut row = row.seal();
         let key = (row.source_id, row.lane, row.id.clone());
+        if history
+            .get(&key)
+            .is_some_and(|h| h.contains(&row.revision_id))
+        {
+            unchanged += 1;
+            return Ok(());
+        }
         match current.get(&key) {
             Some((_, content)) if *content == row.content_sha256 => {
                 unchanged += 1;
@@ -297,6 +313,9 @@ pub async fn publish_onto(
             )
         })?;
         if repeated.contains(&key) {
+            if let Some(old) = &row.supersedes {
+                history.entry(key.clone()).or_default().insert(old.clone());
+            }
             current.insert(key, (row.revision_id.clone(), row.content_sha256.clone()));
         }
         fresh_ids
@@ -310,7 +329,7 @@ pub async fn publish_onto(
         added += 1;
         Ok(())
     })?;
-    drop((current, repeated, local));
+    drop((current, history, repeated, local));
 
     // Step 1: partitions, id runs, access files and identity objects.
     // A source-lane read whole because it had no runs gets a run of all its rows, once it
@@ -851,6 +870,79 @@ mod tests {
                 crate::read::decode_parquet(&p.path, Bytes::from(bytes)).unwrap()
             })
             .collect()
+    }
+
+    #[tokio::test]
+    async fn an_older_capture_ingested_after_a_newer_one_brings_back_no_revision_the_record_held() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let put = |rows: Vec<NewsRow>, at: &'static str| {
+            let store = store.clone();
+            async move {
+                publish(
+                    &store,
+                    ChangeSet {
+                        rows,
+                        ..Default::default()
+                    },
+                    t(at),
+                )
+                .await
+                .unwrap()
+            }
+        };
+        let old = edgar(
+            "0000000001-26-000001",
+            "1",
+            Some("2026-01-05T16:00:00Z"),
+            "2026-01-06T00:00:00Z",
+        );
+        let mut new = old.clone();
+        new.title = "8-K - corrected".into();
+        new.committed_at = Some(t("2026-01-07T00:00:00Z"));
+        put(vec![old.clone()], "2026-01-06T00:00:00Z").await;
+        put(vec![new.clone()], "2026-01-07T00:00:00Z").await;
+        let again = |r: &NewsRow| NewsRow {
+            committed_at: Some(t("2026-01-08T00:00:00Z")),
+            ..r.clone()
+        };
+        // Both captures again, older first, then the older alone: nothing to publish.
+        let both = put(vec![again(&old), again(&new)], "2026-01-08T00:00:00Z").await;
+        assert!(!both.changed, "{both:?}");
+        assert_eq!(both.rows_unchanged, 2);
+        let alone = put(vec![again(&old)], "2026-01-08T00:00:00Z").await;
+        assert!(!alone.changed, "{alone:?}");
+        // Within one publish, a content seen earlier in it is not brought back either.
+        let other = edgar(
+            "0000000001-26-000002",
+            "1",
+            Some("2026-01-05T17:00:00Z"),
+            "2026-01-09T00:00:00Z",
+        );
+        let mut fixed = other.clone();
+        fixed.title = "8-K - fixed".into();
+        let p = put(vec![other.clone(), fixed, other], "2026-01-09T00:00:00Z").await;
+        assert_eq!((p.rows_added, p.rows_unchanged), (2, 1));
+
+        let (_, m) = store.current().await.unwrap();
+        let rows = rows_of(dir.path(), &m);
+        let revs: HashSet<&str> = rows.iter().map(|r| r.revision_id.as_str()).collect();
+        assert_eq!(revs.len(), rows.len(), "every revision id once: {rows:?}");
+        assert_eq!(rows.len(), 4);
+        // And the record is in force as corrected.
+        let c = crate::corpus::Corpus::open(store).await.unwrap();
+        match c
+            .record(
+                "0000000001-26-000001_1",
+                t("2026-01-10T00:00:00Z"),
+                crate::clock::VisibleBy::CommittedAt,
+            )
+            .await
+            .unwrap()
+        {
+            crate::corpus::RecordLookup::Visible(r) => assert_eq!(r.title, "8-K - corrected"),
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]
