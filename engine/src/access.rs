@@ -593,6 +593,26 @@ impl std::fmt::Debug for AccessIndex {
     }
 }
 
+/// Slots by key, then file (files load in year order).
+fn slot_order(a: &(SlotKey, Slot), b: &(SlotKey, Slot)) -> std::cmp::Ordering {
+    (&a.0, a.1.file).cmp(&(&b.0, b.1.file))
+}
+
+/// Merges two runs sorted in [`slot_order`] into one.
+fn merge_sorted(a: Vec<(SlotKey, Slot)>, b: Vec<(SlotKey, Slot)>) -> Vec<(SlotKey, Slot)> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        let take_a = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => slot_order(x, y).is_le(),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return out,
+        };
+        out.extend(if take_a { a.next() } else { b.next() });
+    }
+}
+
 /// Parses `snapshots/access/<source>/<lane>/<year>/…` back to its group.
 fn group_of_path(path: &str) -> Option<(SourceId, Lane, i32)> {
     let mut it = path.strip_prefix("snapshots/access/")?.split('/');
@@ -705,16 +725,14 @@ impl AccessIndex {
             }));
             groups.insert(group);
         }
-        // The slots of the files taken over, under their new file numbers.
-        if let Some(prev) = previous.filter(|_| moved.iter().any(Option::is_some)) {
-            for (key, range) in &prev.by_cik {
-                for s in &prev.slots[range.start as usize..range.end as usize] {
-                    if let Some(file) = moved[s.file as usize] {
-                        pending.push((key.clone(), Slot { file, ..s.clone() }));
-                    }
-                }
-            }
-        }
+        // The new sidecars' slots are sorted; the files taken over bring theirs already in
+        // order, and the two are merged (sorting every slot again was most of a reload's
+        // index cost).
+        pending.sort_unstable_by(slot_order);
+        let pending = match previous.filter(|_| moved.iter().any(Option::is_some)) {
+            Some(prev) => merge_sorted(prev.carried(&moved), pending),
+            None => pending,
+        };
         idx.finish(pending);
         // A source-lane is answered from access files only if every partition of it is.
         let mut partial = HashSet::new();
@@ -784,10 +802,28 @@ impl AccessIndex {
         Ok(sup)
     }
 
-    /// Orders the loaded slots by key, then file (files load in year order), so each CIK's
-    /// runs are one contiguous range.
-    fn finish(&mut self, mut pending: Vec<(SlotKey, Slot)>) {
-        pending.sort_unstable_by(|a, b| (&a.0, a.1.file).cmp(&(&b.0, b.1.file)));
+    /// The slots of the files `moved` names (index here → index in the new index), under
+    /// their new file numbers, in [`slot_order`]: runs are walked in slot order, which is key
+    /// order, so no key is compared.
+    fn carried(&self, moved: &[Option<u32>]) -> Vec<(SlotKey, Slot)> {
+        let mut runs: Vec<(&SlotKey, &Range<u32>)> = self.by_cik.iter().collect();
+        runs.sort_unstable_by_key(|(_, r)| r.start);
+        let mut out = Vec::with_capacity(self.slots.len());
+        for (key, range) in runs {
+            let first = out.len();
+            for s in &self.slots[range.start as usize..range.end as usize] {
+                if let Some(file) = moved[s.file as usize] {
+                    out.push((key.clone(), Slot { file, ..s.clone() }));
+                }
+            }
+            out[first..].sort_by_key(|(_, s)| s.file);
+        }
+        out
+    }
+
+    /// Takes the slots in [`slot_order`], so each CIK's runs are one contiguous range.
+    fn finish(&mut self, pending: Vec<(SlotKey, Slot)>) {
+        debug_assert!(pending.is_sorted_by(|a, b| slot_order(a, b).is_le()));
         self.slots.reserve_exact(pending.len());
         for (key, slot) in pending {
             let at = self.slots.len() as u32;
