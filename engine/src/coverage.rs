@@ -40,6 +40,17 @@ impl Coverage {
             self.touched.push(key);
         }
     }
+    /// Touches each of `keys` in order, once: what `touch` does key by key, without comparing
+    /// every key with every other (a page's rows name up to a hundred days).
+    pub fn touch_all(&mut self, keys: impl IntoIterator<Item = String>) {
+        let mut held: std::collections::HashSet<String> = self.touched.iter().cloned().collect();
+        for key in keys {
+            if !held.contains(&key) {
+                held.insert(key.clone());
+                self.touched.push(key);
+            }
+        }
+    }
     fn miss(&mut self, key: String) {
         self.missing_total += 1;
         if self.missing.len() < MAX_MISSING_KEYS {
@@ -48,8 +59,13 @@ impl Coverage {
     }
 }
 
+/// `<source>/<YYYY-MM-DD>`: the coverage key of one source-day.
 pub fn day_key(source: SourceId, day: Day) -> String {
-    format!("{source}/{day}")
+    let mut key = String::with_capacity(source.as_str().len() + 11);
+    key.push_str(source.as_str());
+    key.push('/');
+    day.push_iso(&mut key);
+    key
 }
 
 /// What the certified days of one source-lane are, as seen by one kind of answer.
@@ -315,6 +331,24 @@ mod tests {
 
     use super::*;
     use crate::manifest::{Certification, FORMAT, derive_spans};
+
+    #[test]
+    fn touching_keys_all_at_once_gives_what_touching_them_one_by_one_gives() {
+        let keys = ["b", "a", "b", "c", "a", "d"].map(String::from);
+        let mut one_by_one = Coverage::default();
+        one_by_one.touch("a".into());
+        let mut at_once = one_by_one.clone();
+        for k in keys.clone() {
+            one_by_one.touch(k);
+        }
+        at_once.touch_all(keys);
+        assert_eq!(at_once, one_by_one);
+        assert_eq!(at_once.touched, ["a", "b", "c", "d"]);
+        assert_eq!(
+            day_key(SourceId::SecEdgar, day("2026-01-05")),
+            "sec.edgar/2026-01-05"
+        );
+    }
 
     fn day(s: &str) -> Day {
         s.parse().unwrap()

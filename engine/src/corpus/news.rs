@@ -141,11 +141,14 @@ impl Corpus {
         } else {
             None
         };
-        for r in &rows {
-            if let Some(d) = r.partition_day() {
-                coverage.touch(day_key(r.source_id, d));
-            }
-        }
+        // One key per distinct source-day, formatted once (rows of a page share days).
+        let mut days = std::collections::HashSet::new();
+        coverage.touch_all(
+            rows.iter()
+                .filter_map(|r| r.partition_day().map(|d| (r.source_id, d)))
+                .filter(|sd| days.insert(*sd))
+                .map(|(s, d)| day_key(s, d)),
+        );
         Ok(Answer::Page {
             rows,
             next,
