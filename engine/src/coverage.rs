@@ -40,13 +40,20 @@ impl Coverage {
             self.touched.push(key);
         }
     }
-    /// Touches each of `keys` in order, once: what `touch` does key by key, without comparing
-    /// every key with every other (a page's rows name up to a hundred days).
-    pub fn touch_all(&mut self, keys: impl IntoIterator<Item = String>) {
-        let mut held: std::collections::HashSet<String> = self.touched.iter().cloned().collect();
-        for key in keys {
-            if !held.contains(&key) {
-                held.insert(key.clone());
+    /// Touches the key of each source-day in order, once, as `touch` would key by key, but
+    /// formatting each distinct day once and comparing days, not strings: a page's rows name
+    /// up to a hundred days, mostly the same few.
+    pub fn touch_days(&mut self, days: impl IntoIterator<Item = (SourceId, Day)>) {
+        let before = self.touched.len();
+        let mut seen: Vec<(SourceId, Day)> = Vec::new();
+        for (source, day) in days {
+            if seen.contains(&(source, day)) {
+                continue;
+            }
+            seen.push((source, day));
+            // Keys of distinct days differ: only the keys touched before can repeat one.
+            let key = day_key(source, day);
+            if !self.touched[..before].contains(&key) {
                 self.touched.push(key);
             }
         }
@@ -333,20 +340,32 @@ mod tests {
     use crate::manifest::{Certification, FORMAT, derive_spans};
 
     #[test]
-    fn touching_keys_all_at_once_gives_what_touching_them_one_by_one_gives() {
-        let keys = ["b", "a", "b", "c", "a", "d"].map(String::from);
+    fn touching_a_pages_days_at_once_gives_what_touching_their_keys_one_by_one_gives() {
+        let fr = SourceId::FederalRegisterPi;
+        let days = [
+            (SourceId::SecEdgar, day("2026-01-05")),
+            (SourceId::SecEdgar, day("2026-01-02")),
+            (SourceId::SecEdgar, day("2026-01-05")),
+            (fr, day("2026-01-05")),
+            (SourceId::SecEdgar, day("2026-01-02")),
+            (SourceId::SecEdgar, day("2026-01-07")),
+        ];
         let mut one_by_one = Coverage::default();
-        one_by_one.touch("a".into());
+        one_by_one.touch("sec.edgar/2026-01-02".into());
         let mut at_once = one_by_one.clone();
-        for k in keys.clone() {
-            one_by_one.touch(k);
+        for (s, d) in days {
+            one_by_one.touch(day_key(s, d));
         }
-        at_once.touch_all(keys);
+        at_once.touch_days(days);
         assert_eq!(at_once, one_by_one);
-        assert_eq!(at_once.touched, ["a", "b", "c", "d"]);
         assert_eq!(
-            day_key(SourceId::SecEdgar, day("2026-01-05")),
-            "sec.edgar/2026-01-05"
+            at_once.touched,
+            [
+                "sec.edgar/2026-01-02",
+                "sec.edgar/2026-01-05",
+                "us.federal_register.pi/2026-01-05",
+                "sec.edgar/2026-01-07"
+            ]
         );
     }
 

@@ -8,7 +8,7 @@ use serde::Serialize;
 use super::Corpus;
 use crate::access::{AccessIndex, Bounds};
 use crate::clock::{Instant, Lane, SourceId, VisibleBy};
-use crate::coverage::{Coverage, Scope, day_key};
+use crate::coverage::{Coverage, Scope};
 use crate::cut::{Cut, ts};
 use crate::error::{Error, Result};
 use crate::identity::ticker_hole_key;
@@ -141,13 +141,9 @@ impl Corpus {
         } else {
             None
         };
-        // One key per distinct source-day, formatted once (rows of a page share days).
-        let mut days = std::collections::HashSet::new();
-        coverage.touch_all(
+        coverage.touch_days(
             rows.iter()
-                .filter_map(|r| r.partition_day().map(|d| (r.source_id, d)))
-                .filter(|sd| days.insert(*sd))
-                .map(|(s, d)| day_key(s, d)),
+                .filter_map(|r| r.partition_day().map(|d| (r.source_id, d))),
         );
         Ok(Answer::Page {
             rows,
