@@ -40,8 +40,7 @@ pub struct JsonEnvelope;
 
 /// Serializes an envelope (one trailing newline) into a response with its cache kind.
 pub fn envelope_response<E: Serialize>(status: StatusCode, env: &E, cache: CacheKind) -> Response {
-    let mut body = serde_json::to_vec(env).expect("envelope serializes");
-    body.push(b'\n');
+    let body = encode(env);
     let mut r = (
         status,
         [(
@@ -54,6 +53,30 @@ pub fn envelope_response<E: Serialize>(status: StatusCode, env: &E, cache: Cache
     r.extensions_mut().insert(cache);
     r.extensions_mut().insert(JsonEnvelope);
     r
+}
+
+/// Encoding buffers above this size are not kept between answers.
+const KEEP_BUFFER_BYTES: usize = 4 << 20;
+
+thread_local! {
+    /// The thread's encoding buffer. An envelope is encoded into it, then copied out once at
+    /// its final size: a fresh `Vec` grown by doubling from 128 bytes reallocated and copied
+    /// a page of rows a dozen times, a quarter of a keyed page's instructions (BENCHMARKS.md).
+    static BODY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// The envelope's JSON and one trailing newline.
+fn encode<E: Serialize>(env: &E) -> Vec<u8> {
+    BODY.with_borrow_mut(|buf| {
+        buf.clear();
+        serde_json::to_writer(&mut *buf, env).expect("envelope serializes");
+        buf.push(b'\n');
+        let body = buf.as_slice().to_vec();
+        if buf.capacity() > KEEP_BUFFER_BYTES {
+            *buf = Vec::new();
+        }
+        body
+    })
 }
 
 /// A successful envelope under construction: `ok(&ctx, results)` then what the answer is
@@ -137,5 +160,29 @@ impl<T: Serialize> IntoResponse for Success<'_, T> {
             CacheKind::for_cut(self.as_of)
         };
         envelope_response(StatusCode::OK, &env, cache)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_encoding_is_its_value_and_a_newline_whatever_the_thread_encoded_before() {
+        let big = serde_json::json!({ "rows": vec!["x".repeat(1000); 50] });
+        let small = serde_json::json!({ "rows": [] });
+        let mut expected = serde_json::to_vec(&big).unwrap();
+        expected.push(b'\n');
+        assert_eq!(encode(&big), expected);
+        assert_eq!(encode(&small), b"{\"rows\":[]}\n");
+        // A body past the size the buffer keeps is answered whole, and the next one too.
+        let huge = serde_json::json!({ "rows": "y".repeat(KEEP_BUFFER_BYTES + 1) });
+        let out = encode(&huge);
+        assert_eq!(
+            out.len(),
+            KEEP_BUFFER_BYTES + 1 + r#"{"rows":""}"#.len() + 1
+        );
+        assert!(out.ends_with(b"y\"}\n"));
+        assert_eq!(encode(&small), b"{\"rows\":[]}\n");
     }
 }
