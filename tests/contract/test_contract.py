@@ -110,6 +110,12 @@ def check_schemathesis(server, key, venv_bin, out_dir, max_examples):
         # checked by its own tests (server/tests/stream.rs, tests/stream/ with httpx-sse).
         "--exclude-path",
         "/v1/stream",
+        # This server has no market-data vendor configured, where the connector answers its
+        # documented 503 connector_not_configured, which schemathesis counts as a server error
+        # once a generated call passes the key and body checks. The connector is checked
+        # against a vendor stand-in by server/tests/connector.rs.
+        "--exclude-path",
+        "/v1/connectors/{vendor}/bars",
     ]
     print("$", " ".join(c if not c.startswith("Authorization") else "Authorization: Bearer ***" for c in cmd), flush=True)
     r = subprocess.run(cmd)
