@@ -1560,7 +1560,7 @@ mod tests {
         let (_dir, store, rows) = random_corpus(0x5eed_0001, batched).await;
         let fast = Corpus::open(store.clone()).await.unwrap();
         let mut scan = Corpus::open(store).await.unwrap();
-        scan.set_use_access(false);
+        scan.set_read_path(crate::corpus::ReadPath::Scan);
         let index = fast.access().expect("publish derived access files");
         if batched {
             assert!(

@@ -1,15 +1,22 @@
-//! The as-of rule, written once: which revisions a cut sees, as a DataFusion expression for
-//! the scan path and as a row predicate for the index path and single-record lookups.
+//! The as-of rule, written once: which revisions a cut sees, as a row predicate for the index
+//! path, the walk and single-record lookups, and as a DataFusion filter and anti-join for the
+//! reference scan.
 //!
 //! A row is visible at a cut when it is of the cut's lane (lanes are never mixed in one
 //! answer), and its clock is non-null, at or before `as_of`, and (in a diff window) after
 //! `start`. Of a record's revisions, the one in force follows the cut's [`Revisions`] policy.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use datafusion::prelude::{Expr, col, lit};
+use arrow::array::{RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use datafusion::dataframe::DataFrame;
+use datafusion::logical_expr::JoinType;
+use datafusion::prelude::{Expr, SessionContext, col, lit};
 
 use crate::clock::{Instant, Lane, VisibleBy};
+use crate::error::Result;
 use crate::record::NewsRow;
 
 /// One cut (or diff window): instant, clock, lane and revision policy.
@@ -61,15 +68,6 @@ impl Cut {
         }
     }
 
-    /// The cut of an as-of or diff query: its lane only.
-    pub fn of(q: &crate::corpus::NewsQuery) -> Self {
-        Cut {
-            start: q.start,
-            lane: Some(q.lane),
-            ..Cut::at(q.as_of, q.visible_by)
-        }
-    }
-
     /// Whether the revision existed in the corpus at the cut: on `committed_at`, only
     /// revisions committed at or before it; on the other clocks, every revision of the
     /// version (its best knowledge).
@@ -101,8 +99,9 @@ impl Cut {
         self.sees(r) && self.in_force(superseded.get(&r.revision_id).copied())
     }
 
-    /// The same predicate as a DataFusion expression over partition columns.
-    pub fn expr(&self, superseded: &Superseded) -> Expr {
+    /// The row predicate but the revision rule ([`Self::sees`] and [`Self::knows`]) as a
+    /// DataFusion expression over partition columns; [`Self::apply`] adds the revision rule.
+    pub fn expr(&self) -> Expr {
         let c = col(self.clock.as_str());
         let mut pred = c.clone().is_not_null().and(c.clone().lt_eq(ts(self.as_of)));
         if let Some(start) = self.start {
@@ -114,17 +113,46 @@ impl Cut {
         if self.revisions == Revisions::AsCommitted && self.clock != VisibleBy::CommittedAt {
             pred = pred.and(col("committed_at").lt_eq(ts(self.as_of)));
         }
-        let stale: Vec<Expr> = superseded
-            .iter()
-            .filter(|(_, at)| !self.in_force(Some(**at)))
-            .map(|(rev, _)| lit(rev.clone()))
-            .collect();
-        if !stale.is_empty() {
-            pred = pred.and(col("revision_id").in_list(stale, true));
-        }
         pred
     }
+
+    /// The revisions of `superseded` not in force at this cut.
+    pub fn stale<'a>(&self, superseded: &'a Superseded) -> impl Iterator<Item = &'a str> {
+        let cut = *self;
+        superseded
+            .iter()
+            .filter(move |(_, at)| !cut.in_force(Some(**at)))
+            .map(|(rev, _)| rev.as_str())
+    }
+
+    /// The whole predicate applied to a DataFrame of partition rows: [`Self::expr`], then the
+    /// stale revisions taken out by an anti-join (a hash join, however many there are; an
+    /// `IN` list of them would be an expression as large as the corpus's corrections).
+    pub fn apply(&self, df: DataFrame, superseded: &Superseded) -> Result<DataFrame> {
+        let df = df.filter(self.expr())?;
+        let stale: Vec<&str> = self.stale(superseded).collect();
+        if stale.is_empty() {
+            return Ok(df);
+        }
+        let schema = Arc::new(Schema::new(vec![Field::new(
+            STALE_COLUMN,
+            DataType::Utf8,
+            false,
+        )]));
+        let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(stale))])?;
+        let table = SessionContext::new().read_batch(batch)?;
+        Ok(df.join(
+            table,
+            JoinType::LeftAnti,
+            &["revision_id"],
+            &[STALE_COLUMN],
+            None,
+        )?)
+    }
 }
+
+/// The column of the stale-revision table [`Cut::apply`] anti-joins.
+const STALE_COLUMN: &str = "stale_revision_id";
 
 /// A timestamp literal in the partitions' type (microseconds, UTC).
 pub fn ts(t: Instant) -> Expr {
@@ -217,11 +245,8 @@ mod tests {
                     .filter(|r| cut.admits(r, &superseded))
                     .map(|r| r.id.clone())
                     .collect();
-                let batches = ctx
-                    .table("r")
-                    .await
-                    .unwrap()
-                    .filter(cut.expr(&superseded))
+                let batches = cut
+                    .apply(ctx.table("r").await.unwrap(), &superseded)
                     .unwrap()
                     .select_columns(&["id"])
                     .unwrap()

@@ -24,9 +24,12 @@ pub enum Error {
     /// A SQL statement was refused (not a read-only query).
     #[error("refused: {0}")]
     Refused(String),
-    /// Every scan slot stayed taken for the whole wait ([`crate::ScanGate`]).
+    /// Every scan slot stayed taken for the whole wait ([`crate::ScanPool`]).
     #[error("every scan slot is taken")]
     Busy,
+    /// The question would look at more rows than one request may ([`crate::scan_pool::Budget`]).
+    #[error("the question reads more than {limit} rows")]
+    TooBroad { limit: u64 },
     /// Another publisher moved the pointer since this one read its parent (publishers rebase
     /// on it; it reaches a caller only after the bounded retries, `crate::publish`).
     #[error("the corpus pointer moved: expected {expected:?}, found {found:?}")]

@@ -20,7 +20,7 @@ pub mod publish;
 pub mod read;
 pub mod record;
 pub mod sample;
-pub mod scan_gate;
+pub mod scan_pool;
 pub mod spill;
 pub mod sql;
 pub mod store;
@@ -35,7 +35,7 @@ pub use coverage::{Coverage, Scope};
 pub use error::{ClockFault, Error, Result};
 pub use manifest::Manifest;
 pub use record::NewsRow;
-pub use scan_gate::ScanGate;
+pub use scan_pool::ScanPool;
 pub use store::CorpusStore;
 
 #[cfg(test)]

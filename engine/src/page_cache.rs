@@ -1,5 +1,6 @@
 //! Bounded in-process caches keyed by immutable objects: byte ranges read from remote object
-//! stores (S3, GCS, Azure), and rows decoded from access files.
+//! stores (S3, GCS, Azure), rows decoded from access files and partitions, and partition
+//! footers.
 //!
 //! The index path reads a few pages of an access file per request. From a local directory
 //! those are positional reads the OS page cache answers in microseconds; from an object store
@@ -11,7 +12,8 @@
 //! being invalidated, across reloads too: entries are keyed by path and range only.
 //!
 //! Each cache is bounded in bytes (`ASOF_REMOTE_CACHE_MB`, `ASOF_ROW_CACHE_MB`, default 256
-//! each; 0 turns one off): past the bound the least recently used entries go first.
+//! each; `ASOF_FOOTER_CACHE_MB`, default 64; 0 turns one off): past the bound the least
+//! recently used entries go first.
 
 use std::collections::HashMap;
 use std::ops::Range;
@@ -25,10 +27,14 @@ use crate::record::RowBlock;
 pub const DEFAULT_MB: usize = 256;
 
 fn bound(var: &str) -> usize {
+    bound_or(var, DEFAULT_MB)
+}
+
+fn bound_or(var: &str, default_mb: usize) -> usize {
     std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
-        .unwrap_or(DEFAULT_MB)
+        .unwrap_or(default_mb)
         * 1024
         * 1024
 }
@@ -37,10 +43,16 @@ fn bound(var: &str) -> usize {
 pub static REMOTE: LazyLock<PageCache> =
     LazyLock::new(|| PageCache::new(bound("ASOF_REMOTE_CACHE_MB")));
 
-/// Rows of access files, decoded: one entry per block of a CIK's run (the rows a read of
-/// that block gives), shared by every request that reads it.
+/// Rows decoded: one entry per block of a CIK's run in an access file, or per block of a
+/// partition the walk reads (`corpus::walk`), shared by every request that reads it.
 pub static ROWS: LazyLock<Cache<Arc<RowBlock>>> =
     LazyLock::new(|| Cache::new(bound("ASOF_ROW_CACHE_MB")));
+
+/// Footers (with page indexes) of partitions the walk reads, keyed by path and the whole
+/// object's range: a block read then costs its pages only. Partitions are content-addressed
+/// too, so a footer is never stale.
+pub static FOOTERS: LazyLock<Cache<parquet::arrow::arrow_reader::ArrowReaderMetadata>> =
+    LazyLock::new(|| Cache::new(bound_or("ASOF_FOOTER_CACHE_MB", 64)));
 
 /// Byte ranges of stored objects.
 pub type PageCache = Cache<Bytes>;
@@ -59,6 +71,12 @@ impl Weigh for Bytes {
 impl Weigh for Arc<RowBlock> {
     fn weight(&self) -> usize {
         RowBlock::weight(self)
+    }
+}
+
+impl Weigh for parquet::arrow::arrow_reader::ArrowReaderMetadata {
+    fn weight(&self) -> usize {
+        self.metadata().memory_size()
     }
 }
 

@@ -254,6 +254,25 @@ impl NewsRow {
     }
 }
 
+/// A keyset position in the answer order: the last row of the previous page.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Position {
+    pub published_at: Option<Instant>,
+    pub id: String,
+}
+
+impl Position {
+    /// Whether `r` comes after the position in the answer order ([`NewsRow::sort_key`]).
+    pub fn precedes(&self, r: &NewsRow) -> bool {
+        match (r.published_at, self.published_at) {
+            (Some(a), Some(p)) => a > p || (a == p && r.id > self.id),
+            (None, Some(_)) => true,
+            (Some(_), None) => false,
+            (None, None) => r.id > self.id,
+        }
+    }
+}
+
 /// The order of rows inside a partition: the answer order [`NewsRow::sort_key`], then
 /// revisions by commit time and revision id. A total order for sealed rows (revision ids are
 /// unique), so the same rows give the same partition bytes however they arrive.

@@ -143,7 +143,7 @@ async fn one_days_ingest_into_a_large_corpus_reads_that_days_partition_and_no_ac
     // for the filers of that day, and the day's filings are found.
     let fast = Corpus::open(store.clone()).await.unwrap();
     let mut scan = Corpus::open(store.clone()).await.unwrap();
-    scan.set_use_access(false);
+    scan.set_read_path(asof_engine::corpus::ReadPath::Scan);
     let ids = |a: Answer<asof_engine::NewsRow>| match a {
         Answer::Page { rows, .. } => rows.into_iter().map(|r| r.id).collect::<Vec<_>>(),
         Answer::Hole { coverage } => panic!("a hole: {:?}", coverage.missing),
@@ -188,4 +188,95 @@ async fn one_days_ingest_into_a_large_corpus_reads_that_days_partition_and_no_ac
     }
     assert!(found >= ciks.len() / 100, "{found}");
     asof_engine::verify::verify(&store, None).await.unwrap();
+}
+
+/// An all-rows page (no ticker or CIK) walks partitions in day order from its position and
+/// stops when it is full: on a corpus of 500 days, a page reads the few days it returns rows
+/// from, whatever the cut, the clock or the position.
+#[tokio::test]
+async fn an_all_rows_page_reads_the_days_it_answers_from_not_the_corpus() {
+    let dir = tempfile::tempdir().unwrap();
+    let (store, counting) = big_corpus(dir.path()).await;
+    let corpus = Corpus::open(store.clone()).await.unwrap();
+    let mut scan = Corpus::open(store).await.unwrap();
+    scan.set_read_path(asof_engine::corpus::ReadPath::Scan);
+    let days: Vec<Day> = corpus
+        .manifest()
+        .partitions
+        .iter()
+        .map(|p| p.date)
+        .collect();
+    assert!(days.len() > 400);
+    let page = |a: Answer<asof_engine::NewsRow>| match a {
+        Answer::Page { rows, next, .. } => (rows, next),
+        Answer::Hole { coverage } => panic!("a hole: {:?}", coverage.missing),
+    };
+    for clock in [VisibleBy::PublishedAt, VisibleBy::CommittedAt] {
+        let mut q = NewsQuery {
+            source: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            visible_by: clock,
+            start: None,
+            as_of: at("2022-10-10T00:00:00Z"),
+            entity: Entity::All,
+            after: None,
+            limit: 100,
+        };
+        let mut pages = 0;
+        while pages < 40 {
+            counting.reset();
+            let (rows, next) = page(corpus.news(&q, Scope::Corpus).await.unwrap());
+            assert_eq!(rows.len(), 100);
+            let read = partitions_read(&counting, corpus.manifest());
+            let first = rows[0].published_at.unwrap().day();
+            let last = rows[99].published_at.unwrap().day();
+            // The days of the page's rows, and at most the next held day (its 101st row).
+            assert!(
+                read.iter().all(|d| *d >= first)
+                    && read.len()
+                        <= 1 + days.iter().filter(|d| **d >= first && **d <= last).count() + 1,
+                "{clock:?} page {pages}: rows {first}..{last}, read {read:?}"
+            );
+            // The same page as the DataFusion scan over every partition gives.
+            if pages % 8 == 0 {
+                let (want, want_next) = page(scan.news(&q, Scope::Corpus).await.unwrap());
+                let ids = |r: &[asof_engine::NewsRow]| {
+                    r.iter().map(|r| r.revision_id.clone()).collect::<Vec<_>>()
+                };
+                assert_eq!(ids(&rows), ids(&want), "{clock:?} page {pages}");
+                assert_eq!(next, want_next);
+            }
+            pages += 1;
+            // Jump ahead: every fourth page starts 40 days later.
+            q.after = next;
+            if pages % 4 == 0 {
+                let later = last.start().micros() + 40 * 86_400_000_000;
+                q.after = Some(asof_engine::Position {
+                    published_at: Some(Instant::from_micros(later)),
+                    id: String::new(),
+                });
+            }
+        }
+    }
+    // A one-day window reads that day (and the day after, on `committed_at`).
+    for (clock, most) in [(VisibleBy::PublishedAt, 1), (VisibleBy::CommittedAt, 3)] {
+        counting.reset();
+        let q = NewsQuery {
+            source: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            visible_by: clock,
+            start: Some(at("2022-06-14T00:00:00Z")),
+            as_of: at("2022-06-15T00:00:00Z"),
+            entity: Entity::All,
+            after: None,
+            limit: 1000,
+        };
+        let (rows, _) = page(corpus.news(&q, Scope::Corpus).await.unwrap());
+        assert!(!rows.is_empty());
+        let read = partitions_read(&counting, corpus.manifest());
+        assert!(
+            !read.is_empty() && read.len() <= most,
+            "{clock:?}: {read:?}"
+        );
+    }
 }

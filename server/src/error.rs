@@ -56,6 +56,10 @@ pub enum ApiError {
     Timeout { after_secs: u64 },
     #[error("overloaded")]
     Overloaded { retry_after: u64 },
+    /// The question would read more rows than one request may (`--max-walk-rows`): the same
+    /// request would be refused again, so it is a 400, not a retryable 503.
+    #[error("query too broad")]
+    TooBroad { limit: u64 },
     /// A sign-in way (e-mail, a provider) this server is not configured for.
     #[error("{0}")]
     SignInNotConfigured(String),
@@ -121,7 +125,7 @@ impl ApiError {
             ApiError::InvalidRequest { .. } | ApiError::InvalidClock { .. } => {
                 StatusCode::BAD_REQUEST
             }
-            ApiError::InvalidSignature(_) => StatusCode::BAD_REQUEST,
+            ApiError::InvalidSignature(_) | ApiError::TooBroad { .. } => StatusCode::BAD_REQUEST,
             ApiError::CoverageMissing { .. }
             | ApiError::CursorExpired
             | ApiError::SubscriptionActive { .. } => StatusCode::CONFLICT,
@@ -173,6 +177,7 @@ impl ApiError {
             ApiError::TooManyStreams { .. } => "too_many_streams",
             ApiError::Timeout { .. } => "timeout",
             ApiError::Overloaded { .. } => "overloaded",
+            ApiError::TooBroad { .. } => "query_too_broad",
             ApiError::SignInNotConfigured(_) => "sign_in_not_configured",
             ApiError::MailUnavailable => "mail_unavailable",
             ApiError::ProviderUnavailable(_) => "provider_unavailable",
@@ -215,6 +220,7 @@ impl ApiError {
             ApiError::TooManyStreams { limit } => format!("this key already holds {limit} open streams on this server; close one (or wait for it to end) and retry"),
             ApiError::Timeout { after_secs } => format!("the answer took longer than {after_secs} s and was abandoned; retry, or narrow the query (a ticker, cik or limit)"),
             ApiError::Overloaded { retry_after } => format!("too many queries are scanning the corpus right now; retry after {retry_after} s"),
+            ApiError::TooBroad { limit } => format!("answering this page would read more than {limit} rows of the corpus, more than one request may; narrow the question (a ticker or cik, a shorter diff window, a clock whose rows are dense at this cut) or download the partitions (/v1/files) and query them locally"),
             ApiError::MailUnavailable => "the sign-in e-mail could not be sent just now; retry in a minute".into(),
             ApiError::ProviderUnavailable(p) => format!("{p} could not be reached just now; retry in a minute, or sign in another way"),
             ApiError::CommercialLicenseRequired { contact } => format!("self-serve plans are for internal use only, and checkout needs attestation: true; commercial use or redistribution needs a separate license: ask at {contact}"),
@@ -257,6 +263,7 @@ impl From<asof_engine::Error> for ApiError {
                 message,
             },
             asof_engine::Error::Busy => ApiError::Overloaded { retry_after: 1 },
+            asof_engine::Error::TooBroad { limit } => ApiError::TooBroad { limit },
             other if other.is_unavailable() => {
                 tracing::warn!(error = %other, "corpus storage unreachable");
                 ApiError::StorageUnavailable

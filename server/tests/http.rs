@@ -1062,7 +1062,7 @@ async fn a_request_past_the_timeout_is_a_503_timeout_envelope() {
     assert_eq!(get(&t, "/health").await.status, StatusCode::OK);
 }
 
-/// While every scan slot is taken, a request that needs a DataFusion scan waits briefly, then
+/// While every scan slot is taken, a request that needs a walk or scan waits briefly, then
 /// is told to come back (`503 overloaded` with `Retry-After`); once a slot frees, it answers.
 #[tokio::test]
 async fn a_scan_past_the_concurrency_limit_is_a_503_overloaded_with_retry_after() {
@@ -1074,9 +1074,20 @@ async fn a_scan_past_the_concurrency_limit_is_a_503_overloaded_with_retry_after(
         ..Default::default()
     };
     let t = common::setup_with(dir, store, opts).await;
-    // The sample scope is answered by a scan, never the access index.
+    // The sample scope is answered by a walk on the scan pool, never the access index.
     let uri = "/v1/sample/news";
-    let held = t.state.scans().enter().await.unwrap();
+    let (release, released) = tokio::sync::oneshot::channel::<()>();
+    let started = std::sync::Arc::new(tokio::sync::Notify::new());
+    let (pool, s) = (t.state.scans().clone(), started.clone());
+    let held = tokio::spawn(async move {
+        pool.run(async move {
+            s.notify_one();
+            let _ = released.await;
+            Ok(())
+        })
+        .await
+    });
+    started.notified().await;
     let r = get(&t, uri).await;
     assert_error(&r, StatusCode::SERVICE_UNAVAILABLE, "overloaded", None);
     let retry: u64 = r.headers[header::RETRY_AFTER]
@@ -1085,9 +1096,33 @@ async fn a_scan_past_the_concurrency_limit_is_a_503_overloaded_with_retry_after(
         .parse()
         .unwrap();
     assert!(retry >= 1, "{retry}");
-    drop(held);
+    release.send(()).unwrap();
+    held.await.unwrap().unwrap();
     let r = get(&t, uri).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+}
+
+/// A page that would read more rows than one request may is refused with an envelope that
+/// says so and how to narrow it: a 400 (the same request would be refused again), not a 5xx.
+#[tokio::test]
+async fn a_walk_past_its_row_budget_is_a_400_query_too_broad_envelope() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::sqlite_store(dir.path()).await;
+    let opts = asof_server::Options {
+        max_walk_rows: 1,
+        ..Default::default()
+    };
+    let t = common::setup_with(dir, store, opts).await;
+    let r = get(&t, "/v1/sample/news").await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "query_too_broad", None);
+    assert_eq!(r.json["count"], serde_json::Value::Null);
+    let m = r.json["error"]["message"].as_str().unwrap();
+    assert!(
+        m.contains("more than 1 rows") && m.contains("/v1/files"),
+        "{m}"
+    );
+    // The by-filer hot path is never budgeted.
+    assert_eq!(get(&t, TSLA).await.status, StatusCode::OK);
 }
 
 /// A certificate key names one source-day, so a day gives one certificate: the lane asked

@@ -108,7 +108,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut scan = vec![];
         if scan_n > 0 {
             let mut s = Corpus::open(corpus.store().clone()).await?;
-            s.set_use_access(false);
+            s.set_read_path(asof_engine::corpus::ReadPath::Scan);
             for q in drawn.iter().take(scan_n) {
                 let (us, a) = time_us(s.news(&q.cut(100), Scope::Corpus)).await;
                 a?;

@@ -2,7 +2,8 @@
 //! through the real publish path: a cut never shows a row whose clock is after `as_of`; a cut
 //! holds exactly what a direct reading of the as-of rule over every revision gives; a diff is
 //! the later cut minus the earlier one; walking keyset pages gives one large page; and the
-//! access-index path answers exactly as the DataFusion scan.
+//! three readings (the access index with the walk beside it, the walk alone, the DataFusion
+//! scan) answer alike, page for page.
 //!
 //! Each case publishes a corpus (base rows, then up to two rounds of corrections), so cases
 //! are few by default; `ASOF_LAW_CASES=500 cargo test -p asof-engine laws` runs a long search.
@@ -11,7 +12,7 @@ use std::collections::BTreeSet;
 
 use proptest::prelude::*;
 
-use super::{Answer, Corpus, Entity, NewsQuery};
+use super::{Answer, Corpus, Entity, NewsQuery, ReadPath};
 use crate::clock::{Instant, Lane, SourceId, VisibleBy};
 use crate::coverage::Scope;
 use crate::publish::{ChangeSet, publish};
@@ -112,7 +113,14 @@ fn expected(all: &[(usize, NewsRow)], q: &NewsQuery) -> BTreeSet<(String, String
     out
 }
 
-async fn build(gens: &[Gen]) -> (tempfile::TempDir, Corpus, Corpus, Vec<(usize, NewsRow)>) {
+/// The corpus read three ways: the default (index and walk), the walk alone, the scan.
+struct Readings {
+    indexed: Corpus,
+    walked: Corpus,
+    scanned: Corpus,
+}
+
+async fn build(gens: &[Gen]) -> (tempfile::TempDir, Readings, Vec<(usize, NewsRow)>) {
     let dir = tempfile::tempdir().unwrap();
     let store = CorpusStore::local(dir.path()).unwrap();
     let all = revisions(gens);
@@ -146,9 +154,16 @@ async fn build(gens: &[Gen]) -> (tempfile::TempDir, Corpus, Corpus, Vec<(usize, 
         .unwrap();
     }
     let indexed = Corpus::open(store.clone()).await.unwrap();
+    let mut walked = Corpus::open(store.clone()).await.unwrap();
+    walked.set_read_path(ReadPath::Walk);
     let mut scanned = Corpus::open(store).await.unwrap();
-    scanned.set_use_access(false);
-    (dir, indexed, scanned, all)
+    scanned.set_read_path(ReadPath::Scan);
+    let readings = Readings {
+        indexed,
+        walked,
+        scanned,
+    };
+    (dir, readings, all)
 }
 
 fn page(a: Answer<NewsRow>) -> (Vec<NewsRow>, Option<super::Position>) {
@@ -166,8 +181,30 @@ fn keys(rows: &[NewsRow]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Walks keyset pages of `page_size` rows to the end.
+async fn walk_pages(c: &Corpus, q: &NewsQuery, page_size: usize) -> Vec<(String, String)> {
+    let mut walked = Vec::new();
+    let mut p = q.clone();
+    p.limit = page_size;
+    loop {
+        let (rows, next) = page(c.news(&p, Scope::Corpus).await.unwrap());
+        assert!(rows.len() <= page_size);
+        walked.extend(keys(&rows));
+        match next {
+            Some(n) => p.after = Some(n),
+            None => break,
+        }
+    }
+    walked
+}
+
 async fn check(gens: Vec<Gen>, cuts: Vec<(i64, i64)>, page_size: usize) {
-    let (_dir, indexed, scanned, all) = build(&gens).await;
+    let (_dir, readings, all) = build(&gens).await;
+    let Readings {
+        indexed,
+        walked,
+        scanned,
+    } = &readings;
     for (a, b) in cuts {
         let (a, b) = (minute(a.min(b)), minute(a.max(b)));
         for clock in [VisibleBy::PublishedAt, VisibleBy::CommittedAt] {
@@ -203,12 +240,25 @@ async fn check(gens: Vec<Gen>, cuts: Vec<(i64, i64)>, page_size: usize) {
                     "cut at {b} on {clock:?} {entity:?}"
                 );
                 assert_eq!(got.len(), cut_b.len(), "a record twice in one cut");
-                // The index path and the scan agree, row for row and in order.
+                // The three readings agree, row for row and in order.
                 let scan_b = page(scanned.news(&q(b, None), Scope::Corpus).await.unwrap()).0;
                 assert_eq!(
                     keys(&scan_b),
                     keys(&cut_b),
                     "index vs scan at {b} {entity:?}"
+                );
+                let walk_b = page(walked.news(&q(b, None), Scope::Corpus).await.unwrap()).0;
+                assert_eq!(
+                    keys(&walk_b),
+                    keys(&cut_b),
+                    "walk vs index at {b} on {clock:?} {entity:?}"
+                );
+                let walk_diff = page(walked.news(&q(b, Some(a)), Scope::Corpus).await.unwrap()).0;
+                let scan_diff = page(scanned.news(&q(b, Some(a)), Scope::Corpus).await.unwrap()).0;
+                assert_eq!(
+                    keys(&walk_diff),
+                    keys(&scan_diff),
+                    "walk vs scan, diff ({a}, {b}] on {clock:?} {entity:?}"
                 );
                 // A diff is the later cut minus the earlier.
                 let diff = page(indexed.news(&q(b, Some(a)), Scope::Corpus).await.unwrap()).0;
@@ -222,23 +272,19 @@ async fn check(gens: Vec<Gen>, cuts: Vec<(i64, i64)>, page_size: usize) {
                     minus,
                     "diff ({a}, {b}] on {clock:?} {entity:?}"
                 );
-                // Pages of any size walk to the one large page.
-                let mut walked = Vec::new();
-                let mut p = q(b, None);
-                p.limit = page_size;
-                loop {
-                    let (rows, next) = page(indexed.news(&p, Scope::Corpus).await.unwrap());
-                    assert!(rows.len() <= page_size);
-                    walked.extend(keys(&rows));
-                    match next {
-                        Some(n) => p.after = Some(n),
-                        None => break,
-                    }
+                // Pages of any size walk to the one large page, on every reading, for cuts
+                // and windows.
+                for (name, c) in [("index", indexed), ("walk", walked), ("scan", scanned)] {
+                    assert_eq!(
+                        walk_pages(c, &q(b, None), page_size).await,
+                        keys(&cut_b),
+                        "{name}: pages of {page_size} at {b} on {clock:?} {entity:?}"
+                    );
                 }
                 assert_eq!(
-                    walked,
-                    keys(&cut_b),
-                    "pages of {page_size} at {b} {entity:?}"
+                    walk_pages(walked, &q(b, Some(a)), page_size).await,
+                    keys(&diff),
+                    "walk: diff pages of {page_size} ({a}, {b}] on {clock:?} {entity:?}"
                 );
             }
         }

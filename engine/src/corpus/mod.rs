@@ -12,6 +12,7 @@ mod mapping;
 mod news;
 mod record;
 mod supersessions;
+mod walk;
 
 pub use coverage::{Certificate, CoverageQuery, PartitionRef};
 pub use files::{FileEntry, FilePosition, FilesQuery};
@@ -35,6 +36,20 @@ use crate::read::read_identity;
 use crate::record::schema;
 use crate::store::CorpusStore;
 
+/// Which reading answers a news page. Every one gives the same answers (the differential tests
+/// hold them equal); tests and benchmarks compare them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadPath {
+    /// By-filer pages through the access index where it covers the lane, every other page by
+    /// the ordered walk over partitions (the default).
+    Indexed,
+    /// Every page by the ordered walk.
+    Walk,
+    /// Every page and record lookup by a DataFusion scan of every partition: the reference
+    /// the others are held to, O(corpus) a page.
+    Scan,
+}
+
 pub struct Corpus {
     store: CorpusStore,
     version: String,
@@ -42,19 +57,21 @@ pub struct Corpus {
     /// Shared with the next version when it lists the same identity object.
     identity: Arc<IdentityIndex>,
     /// Superseded revision id → commit instant of the revision that superseded it.
-    superseded: HashMap<String, Instant>,
+    superseded: Arc<HashMap<String, Instant>>,
+    /// Each source-lane's partitions in day order, for the walk.
+    lanes: HashMap<(SourceId, Lane), Arc<[PartitionEntry]>>,
     /// What each partition of a lane without access files supersedes, carried to the next
     /// version (see `supersessions.rs`).
     supersessions: supersessions::ByPartition,
     ctx: SessionContext,
     /// The access-file index, when the version lists access files.
     access: Option<AccessIndex>,
-    /// Whether by-CIK queries and record lookups go through `access` (on by default).
-    use_access: bool,
+    /// Which reading answers pages (`Indexed` by default).
+    path: ReadPath,
     /// Per-day certification tables of every certified source-lane.
     day_tables: HashMap<(SourceId, Lane), DayTable>,
-    /// Bounds concurrent DataFusion scans (shared with the process's other versions).
-    scans: crate::ScanGate,
+    /// Where walks and scans run, and their bounds (shared with the process's other versions).
+    scans: crate::ScanPool,
 }
 
 impl std::fmt::Debug for Corpus {
@@ -120,6 +137,20 @@ impl Corpus {
             previous.map(|p| &p.supersessions),
         )
         .await?;
+        let mut lanes: HashMap<(SourceId, Lane), Vec<PartitionEntry>> = HashMap::new();
+        for p in &manifest.partitions {
+            lanes
+                .entry((p.source_id, p.lane))
+                .or_default()
+                .push(p.clone());
+        }
+        let lanes = lanes
+            .into_iter()
+            .map(|(k, mut v)| {
+                v.sort_by_key(|p| p.date);
+                (k, Arc::from(v))
+            })
+            .collect();
         let day_tables = manifest
             .spans
             .iter()
@@ -132,31 +163,41 @@ impl Corpus {
             version: version.to_owned(),
             manifest,
             identity,
-            superseded,
+            superseded: Arc::new(superseded),
+            lanes,
             supersessions,
             ctx,
             access,
-            use_access: true,
+            path: ReadPath::Indexed,
             day_tables,
-            scans: crate::ScanGate::unbounded(),
+            scans: crate::ScanPool::shared_default(),
         })
     }
 
-    /// Turns the access-file path on or off. Off, every answer comes from the DataFusion scan
-    /// over partitions; differential tests and benchmarks compare the two.
-    pub fn set_use_access(&mut self, on: bool) {
-        self.use_access = on;
+    /// Chooses the reading that answers pages; differential tests and benchmarks compare them.
+    pub fn set_read_path(&mut self, path: ReadPath) {
+        self.path = path;
     }
 
-    /// Bounds this corpus's DataFusion scans by `gate` (a server shares one gate between the
-    /// versions it serves); unbounded by default.
-    pub fn set_scan_gate(&mut self, gate: crate::ScanGate) {
-        self.scans = gate;
+    /// Runs this corpus's walks and scans on `pool` (a server shares one pool between the
+    /// versions it serves); the process's default pool otherwise.
+    pub fn set_scan_pool(&mut self, pool: crate::ScanPool) {
+        self.scans = pool;
     }
 
     /// The access index in use, if any.
     pub fn access(&self) -> Option<&AccessIndex> {
-        self.access.as_ref().filter(|_| self.use_access)
+        self.access
+            .as_ref()
+            .filter(|_| self.path == ReadPath::Indexed)
+    }
+
+    /// The partitions of a source-lane in day order.
+    fn lane(&self, source: SourceId, lane: Lane) -> Arc<[PartitionEntry]> {
+        self.lanes
+            .get(&(source, lane))
+            .cloned()
+            .unwrap_or_else(|| Arc::from(Vec::new()))
     }
 
     pub fn version(&self) -> &str {
@@ -189,8 +230,7 @@ impl Corpus {
         if files.is_empty() {
             return Ok(map);
         }
-        let df = self
-            .read(files)
+        let df = read_partitions(&self.ctx, files)
             .await?
             .filter(col("supersedes").is_not_null())?
             .select_columns(&["supersedes", "committed_at"])?;
@@ -213,14 +253,6 @@ impl Corpus {
             }
         }
         Ok(map)
-    }
-
-    async fn read(&self, files: Vec<String>) -> Result<datafusion::dataframe::DataFrame> {
-        let schema = schema();
-        let opts = ParquetReadOptions::default()
-            .schema(&schema)
-            .skip_metadata(false);
-        Ok(self.ctx.read_parquet(files, opts).await?)
     }
 
     /// Coverage view of a source-lane.
@@ -256,6 +288,18 @@ impl Corpus {
     pub(crate) fn arc_schema(&self) -> Arc<arrow::datatypes::Schema> {
         schema()
     }
+}
+
+/// A DataFrame over partition files in the partitions' schema.
+async fn read_partitions(
+    ctx: &SessionContext,
+    files: Vec<String>,
+) -> Result<datafusion::dataframe::DataFrame> {
+    let schema = schema();
+    let opts = ParquetReadOptions::default()
+        .schema(&schema)
+        .skip_metadata(false);
+    Ok(ctx.read_parquet(files, opts).await?)
 }
 
 /// Normalises a CIK: digits only, leading zeros dropped. `None` when it is not a CIK.

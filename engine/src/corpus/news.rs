@@ -2,16 +2,20 @@
 //! for by-CIK and by-ticker pages, else a DataFusion scan; both apply the one as-of rule
 //! ([`crate::cut::Cut`]).
 
-use datafusion::logical_expr::{col, lit};
-use serde::Serialize;
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
 
-use super::Corpus;
+use datafusion::logical_expr::{col, lit};
+
+use super::walk::Walk;
+use super::{Corpus, ReadPath};
 use crate::access::{AccessIndex, Bounds};
 use crate::clock::{Instant, Lane, SourceId, VisibleBy};
 use crate::coverage::{Coverage, Scope};
 use crate::cut::{Cut, ts};
 use crate::error::{Error, Result};
 use crate::identity::ticker_hole_key;
+pub use crate::record::Position;
 use crate::record::{NewsRow, SharedRow, from_batch};
 
 /// Which entities a news query asks for.
@@ -23,13 +27,6 @@ pub enum Entity {
     Cik(String),
     /// A ticker, resolved to CIKs through identity-as-of at the cut.
     Ticker(String),
-}
-
-/// A keyset position: the last row of the previous page.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, serde::Deserialize)]
-pub struct Position {
-    pub published_at: Option<Instant>,
-    pub id: String,
 }
 
 /// An as-of cut (news) or a became-knowable window (diff, when `start` is set).
@@ -45,6 +42,17 @@ pub struct NewsQuery {
     pub entity: Entity,
     pub after: Option<Position>,
     pub limit: usize,
+}
+
+impl NewsQuery {
+    /// The cut of the query: its instant (and window), clock and lane.
+    pub fn cut(&self) -> Cut {
+        Cut {
+            start: self.start,
+            lane: Some(self.lane),
+            ..Cut::at(self.as_of, self.visible_by)
+        }
+    }
 }
 
 /// One page of an answer, or a coverage hole.
@@ -125,12 +133,13 @@ impl Corpus {
             (Some(a), Some(ciks), Scope::Corpus) if a.covers(q.source, q.lane) => {
                 self.fetch_indexed(a, q, ciks).await?
             }
-            _ => self
+            _ if self.path == ReadPath::Scan => self
                 .fetch_scan(q, ciks.as_deref(), scope)
                 .await?
                 .into_iter()
                 .map(SharedRow::owned)
                 .collect(),
+            _ => self.fetch_walk(q, ciks, scope).await?,
         };
         let next = if rows.len() > q.limit {
             rows.truncate(q.limit);
@@ -155,18 +164,10 @@ impl Corpus {
     /// Whether a row belongs to the answer of `q` (any CIK): the exact predicate the scan
     /// expresses in DataFusion, for rows the index path reads.
     fn keeps(&self, q: &NewsQuery, r: &NewsRow) -> bool {
-        if !Cut::of(q).admits(r, &self.superseded) {
+        if !q.cut().admits(r, &self.superseded) {
             return false;
         }
-        match &q.after {
-            None => true,
-            Some(pos) => match (r.published_at, pos.published_at) {
-                (Some(a), Some(p)) => a > p || (a == p && r.id > pos.id),
-                (None, Some(_)) => true,
-                (Some(_), None) => false,
-                (None, None) => r.id > pos.id,
-            },
-        }
+        q.after.as_ref().is_none_or(|pos| pos.precedes(r))
     }
 
     /// The first `limit + 1` rows of `q` for `ciks`, read through the access index.
@@ -223,14 +224,42 @@ impl Corpus {
         Ok(rows)
     }
 
-    /// The first `limit + 1` rows of `q`, scanned by DataFusion over the partitions.
+    /// The first `limit + 1` rows of `q`, by the ordered walk over the source-lane's
+    /// partitions (`walk.rs`), on the scan pool.
+    async fn fetch_walk(
+        &self,
+        q: &NewsQuery,
+        ciks: Option<Vec<String>>,
+        scope: Scope<'_>,
+    ) -> Result<Vec<SharedRow>> {
+        let walk = Walk {
+            store: self.store.clone(),
+            partitions: self.lane(q.source, q.lane),
+            days: match scope {
+                Scope::Sample(set) => {
+                    Some(Arc::new(set.days.iter().copied().collect::<BTreeSet<_>>()))
+                }
+                Scope::Corpus => None,
+            },
+            cut: q.cut(),
+            superseded: Arc::clone(&self.superseded),
+            ciks: ciks.map(|c| Arc::new(c.into_iter().collect::<HashSet<_>>())),
+            after: q.after.clone(),
+            want: q.limit + 1,
+        };
+        let pool = self.scans.clone();
+        let mut budget = pool.budget();
+        pool.run(async move { walk.run(&mut budget).await }).await
+    }
+
+    /// The first `limit + 1` rows of `q`, scanned by DataFusion over the partitions: the
+    /// reference reading ([`ReadPath::Scan`]), on the scan pool.
     async fn fetch_scan(
         &self,
         q: &NewsQuery,
         ciks: Option<&[String]>,
         scope: Scope<'_>,
     ) -> Result<Vec<NewsRow>> {
-        let _slot = self.scans.enter().await?;
         let files: Vec<String> = self
             .manifest
             .partitions
@@ -266,7 +295,7 @@ impl Corpus {
         if files.is_empty() || ciks.is_some_and(<[String]>::is_empty) {
             return Ok(vec![]);
         }
-        let mut pred = Cut::of(q).expr(&self.superseded);
+        let mut pred = lit(true);
         if let Some(ciks) = ciks {
             pred =
                 pred.and(col("cik").in_list(ciks.iter().map(|c| lit(c.clone())).collect(), false));
@@ -282,20 +311,27 @@ impl Corpus {
                 None => p.is_null().and(col("id").gt(lit(pos.id.clone()))),
             });
         }
-        let df = self
-            .read(files)
-            .await?
-            .filter(pred)?
-            .sort(vec![
-                col("published_at").sort(true, false),
-                col("id").sort(true, true),
-            ])?
-            .limit(0, Some(q.limit + 1))?;
-        let mut rows = Vec::with_capacity(q.limit + 1);
-        for b in df.collect().await? {
-            rows.extend(from_batch(&b)?);
-        }
-        Ok(rows)
+        let ctx = self.ctx.clone();
+        let cut = q.cut();
+        let superseded = Arc::clone(&self.superseded);
+        let want = q.limit + 1;
+        self.scans
+            .run(async move {
+                let df = super::read_partitions(&ctx, files).await?.filter(pred)?;
+                let df = cut
+                    .apply(df, &superseded)?
+                    .sort(vec![
+                        col("published_at").sort(true, false),
+                        col("id").sort(true, true),
+                    ])?
+                    .limit(0, Some(want))?;
+                let mut rows = Vec::with_capacity(want);
+                for b in df.collect().await? {
+                    rows.extend(from_batch(&b)?);
+                }
+                Ok(rows)
+            })
+            .await
     }
 }
 

@@ -68,16 +68,20 @@ impl Corpus {
         if files.is_empty() {
             return Ok(vec![]);
         }
-        let _slot = self.scans.enter().await?;
-        let df = self
-            .read(files)
-            .await?
-            .filter(col("id").eq(lit(id.to_owned())))?;
-        let mut revisions = Vec::new();
-        for b in df.collect().await? {
-            revisions.extend(from_batch(&b)?);
-        }
-        Ok(revisions)
+        let ctx = self.ctx.clone();
+        let id = id.to_owned();
+        self.scans
+            .run(async move {
+                let df = super::read_partitions(&ctx, files)
+                    .await?
+                    .filter(col("id").eq(lit(id)))?;
+                let mut revisions = Vec::new();
+                for b in df.collect().await? {
+                    revisions.extend(from_batch(&b)?);
+                }
+                Ok(revisions)
+            })
+            .await
     }
 }
 

@@ -279,7 +279,7 @@ mod tests {
         assert_eq!(scanned.len(), 2, "one correction in each lane: {scanned:?}");
         assert!(c.access.is_some(), "sec.edgar has access files");
         assert_eq!(
-            c.superseded, scanned,
+            *c.superseded, scanned,
             "sidecars for sec.edgar, partitions for the rest"
         );
         let (every_partition, _) = gather(&store, c.manifest(), None, None).await.unwrap();
@@ -304,7 +304,7 @@ mod tests {
             "same identity object: index shared"
         );
         assert_eq!(c2.superseded, fresh2.superseded);
-        assert_eq!(c2.superseded, fresh2.scan_supersessions().await.unwrap());
+        assert_eq!(*c2.superseded, fresh2.scan_supersessions().await.unwrap());
         assert_eq!(c2.superseded.len(), 2);
         let carried = c1
             .supersessions

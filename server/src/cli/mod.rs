@@ -113,8 +113,9 @@ pub struct ServeArgs {
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub request_timeout: u64,
-    /// DataFusion scans (queries the access index cannot answer) allowed at once; more wait
-    /// up to --scan-wait-ms, then get `503 overloaded` with Retry-After.
+    /// Walks and scans (pages the access index cannot answer: all rows of a source, the
+    /// sample) allowed at once; more wait up to --scan-wait-ms, then get `503 overloaded`
+    /// with Retry-After.
     #[arg(
         long = "max-scans",
         env = "ASOF_MAX_SCANS",
@@ -129,6 +130,19 @@ pub struct ServeArgs {
         default_value_t = 2000
     )]
     pub scan_wait_ms: u64,
+    /// Threads running walks and scans, at a lower priority than the serving threads
+    /// (0: half the cores, at least one).
+    #[arg(long = "scan-threads", env = "ASOF_SCAN_THREADS", default_value_t = 0)]
+    pub scan_threads: u64,
+    /// Rows one walk or scan may look at; a page that would read more is answered
+    /// `400 query_too_broad`.
+    #[arg(
+        long = "max-walk-rows",
+        env = "ASOF_MAX_WALK_ROWS",
+        default_value_t = asof_engine::scan_pool::DEFAULT_MAX_ROWS,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_walk_rows: u64,
     /// Seconds a file URL from /v1/files stays valid (the object store's presigned URL, or
     /// the service's own for a local corpus).
     #[arg(
@@ -1055,6 +1069,8 @@ async fn serve(a: ServeArgs) -> CliResult {
             request_timeout: std::time::Duration::from_secs(a.request_timeout),
             max_concurrent_scans: a.max_scans as usize,
             scan_wait: std::time::Duration::from_millis(a.scan_wait_ms),
+            scan_threads: a.scan_threads as usize,
+            max_walk_rows: a.max_walk_rows,
             file_url_ttl: std::time::Duration::from_secs(a.file_url_ttl),
             file_requests_per_minute: a.file_rate_limit,
             public_url: a.public_url.clone(),

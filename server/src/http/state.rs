@@ -6,7 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
-use asof_engine::{Corpus, ScanGate};
+use asof_engine::{Corpus, ScanPool};
 
 use crate::http::cursor::CursorSigner;
 use crate::http::file_url::FileUrlSigner;
@@ -37,8 +37,8 @@ struct Inner {
     rate: Arc<RateWindows>,
     usage: Arc<Usage>,
     keys: KeyCache,
-    /// One bound on concurrent DataFusion scans, shared by every corpus version served.
-    scans: ScanGate,
+    /// Where walks and scans run (threads, slots, row budget), shared by every version served.
+    scans: ScanPool,
     /// The live stream's log of what each loaded version added.
     stream: crate::http::stream::Hub,
     /// Sign-in by e-mail link, when configured.
@@ -75,10 +75,14 @@ pub struct Options {
     pub public_requests_per_minute: u32,
     /// Longest a request may take before it is answered `503 timeout`.
     pub request_timeout: Duration,
-    /// DataFusion scans (the non-index query path) allowed to run at once.
+    /// Walks and scans (every page the access index does not answer) allowed to run at once.
     pub max_concurrent_scans: usize,
     /// How long a scan waits for a free slot before the request is answered `503 overloaded`.
     pub scan_wait: Duration,
+    /// Threads of the scan pool (0: half the cores, at least one).
+    pub scan_threads: usize,
+    /// Rows one walk or scan may look at before the request is answered `400 query_too_broad`.
+    pub max_walk_rows: u64,
     /// How long a file URL (`/v1/files`) stays valid.
     pub file_url_ttl: Duration,
     /// Requests per minute one client address may make to signed file URLs (a Parquet reader
@@ -109,6 +113,8 @@ impl Default for Options {
             request_timeout: Duration::from_secs(30),
             max_concurrent_scans: 8,
             scan_wait: Duration::from_secs(2),
+            scan_threads: 0,
+            max_walk_rows: asof_engine::scan_pool::DEFAULT_MAX_ROWS,
             file_url_ttl: Duration::from_secs(15 * 60),
             file_requests_per_minute: FILE_REQUESTS_PER_MINUTE,
             public_url: None,
@@ -191,9 +197,21 @@ impl AppState {
             ));
         }
         let connector = crate::connector::Connector::new(&opts.connector)?;
-        let scans = ScanGate::new(opts.max_concurrent_scans, opts.scan_wait);
+        let threads = match opts.scan_threads {
+            0 => std::thread::available_parallelism()
+                .map_or(1, usize::from)
+                .div_ceil(2),
+            n => n,
+        };
+        let scans = ScanPool::new(
+            threads,
+            opts.max_concurrent_scans,
+            opts.scan_wait,
+            opts.max_walk_rows,
+        )
+        .map_err(|e| crate::error::Error::Config(format!("the scan pool cannot start: {e}")))?;
         let mut corpus = corpus;
-        corpus.set_scan_gate(scans.clone());
+        corpus.set_scan_pool(scans.clone());
         let stream = crate::http::stream::Hub::new(corpus.version(), opts.stream.clone());
         let rate = RateWindows::new(store.clone());
         rate.start_flusher();
@@ -230,7 +248,7 @@ impl AppState {
 
     /// Atomically serves a new corpus; in-flight requests finish on the one they hold.
     pub fn swap_corpus(&self, mut corpus: Corpus) {
-        corpus.set_scan_gate(self.inner.scans.clone());
+        corpus.set_scan_pool(self.inner.scans.clone());
         *self.inner.corpus.write().expect("corpus lock") = Arc::new(corpus);
     }
 
@@ -309,8 +327,8 @@ impl AppState {
         &self.inner.opts
     }
 
-    /// The bound on concurrent DataFusion scans every served version shares.
-    pub fn scans(&self) -> &ScanGate {
+    /// The scan pool every served version shares.
+    pub fn scans(&self) -> &ScanPool {
         &self.inner.scans
     }
 

@@ -1,0 +1,747 @@
+//! The ordered walk: a page of any question the access index does not answer (all rows of a
+//! source, the sample scope, a lane without access files) read from the partitions in answer
+//! order, from the page's position onward, stopping as soon as the page is full.
+//!
+//! Why it can stop early: pages sort on `(published_at, id)`, rows without `published_at`
+//! last, and a row with `published_at` lives in the partition of that instant's UTC day, sorted
+//! there in the same order ([`crate::record::partition_order`]). So the dated rows of a
+//! source-lane, in answer order, are its partitions' dated rows day after day: a page starts in
+//! the partition of its position's day (or the first day, or a `published_at` window's first
+//! day), at the first row after the position, and reads on until it holds `limit + 1` rows the
+//! cut admits. Rows without `published_at` (never visible on that clock) sit at the end of
+//! their partition, sorted by id; a page that reaches them merges the undated rows of every
+//! partition that has some, by id. The manifest's clock statistics skip a partition that
+//! cannot hold a row of the cut or window without reading it. A page costs the blocks it
+//! reads, never the corpus.
+//!
+//! Reading is by blocks of [`BLOCK_ROWS`] rows of a partition: the footer (with its page
+//! index, so a block reads only the pages it lies in) is read once and kept, a block is decoded
+//! once and kept in the row cache ([`crate::page_cache::ROWS`], keyed by path and rows, like
+//! the access path's), and rows are handed out shared with their block, so a hot page decodes
+//! and encodes nothing. A position inside a partition of several blocks is found by reading the
+//! first key of a few blocks (a binary search), not the rows before it.
+//!
+//! Which revision is in force is the cut's rule ([`Cut::admits`]) over the version's
+//! superseded map, a hash lookup per row: no expression grows with the corpus.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, HashSet};
+use std::ops::Range;
+use std::sync::Arc;
+
+use arrow::array::{Array, StringArray, TimestampMicrosecondArray};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::{ArrowReaderMetadata, ArrowReaderOptions, RowSelection};
+use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+
+use crate::clock::{Day, Instant, VisibleBy};
+use crate::cut::{Cut, Superseded};
+use crate::error::{Error, Result};
+use crate::manifest::PartitionEntry;
+use crate::page_cache;
+use crate::record::{Position, RowBlock, SharedRow, from_batch};
+use crate::scan_pool::Budget;
+use crate::store::CorpusStore;
+
+/// Rows decoded at a time from a partition: small enough that a page of 100 rows decodes about
+/// a thousand, large enough that a block's fixed costs (a read, a batch) stay small per row.
+pub(crate) const BLOCK_ROWS: u64 = 1024;
+
+/// One page of a walk: everything it needs, owned, so it can run on the scan pool.
+#[derive(Debug, Clone)]
+pub(crate) struct Walk {
+    pub store: CorpusStore,
+    /// The partitions of one source-lane, in day order.
+    pub partitions: Arc<[PartitionEntry]>,
+    /// Only these days (the public sample's scope); every day when `None`.
+    pub days: Option<Arc<BTreeSet<Day>>>,
+    pub cut: Cut,
+    pub superseded: Arc<Superseded>,
+    /// Only rows of these CIKs; every row when `None`.
+    pub ciks: Option<Arc<HashSet<String>>>,
+    /// The keyset position: rows after it.
+    pub after: Option<Position>,
+    /// Rows wanted (a page's `limit + 1`).
+    pub want: usize,
+}
+
+/// A point in the answer order: dated before undated, then the instant, then the id, where
+/// `id: None` lies after every id of that instant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Key {
+    undated: bool,
+    micros: i64,
+    id: Option<String>,
+}
+
+impl Key {
+    fn of_position(p: &Position) -> Self {
+        Key {
+            undated: p.published_at.is_none(),
+            micros: p.published_at.map_or(0, Instant::micros),
+            id: Some(p.id.clone()),
+        }
+    }
+
+    /// Every row published at or before `at`.
+    fn through(at: Instant) -> Self {
+        Key {
+            undated: false,
+            micros: at.micros(),
+            id: None,
+        }
+    }
+
+    /// Whether a row of this sort key comes after the point.
+    fn before(&self, undated: bool, micros: i64, id: &str) -> bool {
+        match (undated, micros).cmp(&(self.undated, self.micros)) {
+            Ordering::Greater => true,
+            Ordering::Less => false,
+            Ordering::Equal => self.id.as_deref().is_some_and(|k| id > k),
+        }
+    }
+
+    fn later(a: Option<Key>, b: Option<Key>) -> Option<Key> {
+        match (a, b) {
+            (Some(a), Some(b)) => {
+                let rank = |k: &Key| (k.undated, k.micros);
+                Some(match rank(&a).cmp(&rank(&b)) {
+                    Ordering::Greater => a,
+                    Ordering::Less => b,
+                    Ordering::Equal => match (&a.id, &b.id) {
+                        (None, _) => a,
+                        (_, None) => b,
+                        (Some(x), Some(y)) if x >= y => a,
+                        _ => b,
+                    },
+                })
+            }
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+impl Walk {
+    /// The first `want` rows of the cut after the position, in answer order.
+    pub async fn run(&self, budget: &mut Budget) -> Result<Vec<SharedRow>> {
+        let mut out = Vec::new();
+        if self.ciks.as_ref().is_some_and(|c| c.is_empty()) {
+            return Ok(out);
+        }
+        let on_published = self.cut.clock == VisibleBy::PublishedAt;
+        let position = self.after.as_ref().map(Key::of_position);
+        let among_undated = position.as_ref().is_some_and(|k| k.undated);
+        if !among_undated {
+            // Rows of a `published_at` window lie after its start: seek there directly.
+            let window = self.cut.start.filter(|_| on_published).map(Key::through);
+            let seek = Key::later(position.clone(), window);
+            let first_day = seek
+                .as_ref()
+                .filter(|k| !k.undated)
+                .map(|k| Instant::from_micros(k.micros).day());
+            let first = first_day.map_or(0, |d| self.partitions.partition_point(|p| p.date < d));
+            for p in &self.partitions[first..] {
+                if on_published && p.date > self.cut.as_of.day() {
+                    break; // every later partition was published after the cut
+                }
+                let dated = p.row_count - p.clocks.published_at.nulls;
+                if dated == 0 || !self.may_hold(p) {
+                    continue;
+                }
+                let seek = seek
+                    .as_ref()
+                    .filter(|k| Instant::from_micros(k.micros).day() == p.date);
+                self.read(p, 0..dated, seek, self.want, &mut out, budget)
+                    .await?;
+                if out.len() >= self.want {
+                    return Ok(out);
+                }
+            }
+        }
+        if on_published {
+            return Ok(out); // a row without `published_at` is never visible on that clock
+        }
+        // The undated rows of every partition that has some, merged by id: each partition
+        // gives at most what the page still lacks.
+        let need = self.want - out.len();
+        let seek = position.filter(|k| k.undated);
+        let mut undated = Vec::new();
+        for p in self.partitions.iter() {
+            let nulls = p.clocks.published_at.nulls;
+            if nulls == 0 || !self.may_hold(p) {
+                continue;
+            }
+            let rows = p.row_count - nulls..p.row_count;
+            let mut mine = Vec::new();
+            self.read(p, rows, seek.as_ref(), need, &mut mine, budget)
+                .await?;
+            undated.extend(mine);
+        }
+        undated.sort_by(|a: &SharedRow, b: &SharedRow| a.id.cmp(&b.id));
+        undated.truncate(need);
+        out.extend(undated);
+        Ok(out)
+    }
+
+    /// Whether the partition may hold a row of the cut, from the manifest alone.
+    fn may_hold(&self, p: &PartitionEntry) -> bool {
+        if self.days.as_ref().is_some_and(|d| !d.contains(&p.date)) {
+            return false;
+        }
+        let s = p.clocks.get(self.cut.clock);
+        s.min.is_some_and(|m| m <= self.cut.as_of)
+            && self
+                .cut
+                .start
+                .is_none_or(|st| s.max.is_some_and(|m| m > st))
+    }
+
+    fn keeps(&self, r: &crate::record::NewsRow) -> bool {
+        self.cut.admits(r, &self.superseded)
+            && self
+                .ciks
+                .as_ref()
+                .is_none_or(|c| r.cik.as_ref().is_some_and(|k| c.contains(k)))
+    }
+
+    /// Rows `rows` of partition `p` after `seek`, that the cut admits, into `out` until it
+    /// holds `want`.
+    async fn read(
+        &self,
+        p: &PartitionEntry,
+        rows: Range<u64>,
+        seek: Option<&Key>,
+        want: usize,
+        out: &mut Vec<SharedRow>,
+        budget: &mut Budget,
+    ) -> Result<()> {
+        let file = PartitionFile::open(&self.store, p).await?;
+        let start = match seek {
+            Some(k) => file.seek(&rows, k).await?,
+            None => rows.start,
+        };
+        let mut block = start / BLOCK_ROWS;
+        while block * BLOCK_ROWS < rows.end {
+            let decoded = file.block(block).await?;
+            let base = block * BLOCK_ROWS;
+            let from = start.max(base) - base;
+            let to = rows.end.min(base + decoded.len() as u64) - base;
+            budget.spend(to - from)?;
+            for i in from as usize..to as usize {
+                let r = &decoded[i];
+                if seek.is_some_and(|k| !k.before(r.published_at.is_none(), micros(r), &r.id)) {
+                    continue;
+                }
+                if self.keeps(r) {
+                    out.push(SharedRow::new(Arc::clone(&decoded), i));
+                    if out.len() >= want {
+                        return Ok(());
+                    }
+                }
+            }
+            block += 1;
+            // A walk whose caller went away (deadline, closed connection) ends here.
+            tokio::task::consume_budget().await;
+        }
+        Ok(())
+    }
+}
+
+fn micros(r: &crate::record::NewsRow) -> i64 {
+    r.published_at.map_or(0, Instant::micros)
+}
+
+/// One partition opened for block reads: its footer, kept across requests and versions.
+struct PartitionFile<'a> {
+    store: &'a CorpusStore,
+    entry: &'a PartitionEntry,
+    meta: ArrowReaderMetadata,
+}
+
+impl<'a> PartitionFile<'a> {
+    async fn open(store: &'a CorpusStore, entry: &'a PartitionEntry) -> Result<Self> {
+        let whole = 0..entry.bytes;
+        let meta = match page_cache::FOOTERS.get(&entry.path, &whole) {
+            Some(m) => m,
+            None => {
+                let options =
+                    ArrowReaderOptions::new().with_page_index_policy(PageIndexPolicy::Optional);
+                let meta =
+                    ArrowReaderMetadata::load_async(&mut reader(store, entry), options).await?;
+                let rows = meta.metadata().file_metadata().num_rows();
+                if u64::try_from(rows).ok() != Some(entry.row_count) {
+                    return Err(Error::integrity(
+                        &entry.path,
+                        format!("{rows} rows, the manifest says {}", entry.row_count),
+                    ));
+                }
+                page_cache::FOOTERS.put(&entry.path, &whole, meta.clone());
+                meta
+            }
+        };
+        Ok(PartitionFile { store, entry, meta })
+    }
+
+    /// Block `index` of the partition, decoded (from the row cache when held).
+    async fn block(&self, index: u64) -> Result<Arc<RowBlock>> {
+        let start = index * BLOCK_ROWS;
+        let rows = start..(start + BLOCK_ROWS).min(self.entry.row_count);
+        if let Some(b) = page_cache::ROWS.get(&self.entry.path, &rows) {
+            return Ok(b);
+        }
+        let batches = self.batches(rows.clone(), None).await?;
+        let mut decoded = Vec::with_capacity((rows.end - rows.start) as usize);
+        for b in &batches {
+            decoded.extend(from_batch(b)?);
+        }
+        if decoded.len() as u64 != rows.end - rows.start {
+            return Err(Error::integrity(&self.entry.path, "a block read short"));
+        }
+        let block: Arc<RowBlock> = Arc::new(decoded.into_iter().collect());
+        page_cache::ROWS.put(&self.entry.path, &rows, Arc::clone(&block));
+        Ok(block)
+    }
+
+    /// The first row of `rows` that may come after `key`: the start of the last block whose
+    /// first row does not (found by reading one key per probed block), or `rows.start`.
+    async fn seek(&self, rows: &Range<u64>, key: &Key) -> Result<u64> {
+        let first = rows.start / BLOCK_ROWS;
+        let last = rows.end.saturating_sub(1) / BLOCK_ROWS;
+        if first == last {
+            return Ok(rows.start);
+        }
+        // Invariant: the answer lies in blocks lo..=hi; block lo's first row is not after key
+        // (or lo is the first block).
+        let (mut lo, mut hi) = (first, last);
+        while lo < hi {
+            let mid = lo + (hi - lo).div_ceil(2);
+            let (undated, micros, id) = self.key_at(mid * BLOCK_ROWS).await?;
+            if key.before(undated, micros, &id) {
+                hi = mid - 1;
+            } else {
+                lo = mid;
+            }
+        }
+        Ok(rows.start.max(lo * BLOCK_ROWS))
+    }
+
+    /// The sort key of one row: its `published_at` and `id` columns only.
+    async fn key_at(&self, row: u64) -> Result<(bool, i64, String)> {
+        let schema = self.meta.metadata().file_metadata().schema_descr();
+        let mask = ProjectionMask::columns(schema, ["published_at", "id"]);
+        let batches = self.batches(row..row + 1, Some(mask)).await?;
+        let bad = || Error::integrity(&self.entry.path, "a key probe read no row");
+        let b = batches.iter().find(|b| b.num_rows() > 0).ok_or_else(bad)?;
+        let published = b
+            .column_by_name("published_at")
+            .and_then(|c| c.as_any().downcast_ref::<TimestampMicrosecondArray>())
+            .ok_or_else(bad)?;
+        let id = b
+            .column_by_name("id")
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(bad)?;
+        let undated = published.is_null(0);
+        let micros = if undated { 0 } else { published.value(0) };
+        Ok((undated, micros, id.value(0).to_owned()))
+    }
+
+    /// Rows `rows` of the file as batches: only the row groups and (through the page index)
+    /// the pages they lie in are read.
+    async fn batches(
+        &self,
+        rows: Range<u64>,
+        projection: Option<ProjectionMask>,
+    ) -> Result<Vec<arrow::array::RecordBatch>> {
+        let meta = self.meta.metadata();
+        let mut groups = Vec::new();
+        let mut selected = Vec::new();
+        let (mut at, mut base) = (0u64, 0usize);
+        for (g, rg) in meta.row_groups().iter().enumerate() {
+            let n = rg.num_rows() as u64;
+            let (s, e) = (rows.start.max(at), rows.end.min(at + n));
+            if s < e {
+                groups.push(g);
+                selected.push(base + (s - at) as usize..base + (e - at) as usize);
+                base += n as usize;
+            }
+            at += n;
+        }
+        let selection = RowSelection::from_consecutive_ranges(selected.into_iter(), base);
+        let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(
+            reader(self.store, self.entry),
+            self.meta.clone(),
+        )
+        .with_row_groups(groups)
+        .with_row_selection(selection)
+        .with_batch_size(BLOCK_ROWS as usize);
+        if let Some(mask) = projection {
+            builder = builder.with_projection(mask);
+        }
+        Ok(builder.build()?.try_collect().await?)
+    }
+}
+
+fn reader(store: &CorpusStore, entry: &PartitionEntry) -> Ranges {
+    Ranges {
+        store: store.object_store(),
+        path: Path::from(entry.path.as_str()),
+        size: entry.bytes,
+    }
+}
+
+/// Byte ranges of one partition object for the Parquet reader (several at once coalesced by
+/// the store into fewer requests).
+struct Ranges {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: u64,
+}
+
+fn external(e: object_store::Error) -> ParquetError {
+    ParquetError::External(Box::new(e))
+}
+
+impl AsyncFileReader for Ranges {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        async move {
+            self.store
+                .get_range(&self.path, range)
+                .await
+                .map_err(external)
+        }
+        .boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        async move {
+            self.store
+                .get_ranges(&self.path, &ranges)
+                .await
+                .map_err(external)
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'b>(
+        &'b mut self,
+        options: Option<&'b ArrowReaderOptions>,
+    ) -> BoxFuture<'b, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            let size = self.size;
+            // One read takes the footer and page index of a small partition whole.
+            let mut reader = ParquetMetaDataReader::new().with_prefetch_hint(Some(64 << 10));
+            if let Some(o) = options {
+                reader = reader.with_arrow_reader_options(Some(o));
+            }
+            Ok(Arc::new(reader.load_and_finish(&mut *self, size).await?))
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::clock::Lane;
+    use crate::corpus::{Answer, Corpus, Entity, NewsQuery, ReadPath};
+    use crate::coverage::Scope;
+    use crate::publish::{ChangeSet, publish};
+    use crate::record::NewsRow;
+    use crate::scan_pool::ScanPool;
+    use crate::testkit::{corpus, edgar, january, t};
+
+    /// Minute `m` of January 2026.
+    fn minute(m: u64) -> String {
+        let at = t("2026-01-01T00:00:00Z").micros() + m as i64 * 60_000_000;
+        Instant::from_micros(at).to_string()
+    }
+
+    /// Rows of both lanes over three days, two of them of several blocks: many rows share an
+    /// instant (ids decide), some have no `published_at` (they sort last), forward-lane rows
+    /// carry `available_at`.
+    fn rows() -> Vec<NewsRow> {
+        let mut out = Vec::new();
+        for i in 0..5_200u64 {
+            // Days 5, 6 and 7 (2,600, 1,800 and 800 rows), ten rows a minute.
+            let day = match i {
+                0..2_600 => 4,
+                2_600..4_400 => 5,
+                _ => 6,
+            };
+            let at = minute(day * 1440 + (i % 1_000) / 10 * 7);
+            let cik = (i % 7 + 1).to_string();
+            let published = (i % 13 != 0).then_some(at.as_str());
+            let committed = minute(day * 1440 + 1_500 + i % 50);
+            let mut r = edgar(
+                &format!("0000000001-26-{i:06}"),
+                &cik,
+                published,
+                &committed,
+            );
+            if i % 3 == 0 {
+                r.lane = Lane::ForwardFirstSeen;
+                r.available_at = Some(t(&minute(day * 1440 + 1_450 + i % 40)));
+                r.availability_basis = "local_first_seen".into();
+            }
+            out.push(r);
+        }
+        out
+    }
+
+    async fn readings() -> (tempfile::TempDir, Corpus, Corpus) {
+        let (dir, store, _) = corpus(rows(), january()).await;
+        // Corrections: some move to another instant (another block or day), some lose theirs.
+        let corrected: Vec<NewsRow> = rows()
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| i % 97 == 0)
+            .map(|(i, mut r)| {
+                r.title = "corrected".into();
+                r.published_at = match i % 3 {
+                    0 => Some(t(&minute(5 * 1440 + 3))),
+                    1 => None,
+                    _ => r
+                        .published_at
+                        .map(|p| Instant::from_micros(p.micros() - 3_600_000_000)),
+                };
+                r.committed_at = Some(t(&minute(8 * 1440 + i as u64 % 600)));
+                r
+            })
+            .collect();
+        publish(
+            &store,
+            ChangeSet {
+                rows: corrected,
+                ..Default::default()
+            },
+            t("2026-03-02T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        let mut walked = Corpus::open(store.clone()).await.unwrap();
+        walked.set_read_path(ReadPath::Walk);
+        let mut scanned = Corpus::open(store).await.unwrap();
+        scanned.set_read_path(ReadPath::Scan);
+        (dir, walked, scanned)
+    }
+
+    fn query(lane: Lane, clock: VisibleBy, as_of: &str, start: Option<&str>) -> NewsQuery {
+        NewsQuery {
+            source: crate::clock::SourceId::SecEdgar,
+            lane,
+            visible_by: clock,
+            start: start.map(t),
+            as_of: t(as_of),
+            entity: Entity::All,
+            after: None,
+            limit: 100_000,
+        }
+    }
+
+    fn ids(a: Answer<NewsRow>) -> (Vec<(String, String)>, Option<Position>) {
+        match a {
+            Answer::Page { rows, next, .. } => (
+                rows.into_iter().map(|r| (r.id, r.revision_id)).collect(),
+                next,
+            ),
+            Answer::Hole { coverage } => panic!("a hole: {:?}", coverage.missing),
+        }
+    }
+
+    #[tokio::test]
+    async fn pages_through_partitions_of_several_blocks_walk_to_what_the_scan_answers() {
+        let (_dir, walked, scanned) = readings().await;
+        let mut checked = 0;
+        for (lane, clock) in [
+            (Lane::CertifiedPit, VisibleBy::PublishedAt),
+            (Lane::CertifiedPit, VisibleBy::CommittedAt),
+            (Lane::ForwardFirstSeen, VisibleBy::PublishedAt),
+            (Lane::ForwardFirstSeen, VisibleBy::AvailableAt),
+            (Lane::ForwardFirstSeen, VisibleBy::CommittedAt),
+        ] {
+            for (as_of, start) in [
+                ("2026-01-06T11:00:00Z", None),
+                ("2026-01-31T00:00:00Z", None),
+                ("2026-01-31T00:00:00Z", Some("2026-01-06T02:00:00Z")),
+                ("2026-01-06T20:00:00Z", Some("2026-01-05T23:00:00Z")),
+            ] {
+                let q = query(lane, clock, as_of, start);
+                let Answer::Page {
+                    rows: all, next, ..
+                } = scanned.news(&q, Scope::Corpus).await.unwrap()
+                else {
+                    panic!("a hole")
+                };
+                assert!(next.is_none());
+                let want: Vec<(String, String)> = all
+                    .iter()
+                    .map(|r| (r.id.clone(), r.revision_id.clone()))
+                    .collect();
+                for size in [1, 333, 1_024, 1_500] {
+                    let mut p = q.clone();
+                    p.limit = size;
+                    let mut got = Vec::new();
+                    loop {
+                        let (rows, next) = ids(walked.news(&p, Scope::Corpus).await.unwrap());
+                        got.extend(rows);
+                        match next {
+                            Some(n) => p.after = Some(n),
+                            None => break,
+                        }
+                        if size == 1 && got.len() == 40 && want.len() > 120 {
+                            // Pages of one row: the first forty, then on from deep inside.
+                            let at = want.len() * 2 / 3;
+                            got = want[..=at].to_vec();
+                            p.after = Some(Position {
+                                published_at: all[at].published_at,
+                                id: all[at].id.clone(),
+                            });
+                        }
+                    }
+                    assert_eq!(
+                        got, want,
+                        "{lane:?} {clock:?} {as_of} {start:?} pages of {size}"
+                    );
+                    checked += want.len();
+                }
+            }
+        }
+        assert!(checked > 20_000, "the cuts hold rows: {checked}");
+    }
+
+    #[tokio::test]
+    async fn a_page_reads_only_the_partitions_from_its_position_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let rows: Vec<NewsRow> = (0..30 * 40)
+            .map(|i| {
+                let at = minute((i / 40) * 1440 + 600 + i % 40);
+                edgar(
+                    &format!("0000000001-26-{i:06}"),
+                    "1",
+                    Some(&at),
+                    &minute((i / 40) * 1440 + 1500),
+                )
+            })
+            .collect();
+        let local = CorpusStore::local(dir.path()).unwrap();
+        publish(
+            &local,
+            ChangeSet {
+                rows,
+                certifications: january(),
+                ..Default::default()
+            },
+            t("2026-03-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        let counting = asof_test_support::counting::CountingStore::new(Arc::new(
+            object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap(),
+        ));
+        let store = CorpusStore::from_store(Arc::new(counting.clone()), "counted".into());
+        let mut c = Corpus::open(store).await.unwrap();
+        c.set_read_path(ReadPath::Walk);
+        let day_of = |path: &str| {
+            c.manifest()
+                .partitions
+                .iter()
+                .find(|p| p.path == path)
+                .map(|p| p.date.to_string())
+                .unwrap()
+        };
+        let read_days = || -> Vec<String> {
+            counting
+                .reads_under("snapshots/partitions/")
+                .iter()
+                .map(|p| day_of(p))
+                .collect()
+        };
+        counting.reset();
+        let mut q = query(
+            Lane::CertifiedPit,
+            VisibleBy::PublishedAt,
+            "2026-01-29T00:00:00Z",
+            None,
+        );
+        q.limit = 50;
+        let (first, next) = ids(c.news(&q, Scope::Corpus).await.unwrap());
+        assert_eq!(first.len(), 50);
+        assert_eq!(
+            read_days(),
+            ["2026-01-01", "2026-01-02"],
+            "the first page's days only"
+        );
+        // A page from a position deep in the month reads that day and the next.
+        counting.reset();
+        q.limit = 45;
+        q.after = Some(Position {
+            published_at: Some(t(&minute(16 * 1440 + 600 + 29))),
+            id: format!("0000000001-26-{:06}_1", 16 * 40 + 29),
+        });
+        let (deep, _) = ids(c.news(&q, Scope::Corpus).await.unwrap());
+        assert_eq!(
+            deep.first().unwrap().0,
+            format!("0000000001-26-{:06}_1", 16 * 40 + 30)
+        );
+        assert_eq!(read_days(), ["2026-01-17", "2026-01-18"]);
+        // A diff window of one afternoon reads its day.
+        counting.reset();
+        let w = query(
+            Lane::CertifiedPit,
+            VisibleBy::PublishedAt,
+            "2026-01-20T23:00:00Z",
+            Some("2026-01-20T10:10:00Z"),
+        );
+        let (rows, _) = ids(c.news(&w, Scope::Corpus).await.unwrap());
+        assert_eq!(rows.len(), 29);
+        assert_eq!(read_days(), ["2026-01-20"]);
+        assert!(next.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_walk_past_its_row_budget_is_refused_as_too_broad() {
+        let rows: Vec<NewsRow> = (0..300)
+            .map(|i| {
+                edgar(
+                    &format!("0000000001-26-{i:06}"),
+                    &(1 + i % 3).to_string(),
+                    Some(&minute(i * 60)),
+                    "2026-01-25T00:00:00Z",
+                )
+            })
+            .collect();
+        let (_dir, _store, mut c) = corpus(rows, january()).await;
+        c.set_scan_pool(ScanPool::new(1, 2, Duration::from_secs(1), 100).unwrap());
+        // The sample scope is walked: a CIK whose rows are a third of the corpus needs it all.
+        c.set_read_path(ReadPath::Walk);
+        let mut q = query(
+            Lane::CertifiedPit,
+            VisibleBy::PublishedAt,
+            "2026-01-20T00:00:00Z",
+            None,
+        );
+        q.limit = 10;
+        assert!(matches!(
+            c.news(&q, Scope::Corpus).await,
+            Ok(Answer::Page { .. })
+        ));
+        q.entity = Entity::Cik("3".into());
+        q.limit = 90;
+        match c.news(&q, Scope::Corpus).await {
+            Err(Error::TooBroad { limit: 100 }) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
