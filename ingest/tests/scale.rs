@@ -36,6 +36,7 @@ async fn big_corpus(dir: &Path) -> (CorpusStore, CountingStore) {
         ciks: 5_000,
         seed: 3,
         last_day: "2022-10-20".parse().unwrap(),
+        certified_at: None,
     };
     build(&CorpusStore::local(dir).unwrap(), &spec, &|_| {})
         .await
@@ -211,13 +212,15 @@ async fn an_all_rows_page_reads_the_days_it_answers_from_not_the_corpus() {
         Answer::Page { rows, next, .. } => (rows, next),
         Answer::Hole { coverage } => panic!("a hole: {:?}", coverage.missing),
     };
-    for clock in [VisibleBy::PublishedAt, VisibleBy::CommittedAt] {
+    // (On `committed_at` every cut of this corpus is a hole: it is certified on its commit
+    // instant, after its last day. The walk's other clocks are held by the engine's tests.)
+    for (clock, as_of) in [(VisibleBy::PublishedAt, "2022-10-10T00:00:00Z")] {
         let mut q = NewsQuery {
             source: SourceId::SecEdgar,
             lane: Lane::CertifiedPit,
             visible_by: clock,
             start: None,
-            as_of: at("2022-10-10T00:00:00Z"),
+            as_of: at(as_of),
             entity: Entity::All,
             after: None,
             limit: 100,
@@ -258,15 +261,15 @@ async fn an_all_rows_page_reads_the_days_it_answers_from_not_the_corpus() {
             }
         }
     }
-    // A one-day window reads that day (and the day after, on `committed_at`).
-    for (clock, most) in [(VisibleBy::PublishedAt, 1), (VisibleBy::CommittedAt, 3)] {
+    // A one-day window on `published_at` reads that day.
+    for (clock, end, most) in [(VisibleBy::PublishedAt, "2022-06-15T00:00:00Z", 1)] {
         counting.reset();
         let q = NewsQuery {
             source: SourceId::SecEdgar,
             lane: Lane::CertifiedPit,
             visible_by: clock,
             start: Some(at("2022-06-14T00:00:00Z")),
-            as_of: at("2022-06-15T00:00:00Z"),
+            as_of: at(end),
             entity: Entity::All,
             after: None,
             limit: 1000,

@@ -30,6 +30,8 @@ struct Gen {
     commit_delay: i64,
     /// Each correction: minutes after the previous revision's commit, and a publication shift.
     corrections: Vec<(i64, i64)>,
+    /// A forward-lane row (first seen by the poller: `available_at` set) instead of certified.
+    forward: bool,
 }
 
 const START: &str = "2026-01-01T00:00:00Z";
@@ -46,12 +48,14 @@ fn gen_record() -> impl Strategy<Value = Gen> {
         prop::option::weighted(0.9, 0i64..40 * 24 * 60),
         0i64..3 * 24 * 60,
         prop::collection::vec((1i64..5 * 24 * 60, -120i64..120), 0..=2),
+        prop::bool::weighted(0.3),
     )
-        .prop_map(|(cik, published, commit_delay, corrections)| Gen {
+        .prop_map(|(cik, published, commit_delay, corrections, forward)| Gen {
             cik,
             published,
             commit_delay,
             corrections,
+            forward,
         })
 }
 
@@ -72,6 +76,12 @@ fn revisions(gens: &[Gen]) -> Vec<(usize, NewsRow)> {
             row.published_at = published.map(minute);
             row.acceptance_at = row.published_at;
             row.committed_at = Some(minute(committed));
+            if g.forward {
+                // First seen between publication and the first commit, whatever the revision.
+                row.lane = Lane::ForwardFirstSeen;
+                row.available_at = Some(minute(g.published.unwrap_or(0) + g.commit_delay / 2));
+                row.availability_basis = "local_first_seen".into();
+            }
             row.title = format!("rev{round}");
             out.push((round, row));
         }
@@ -99,6 +109,9 @@ fn expected(all: &[(usize, NewsRow)], q: &NewsQuery) -> BTreeSet<(String, String
             _ => revs.last(),
         };
         let Some(r) = in_force else { continue };
+        if r.lane != q.lane {
+            continue;
+        }
         let entity_ok = match &q.entity {
             Entity::Cik(c) => r.cik.as_deref() == Some(c.as_str()),
             _ => true,
@@ -132,12 +145,9 @@ async fn build(gens: &[Gen]) -> (tempfile::TempDir, Readings, Vec<(usize, NewsRo
             .map(|(_, row)| row.clone())
             .collect();
         let certifications = if round == 0 {
-            vec![cert(
-                Lane::CertifiedPit,
-                "2026-01-01",
-                "2026-02-27",
-                "2026-01-01T00:00:00Z",
-            )]
+            [Lane::CertifiedPit, Lane::ForwardFirstSeen]
+                .map(|lane| cert(lane, "2026-01-01", "2026-02-27", "2026-01-01T00:00:00Z"))
+                .to_vec()
         } else {
             vec![]
         };
@@ -207,13 +217,21 @@ async fn check(gens: Vec<Gen>, cuts: Vec<(i64, i64)>, page_size: usize) {
     } = &readings;
     for (a, b) in cuts {
         let (a, b) = (minute(a.min(b)), minute(a.max(b)));
-        for clock in [VisibleBy::PublishedAt, VisibleBy::CommittedAt] {
+        // Every clock a lane can answer (certified rows carry no `available_at`: a cut on it
+        // is an availability hole there).
+        for (lane, clock) in [
+            (Lane::CertifiedPit, VisibleBy::PublishedAt),
+            (Lane::CertifiedPit, VisibleBy::CommittedAt),
+            (Lane::ForwardFirstSeen, VisibleBy::PublishedAt),
+            (Lane::ForwardFirstSeen, VisibleBy::AvailableAt),
+            (Lane::ForwardFirstSeen, VisibleBy::CommittedAt),
+        ] {
             let entities =
                 std::iter::once(Entity::All).chain((1..=4).map(|c: u8| Entity::Cik(c.to_string())));
             for entity in entities {
                 let q = |as_of: Instant, start: Option<Instant>| NewsQuery {
                     source: SourceId::SecEdgar,
-                    lane: Lane::CertifiedPit,
+                    lane,
                     visible_by: clock,
                     start,
                     as_of,
@@ -237,7 +255,7 @@ async fn check(gens: Vec<Gen>, cuts: Vec<(i64, i64)>, page_size: usize) {
                 assert_eq!(
                     got,
                     expected(&all, &q(b, None)),
-                    "cut at {b} on {clock:?} {entity:?}"
+                    "cut at {b} on {clock:?} {lane:?} {entity:?}"
                 );
                 assert_eq!(got.len(), cut_b.len(), "a record twice in one cut");
                 // The three readings agree, row for row and in order.

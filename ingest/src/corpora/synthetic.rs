@@ -38,6 +38,11 @@ pub struct Spec {
     pub seed: u64,
     /// The last day of the corpus.
     pub last_day: Day,
+    /// When the certified days were certified; `None`: on the corpus's commit instant, after
+    /// its last day (so every `committed_at` cut inside the span is a hole, as on a corpus
+    /// certified after the fact). An instant before the first day makes `committed_at` cuts
+    /// inside the span answerable, for benchmarks of that clock.
+    pub certified_at: Option<Instant>,
 }
 
 /// What was generated.
@@ -259,10 +264,13 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
         Day::from_date(spec.last_day.to_date() - time::Duration::days(i64::from(spec.days) - 1));
     let counts = daily_counts(spec, first);
     let zipf = Zipf::new(spec.ciks);
-    let spec_text = format!(
+    let mut spec_text = format!(
         "synthetic EDGAR-like corpus: rows={} days={} ciks={} seed={} last_day={}",
         spec.rows, spec.days, spec.ciks, spec.seed, spec.last_day
     );
+    if let Some(at) = spec.certified_at {
+        spec_text.push_str(&format!(" certified_at={at}"));
+    }
     let evidence = Evidence {
         file: format!(
             "bench-corpus --rows {} --days {} --ciks {} --seed {}",
@@ -271,6 +279,7 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
         sha256: hex::encode(Sha256::digest(spec_text.as_bytes())),
     };
     let created_at = Instant::parse(CREATED_AT).expect("static instant");
+    let certified_at = spec.certified_at.unwrap_or(created_at);
     // A whole corpus, not a change on top; but the pointer's history stays one chain, so a
     // corpus written over another names it as parent (and the pointer moves only from it).
     let parent = store.current_version().await?;
@@ -318,7 +327,7 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
             if let Some((from, to)) = run.take() {
                 manifest
                     .certifications
-                    .push(certification(from, to, created_at, &evidence));
+                    .push(certification(from, to, certified_at, &evidence));
             }
         } else {
             run = Some(run.map_or((day, day), |(from, _)| (from, day)));
@@ -341,7 +350,7 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
     if let Some((from, to)) = run {
         manifest
             .certifications
-            .push(certification(from, to, created_at, &evidence));
+            .push(certification(from, to, certified_at, &evidence));
     }
     if !year_rows.is_empty() {
         let group = (SourceId::SecEdgar, Lane::CertifiedPit, year);
@@ -388,6 +397,7 @@ mod tests {
             ciks: 500,
             seed,
             last_day: "2026-01-31".parse().unwrap(),
+            certified_at: None,
         }
     }
 

@@ -530,6 +530,11 @@ pub struct BenchCorpusArgs {
         default_value = "2026-01-31"
     )]
     pub last_day: String,
+    /// When the certified days count as certified (default: the corpus's commit instant,
+    /// after its last day, so `committed_at` cuts inside the span are holes); an instant
+    /// before the first day makes them answerable, for benchmarks of that clock.
+    #[arg(long = "certified-at", env = "ASOF_BENCH_CERTIFIED_AT")]
+    pub certified_at: Option<String>,
     /// Where to write the corpus (an empty directory, or an object-store URL).
     #[arg(long, env = "ASOF_BENCH_OUT")]
     pub out: String,
@@ -1018,6 +1023,11 @@ async fn bench_corpus(a: BenchCorpusArgs) -> CliResult {
         ciks: a.ciks,
         seed: a.seed,
         last_day,
+        certified_at: a
+            .certified_at
+            .as_deref()
+            .map(|s| asof_engine::Instant::parse_param("certified-at", s))
+            .transpose()?,
     };
     let bar = indicatif::ProgressBar::new(a.rows);
     bar.set_style(
