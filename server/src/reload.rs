@@ -5,6 +5,7 @@ use std::time::Duration;
 use asof_engine::{Corpus, CorpusStore};
 
 use crate::http::AppState;
+use crate::state::store::StateStore;
 
 /// Checks the pointer once; returns the version now served when it changed.
 pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String> {
@@ -82,8 +83,8 @@ pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String
     }
 }
 
-/// Polls every `interval` until the process ends; about once a minute also drops old
-/// rate-limit windows (a write to the state store, which a sub-second pointer check must not
+/// Polls every `interval` until the process ends; about once a minute also runs
+/// [`housekeeping`] (writes to the state store, which a sub-second pointer check must not
 /// bring along each time).
 pub async fn reload_loop(state: AppState, store: CorpusStore, interval: Duration) {
     const PURGE_EVERY: Duration = Duration::from_secs(60);
@@ -98,9 +99,91 @@ pub async fn reload_loop(state: AppState, store: CorpusStore, interval: Duration
             continue;
         }
         purged = tokio::time::Instant::now();
-        let cutoff = asof_engine::Instant::now().micros() - 10 * 60_000_000;
-        if let Err(e) = state.store().purge_windows(cutoff).await {
-            tracing::warn!(error = %e, "could not purge old rate-limit windows");
+        housekeeping(state.store().as_ref(), asof_engine::Instant::now()).await;
+    }
+}
+
+/// The longest rate window any route counts in (e-mail sign-in's, 15 minutes): windows are
+/// dropped only once they ended whatever their length, or a sign-in count would start again
+/// before its window is over.
+const LONGEST_WINDOW: Duration = crate::signin::mail::MAIL_WINDOW;
+
+/// What the state store no longer needs at `now`: rate windows that ended (with a minute to
+/// spare for clocks of replicas that differ), sign-in links that expired and sessions that
+/// ended or expired. Failures are logged; the next round tries again.
+pub async fn housekeeping(store: &dyn StateStore, now: asof_engine::Instant) {
+    let longest = i64::try_from(LONGEST_WINDOW.as_micros()).unwrap_or(i64::MAX);
+    let cutoff = now.micros() - longest - 60_000_000;
+    if let Err(e) = store.purge_windows(cutoff).await {
+        tracing::warn!(error = %e, "could not purge old rate-limit windows");
+    }
+    match store.purge_sign_ins(now).await {
+        Ok(n) if n > 0 => tracing::debug!(purged = n, "expired sign-in links and sessions dropped"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "could not purge expired sign-in links and sessions"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::state::store::TokenUse;
+
+    const MINUTE: i64 = 60_000_000;
+
+    #[tokio::test]
+    async fn housekeeping_keeps_a_sign_in_window_until_it_ends_and_drops_expired_links_and_sessions()
+     {
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::state::open(&format!("sqlite://{}/state.db", dir.path().display()))
+            .await
+            .unwrap();
+        let now = asof_engine::Instant::parse("2026-11-27T12:00:00Z").unwrap();
+        let at = |m: i64| asof_engine::Instant::from_micros(now.micros() + m * MINUTE);
+        // A 15-minute sign-in window that started 12 minutes ago holds five links.
+        let live = now.micros() - 12 * MINUTE;
+        for _ in 0..5 {
+            store.hit("signin-to:x", live).await.unwrap();
         }
+        // A window that ended two minutes ago.
+        let ended = now.micros() - 17 * MINUTE;
+        store.hit("signin-to:y", ended).await.unwrap();
+        store
+            .put_login_token("expired", "a@example.com", at(-20), at(-5))
+            .await
+            .unwrap();
+        store
+            .put_login_token("live", "b@example.com", at(-2), at(13))
+            .await
+            .unwrap();
+        let user = store.sign_in_user("c@example.com").await.unwrap();
+        store
+            .create_session("old", &user.id, "email", at(-100), at(-1))
+            .await
+            .unwrap();
+        assert!(store.session("old").await.unwrap().is_some());
+        housekeeping(store.as_ref(), now).await;
+        assert_eq!(
+            store.hit("signin-to:x", live).await.unwrap(),
+            6,
+            "a window still running keeps its count"
+        );
+        assert_eq!(
+            store.hit("signin-to:y", ended).await.unwrap(),
+            1,
+            "an ended window is gone"
+        );
+        assert!(matches!(
+            store.use_login_token("expired", now).await.unwrap(),
+            TokenUse::Unknown
+        ));
+        assert!(matches!(
+            store.use_login_token("live", now).await.unwrap(),
+            TokenUse::SignIn { .. }
+        ));
+        assert!(
+            store.session("old").await.unwrap().is_none(),
+            "an expired session is dropped"
+        );
     }
 }

@@ -30,6 +30,7 @@ pub struct ServeConfig {
     pub database_url: String,
     pub reload_interval: Duration,
     pub trust_forwarded_for: bool,
+    pub trusted_proxies: usize,
     pub public_requests_per_minute: u32,
     pub request_timeout: Duration,
     pub max_concurrent_scans: usize,
@@ -70,6 +71,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     );
     let opts = crate::http::Options {
         trust_forwarded_for: cfg.trust_forwarded_for,
+        trusted_proxies: cfg.trusted_proxies,
         public_requests_per_minute: cfg.public_requests_per_minute,
         request_timeout: cfg.request_timeout,
         max_concurrent_scans: cfg.max_concurrent_scans,

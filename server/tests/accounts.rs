@@ -547,6 +547,57 @@ async fn an_email_sign_in_is_refused_for_a_bad_address_or_body_and_503_when_mail
     );
 }
 
+/// A client past its own limit spends no address's allowance: the requests it is refused count
+/// against no one, so it cannot lock a victim's address out of signing in.
+async fn a_client_refused_for_its_own_limit_does_not_spend_an_addresss_links() {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let opts = Options {
+        public_url: Some("https://asof.example".into()),
+        trust_forwarded_for: true,
+        sign_in: SignInConfig {
+            mail: Some((
+                format!("smtp://127.0.0.1:{port}"),
+                "asof <no-reply@example.com>".into(),
+            )),
+            ..SignInConfig::default()
+        },
+        ..Options::default()
+    };
+    let t = on_backend(opts).await;
+    let start = |from: &'static str, email: String| {
+        let t = &t;
+        async move {
+            call(
+                t,
+                Method::POST,
+                "/v1/auth/email/start",
+                &[("x-forwarded-for", from)],
+                Some(json!({ "email": email })),
+            )
+            .await
+        }
+    };
+    // The attacker spends its own 20 links on other addresses (the mail server is down, so
+    // each is a 503 after being counted) ...
+    for i in 0..asof_server::signin::mail::LINKS_PER_CLIENT {
+        let r = start("203.0.113.7", format!("other{i}@example.com")).await;
+        assert_eq!(r.json["error"]["code"], "mail_unavailable", "{}", r.json);
+    }
+    // ... then asks for the victim's address more times than the address allows: refused,
+    // for its own limit.
+    for _ in 0..=asof_server::signin::mail::LINKS_PER_ADDRESS {
+        let r = start("203.0.113.7", "victim@example.com".into()).await;
+        assert_error(&r, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None);
+    }
+    // The victim, from elsewhere, is not rate-limited: the link is attempted.
+    let r = start("198.51.100.9", "victim@example.com".into()).await;
+    assert_eq!(r.json["error"]["code"], "mail_unavailable", "{}", r.json);
+}
+
 async fn a_sign_in_link_token_that_is_unknown_used_or_expired_redirects_without_a_session() {
     let t = with_dead_mail().await;
     let now = Instant::now().micros();

@@ -1352,3 +1352,34 @@ fn an_ingest_onto_a_full_disk_fails_saying_so_and_leaves_the_corpus_as_it_was() 
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_ne!(pointer(dir.path()), parent);
 }
+
+/// `--help` never prints the values of variables that carry passwords (the state store's and
+/// the mail server's URLs), whatever subcommand shows them.
+#[test]
+fn help_never_prints_the_database_or_mail_urls_a_deployment_sets() {
+    for args in [&["serve", "--help"][..], &["keys", "create", "--help"]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_asof"))
+            .args(args)
+            .env(
+                "ASOF_DATABASE_URL",
+                "postgres://asof:db-secret-1@db.internal/asof",
+            )
+            .env(
+                "ASOF_SMTP_URL",
+                "smtp://mailer:smtp-secret-2@mail.internal:587",
+            )
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{text}");
+        assert!(text.contains("ASOF_DATABASE_URL"), "{args:?}: {text}");
+        for secret in [
+            "db-secret-1",
+            "smtp-secret-2",
+            "db.internal",
+            "mail.internal",
+        ] {
+            assert!(!text.contains(secret), "{args:?} printed {secret}: {text}");
+        }
+    }
+}

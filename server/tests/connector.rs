@@ -205,6 +205,19 @@ async fn a_bad_vendor_a_missing_vendor_key_and_bad_bodies_are_400_naming_the_fie
             json!({"ticker": "AA PL", "start": "2024-01-01", "end": "2024-01-02"}),
             "ticker",
         ),
+        // A ticker is a path segment of the vendor's URL: `.` and `..` would name another path.
+        (
+            json!({"ticker": ".", "start": "2024-01-01", "end": "2024-01-02"}),
+            "ticker",
+        ),
+        (
+            json!({"ticker": "..", "start": "2024-01-01", "end": "2024-01-02"}),
+            "ticker",
+        ),
+        (
+            json!({"ticker": "-A", "start": "2024-01-01", "end": "2024-01-02"}),
+            "ticker",
+        ),
         (json!({"ticker": "AAPL", "end": "2024-01-02"}), "start"),
         (
             json!({"ticker": "AAPL", "start": "2024-1-1", "end": "2024-01-02"}),

@@ -1159,3 +1159,41 @@ async fn coverage_of_one_day_is_one_certificate_of_the_lane_asked_for() {
         Some("lane"),
     );
 }
+
+/// Behind a trusted proxy, a client that writes its own `X-Forwarded-For` entries (a new one
+/// on every request) is still one address to the per-address limit: the entry the proxy
+/// appended counts, not the left-most.
+#[tokio::test]
+async fn rotating_the_forwarded_for_entries_a_client_writes_escapes_no_per_address_limit() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::sqlite_store(dir.path()).await;
+    let opts = asof_server::Options {
+        trust_forwarded_for: true,
+        public_requests_per_minute: 5,
+        ..Default::default()
+    };
+    let t = common::setup_with(dir, store, opts).await;
+    let mut statuses = Vec::new();
+    for i in 0..8 {
+        let r = common::respond(
+            &t.state,
+            axum::http::Request::get("/v1/meta")
+                .header("x-forwarded-for", format!("203.0.113.{i}, 198.51.100.7"))
+                .body(axum::body::Body::empty())
+                .unwrap(),
+        )
+        .await;
+        statuses.push(r.status.as_u16());
+    }
+    assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 429, 429]);
+    // Another client behind the same proxy has its own allowance.
+    let r = common::respond(
+        &t.state,
+        axum::http::Request::get("/v1/meta")
+            .header("x-forwarded-for", "203.0.113.1, 198.51.100.8")
+            .body(axum::body::Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK);
+}

@@ -203,7 +203,7 @@ async fn a_batch_gets_one_reply_per_request_in_order() {
     let r = post(
         &t,
         r#"[{"jsonrpc":"2.0","id":1,"method":"ping"},{"jsonrpc":"2.0","method":"notifications/initialized"},{"jsonrpc":"2.0","id":"b","method":"tools/list"}]"#,
-        &[],
+        &[("mcp-protocol-version", "2025-03-26")],
     )
     .await;
     let replies = r.json.as_array().unwrap();
@@ -211,6 +211,66 @@ async fn a_batch_gets_one_reply_per_request_in_order() {
     assert_eq!(
         (replies[0]["id"].clone(), replies[1]["id"].clone()),
         (json!(1), json!("b"))
+    );
+}
+
+/// Batches exist only in protocol 2025-03-26, and there hold at most 32 messages: a body of
+/// thousands of messages is refused whole, before any is answered or any key looked up.
+#[tokio::test]
+async fn batches_are_refused_on_2025_06_18_and_capped_on_2025_03_26() {
+    let t = setup().await;
+    let batch = |n: usize| {
+        let items: Vec<Value> = (0..n)
+            .map(|i| json!({"jsonrpc": "2.0", "id": i, "method": "tools/list"}))
+            .collect();
+        Value::Array(items).to_string()
+    };
+    let bad_key = [
+        ("mcp-protocol-version", "2025-06-18"),
+        ("authorization", "Bearer svc_live_not_a_key"),
+    ];
+    let r = post(&t, &batch(2), &bad_key).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
+    assert_eq!(r.json["error"]["code"], -32600);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("2025-06-18")
+    );
+    // Without the header the oldest protocol (2025-03-26) is in force: capped, not refused.
+    let r = post(
+        &t,
+        &batch(5_000),
+        &[("authorization", "Bearer svc_live_not_a_key")],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
+    assert!(
+        r.json["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 32")
+    );
+    let r = post(&t, &batch(32), &[("mcp-protocol-version", "2025-03-26")]).await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(r.json.as_array().unwrap().len(), 32);
+    // An unknown key in a batch: every message is refused as the rejected key it carries.
+    let r = post(
+        &t,
+        &batch(3),
+        &[
+            ("mcp-protocol-version", "2025-03-26"),
+            ("authorization", "Bearer svc_live_not_a_key"),
+        ],
+    )
+    .await;
+    let replies = r.json.as_array().unwrap();
+    assert_eq!(replies.len(), 3);
+    assert!(
+        replies.iter().all(|m| m["error"]["code"] == -32001),
+        "{}",
+        r.json
     );
 }
 

@@ -100,6 +100,52 @@ async fn suite(s: Arc<dyn StateStore>) {
     receipts(&*s, &u.id).await;
     sign_ins(&*s).await;
     billing(s.clone()).await;
+    key_cap_under_concurrency(s.clone()).await;
+}
+
+/// Twenty requests at once for a user holding one live key under a cap of three: exactly two
+/// more keys are made, whatever the interleaving (the check and the insert are one
+/// transaction); revoked and expired keys do not count.
+async fn key_cap_under_concurrency(s: Arc<dyn StateStore>) {
+    let u = s
+        .upsert_user("capped@example.com", Plan::Researcher)
+        .await
+        .unwrap();
+    let now = Instant::now();
+    let (gone, _) = s.create_key(&u.id, "revoked", None).await.unwrap();
+    s.revoke_key(&u.id, &gone.id, now).await.unwrap();
+    s.create_key(
+        &u.id,
+        "expired",
+        Some(Instant::from_micros(now.micros() - 1)),
+    )
+    .await
+    .unwrap();
+    s.create_key(&u.id, "live", None).await.unwrap();
+    let tasks: Vec<_> = (0..20)
+        .map(|i| {
+            let (s, id) = (s.clone(), u.id.clone());
+            tokio::spawn(async move {
+                s.create_key_within(&id, &format!("k{i}"), None, 3, now)
+                    .await
+                    .unwrap()
+                    .is_some()
+            })
+        })
+        .collect();
+    let mut made = 0;
+    for t in tasks {
+        made += usize::from(t.await.unwrap());
+    }
+    assert_eq!(made, 2, "two places were free under the cap of three");
+    let live = s
+        .list_keys(&u.id)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|k| k.revoked_at.is_none() && k.expires_at.is_none_or(|e| e > now))
+        .count();
+    assert_eq!(live, 3);
 }
 
 /// Two replicas flushing at once, with the same windows and counters in opposite orders:

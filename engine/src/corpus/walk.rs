@@ -228,22 +228,48 @@ impl Walk {
             None => rows.start,
         };
         let mut block = start / BLOCK_ROWS;
+        // On a clock other than `published_at` the rows a cut admits can be sparse in a
+        // partition (a correction committed weeks after its day's rows): a block not yet
+        // decoded is first looked at through its clock column alone; a block with no row in
+        // the cut is skipped, one with a few is decoded at those rows only (not kept), and
+        // only a block dense in the cut is decoded whole and kept.
+        let sparse = self.cut.clock != VisibleBy::PublishedAt;
         while block * BLOCK_ROWS < rows.end {
-            let decoded = file.block(block).await?;
             let base = block * BLOCK_ROWS;
-            let from = start.max(base) - base;
-            let to = rows.end.min(base + decoded.len() as u64) - base;
-            budget.spend(to - from)?;
-            for i in from as usize..to as usize {
-                let r = &decoded[i];
-                if seek.is_some_and(|k| !k.before(r.published_at.is_none(), micros(r), &r.id)) {
+            let (lo, hi) = (start.max(base), rows.end.min(base + BLOCK_ROWS));
+            let decoded = if sparse && !file.is_cached(block) {
+                let hits: Vec<u64> = file
+                    .clock_hits(block, &self.cut)
+                    .await?
+                    .into_iter()
+                    .filter(|r| (lo..hi).contains(r))
+                    .collect();
+                budget.spend(hi - lo)?;
+                if hits.is_empty() {
+                    block += 1;
+                    tokio::task::consume_budget().await;
                     continue;
                 }
-                if self.keeps(r) {
-                    out.push(SharedRow::new(Arc::clone(&decoded), i));
-                    if out.len() >= want {
-                        return Ok(());
+                if (hits.len() as u64) * 8 < hi - lo {
+                    let few = file.rows_at(&hits).await?;
+                    for (i, _) in hits.iter().enumerate() {
+                        if self.take(&few, i, seek, out) && out.len() >= want {
+                            return Ok(());
+                        }
                     }
+                    block += 1;
+                    tokio::task::consume_budget().await;
+                    continue;
+                }
+                file.block(block).await?
+            } else {
+                let b = file.block(block).await?;
+                budget.spend(hi - lo)?;
+                b
+            };
+            for i in (lo - base) as usize..(hi - base) as usize {
+                if self.take(&decoded, i, seek, out) && out.len() >= want {
+                    return Ok(());
                 }
             }
             block += 1;
@@ -251,6 +277,25 @@ impl Walk {
             tokio::task::consume_budget().await;
         }
         Ok(())
+    }
+
+    /// Adds row `i` of `block` to `out` when it lies after `seek` and the cut admits it.
+    fn take(
+        &self,
+        block: &Arc<RowBlock>,
+        i: usize,
+        seek: Option<&Key>,
+        out: &mut Vec<SharedRow>,
+    ) -> bool {
+        let r = &block[i];
+        if seek.is_some_and(|k| !k.before(r.published_at.is_none(), micros(r), &r.id)) {
+            return false;
+        }
+        if !self.keeps(r) {
+            return false;
+        }
+        out.push(SharedRow::new(Arc::clone(block), i));
+        true
     }
 }
 
@@ -289,10 +334,69 @@ impl<'a> PartitionFile<'a> {
         Ok(PartitionFile { store, entry, meta })
     }
 
+    /// The rows of block `index`.
+    fn rows_of(&self, index: u64) -> Range<u64> {
+        let start = index * BLOCK_ROWS;
+        start..(start + BLOCK_ROWS).min(self.entry.row_count)
+    }
+
+    /// Whether block `index` is decoded in the row cache.
+    fn is_cached(&self, index: u64) -> bool {
+        page_cache::ROWS
+            .get(&self.entry.path, &self.rows_of(index))
+            .is_some()
+    }
+
+    /// The rows of block `index` whose `cut.clock` lies inside the cut (or window), read from
+    /// that one column.
+    async fn clock_hits(&self, index: u64, cut: &Cut) -> Result<Vec<u64>> {
+        let name = cut.clock.as_str();
+        let schema = self.meta.metadata().file_metadata().schema_descr();
+        let mask = ProjectionMask::columns(schema, [name]);
+        let rows = self.rows_of(index);
+        let batches = self.batches(rows.clone(), Some(mask)).await?;
+        let (hi, lo) = (cut.as_of.micros(), cut.start.map(Instant::micros));
+        let mut hits = Vec::new();
+        let mut at = rows.start;
+        for b in &batches {
+            let c = b
+                .column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<TimestampMicrosecondArray>())
+                .ok_or_else(|| {
+                    Error::integrity(&self.entry.path, format!("{name} is not a timestamp"))
+                })?;
+            for i in 0..c.len() {
+                if c.is_valid(i) && c.value(i) <= hi && lo.is_none_or(|l| c.value(i) > l) {
+                    hits.push(at + i as u64);
+                }
+            }
+            at += c.len() as u64;
+        }
+        Ok(hits)
+    }
+
+    /// The given rows (ascending), decoded as one block of their own (not kept).
+    async fn rows_at(&self, rows: &[u64]) -> Result<Arc<RowBlock>> {
+        let (Some(&first), Some(&last)) = (rows.first(), rows.last()) else {
+            return Ok(Arc::new(RowBlock::from_iter(std::iter::empty())));
+        };
+        let batches = self.batches_at(first..last + 1, rows).await?;
+        let mut decoded = Vec::with_capacity(rows.len());
+        for b in &batches {
+            decoded.extend(from_batch(b)?);
+        }
+        if decoded.len() != rows.len() {
+            return Err(Error::integrity(
+                &self.entry.path,
+                "a row read came back short",
+            ));
+        }
+        Ok(Arc::new(decoded.into_iter().collect()))
+    }
+
     /// Block `index` of the partition, decoded (from the row cache when held).
     async fn block(&self, index: u64) -> Result<Arc<RowBlock>> {
-        let start = index * BLOCK_ROWS;
-        let rows = start..(start + BLOCK_ROWS).min(self.entry.row_count);
+        let rows = self.rows_of(index);
         if let Some(b) = page_cache::ROWS.get(&self.entry.path, &rows) {
             return Ok(b);
         }
@@ -359,32 +463,68 @@ impl<'a> PartitionFile<'a> {
         rows: Range<u64>,
         projection: Option<ProjectionMask>,
     ) -> Result<Vec<arrow::array::RecordBatch>> {
+        let (groups, selection) = self.select(rows.clone(), &[rows]);
+        let mut builder = self.builder(groups, selection);
+        if let Some(mask) = projection {
+            builder = builder.with_projection(mask);
+        }
+        Ok(builder.build()?.try_collect().await?)
+    }
+
+    /// The rows `picked` (ascending, inside `span`), every column.
+    async fn batches_at(
+        &self,
+        span: Range<u64>,
+        picked: &[u64],
+    ) -> Result<Vec<arrow::array::RecordBatch>> {
+        let ranges: Vec<Range<u64>> = picked.iter().map(|&r| r..r + 1).collect();
+        let (groups, selection) = self.select(span, &ranges);
+        Ok(self
+            .builder(groups, selection)
+            .build()?
+            .try_collect()
+            .await?)
+    }
+
+    /// The row groups `span` overlaps, and a selection of `ranges` (inside `span`, ascending)
+    /// rebased onto those groups.
+    fn select(&self, span: Range<u64>, ranges: &[Range<u64>]) -> (Vec<usize>, RowSelection) {
         let meta = self.meta.metadata();
         let mut groups = Vec::new();
         let mut selected = Vec::new();
         let (mut at, mut base) = (0u64, 0usize);
         for (g, rg) in meta.row_groups().iter().enumerate() {
             let n = rg.num_rows() as u64;
-            let (s, e) = (rows.start.max(at), rows.end.min(at + n));
-            if s < e {
+            if span.start < at + n && at < span.end {
                 groups.push(g);
-                selected.push(base + (s - at) as usize..base + (e - at) as usize);
+                for r in ranges {
+                    let (s, e) = (r.start.max(at), r.end.min(at + n));
+                    if s < e {
+                        selected.push(base + (s - at) as usize..base + (e - at) as usize);
+                    }
+                }
                 base += n as usize;
             }
             at += n;
         }
-        let selection = RowSelection::from_consecutive_ranges(selected.into_iter(), base);
-        let mut builder = ParquetRecordBatchStreamBuilder::new_with_metadata(
+        (
+            groups,
+            RowSelection::from_consecutive_ranges(selected.into_iter(), base),
+        )
+    }
+
+    fn builder(
+        &self,
+        groups: Vec<usize>,
+        selection: RowSelection,
+    ) -> parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder<Ranges> {
+        ParquetRecordBatchStreamBuilder::new_with_metadata(
             reader(self.store, self.entry),
             self.meta.clone(),
         )
         .with_row_groups(groups)
         .with_row_selection(selection)
-        .with_batch_size(BLOCK_ROWS as usize);
-        if let Some(mask) = projection {
-            builder = builder.with_projection(mask);
-        }
-        Ok(builder.build()?.try_collect().await?)
+        .with_batch_size(BLOCK_ROWS as usize)
     }
 }
 

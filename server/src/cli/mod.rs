@@ -81,7 +81,12 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub corpus: CorpusArg,
     /// State store: sqlite://PATH (default) or postgres://...
-    #[arg(long = "database-url", env = "ASOF_DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
+    #[arg(
+        long = "database-url",
+        env = "ASOF_DATABASE_URL",
+        default_value = DEFAULT_DATABASE_URL,
+        hide_env_values = true
+    )]
     pub database_url: String,
     /// Seconds between checks of the corpus pointer, decimals allowed (0.1 at least): one
     /// small read; a new version is then verified (its new objects only) and loaded, and its
@@ -93,9 +98,19 @@ pub struct ServeArgs {
         value_parser = interval_seconds
     )]
     pub reload_interval: std::time::Duration,
-    /// Take the client address from X-Forwarded-For (only behind a trusted proxy).
+    /// Take the client address from X-Forwarded-For (only behind proxies you run): the entry
+    /// --trusted-proxies places from the right, never one the client wrote.
     #[arg(long = "trust-forwarded-for", env = "ASOF_TRUST_FORWARDED_FOR")]
     pub trust_forwarded_for: bool,
+    /// How many proxies in front of the service append to X-Forwarded-For (a load balancer
+    /// alone: 1; a CDN then a load balancer: 2).
+    #[arg(
+        long = "trusted-proxies",
+        env = "ASOF_TRUSTED_PROXIES",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u64).range(1..=16)
+    )]
+    pub trusted_proxies: u64,
     /// Requests per minute one client address may make to the public rate-limited routes
     /// (`/v1/meta`, `/v1/sample/*`).
     #[arg(
@@ -201,7 +216,12 @@ pub struct ServeArgs {
     /// E-mail sign-in: the SMTP server sign-in links go out through, in lettre's form
     /// `smtp://[user:pass@]host[:port]` (add `?tls=required` for STARTTLS) or `smtps://...`;
     /// needs --mail-from and --public-url. Unset: e-mail sign-in answers 503.
-    #[arg(long = "smtp-url", env = "ASOF_SMTP_URL", requires = "mail_from")]
+    #[arg(
+        long = "smtp-url",
+        env = "ASOF_SMTP_URL",
+        requires = "mail_from",
+        hide_env_values = true
+    )]
     pub smtp_url: Option<String>,
     /// The sender of sign-in e-mail, e.g. "asof <no-reply@example.com>".
     #[arg(long = "mail-from", env = "ASOF_MAIL_FROM", requires = "smtp_url")]
@@ -368,7 +388,12 @@ pub enum KeysCommand {
 
 #[derive(Debug, Args)]
 pub struct KeysCreateArgs {
-    #[arg(long = "database-url", env = "ASOF_DATABASE_URL", default_value = DEFAULT_DATABASE_URL)]
+    #[arg(
+        long = "database-url",
+        env = "ASOF_DATABASE_URL",
+        default_value = DEFAULT_DATABASE_URL,
+        hide_env_values = true
+    )]
     pub database_url: String,
     #[arg(long)]
     pub email: String,
@@ -1075,6 +1100,7 @@ async fn serve(a: ServeArgs) -> CliResult {
             database_url: a.database_url,
             reload_interval: a.reload_interval,
             trust_forwarded_for: a.trust_forwarded_for,
+            trusted_proxies: a.trusted_proxies as usize,
             public_requests_per_minute: a.public_rate_limit,
             request_timeout: std::time::Duration::from_secs(a.request_timeout),
             max_concurrent_scans: a.max_scans as usize,

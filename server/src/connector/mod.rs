@@ -133,7 +133,8 @@ impl VendorKey {
 /// What a bars request asks for (checked by the route).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct BarsRequest {
-    /// Upper-case, by the ticker rule of every route.
+    /// Upper-case, by the ticker rule of every route, beginning with a letter or digit
+    /// ([`is_path_segment`]).
     pub ticker: String,
     pub start: Day,
     pub end: Day,
@@ -200,6 +201,16 @@ impl std::fmt::Debug for Connector {
             .field("vendors", &self.vendors)
             .finish_non_exhaustive()
     }
+}
+
+/// Whether a ticker may stand as one segment of a vendor's URL path as it is: 1 to 16 letters,
+/// digits, `.` or `-`, the first a letter or digit (so never `.` or `..`, and nothing a URL
+/// parser would decode or resolve).
+pub fn is_path_segment(t: &str) -> bool {
+    t.len() <= 16
+        && t.as_bytes().first().is_some_and(u8::is_ascii_alphanumeric)
+        && t.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-')
 }
 
 impl Connector {
@@ -274,6 +285,14 @@ impl Connector {
     ) -> Result<Vec<Bar>, ApiError> {
         let cfg = self.vendor(v)?;
         let base = cfg.url.trim_end_matches('/');
+        // The ticker becomes a path segment of the vendor's URL: never `.`, `..` or anything
+        // that would be read as another path, whoever built the request.
+        if !is_path_segment(&req.ticker) {
+            return Err(ApiError::invalid(
+                "ticker",
+                "ticker must begin with a letter or digit and hold only letters, digits, '.' or '-'",
+            ));
+        }
         let mut bars = match v {
             Vendor::VendorA => vendor_a::fetch(self, base, key, req).await?,
             Vendor::VendorB => vendor_b::fetch(self, base, key, req).await?,
@@ -362,6 +381,26 @@ fn check(bars: &mut [Bar], req: &BarsRequest) -> Result<(), Fault> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_ticker_that_would_name_another_vendor_path_is_no_path_segment() {
+        for ok in ["AAPL", "BRK.B", "BF-B", "A", "0700"] {
+            assert!(is_path_segment(ok), "{ok}");
+        }
+        for bad in [
+            ".",
+            "..",
+            "-A",
+            ".A",
+            "",
+            "A/B",
+            "A%2F",
+            "A B",
+            "ABCDEFGHIJKLMNOPQ",
+        ] {
+            assert!(!is_path_segment(bad), "{bad}");
+        }
+    }
 
     fn bar(date: &str, low: f64, high: f64) -> Bar {
         Bar {

@@ -425,19 +425,41 @@ pub fn error_response(ctx: &Ctx, err: &ApiError, sample: bool) -> Response {
     r
 }
 
-fn client_addr(req: &Request, trust_forwarded_for: bool) -> String {
-    if trust_forwarded_for
-        && let Some(first) = req
-            .headers()
-            .get("x-forwarded-for")
-            .and_then(|v| v.to_str().ok())
-            .and_then(|s| s.split(',').next())
-    {
-        return first.trim().to_owned();
+/// The client's address: the socket peer, or behind `trusted_proxies` proxies (when
+/// `--trust-forwarded-for`), the `X-Forwarded-For` entry that many places from the right.
+///
+/// Each proxy appends the address it received the request from, so the right-most entries are
+/// written by proxies we run and everything to their left by whoever sent the request: taking
+/// the left-most entry would let a client name any address it likes and escape every
+/// per-address limit by rotating it. An entry that is not an IP address, or a list shorter
+/// than the proxies (the request did not come through them), gives the socket peer.
+pub(crate) fn client_addr(
+    req: &Request,
+    trust_forwarded_for: bool,
+    trusted_proxies: usize,
+) -> String {
+    let peer = || {
+        req.extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .map_or_else(|| "local".to_owned(), |c| c.0.ip().to_string())
+    };
+    if !trust_forwarded_for || trusted_proxies == 0 {
+        return peer();
     }
-    req.extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map_or_else(|| "local".to_owned(), |c| c.0.ip().to_string())
+    // Several header fields are one list, in order.
+    let entries: Vec<&str> = req
+        .headers()
+        .get_all("x-forwarded-for")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|s| s.split(','))
+        .map(str::trim)
+        .collect();
+    entries
+        .len()
+        .checked_sub(trusted_proxies)
+        .and_then(|i| entries[i].parse::<std::net::IpAddr>().ok())
+        .map_or_else(peer, |ip| ip.to_string())
 }
 
 /// One route's gate: credentials, plan and rate limit, by the route's declared access.
@@ -454,7 +476,11 @@ pub async fn guard(
 async fn gate(state: &AppState, access: Access, mut req: Request, next: Next) -> Response {
     let now = Instant::now();
     let window = now.micros().div_euclid(60_000_000) * 60_000_000;
-    let client = client_addr(&req, state.options().trust_forwarded_for);
+    let client = client_addr(
+        &req,
+        state.options().trust_forwarded_for,
+        state.options().trusted_proxies,
+    );
     req.extensions_mut().insert(ClientAddr(client.clone()));
     // The key a receipt is attributed to; public routes attribute one only when asked to audit.
     let mut attributed: Option<Caller> = None;
@@ -618,4 +644,45 @@ pub async fn authenticate(
         return Err(ApiError::Unauthenticated("this API key has expired".into()));
     }
     Ok(Caller { key, user })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(forwarded: &[&str]) -> Request {
+        let mut b = axum::http::Request::builder().uri("/v1/meta");
+        for f in forwarded {
+            b = b.header("x-forwarded-for", *f);
+        }
+        let mut r = b.body(axum::body::Body::empty()).unwrap();
+        r.extensions_mut()
+            .insert(ConnectInfo(SocketAddr::from(([10, 0, 0, 2], 40_000))));
+        r
+    }
+
+    #[test]
+    fn the_client_is_the_entry_the_trusted_proxies_wrote_never_one_the_client_wrote() {
+        let spoofed = req(&["6.6.6.6, 198.51.100.1"]);
+        assert_eq!(client_addr(&spoofed, true, 1), "198.51.100.1");
+        assert_eq!(client_addr(&spoofed, true, 2), "6.6.6.6");
+        assert_eq!(
+            client_addr(&spoofed, false, 1),
+            "10.0.0.2",
+            "untrusted: the peer"
+        );
+        // Several header fields are one list.
+        assert_eq!(
+            client_addr(&req(&["6.6.6.6", "198.51.100.1, 203.0.113.5"]), true, 2),
+            "198.51.100.1"
+        );
+        // Fewer entries than proxies, or an entry that is no address: the peer.
+        assert_eq!(client_addr(&req(&["198.51.100.1"]), true, 2), "10.0.0.2");
+        assert_eq!(
+            client_addr(&req(&["198.51.100.1, nonsense"]), true, 1),
+            "10.0.0.2"
+        );
+        assert_eq!(client_addr(&req(&[]), true, 1), "10.0.0.2");
+        assert_eq!(client_addr(&req(&["2001:db8::1"]), true, 1), "2001:db8::1");
+    }
 }

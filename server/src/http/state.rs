@@ -69,6 +69,9 @@ pub const FILE_REQUESTS_PER_MINUTE: u32 = 1200;
 pub struct Options {
     /// Take the client address from `X-Forwarded-For` (only behind a trusted proxy).
     pub trust_forwarded_for: bool,
+    /// How many proxies we run append to `X-Forwarded-For` (the client is that many entries
+    /// from the right); used only with `trust_forwarded_for`.
+    pub trusted_proxies: usize,
     /// Bound of the audit receipt queue (the spec's 1,200; tests use tiny ones).
     pub audit_queue_capacity: usize,
     /// Requests per minute one client address may make to the public rate-limited routes.
@@ -108,6 +111,7 @@ impl Default for Options {
     fn default() -> Self {
         Options {
             trust_forwarded_for: false,
+            trusted_proxies: 1,
             audit_queue_capacity: crate::state::audit::DEFAULT_QUEUE_CAPACITY,
             public_requests_per_minute: PUBLIC_REQUESTS_PER_MINUTE,
             request_timeout: Duration::from_secs(30),

@@ -254,7 +254,13 @@ struct Call<'a> {
     peer: Option<ConnectInfo<SocketAddr>>,
     /// Protocol revision in force (header, else the oldest we speak, per the transport spec).
     version: &'static str,
+    /// The sent key's check, made once per HTTP request whatever the number of messages.
+    key_check: tokio::sync::OnceCell<Result<(), String>>,
 }
+
+/// Messages one batch may hold (protocol 2025-03-26; 2025-06-18 has no batches): each tool
+/// call in it is a request of its own, so a batch is bounded like a burst of requests.
+pub const MAX_BATCH: usize = 32;
 
 /// MCP endpoint: JSON-RPC 2.0 over Streamable HTTP for AI agents.
 ///
@@ -266,7 +272,7 @@ struct Call<'a> {
 /// sample. A refusal is a tool result with `isError: true` and the envelope as text; a rejected
 /// key is JSON-RPC error -32001. Answers are single JSON bodies (no SSE).
 #[utoipa::path(post, path = "/mcp", tag = "mcp", operation_id = "mcp",
-    request_body(content = Object, content_type = "application/json", description = "A JSON-RPC 2.0 request or notification (or, on 2025-03-26, a batch)."),
+    request_body(content = Object, content_type = "application/json", description = "A JSON-RPC 2.0 request or notification (or, on 2025-03-26 only, a batch of at most 32; a batch is refused with -32600 on 2025-06-18)."),
     params(
         ("MCP-Protocol-Version" = inline(Option<ProtocolVersion>), Header, description = "Protocol revision: `2025-06-18` or `2025-03-26` (assumed when absent); any other value is refused with 400."),
         ("Mcp-Session-Id" = Option<String>, Header, description = "The session id `initialize` returned; optional, verified by any replica."),
@@ -372,12 +378,33 @@ pub async fn post(
             );
         }
     };
+    if let Value::Array(items) = &msg {
+        let refusal = if version != "2025-03-26" {
+            Some(format!(
+                "batches are not part of MCP protocol {version}; send one message per request"
+            ))
+        } else if items.len() > MAX_BATCH {
+            Some(format!(
+                "a batch holds at most {MAX_BATCH} messages; this one holds {}",
+                items.len()
+            ))
+        } else {
+            None
+        };
+        if let Some(m) = refusal {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &rpc_error(Value::Null, -32600, &m, None),
+            );
+        }
+    }
     let call = Call {
         state: &state,
         dispatch: &dispatch,
         headers,
         peer: parts.extensions.get::<ConnectInfo<SocketAddr>>().cloned(),
         version,
+        key_check: tokio::sync::OnceCell::new(),
     };
     // 2025-03-26 allows batches; answer each element, in order.
     let (replies, session) = match msg {
@@ -544,15 +571,25 @@ impl Call<'_> {
         (Some(rpc_result(id, result)), Some(session))
     }
 
-    /// A sent key must be valid even on calls that do not reach a `/v1` route.
+    /// A sent key must be valid even on calls that do not reach a `/v1` route. Checked once
+    /// per HTTP request: a batch of messages with an unknown key costs one lookup, not one each.
     async fn check_key(&self) -> Result<(), String> {
         if !self.headers.contains_key(header::AUTHORIZATION) {
             return Ok(());
         }
-        crate::http::middleware::authenticate(self.state, self.headers, asof_engine::Instant::now())
+        self.key_check
+            .get_or_init(|| async {
+                crate::http::middleware::authenticate(
+                    self.state,
+                    self.headers,
+                    asof_engine::Instant::now(),
+                )
+                .await
+                .map(|_| ())
+                .map_err(|e| e.message())
+            })
             .await
-            .map(|_| ())
-            .map_err(|e| e.message())
+            .clone()
     }
 
     async fn tools_call(&self, id: Value, params: &Value) -> Value {

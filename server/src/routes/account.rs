@@ -148,24 +148,19 @@ pub(crate) async fn create_key(
         ));
     }
     let user = &session.user;
-    let live = state
-        .store()
-        .list_keys(&user.id)
-        .await?
-        .iter()
-        .filter(|k| k.revoked_at.is_none() && k.expires_at.is_none_or(|e| e > now))
-        .count();
     let cap = user.plan.max_live_keys();
-    if live >= cap as usize {
+    // The cap is checked and the key inserted in one transaction: parallel requests cannot
+    // both take the last place.
+    let Some((key, secret)) = state
+        .store()
+        .create_key_within(&user.id, &body.name, body.expires_at, cap, now)
+        .await?
+    else {
         return Err(ApiError::Forbidden(format!(
             "the {} plan holds at most {cap} live keys; revoke one first",
             user.plan
         )));
-    }
-    let (key, secret) = state
-        .store()
-        .create_key(&user.id, &body.name, body.expires_at)
-        .await?;
+    };
     tracing::info!(user_id = %user.id, key_id = %key.id, "key created");
     Ok(ok(&ctx, vec![NewKey { key, secret }]).into_response())
 }

@@ -121,13 +121,16 @@ pub(crate) async fn email_start(
     let window_len = i64::try_from(MAIL_WINDOW.as_micros()).unwrap_or(i64::MAX);
     let window = now.micros().div_euclid(window_len) * window_len;
     let retry_after = ((window + window_len - now.micros()) / 1_000_000).max(1) as u64;
-    // The address's bucket is its hash: rate windows are no place for addresses in clear.
+    // The client's own limit first: a request it may not make counts against no address, so
+    // a client cannot spend another person's allowance (and lock them out) with requests it
+    // was refused anyway. The address's bucket is its hash: rate windows are no place for
+    // addresses in clear; its refusal is the same whether the address has an account or not.
     for (bucket, limit) in [
+        (format!("signin-ip:{}", client.0), LINKS_PER_CLIENT),
         (
             format!("signin-to:{}", hash_key(to.as_ref())),
             LINKS_PER_ADDRESS,
         ),
-        (format!("signin-ip:{}", client.0), LINKS_PER_CLIENT),
     ] {
         if state.store().hit(&bucket, window).await? > i64::from(limit) {
             return Err(ApiError::RateLimited { retry_after });

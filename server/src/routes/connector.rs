@@ -18,11 +18,13 @@ use crate::http::{AppState, Caller, Ctx, Reply, ok};
 /// Body of `POST /v1/connectors/{vendor}/bars`.
 #[derive(Debug, Clone, utoipa::ToSchema)]
 pub struct BarsBody {
-    /// 1 to 16 letters, digits, `.` or `-` (matched case-insensitively), as the vendor lists it.
+    /// 1 to 16 letters, digits, `.` or `-` (matched case-insensitively), as the vendor lists
+    /// it, beginning with a letter or digit (it becomes a segment of the vendor's URL path, where
+    /// `.` and `..` would name another path).
     #[schema(
         min_length = 1,
         max_length = 16,
-        pattern = r"^[A-Za-z0-9.\-]{1,16}$",
+        pattern = r"^[A-Za-z0-9][A-Za-z0-9.\-]{0,15}$",
         example = "AAPL"
     )]
     pub ticker: String,
@@ -44,6 +46,12 @@ impl FromJson for BarsBody {
             &required_string(o, "ticker", "the symbol, e.g. AAPL")?,
             "ticker",
         )?;
+        if !crate::connector::is_path_segment(&t) {
+            return Err(ApiError::invalid(
+                "ticker",
+                format!("ticker must begin with a letter or digit; got {t:?}"),
+            ));
+        }
         let day = |name: &str| -> Result<Day, ApiError> {
             let s = required_string(o, name, "a date, YYYY-MM-DD")?;
             Day::parse_param(name, &s).map_err(|_| {

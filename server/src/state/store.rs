@@ -110,6 +110,18 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
         name: &str,
         expires_at: Option<asof_engine::Instant>,
     ) -> Result<(KeyRecord, String)>;
+    /// Creates a key unless the user already holds `cap` live keys (not revoked, not expired at
+    /// `now`): the count and the insert in one transaction that first takes the user's row
+    /// (a write, so PostgreSQL locks the row and SQLite the database), so requests racing for
+    /// the last place cannot both get it. `None` when the cap is reached.
+    async fn create_key_within(
+        &self,
+        user_id: &str,
+        name: &str,
+        expires_at: Option<asof_engine::Instant>,
+        cap: u32,
+        now: asof_engine::Instant,
+    ) -> Result<Option<(KeyRecord, String)>>;
     /// The key and owner for a raw secret's hash, whatever its state (caller checks expiry).
     async fn key_by_hash(&self, hash: &str) -> Result<Option<(KeyRecord, User)>>;
     /// A user's keys, oldest first, with when each was last used.
@@ -359,6 +371,43 @@ macro_rules! sql_state_store {
                     .execute(&self.pool)
                     .await?;
                 Ok((rec, raw))
+            }
+
+            async fn create_key_within(&self, user_id: &str, name: &str, expires_at: Option<asof_engine::Instant>, cap: u32, now: asof_engine::Instant) -> Result<Option<(KeyRecord, String)>> {
+                let mut tx = self.pool.begin().await?;
+                // The lock: a write to the user's row before anything is read.
+                sqlx::query("UPDATE users SET id = id WHERE id = $1").bind(user_id).execute(&mut *tx).await?;
+                let live: i64 = sqlx::query_scalar("SELECT count(*) FROM api_keys WHERE user_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)")
+                    .bind(user_id)
+                    .bind(now.micros())
+                    .fetch_one(&mut *tx)
+                    .await?;
+                if live >= i64::from(cap) {
+                    return Ok(None);
+                }
+                let raw = new_raw_key();
+                let rec = KeyRecord {
+                    id: format!("key_{}", uuid::Uuid::new_v4().simple()),
+                    user_id: user_id.to_owned(),
+                    name: name.to_owned(),
+                    prefix: raw[..KEY_PREFIX.len() + 6].to_owned(),
+                    created_at: now,
+                    expires_at,
+                    revoked_at: None,
+                    last_used_at: None,
+                };
+                sqlx::query("INSERT INTO api_keys (id, user_id, name, prefix, secret_hash, created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)")
+                    .bind(&rec.id)
+                    .bind(&rec.user_id)
+                    .bind(&rec.name)
+                    .bind(&rec.prefix)
+                    .bind(hash_key(&raw))
+                    .bind(rec.created_at.micros())
+                    .bind(rec.expires_at.map(asof_engine::Instant::micros))
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(Some((rec, raw)))
             }
 
             async fn key_by_hash(&self, hash: &str) -> Result<Option<(KeyRecord, User)>> {
