@@ -547,8 +547,8 @@ async fn an_email_sign_in_is_refused_for_a_bad_address_or_body_and_503_when_mail
     );
 }
 
-/// A client past its own limit spends no address's allowance: the requests it is refused count
-/// against no one, so it cannot lock a victim's address out of signing in.
+// A client past its own limit spends no address's allowance: the requests it is refused count
+// against no one, so it cannot lock a victim's address out of signing in.
 async fn a_client_refused_for_its_own_limit_does_not_spend_an_addresss_links() {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()

@@ -226,6 +226,18 @@ impl StateStore for Gated {
     ) -> Result<(KeyRecord, String)> {
         self.inner.create_key(user_id, name, expires_at).await
     }
+    async fn create_key_within(
+        &self,
+        user_id: &str,
+        name: &str,
+        expires_at: Option<Instant>,
+        cap: u32,
+        now: Instant,
+    ) -> Result<Option<(KeyRecord, String)>> {
+        self.inner
+            .create_key_within(user_id, name, expires_at, cap, now)
+            .await
+    }
     async fn key_by_hash(&self, hash: &str) -> Result<Option<(KeyRecord, User)>> {
         self.inner.key_by_hash(hash).await
     }
