@@ -20,6 +20,11 @@ use tower::ServiceExt;
 
 /// A state whose mail goes to a port nothing listens on.
 async fn with_dead_mail() -> T {
+    dead_mail(Options::default()).await
+}
+
+/// `base` with e-mail sign-in configured towards a port nothing listens on.
+async fn dead_mail(base: Options) -> T {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -34,7 +39,7 @@ async fn with_dead_mail() -> T {
             )),
             ..SignInConfig::default()
         },
-        ..Options::default()
+        ..base
     };
     on_backend(opts).await
 }
@@ -550,24 +555,11 @@ async fn an_email_sign_in_is_refused_for_a_bad_address_or_body_and_503_when_mail
 // A client past its own limit spends no address's allowance: the requests it is refused count
 // against no one, so it cannot lock a victim's address out of signing in.
 async fn a_client_refused_for_its_own_limit_does_not_spend_an_addresss_links() {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let opts = Options {
-        public_url: Some("https://asof.example".into()),
+    let t = dead_mail(Options {
         trust_forwarded_for: true,
-        sign_in: SignInConfig {
-            mail: Some((
-                format!("smtp://127.0.0.1:{port}"),
-                "asof <no-reply@example.com>".into(),
-            )),
-            ..SignInConfig::default()
-        },
         ..Options::default()
-    };
-    let t = on_backend(opts).await;
+    })
+    .await;
     let start = |from: &'static str, email: String| {
         let t = &t;
         async move {

@@ -11,19 +11,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use std::ops::Range;
-
 use arrow::array::{Array, StringArray, TimestampMicrosecondArray};
-use bytes::Bytes;
-use futures::future::BoxFuture;
-use futures::{FutureExt, StreamExt, TryStreamExt};
-use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
+use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
-use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
-use parquet::errors::ParquetError;
-use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use parquet::arrow::async_reader::ParquetRecordBatchStreamBuilder;
 
 use crate::access::AccessIndex;
 use crate::clock::Instant;
@@ -95,11 +86,9 @@ pub(crate) async fn gather(
 /// footer's statistics say `supersedes` is null throughout (the common case).
 async fn read_partition(store: &CorpusStore, p: &PartitionEntry) -> Result<Found> {
     let bad = |why: &str| Error::integrity(&p.path, why.to_owned());
-    let reader = Ranges {
-        store: store.object_store(),
-        path: Path::from(p.path.as_str()),
-        size: p.bytes,
-    };
+    // The footer, then only the two columns' pages (a golden copy's day is gigabytes; its
+    // `supersedes` is a few kilobytes).
+    let reader = super::walk::reader(store, p);
     let builder = ParquetRecordBatchStreamBuilder::new(reader).await?;
     let leaves = builder.parquet_schema();
     let sup = leaves
@@ -135,42 +124,6 @@ async fn read_partition(store: &CorpusStore, p: &PartitionEntry) -> Result<Found
         }
     }
     Ok(found.into())
-}
-
-/// Byte ranges of one stored object, for the Parquet reader: the footer, then only the two
-/// columns' pages (a golden copy's day is gigabytes; its `supersedes` is a few kilobytes).
-struct Ranges {
-    store: Arc<dyn ObjectStore>,
-    path: Path,
-    size: u64,
-}
-
-impl AsyncFileReader for Ranges {
-    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        async move {
-            self.store
-                .get_range(&self.path, range)
-                .await
-                .map_err(|e| ParquetError::External(Box::new(e)))
-        }
-        .boxed()
-    }
-
-    fn get_metadata<'a>(
-        &'a mut self,
-        _options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
-        async move {
-            let size = self.size;
-            let meta = ParquetMetaDataReader::new()
-                .with_prefetch_hint(Some(64 << 10))
-                .with_page_index_policy(PageIndexPolicy::Skip)
-                .load_and_finish(&mut *self, size)
-                .await?;
-            Ok(Arc::new(meta))
-        }
-        .boxed()
-    }
 }
 
 #[cfg(test)]

@@ -528,7 +528,9 @@ impl<'a> PartitionFile<'a> {
     }
 }
 
-fn reader(store: &CorpusStore, entry: &PartitionEntry) -> Ranges {
+/// A reader of one partition's byte ranges (its size from the manifest, so no request asks
+/// for it), for Parquet readers here and in `supersessions.rs`.
+pub(super) fn reader(store: &CorpusStore, entry: &PartitionEntry) -> Ranges {
     Ranges {
         store: store.object_store(),
         path: Path::from(entry.path.as_str()),
@@ -538,7 +540,7 @@ fn reader(store: &CorpusStore, entry: &PartitionEntry) -> Ranges {
 
 /// Byte ranges of one partition object for the Parquet reader (several at once coalesced by
 /// the store into fewer requests).
-struct Ranges {
+pub(super) struct Ranges {
     store: Arc<dyn ObjectStore>,
     path: Path,
     size: u64,

@@ -79,6 +79,30 @@ pub fn new_raw_key() -> String {
     format!("{KEY_PREFIX}{}", hex::encode(b))
 }
 
+/// A new key of `user_id` made at `now` and its raw secret (stored by hash only).
+fn new_key(
+    user_id: &str,
+    name: &str,
+    expires_at: Option<asof_engine::Instant>,
+    now: asof_engine::Instant,
+) -> (KeyRecord, String) {
+    let raw = new_raw_key();
+    let rec = KeyRecord {
+        id: format!("key_{}", uuid::Uuid::new_v4().simple()),
+        user_id: user_id.to_owned(),
+        name: name.to_owned(),
+        prefix: raw[..KEY_PREFIX.len() + 6].to_owned(),
+        created_at: now,
+        expires_at,
+        revoked_at: None,
+        last_used_at: None,
+    };
+    (rec, raw)
+}
+
+/// The statement that stores a key made by [`new_key`].
+const INSERT_KEY: &str = "INSERT INTO api_keys (id, user_id, name, prefix, secret_hash, created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)";
+
 /// Requests counted in one fixed rate window: `(bucket, window_start, n)`.
 pub type WindowHits = (String, i64, i64);
 
@@ -349,18 +373,8 @@ macro_rules! sql_state_store {
             }
 
             async fn create_key(&self, user_id: &str, name: &str, expires_at: Option<asof_engine::Instant>) -> Result<(KeyRecord, String)> {
-                let raw = new_raw_key();
-                let rec = KeyRecord {
-                    id: format!("key_{}", uuid::Uuid::new_v4().simple()),
-                    user_id: user_id.to_owned(),
-                    name: name.to_owned(),
-                    prefix: raw[..KEY_PREFIX.len() + 6].to_owned(),
-                    created_at: asof_engine::Instant::now(),
-                    expires_at,
-                    revoked_at: None,
-                    last_used_at: None,
-                };
-                sqlx::query("INSERT INTO api_keys (id, user_id, name, prefix, secret_hash, created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)")
+                let (rec, raw) = new_key(user_id, name, expires_at, asof_engine::Instant::now());
+                sqlx::query(INSERT_KEY)
                     .bind(&rec.id)
                     .bind(&rec.user_id)
                     .bind(&rec.name)
@@ -385,18 +399,8 @@ macro_rules! sql_state_store {
                 if live >= i64::from(cap) {
                     return Ok(None);
                 }
-                let raw = new_raw_key();
-                let rec = KeyRecord {
-                    id: format!("key_{}", uuid::Uuid::new_v4().simple()),
-                    user_id: user_id.to_owned(),
-                    name: name.to_owned(),
-                    prefix: raw[..KEY_PREFIX.len() + 6].to_owned(),
-                    created_at: now,
-                    expires_at,
-                    revoked_at: None,
-                    last_used_at: None,
-                };
-                sqlx::query("INSERT INTO api_keys (id, user_id, name, prefix, secret_hash, created_at, expires_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)")
+                let (rec, raw) = new_key(user_id, name, expires_at, now);
+                sqlx::query(INSERT_KEY)
                     .bind(&rec.id)
                     .bind(&rec.user_id)
                     .bind(&rec.name)
