@@ -6,7 +6,9 @@ path's throughput and p99 while broad questions run beside it.
 Usage: general_path.py --bin ASOF --corpus DIR [--cuts N] [--duck N] [--seed S]
                        [--seconds S] [--keys K] [--out FILE.json]
 
-CORPUS is a directory written by `asof bench-corpus` (certified-lane EDGAR rows). The seed is
+CORPUS is a directory written by `asof bench-corpus` (certified-lane EDGAR rows; with
+--forward-days, the forward lane over its last days too, measured on `available_at` and
+`published_at`). The seed is
 printed (a fresh one unless --seed is given) so a run can be replayed.
 
 1. Latency, one keep-alive connection, sequential, release binary, fresh SQLite state:
@@ -22,7 +24,7 @@ printed (a fresh one unless --seed is given) so a run can be replayed.
    committed by the cut on `committed_at`), in one warm connection; the ids of every compared
    page must be equal.
 2. Isolation: wrk (2 threads, 16 connections) on keyed by-CIK first pages, random CIKs and
-   cuts, alone, then while 3 and then 8 Python threads send broad questions back to back
+   cuts, alone, then while a second wrk keeps 3 and then 8 broad questions in flight
    (all-rows pages of limit 1000 on either clock, 30-day diffs of limit 1000, deep cursor
    pages); throughput and p99 of the by-filer load, and what the broad questions got. Every
    request has its own key among K desk keys, so no answer is a 429; non-2xx are counted.
@@ -119,13 +121,24 @@ def main():
         version = f.read().strip()
     with open(os.path.join(a.corpus, "manifests", version.split(":", 1)[1] + ".json")) as f:
         manifest = json.load(f)
-    parts = [p for p in manifest["partitions"] if p["source_id"] == "sec.edgar" and p["lane"] == "certified_pit"]
-    files = [os.path.join(a.corpus, p["path"]) for p in parts]
-    rows = sum(p["row_count"] for p in parts)
-    certs = [c for c in manifest["certifications"] if c["source_id"] == "sec.edgar" and c["lane"] == "certified_pit"]
-    first_day = min(datetime.fromisoformat(c["from"]) for c in certs).replace(tzinfo=timezone.utc)
-    last_day = max(datetime.fromisoformat(c["to"]) for c in certs).replace(tzinfo=timezone.utc)
-    print(f"corpus {a.corpus}: {rows:,} rows in {len(parts):,} partitions, certified {first_day.date()}..{last_day.date()}", flush=True)
+    # Each lane the corpus holds: its partition files and certified span.
+    lanes = {}
+    for lane in ("certified_pit", "forward_first_seen"):
+        lp = [p for p in manifest["partitions"] if p["source_id"] == "sec.edgar" and p["lane"] == lane]
+        certs = [c for c in manifest["certifications"] if c["source_id"] == "sec.edgar" and c["lane"] == lane]
+        if not lp or not certs:
+            continue
+        lanes[lane] = {
+            "files": [os.path.join(a.corpus, p["path"]) for p in lp],
+            "rows": sum(p["row_count"] for p in lp),
+            "first_day": min(datetime.fromisoformat(c["from"]) for c in certs).replace(tzinfo=timezone.utc),
+            "last_day": max(datetime.fromisoformat(c["to"]) for c in certs).replace(tzinfo=timezone.utc),
+        }
+        print(f"corpus {a.corpus}, {lane}: {lanes[lane]['rows']:,} rows in {len(lp):,} partitions, "
+              f"certified {lanes[lane]['first_day'].date()}..{lanes[lane]['last_day'].date()}", flush=True)
+    files, rows = lanes["certified_pit"]["files"], lanes["certified_pit"]["rows"]
+    first_day, last_day = lanes["certified_pit"]["first_day"], lanes["certified_pit"]["last_day"]
+    parts = files
 
     # Warm: every partition and access file read once into the OS page cache, as on a replica
     # that has served a while (DuckDB is measured warm too); the server's own caches start
@@ -165,7 +178,7 @@ def main():
             if server.poll() is not None or time.time() > deadline:
                 sys.exit("the server did not start: " + open(os.path.join(work, "serve.log")).read())
             time.sleep(0.1)
-        results = run(a, rng, port, keys, files, first_day, last_day, rows)
+        results = run(a, rng, port, keys, lanes)
         results["seed"] = seed
         results["corpus"] = {"rows": rows, "partitions": len(parts), "version": version}
         if a.out:
@@ -182,7 +195,7 @@ def random_cut(rng, first_day, last_day):
     return first_day + timedelta(seconds=rng.uniform(0.05 * span, span - 86400))
 
 
-def run(a, rng, port, keys, files, first_day, last_day, rows):
+def run(a, rng, port, keys, lanes):
     cl = Client(port, keys)
     lat = {}
     pages = {}  # kind -> list of (path, first ids) for the DuckDB comparison
@@ -205,31 +218,40 @@ def run(a, rng, port, keys, files, first_day, last_day, rows):
         _, _, ms = cl.get("/health", keyed=False)
         lat.setdefault("health", []).append(ms)
 
-    for clock in ("published_at", "committed_at"):
+    # Every clock of each lane: the certified lane on published_at and committed_at, the
+    # forward lane (when the corpus holds one) on available_at and published_at.
+    readings = [("certified_pit", "published_at"), ("certified_pit", "committed_at")]
+    if "forward_first_seen" in lanes:
+        readings += [("forward_first_seen", "available_at"), ("forward_first_seen", "published_at")]
+    for lane, clock in readings:
+        first_day, last_day = lanes[lane]["first_day"], lanes[lane]["last_day"]
+        label = clock if lane == "certified_pit" else f"forward lane, {clock}"
+        lp = {} if lane == "certified_pit" else {"lane": lane}
         for i in range(a.cuts):
             t = iso(random_cut(rng, first_day, last_day))
-            env = timed(f"first page, {clock}", news_path("/v1/news", as_of=t, visible_by=clock, limit=100),
-                        keep={"as_of": t, "clock": clock} if i < a.duck else None)
+            env = timed(f"first page, {label}", news_path("/v1/news", as_of=t, visible_by=clock, limit=100, **lp),
+                        keep={"as_of": t, "clock": clock, "lane": lane} if i < a.duck else None)
             n = 0
             while env and env.get("next_cursor") and n < 5:
-                env = timed(f"cursor pages 2-6, {clock}", news_path("/v1/news", as_of=t, visible_by=clock, limit=100, cursor=env["next_cursor"]))
+                env = timed(f"cursor pages 2-6, {label}", news_path("/v1/news", as_of=t, visible_by=clock, limit=100, cursor=env["next_cursor"], **lp))
                 n += 1
             # Deep: a 30-day window ending at a random instant, and its next page.
             end = random_cut(rng, first_day + timedelta(days=31), last_day)
             start = end - timedelta(days=30)
-            env = timed(f"deep first page (30-day diff), {clock}",
-                        news_path("/v1/news/diff", as_of_start=iso(start), as_of_end=iso(end), visible_by=clock, limit=100))
+            env = timed(f"deep first page (30-day diff), {label}",
+                        news_path("/v1/news/diff", as_of_start=iso(start), as_of_end=iso(end), visible_by=clock, limit=100, **lp))
             if env and env.get("next_cursor"):
-                timed(f"deep cursor page, {clock}", news_path("/v1/news/diff", as_of_start=iso(start), as_of_end=iso(end), visible_by=clock, limit=100, cursor=env["next_cursor"]))
-            for label, width in (("1 hour", timedelta(hours=1)), ("1 day", timedelta(days=1)), ("30 days", timedelta(days=30))):
+                timed(f"deep cursor page, {label}", news_path("/v1/news/diff", as_of_start=iso(start), as_of_end=iso(end), visible_by=clock, limit=100, cursor=env["next_cursor"], **lp))
+            for wl, width in (("1 hour", timedelta(hours=1)), ("1 day", timedelta(days=1)), ("30 days", timedelta(days=30))):
                 end = random_cut(rng, first_day + timedelta(days=31), last_day)
                 start = end - width
-                timed(f"diff {label}, {clock}",
-                      news_path("/v1/news/diff", as_of_start=iso(start), as_of_end=iso(end), visible_by=clock, limit=100),
-                      keep={"start": iso(start), "as_of": iso(end), "clock": clock} if i < a.duck else None)
+                timed(f"diff {wl}, {label}",
+                      news_path("/v1/news/diff", as_of_start=iso(start), as_of_end=iso(end), visible_by=clock, limit=100, **lp),
+                      keep={"start": iso(start), "as_of": iso(end), "clock": clock, "lane": lane} if i < a.duck else None)
 
     # Whole walks of one-day windows in pages of 1,000.
     walks = []
+    first_day, last_day = lanes["certified_pit"]["first_day"], lanes["certified_pit"]["last_day"]
     for i in range(max(3, a.duck // 2)):
         clock = ("published_at", "committed_at")[i % 2]
         end = random_cut(rng, first_day + timedelta(days=31), last_day)
@@ -252,9 +274,10 @@ def run(a, rng, port, keys, files, first_day, last_day, rows):
     # DuckDB over the same files, the revision rule in SQL.
     con = duckdb.connect()
     con.execute("SET TimeZone = 'UTC'")
-    file_list = "[" + ",".join("'" + f.replace("'", "''") + "'" for f in files) + "]"
+    file_lists = {lane: "[" + ",".join("'" + f.replace("'", "''") + "'" for f in v["files"]) + "]" for lane, v in lanes.items()}
 
-    def duck(clock, as_of, start=None, limit=100):
+    def duck(clock, as_of, start=None, limit=100, lane="certified_pit"):
+        file_list = file_lists[lane]
         cond = f"{clock} IS NOT NULL AND {clock} <= $as_of::TIMESTAMPTZ"
         stale = "supersedes IS NOT NULL"
         if clock == "committed_at":
@@ -262,7 +285,7 @@ def run(a, rng, port, keys, files, first_day, last_day, rows):
         if start:
             cond += f" AND {clock} > $start::TIMESTAMPTZ"
         lim = f"LIMIT {limit}" if limit else ""
-        sql = (f"SELECT id FROM read_parquet({file_list}) WHERE {cond} AND lane = 'certified_pit' "
+        sql = (f"SELECT id FROM read_parquet({file_list}) WHERE {cond} AND lane = '{lane}' "
                f"AND revision_id NOT IN (SELECT supersedes FROM read_parquet({file_list}) WHERE {stale}) "
                f"ORDER BY published_at NULLS LAST, id {lim}")
         params = {"as_of": as_of}
@@ -277,7 +300,7 @@ def run(a, rng, port, keys, files, first_day, last_day, rows):
     mismatches = []
     for kind, items in pages.items():
         for keep, ids in items:
-            got, ms = duck(keep["clock"], keep["as_of"], keep.get("start"))
+            got, ms = duck(keep["clock"], keep["as_of"], keep.get("start"), lane=keep["lane"])
             duck_lat.setdefault(kind, []).append(ms)
             if got != ids:
                 mismatches.append((kind, keep, ids[:3], got[:3]))
@@ -317,7 +340,7 @@ def run(a, rng, port, keys, files, first_day, last_day, rows):
                "walks": [{k: v for k, v in w.items() if k != "ids"} | {"duckdb_ms": d} for w, d in zip(walks, walk_duck)],
                "mismatches": len(mismatches), "non_2xx": len(errors)}
     if not a.skip_isolation:
-        results["isolation"] = isolation(a, rng, port, keys, files, first_day, last_day)
+        results["isolation"] = isolation(a, rng, port, keys, lanes["certified_pit"]["files"], first_day, last_day)
     return results
 
 
@@ -373,52 +396,73 @@ end
             return news_path("/v1/news/diff", as_of_start=iso(end - timedelta(days=1)), as_of_end=iso(end), visible_by=clock, limit=1000)
         return news_path("/v1/news/diff", as_of_start=iso(first_day), as_of_end=iso(end), visible_by=clock, limit=1000)
 
+    # The broad questioners are a second wrk (a thread and a connection per questioner, so
+    # each keeps one broad question in flight and its Lua state knows what it asked last): a client in C reads a 1 MB answer for almost
+    # no CPU, where Python threads reading them took the 2 cores from the server under test.
+    # Each answer's cursor page is asked next on the same connection (deep positions too).
+    r = random.Random(rng.random())
+    with open(os.path.join(work, "broad.txt"), "w") as f:
+        for _ in range(4000):
+            f.write(broad_question(r) + "\n")
+    with open(os.path.join(work, "broad_keys.txt"), "w") as f:
+        f.write("\n".join(broad_keys) + "\n")
+    broad_lua = os.path.join(work, "broad.lua")
+    with open(broad_lua, "w") as f:
+        f.write(f'''
+local paths, keys = {{}}, {{}}
+for l in io.lines("{work}/broad.txt") do paths[#paths + 1] = l end
+for l in io.lines("{work}/broad_keys.txt") do keys[#keys + 1] = l end
+local n, follow, last = 0, {{}}, nil
+request = function()
+  n = n + 1
+  local path = table.remove(follow)
+  if path == nil then path = paths[math.random(#paths)] end
+  last = path
+  return wrk.format("GET", path, {{ ["Authorization"] = "Bearer " .. keys[(n % #keys) + 1] }})
+end
+response = function(status, headers, body)
+  -- Follow the first page's cursor once (a cursor page is not followed again).
+  if status == 200 and last ~= nil and not string.find(last, "cursor=", 1, true) then
+    local c = string.match(body, '"next_cursor":"([^"]+)"')
+    if c then follow[#follow + 1] = last .. "&cursor=" .. c end
+  end
+end
+done = function(summary, latency, requests)
+  io.write(string.format('RESULT {{"requests": %d, "rps": %.1f, "p50_ms": %.3f, "p99_ms": %.3f, "max_ms": %.1f, "non_2xx": %d, "socket_errors": %d}}\\n',
+    summary.requests, summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000,
+    latency:percentile(99) / 1000, latency.max / 1000, summary.errors.status,
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+end
+''')
+
     wrk(10)  # warm-up: the access index's first reads of its files
     out = {}
     for n in (0, 3, 8):
-        stop = threading.Event()
-        stats = {"ms": [], "status": {}}
-        lock = threading.Lock()
-
-        def questioner(i):
-            r = random.Random(rng.random())
-            cl = Client(port, broad_keys[i::8])
-            while not stop.is_set():
-                path = broad_question(r)
-                try:
-                    status, body, ms = cl.get(path)
-                    # Follow one cursor page: deep positions too. (The body is not parsed: a
-                    # 1,000-row answer would cost this client more CPU than the server.)
-                    m = NEXT.search(body) if status == 200 else None
-                    if m and not stop.is_set():
-                        s2, _, ms2 = cl.get(path + "&cursor=" + urllib.parse.quote(m.group(1).decode()))
-                        with lock:
-                            stats["ms"].append(ms2)
-                            stats["status"][s2] = stats["status"].get(s2, 0) + 1
-                except (OSError, http.client.HTTPException, ValueError):
-                    status, ms = -1, 0
-                with lock:
-                    stats["ms"].append(ms)
-                    stats["status"][status] = stats["status"].get(status, 0) + 1
-
-        threads = [threading.Thread(target=questioner, args=(i,)) for i in range(n)]
-        for t in threads:
-            t.start()
-        time.sleep(1 if n else 0)
+        broad = None
+        if n:
+            broad = subprocess.Popen(["wrk", f"-t{n}", f"-c{n}", f"-d{a.seconds + 2}s", "--latency", "--timeout", "30s",
+                                      "-s", broad_lua, f"http://127.0.0.1:{port}"],
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            time.sleep(1)
         res = wrk(a.seconds)
-        stop.set()
-        for t in threads:
-            t.join()
-        res["broad"] = {"requests": len(stats["ms"]), "p50_ms": statistics.median(stats["ms"]) if stats["ms"] else None,
-                        "max_ms": max(stats["ms"]) if stats["ms"] else None, "status": {str(k): v for k, v in stats["status"].items()}}
+        if broad:
+            bout, berr = broad.communicate()
+            m = re.search(r"RESULT (\{.*\})", bout)
+            if not m:
+                sys.exit(f"the broad wrk failed: {bout}{berr}")
+            b = json.loads(m.group(1))
+            res["broad"] = {"requests": b["requests"], "p50_ms": b["p50_ms"], "p99_ms": b["p99_ms"], "max_ms": b["max_ms"],
+                            "non_2xx": b["non_2xx"] + b["socket_errors"]}
+        else:
+            res["broad"] = {"requests": 0, "p50_ms": None, "p99_ms": None, "max_ms": None, "non_2xx": 0}
         out[str(n)] = res
     base = out["0"]["rps"]
-    print("\n| broad questions beside | by-CIK req/s | of unloaded | p50 ms | p99 ms | max ms | non-2xx | broad answered | broad p50 ms | broad max ms | broad statuses |")
+    print("\n| broad questions beside | by-CIK req/s | of unloaded | p50 ms | p99 ms | max ms | non-2xx | broad answered | broad p50 ms | broad max ms | broad non-2xx |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n, r in out.items():
         b = r["broad"]
         print(f"| {n} | {r['rps']:.0f} | {100 * r['rps'] / base:.0f}% | {r['p50_ms']:.2f} | {r['p99_ms']:.2f} | {r['max_ms']:.1f} | {r['non_2xx'] + r['socket_errors']} | "
-              f"{b['requests']} | {(b['p50_ms'] or 0):.1f} | {(b['max_ms'] or 0):.1f} | {b['status']} |")
+              f"{b['requests']} | {(b['p50_ms'] or 0):.1f} | {(b['max_ms'] or 0):.1f} | {b['non_2xx']} |")
     # The floor in the same run.
     with open(os.path.join(work, "paths.txt"), "w") as f:
         f.write("/health\n")

@@ -62,6 +62,67 @@ pub struct PartitionEntry {
     pub sha256: String,
     /// min/max/null count of each clock column, keyed by column name.
     pub clocks: PartitionClocks,
+    /// The distinct `committed_at` instants of the partition's rows, ascending, when there are
+    /// at most [`COMMITS_LISTED`]; absent when there are more, and in manifests written before
+    /// it existed. A partition is written by few publishes, each committing its rows at few
+    /// instants, so the list is short; min/max alone would say a day whose rows were committed
+    /// the next morning, one of them corrected a month later, may hold a row of every
+    /// `committed_at` window of that month. The walk skips a partition none of whose commits
+    /// lies in the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub commits: Option<Vec<Instant>>,
+}
+
+/// The most distinct commit instants a partition's manifest entry lists.
+pub const COMMITS_LISTED: usize = 16;
+
+/// The distinct `committed_at` instants of rows added one at a time, up to [`COMMITS_LISTED`].
+#[derive(Debug, Clone, Default)]
+pub struct Commits {
+    seen: std::collections::BTreeSet<Instant>,
+    overflow: bool,
+}
+
+impl Commits {
+    pub fn add(&mut self, committed_at: Option<Instant>) {
+        if let Some(at) = committed_at.filter(|_| !self.overflow) {
+            self.seen.insert(at);
+            if self.seen.len() > COMMITS_LISTED {
+                self.overflow = true;
+                self.seen.clear();
+            }
+        }
+    }
+
+    /// The list a manifest entry holds: `None` past [`COMMITS_LISTED`].
+    pub fn listed(self) -> Option<Vec<Instant>> {
+        (!self.overflow).then(|| self.seen.into_iter().collect())
+    }
+
+    /// The list of `rows`' commits.
+    pub fn of<'a>(rows: impl IntoIterator<Item = &'a NewsRow>) -> Option<Vec<Instant>> {
+        let mut c = Self::default();
+        for r in rows {
+            c.add(r.committed_at);
+        }
+        c.listed()
+    }
+}
+
+impl PartitionEntry {
+    /// Whether a row committed in `(after, through]` may lie in the partition, by the
+    /// manifest alone: its listed commits when it has them, its `committed_at` range otherwise.
+    pub fn may_commit_in(&self, after: Option<Instant>, through: Instant) -> bool {
+        let inside = |c: Instant| c <= through && after.is_none_or(|a| c > a);
+        match &self.commits {
+            Some(list) => list.iter().copied().any(inside),
+            None => {
+                let s = &self.clocks.committed_at;
+                s.min.is_some_and(|m| m <= through)
+                    && after.is_none_or(|a| s.max.is_some_and(|m| m > a))
+            }
+        }
+    }
 }
 
 /// The statistics of every clock column of one partition, one field per column of

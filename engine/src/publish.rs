@@ -616,6 +616,7 @@ pub struct EncodedPartition {
     file: crate::store::HashedFile,
     rows: u64,
     clocks: PartitionClocks,
+    commits: Option<Vec<Instant>>,
 }
 
 /// Encodes rows already in partition order ([`partition_order`], checked) as one partition, a
@@ -635,6 +636,7 @@ fn encode_partition_bounded(
         Some(writer_properties()),
     )?;
     let mut clocks = PartitionClocks::EMPTY;
+    let mut commits = crate::manifest::Commits::default();
     let mut batch: Vec<NewsRow> = Vec::with_capacity(PARTITION_BATCH);
     let mut last: Option<NewsRow> = None;
     let mut count = 0u64;
@@ -669,6 +671,7 @@ fn encode_partition_bounded(
     for row in rows {
         let row = row?;
         clocks.add(&row);
+        commits.add(row.committed_at);
         count += 1;
         batch.push(row);
         if batch.len() >= PARTITION_BATCH {
@@ -681,6 +684,7 @@ fn encode_partition_bounded(
         file,
         rows: count,
         clocks,
+        commits: commits.listed(),
     })
 }
 
@@ -709,6 +713,7 @@ pub async fn put_partition(
         bytes: f.len,
         sha256: f.sha256,
         clocks: p.clocks,
+        commits: p.commits,
     })
 }
 

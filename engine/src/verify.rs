@@ -1,6 +1,7 @@
 //! `asof verify`: re-hash every object of a version against its manifest.
 
 use crate::error::{Error, Result};
+use crate::manifest::{Commits, PartitionClocks};
 use crate::read::{decode_parquet, get_checked};
 use crate::store::CorpusStore;
 
@@ -78,11 +79,25 @@ pub async fn verify_manifest(
                 format!("{} bytes, manifest says {}", bytes.len(), p.bytes),
             ));
         }
-        let rows = decode_parquet(&p.path, bytes)?.len() as u64;
+        let decoded = decode_parquet(&p.path, bytes)?;
+        let rows = decoded.len() as u64;
         if rows != p.row_count {
             return Err(Error::integrity(
                 &p.path,
                 format!("{rows} rows, manifest says {}", p.row_count),
+            ));
+        }
+        // The walk skips partitions by these statistics: a wrong one would drop rows.
+        if PartitionClocks::from_rows(&decoded) != p.clocks {
+            return Err(Error::integrity(
+                &p.path,
+                "clock statistics differ from the manifest's".to_owned(),
+            ));
+        }
+        if p.commits.is_some() && Commits::of(&decoded) != p.commits {
+            return Err(Error::integrity(
+                &p.path,
+                "commit instants differ from the manifest's".to_owned(),
             ));
         }
         out.partitions += 1;

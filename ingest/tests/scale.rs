@@ -37,6 +37,7 @@ async fn big_corpus(dir: &Path) -> (CorpusStore, CountingStore) {
         seed: 3,
         last_day: "2022-10-20".parse().unwrap(),
         certified_at: None,
+        forward_days: 0,
     };
     build(&CorpusStore::local(dir).unwrap(), &spec, &|_| {})
         .await

@@ -195,6 +195,9 @@ impl Walk {
         if self.days.as_ref().is_some_and(|d| !d.contains(&p.date)) {
             return false;
         }
+        if self.cut.clock == VisibleBy::CommittedAt {
+            return p.may_commit_in(self.cut.start, self.cut.as_of);
+        }
         let s = p.clocks.get(self.cut.clock);
         s.min.is_some_and(|m| m <= self.cut.as_of)
             && self
@@ -528,6 +531,42 @@ impl<'a> PartitionFile<'a> {
     }
 }
 
+/// Every row of one partition whose `id` is `id`: the `id` column is read and matched first,
+/// the other columns only at the rows it matched (a record lookup in a partition the id runs
+/// named). The footer is the walk's, kept across requests.
+pub(super) async fn rows_with_id(
+    store: &CorpusStore,
+    entry: &PartitionEntry,
+    id: &str,
+) -> Result<Vec<crate::record::NewsRow>> {
+    use arrow::array::{AsArray, Datum, StringArray};
+    use parquet::arrow::arrow_reader::{ArrowPredicateFn, RowFilter};
+
+    let file = PartitionFile::open(store, entry).await?;
+    let leaves = file.meta.parquet_schema();
+    let wanted = StringArray::new_scalar(id);
+    let matches = ArrowPredicateFn::new(
+        ProjectionMask::columns(leaves, ["id"]),
+        move |batch: arrow::array::RecordBatch| {
+            let ids = batch.column(0).as_string::<i32>();
+            arrow::compute::kernels::cmp::eq(ids, &wanted as &dyn Datum)
+        },
+    );
+    let batches: Vec<arrow::array::RecordBatch> = ParquetRecordBatchStreamBuilder::new_with_metadata(
+        reader(store, entry),
+        file.meta.clone(),
+    )
+    .with_row_filter(RowFilter::new(vec![Box::new(matches)]))
+    .build()?
+    .try_collect()
+    .await?;
+    let mut rows = Vec::new();
+    for b in &batches {
+        rows.extend(from_batch(b)?);
+    }
+    Ok(rows)
+}
+
 /// A reader of one partition's byte ranges (its size from the manifest, so no request asks
 /// for it), for Parquet readers here and in `supersessions.rs`.
 pub(super) fn reader(store: &CorpusStore, entry: &PartitionEntry) -> Ranges {
@@ -850,6 +889,101 @@ mod tests {
         assert_eq!(rows.len(), 29);
         assert_eq!(read_days(), ["2026-01-20"]);
         assert!(next.is_some());
+    }
+
+    #[tokio::test]
+    async fn a_commit_window_skips_a_day_whose_late_correction_lies_outside_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = CorpusStore::local(dir.path()).unwrap();
+        // Thirty days of 40 rows, each day committed the next morning at 01:00.
+        let row = |i: u64| {
+            let d = i / 40;
+            edgar(
+                &format!("0000000001-26-{i:06}"),
+                "1",
+                Some(&minute(d * 1440 + 600 + i % 40)),
+                &minute(d * 1440 + 1500),
+            )
+        };
+        publish(
+            &local,
+            ChangeSet {
+                rows: (0..30 * 40).map(row).collect(),
+                certifications: january(),
+                ..Default::default()
+            },
+            t("2026-03-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        // One row of Jan 2 corrected on Jan 26: that day's commits span most of the month.
+        let mut fix = row(45);
+        fix.title = "corrected".into();
+        fix.committed_at = Some(t(&minute(25 * 1440 + 60)));
+        publish(
+            &local,
+            ChangeSet {
+                rows: vec![fix],
+                ..Default::default()
+            },
+            t("2026-03-02T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        let counting = asof_test_support::counting::CountingStore::new(Arc::new(
+            object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap(),
+        ));
+        let store = CorpusStore::from_store(Arc::new(counting.clone()), "counted".into());
+        let mut c = Corpus::open(store).await.unwrap();
+        c.set_read_path(ReadPath::Walk);
+        let jan2 = c
+            .manifest()
+            .partitions
+            .iter()
+            .find(|p| p.date.to_string() == "2026-01-02")
+            .unwrap()
+            .clone();
+        assert_eq!(
+            jan2.commits,
+            Some(vec![t(&minute(1440 + 1500)), t(&minute(25 * 1440 + 60))])
+        );
+        let read_days = || -> Vec<String> {
+            counting
+                .reads_under("snapshots/partitions/")
+                .iter()
+                .map(|p| {
+                    c.manifest()
+                        .partitions
+                        .iter()
+                        .find(|e| &e.path == p)
+                        .map(|e| e.date.to_string())
+                        .unwrap()
+                })
+                .collect()
+        };
+        // The window of Jan 11 12:00 to Jan 12 12:00 holds the commit of Jan 11's rows only.
+        counting.reset();
+        let w = query(
+            Lane::CertifiedPit,
+            VisibleBy::CommittedAt,
+            &minute(11 * 1440 + 720),
+            Some(&minute(10 * 1440 + 720)),
+        );
+        let (rows, _) = ids(c.news(&w, Scope::Corpus).await.unwrap());
+        assert_eq!(rows.len(), 40);
+        assert_eq!(read_days(), ["2026-01-11"]);
+        // The window holding the correction's commit reads Jan 2 for it, and Jan 25.
+        counting.reset();
+        let w = query(
+            Lane::CertifiedPit,
+            VisibleBy::CommittedAt,
+            &minute(25 * 1440 + 720),
+            Some(&minute(24 * 1440 + 720)),
+        );
+        let (rows, _) = ids(c.news(&w, Scope::Corpus).await.unwrap());
+        assert_eq!(rows.len(), 41);
+        assert_eq!(rows[0].0, "0000000001-26-000045_1");
+        assert_eq!(read_days(), ["2026-01-02", "2026-01-25"]);
     }
 
     #[tokio::test]

@@ -11,7 +11,11 @@
 //! - every clock populated as real certified-lane EDGAR rows are: `published_at` =
 //!   `acceptance_at` (an instant in the filing day), `event_at` at day resolution (period of
 //!   report), `committed_at` the next morning's capture, `available_at` null (never imputed);
-//! - one row in a thousand corrected by a later capture (a revision chained by `supersedes`).
+//! - one row in a thousand corrected by a later capture (a revision chained by `supersedes`);
+//! - optionally (`forward_days`), the forward lane over the last days, as the poller keeps it:
+//!   every row of those days again in `forward_first_seen`, `available_at` the minute the
+//!   current-filings feed showed it (1 to 30 minutes after acceptance; a correction when its
+//!   capture saw it), certified like the certified lane.
 //!
 //! Rows go through the publish path's own writers (`write_partition`, the access-file writer,
 //! `publish_manifest`), streamed one day and one year at a time so memory stays bounded by a
@@ -43,6 +47,8 @@ pub struct Spec {
     /// certified after the fact). An instant before the first day makes `committed_at` cuts
     /// inside the span answerable, for benchmarks of that clock.
     pub certified_at: Option<Instant>,
+    /// The last this many days also held in the forward lane (0: none).
+    pub forward_days: u32,
 }
 
 /// What was generated.
@@ -184,8 +190,30 @@ fn form(rng: &mut Rng) -> &'static str {
     FORMS[0].0
 }
 
-/// The rows of one day (sealed; revisions chained), deterministic in `(seed, day)`.
-fn day_rows(spec: &Spec, zipf: &Zipf, day: Day, count: u64, serial: u64) -> Vec<NewsRow> {
+/// The forward lane's copy of a certified-lane row, first seen `seen` (sealed anew: the lane
+/// and `available_at` are content).
+fn forward_copy(row: &NewsRow, seen: Instant) -> NewsRow {
+    let mut f = row.clone();
+    f.lane = Lane::ForwardFirstSeen;
+    f.available_at = Some(seen);
+    f.availability_basis = "local_first_seen".into();
+    f.supersedes = None;
+    f.seal()
+}
+
+/// The rows of one day in the certified lane and, when `forward`, in the forward lane (sealed;
+/// revisions chained in each lane), deterministic in `(seed, day)`: the certified lane's rows
+/// are the same whether or not the forward lane is generated.
+fn day_lanes(
+    spec: &Spec,
+    zipf: &Zipf,
+    day: Day,
+    count: u64,
+    serial: u64,
+    forward: bool,
+) -> (Vec<NewsRow>, Vec<NewsRow>) {
+    let mut seen_rng = Rng(spec.seed ^ 0x5eed ^ (i64::from(day.days()) as u64).wrapping_mul(0x85eb_ca6b));
+    let mut ahead = Vec::new();
     let mut rng = Rng(spec.seed ^ (i64::from(day.days()) as u64).wrapping_mul(0x9e37_79b9));
     let mut rows = Vec::with_capacity(count as usize + count as usize / 500);
     let yy = day.to_date().year() % 100;
@@ -243,11 +271,31 @@ fn day_rows(spec: &Spec, zipf: &Zipf, day: Day, count: u64, serial: u64) -> Vec<
             ));
             let mut fix = fix.seal();
             fix.supersedes = Some(row.revision_id.clone());
+            if forward {
+                let first = forward_copy(&row, first_seen(&mut seen_rng, accepted));
+                let mut f = forward_copy(&fix, captured_fix(&fix));
+                f.supersedes = Some(first.revision_id.clone());
+                ahead.push(f);
+                ahead.push(first);
+            }
             rows.push(fix);
+        } else if forward {
+            ahead.push(forward_copy(&row, first_seen(&mut seen_rng, accepted)));
         }
         rows.push(row);
     }
-    rows
+    (rows, ahead)
+}
+
+/// When the current-filings feed first showed a filing accepted at `accepted`: 1 to 30
+/// minutes later.
+fn first_seen(rng: &mut Rng, accepted: Instant) -> Instant {
+    Instant::from_micros(accepted.micros() + (60 + rng.below(1_740) as i64) * 1_000_000)
+}
+
+/// A correction is first seen by the capture that committed it.
+fn captured_fix(fix: &NewsRow) -> Instant {
+    fix.committed_at.expect("a generated row has committed_at")
 }
 
 /// Builds the corpus into `store` (which should be empty); `progress(rows_done)` is called
@@ -270,6 +318,9 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
     );
     if let Some(at) = spec.certified_at {
         spec_text.push_str(&format!(" certified_at={at}"));
+    }
+    if spec.forward_days > 0 {
+        spec_text.push_str(&format!(" forward_days={}", spec.forward_days));
     }
     let evidence = Evidence {
         file: format!(
@@ -303,6 +354,10 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
     let mut id_entries: Vec<ids::IdEntry> = Vec::new();
     let mut year = first.to_date().year();
     let mut run: Option<(Day, Day)> = None; // the certified range being extended
+    // The forward lane: its certified range, rows (for its access files) and id entries.
+    let mut forward_run: Option<(Day, Day)> = None;
+    let mut forward_rows: BTreeMap<i32, Vec<NewsRow>> = BTreeMap::new();
+    let mut forward_ids = Vec::new();
     let mut built = Built {
         version: String::new(),
         rows: 0,
@@ -332,17 +387,29 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
         } else {
             run = Some(run.map_or((day, day), |(from, _)| (from, day)));
         }
+        let forward = offset as u32 + spec.forward_days >= spec.days;
+        if forward && !hole {
+            forward_run = Some(forward_run.map_or((day, day), |(from, _)| (from, day)));
+        }
         if count == 0 {
             built.empty_certified_days += u32::from(!hole);
         } else {
-            let rows = day_rows(spec, &zipf, day, count, serial);
+            let (rows, ahead) = day_lanes(spec, &zipf, day, count, serial, forward);
             serial += count;
-            written += rows.len() as u64;
+            written += (rows.len() + ahead.len()) as u64;
             year_rows.extend(rows.iter().cloned());
             id_entries.extend(rows.iter().map(|r| ids::entry(&r.id, day)));
             manifest.partitions.push(
                 write_partition(store, SourceId::SecEdgar, Lane::CertifiedPit, day, rows).await?,
             );
+            if !ahead.is_empty() {
+                forward_rows.entry(y).or_default().extend(ahead.iter().cloned());
+                forward_ids.extend(ahead.iter().map(|r| ids::entry(&r.id, day)));
+                manifest.partitions.push(
+                    write_partition(store, SourceId::SecEdgar, Lane::ForwardFirstSeen, day, ahead)
+                        .await?,
+                );
+            }
         }
         progress(serial);
         day = day.next();
@@ -351,6 +418,11 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
         manifest
             .certifications
             .push(certification(from, to, certified_at, &evidence));
+    }
+    if let Some((from, to)) = forward_run {
+        let mut c = certification(from, to, certified_at, &evidence);
+        c.lane = Lane::ForwardFirstSeen;
+        manifest.certifications.push(c);
     }
     if !year_rows.is_empty() {
         let group = (SourceId::SecEdgar, Lane::CertifiedPit, year);
@@ -366,6 +438,22 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
         id_entries,
     )
     .await?;
+    if !forward_rows.is_empty() {
+        for (year, rows) in forward_rows {
+            let group = (SourceId::SecEdgar, Lane::ForwardFirstSeen, year);
+            manifest
+                .access
+                .extend(access::write_group(store, group, rows).await?);
+        }
+        ids::add(
+            store,
+            &mut manifest,
+            SourceId::SecEdgar,
+            Lane::ForwardFirstSeen,
+            forward_ids,
+        )
+        .await?;
+    }
     built.partitions = manifest.partitions.len();
     built.rows = written;
     built.version = publish_manifest(store, manifest).await?;
@@ -398,6 +486,7 @@ mod tests {
             seed,
             last_day: "2026-01-31".parse().unwrap(),
             certified_at: None,
+            forward_days: 0,
         }
     }
 
@@ -488,5 +577,82 @@ mod tests {
             c.news(&cut, Scope::Corpus).await.unwrap(),
             Answer::Hole { .. }
         ));
+    }
+
+    #[tokio::test]
+    async fn forward_days_add_a_forward_lane_on_available_at_and_leave_the_certified_lane_as_it_was()
+     {
+        let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+        let (sa, sb) = (
+            CorpusStore::local(a.path()).unwrap(),
+            CorpusStore::local(b.path()).unwrap(),
+        );
+        let plain = build(&sa, &spec(7), &|_| {}).await.unwrap();
+        let with = Spec {
+            forward_days: 20,
+            ..spec(7)
+        };
+        let both = build(&sb, &with, &|_| {}).await.unwrap();
+        assert!(both.rows > plain.rows);
+        asof_engine::verify::verify(&sb, None).await.unwrap();
+        let (p, f) = (
+            Corpus::open(sa).await.unwrap(),
+            Corpus::open(sb.clone()).await.unwrap(),
+        );
+        let lane_paths = |c: &Corpus, lane: Lane| -> Vec<String> {
+            c.manifest()
+                .partitions
+                .iter()
+                .filter(|e| e.lane == lane)
+                .map(|e| e.path.clone())
+                .collect()
+        };
+        assert_eq!(
+            lane_paths(&p, Lane::CertifiedPit),
+            lane_paths(&f, Lane::CertifiedPit),
+            "the certified lane's partitions are the same bytes"
+        );
+        let forward = lane_paths(&f, Lane::ForwardFirstSeen);
+        assert!((15..=20).contains(&forward.len()), "{}", forward.len());
+        assert!(
+            f.access()
+                .is_some_and(|x| x.covers(SourceId::SecEdgar, Lane::ForwardFirstSeen))
+        );
+        // All rows of the forward lane on available_at: the walk and the scan agree, and a
+        // row is seen 1 to 30 minutes after acceptance (a correction at its capture).
+        let q = NewsQuery {
+            source: SourceId::SecEdgar,
+            lane: Lane::ForwardFirstSeen,
+            visible_by: VisibleBy::AvailableAt,
+            start: None,
+            as_of: Instant::parse("2026-01-25T12:00:00Z").unwrap(),
+            entity: Entity::All,
+            after: None,
+            limit: 10_000,
+        };
+        let page = |a: Answer<asof_engine::record::NewsRow>| match a {
+            Answer::Page { rows, .. } => rows,
+            Answer::Hole { coverage } => panic!("unexpected hole {:?}", coverage.missing),
+        };
+        let walked = page(f.news(&q, Scope::Corpus).await.unwrap());
+        assert!(walked.len() > 100);
+        for r in &walked {
+            let (seen, accepted) = (r.available_at.unwrap(), r.published_at.unwrap());
+            assert!(
+                seen > accepted && (seen.micros() - accepted.micros() <= 1_800_000_000
+                    || r.committed_at == Some(seen)),
+                "{}",
+                r.id
+            );
+        }
+        let mut scanned = Corpus::open(sb.clone()).await.unwrap();
+        scanned.set_read_path(asof_engine::corpus::ReadPath::Scan);
+        let ids = |rows: Vec<asof_engine::record::NewsRow>| -> Vec<(String, String)> {
+            rows.into_iter().map(|r| (r.id, r.revision_id)).collect()
+        };
+        assert_eq!(
+            ids(walked),
+            ids(page(scanned.news(&q, Scope::Corpus).await.unwrap()))
+        );
     }
 }

@@ -560,6 +560,10 @@ pub struct BenchCorpusArgs {
     /// before the first day makes them answerable, for benchmarks of that clock.
     #[arg(long = "certified-at", env = "ASOF_BENCH_CERTIFIED_AT")]
     pub certified_at: Option<String>,
+    /// The last this many days also held in the forward lane (`forward_first_seen`, with
+    /// `available_at` the minute the feed showed each filing), for benchmarks of that lane.
+    #[arg(long = "forward-days", env = "ASOF_BENCH_FORWARD_DAYS", default_value_t = 0)]
+    pub forward_days: u32,
     /// Where to write the corpus (an empty directory, or an object-store URL).
     #[arg(long, env = "ASOF_BENCH_OUT")]
     pub out: String,
@@ -1053,6 +1057,7 @@ async fn bench_corpus(a: BenchCorpusArgs) -> CliResult {
             .as_deref()
             .map(|s| asof_engine::Instant::parse_param("certified-at", s))
             .transpose()?,
+        forward_days: a.forward_days,
     };
     let bar = indicatif::ProgressBar::new(a.rows);
     bar.set_style(
