@@ -153,10 +153,13 @@ async fn an_expired_presigned_url_is_refused_by_the_object_store() {
 async fn with_the_object_store_gone_reads_are_503_storage_unavailable_and_recover() {
     let Some(mut s3) = S3::start() else { return };
     let t = served(&s3, std::time::Duration::from_secs(60)).await;
-    // An index-path page, a walk page and a file listing: each reads the store when first asked.
+    // An index-path page, a walk page, a record outside EDGAR (found through the id runs; it
+    // once answered 404 from a bucket while the same corpus on disk answered 200) and a file
+    // listing: each reads the store when first asked.
     let paths = [
         "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=100",
         "/v1/news?source=us.ofac.sdn&as_of=2019-01-04T23:59:59Z&limit=5",
+        "/v1/news/10000@2019-01-04T23:59:59Z?as_of=2026-02-05T00:00:00Z",
         "/v1/files?limit=3",
     ];
     for p in paths {
