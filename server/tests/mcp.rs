@@ -616,8 +616,18 @@ async fn x_forwarded_for_is_forwarded_so_the_sample_tier_counts_the_callers_addr
         let t = &t;
         async move { send(t, Method::GET, "/v1/meta", None, &[("x-forwarded-for", ip)]).await }
     };
-    let a0 = remaining(&meta("203.0.113.7").await);
-    let b0 = remaining(&meta("198.51.100.9").await);
+    // When the address's window ends (epoch seconds).
+    let window_end = |r: &Res| -> u64 {
+        r.headers["x-ratelimit-reset"]
+            .to_str()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    let first = meta("203.0.113.7").await;
+    let (a0, end0) = (remaining(&first), window_end(&first));
+    let other = meta("198.51.100.9").await;
+    let (b0, bend0) = (remaining(&other), window_end(&other));
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                       "params": {"name": "svc_meta", "arguments": {}}})
     .to_string();
@@ -631,10 +641,13 @@ async fn x_forwarded_for_is_forwarded_so_the_sample_tier_counts_the_callers_addr
     )
     .await;
     assert_eq!(r.json["result"]["isError"], false, "{}", r.json);
-    let a1 = remaining(&meta("203.0.113.7").await);
-    let b1 = remaining(&meta("198.51.100.9").await);
-    // A window boundary in between resets both counts; then nothing can be compared.
-    if a1 <= a0 {
+    let last = meta("203.0.113.7").await;
+    let (a1, end1) = (remaining(&last), window_end(&last));
+    let other = meta("198.51.100.9").await;
+    let (b1, bend1) = (remaining(&other), window_end(&other));
+    // A window boundary in between resets the counts; then nothing can be compared (the
+    // window's end moves: tell it apart from an unchanged count, which is the fault).
+    if end0 == end1 && bend0 == bend1 {
         assert_eq!(
             a0 - a1,
             2,
