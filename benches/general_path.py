@@ -42,7 +42,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 import urllib.parse
 from datetime import datetime, timedelta, timezone
@@ -50,7 +49,16 @@ from datetime import datetime, timedelta, timezone
 import duckdb
 
 
-NEXT = re.compile(rb'"next_cursor":"([^"]+)"')
+
+# wrk's summary as one JSON line, for both wrk scripts (a plain string: no format braces).
+LUA_DONE = r'''
+done = function(summary, latency, requests)
+  io.write(string.format('RESULT {"requests": %d, "rps": %.1f, "p50_ms": %.3f, "p99_ms": %.3f, "max_ms": %.1f, "non_2xx": %d, "socket_errors": %d}\n',
+    summary.requests, summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000,
+    latency:percentile(99) / 1000, latency.max / 1000, summary.errors.status,
+    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
+end
+'''
 
 
 def pct(values, p):
@@ -370,13 +378,7 @@ request = function()
   n = n + 1
   return wrk.format("GET", paths[math.random(#paths)], {{ ["Authorization"] = "Bearer " .. keys[(n % #keys) + 1] }})
 end
-done = function(summary, latency, requests)
-  io.write(string.format('RESULT {{"requests": %d, "rps": %.1f, "p50_ms": %.3f, "p99_ms": %.3f, "max_ms": %.1f, "non_2xx": %d, "socket_errors": %d}}\\n',
-    summary.requests, summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000,
-    latency:percentile(99) / 1000, latency.max / 1000, summary.errors.status,
-    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
-end
-''')
+''' + LUA_DONE)
 
     def wrk(seconds):
         out = subprocess.run(["wrk", "-t2", "-c16", f"-d{seconds}s", "--latency", "-s", lua, f"http://127.0.0.1:{port}"],
@@ -427,13 +429,7 @@ response = function(status, headers, body)
     if c then follow[#follow + 1] = last .. "&cursor=" .. c end
   end
 end
-done = function(summary, latency, requests)
-  io.write(string.format('RESULT {{"requests": %d, "rps": %.1f, "p50_ms": %.3f, "p99_ms": %.3f, "max_ms": %.1f, "non_2xx": %d, "socket_errors": %d}}\\n',
-    summary.requests, summary.requests / (summary.duration / 1e6), latency:percentile(50) / 1000,
-    latency:percentile(99) / 1000, latency.max / 1000, summary.errors.status,
-    summary.errors.connect + summary.errors.read + summary.errors.write + summary.errors.timeout))
-end
-''')
+''' + LUA_DONE)
 
     wrk(10)  # warm-up: the access index's first reads of its files
     out = {}

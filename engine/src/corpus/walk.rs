@@ -802,6 +802,35 @@ mod tests {
         assert!(checked > 20_000, "the cuts hold rows: {checked}");
     }
 
+    /// The corpus in `dir` opened through a store that counts its reads, read by the walk.
+    async fn counted(
+        dir: &std::path::Path,
+    ) -> (asof_test_support::counting::CountingStore, Corpus) {
+        let counting = asof_test_support::counting::CountingStore::new(Arc::new(
+            object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap(),
+        ));
+        let store = CorpusStore::from_store(Arc::new(counting.clone()), "counted".into());
+        let mut c = Corpus::open(store).await.unwrap();
+        c.set_read_path(ReadPath::Walk);
+        (counting, c)
+    }
+
+    /// The days of the partitions read since the last reset, in day order.
+    fn days_read(counting: &asof_test_support::counting::CountingStore, c: &Corpus) -> Vec<String> {
+        counting
+            .reads_under("snapshots/partitions/")
+            .iter()
+            .map(|p| {
+                c.manifest()
+                    .partitions
+                    .iter()
+                    .find(|e| &e.path == p)
+                    .map(|e| e.date.to_string())
+                    .unwrap()
+            })
+            .collect()
+    }
+
     #[tokio::test]
     async fn a_page_reads_only_the_partitions_from_its_position_on() {
         let dir = tempfile::tempdir().unwrap();
@@ -828,27 +857,8 @@ mod tests {
         )
         .await
         .unwrap();
-        let counting = asof_test_support::counting::CountingStore::new(Arc::new(
-            object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap(),
-        ));
-        let store = CorpusStore::from_store(Arc::new(counting.clone()), "counted".into());
-        let mut c = Corpus::open(store).await.unwrap();
-        c.set_read_path(ReadPath::Walk);
-        let day_of = |path: &str| {
-            c.manifest()
-                .partitions
-                .iter()
-                .find(|p| p.path == path)
-                .map(|p| p.date.to_string())
-                .unwrap()
-        };
-        let read_days = || -> Vec<String> {
-            counting
-                .reads_under("snapshots/partitions/")
-                .iter()
-                .map(|p| day_of(p))
-                .collect()
-        };
+        let (counting, c) = counted(dir.path()).await;
+        let read_days = || days_read(&counting, &c);
         counting.reset();
         let mut q = query(
             Lane::CertifiedPit,
@@ -930,12 +940,7 @@ mod tests {
         )
         .await
         .unwrap();
-        let counting = asof_test_support::counting::CountingStore::new(Arc::new(
-            object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap(),
-        ));
-        let store = CorpusStore::from_store(Arc::new(counting.clone()), "counted".into());
-        let mut c = Corpus::open(store).await.unwrap();
-        c.set_read_path(ReadPath::Walk);
+        let (counting, c) = counted(dir.path()).await;
         let jan2 = c
             .manifest()
             .partitions
@@ -947,20 +952,7 @@ mod tests {
             jan2.commits,
             Some(vec![t(&minute(1440 + 1500)), t(&minute(25 * 1440 + 60))])
         );
-        let read_days = || -> Vec<String> {
-            counting
-                .reads_under("snapshots/partitions/")
-                .iter()
-                .map(|p| {
-                    c.manifest()
-                        .partitions
-                        .iter()
-                        .find(|e| &e.path == p)
-                        .map(|e| e.date.to_string())
-                        .unwrap()
-                })
-                .collect()
-        };
+        let read_days = || days_read(&counting, &c);
         // The window of Jan 11 12:00 to Jan 12 12:00 holds the commit of Jan 11's rows only.
         counting.reset();
         let w = query(
