@@ -71,57 +71,106 @@ pub struct PartitionEntry {
     /// lies in the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub commits: Option<Vec<Instant>>,
+    /// The distinct UTC hours (each as the instant it starts) its rows' `available_at` values
+    /// fall in, ascending, when there are at most [`HOURS_LISTED`]; absent when more, and in
+    /// manifests written before it existed. The same skip on `available_at` windows: a day of
+    /// the forward lane is first seen over a dozen hours of that day, and a correction at the
+    /// capture that brought it, weeks later.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub available_hours: Option<Vec<Instant>>,
 }
 
 /// The most distinct commit instants a partition's manifest entry lists.
 pub const COMMITS_LISTED: usize = 16;
+/// The most distinct `available_at` hours a partition's manifest entry lists.
+pub const HOURS_LISTED: usize = 48;
+const HOUR_MICROS: i64 = 3_600_000_000;
 
-/// The distinct `committed_at` instants of rows added one at a time, up to [`COMMITS_LISTED`].
-#[derive(Debug, Clone, Default)]
-pub struct Commits {
+/// The distinct values of one clock of rows added one at a time (exact, or truncated to the
+/// hour), up to a bound: what a partition's entry lists in `commits` and `available_hours`.
+#[derive(Debug, Clone)]
+pub struct Marks {
     seen: std::collections::BTreeSet<Instant>,
+    cap: usize,
+    hourly: bool,
     overflow: bool,
 }
 
-impl Commits {
-    pub fn add(&mut self, committed_at: Option<Instant>) {
-        if let Some(at) = committed_at.filter(|_| !self.overflow) {
+impl Marks {
+    /// Commit instants, exact.
+    pub fn commits() -> Self {
+        Self::new(COMMITS_LISTED, false)
+    }
+
+    /// `available_at` hours.
+    pub fn available_hours() -> Self {
+        Self::new(HOURS_LISTED, true)
+    }
+
+    fn new(cap: usize, hourly: bool) -> Self {
+        Marks {
+            seen: Default::default(),
+            cap,
+            hourly,
+            overflow: false,
+        }
+    }
+
+    pub fn add(&mut self, v: Option<Instant>) {
+        if let Some(at) = v.filter(|_| !self.overflow) {
+            let at = if self.hourly {
+                Instant::from_micros(at.micros() - at.micros().rem_euclid(HOUR_MICROS))
+            } else {
+                at
+            };
             self.seen.insert(at);
-            if self.seen.len() > COMMITS_LISTED {
+            if self.seen.len() > self.cap {
                 self.overflow = true;
                 self.seen.clear();
             }
         }
     }
 
-    /// The list a manifest entry holds: `None` past [`COMMITS_LISTED`].
+    /// The list a manifest entry holds: `None` past the bound.
     pub fn listed(self) -> Option<Vec<Instant>> {
         (!self.overflow).then(|| self.seen.into_iter().collect())
     }
+}
 
-    /// The list of `rows`' commits.
-    pub fn of<'a>(rows: impl IntoIterator<Item = &'a NewsRow>) -> Option<Vec<Instant>> {
-        let mut c = Self::default();
-        for r in rows {
-            c.add(r.committed_at);
-        }
-        c.listed()
+/// What a partition's entry lists of `rows`: (`commits`, `available_hours`).
+pub fn marks_of<'a>(
+    rows: impl IntoIterator<Item = &'a NewsRow>,
+) -> (Option<Vec<Instant>>, Option<Vec<Instant>>) {
+    let (mut c, mut a) = (Marks::commits(), Marks::available_hours());
+    for r in rows {
+        c.add(r.committed_at);
+        a.add(r.available_at);
     }
+    (c.listed(), a.listed())
 }
 
 impl PartitionEntry {
-    /// Whether a row committed in `(after, through]` may lie in the partition, by the
-    /// manifest alone: its listed commits when it has them, its `committed_at` range otherwise.
-    pub fn may_commit_in(&self, after: Option<Instant>, through: Instant) -> bool {
-        let inside = |c: Instant| c <= through && after.is_none_or(|a| c > a);
-        match &self.commits {
-            Some(list) => list.iter().copied().any(inside),
-            None => {
-                let s = &self.clocks.committed_at;
-                s.min.is_some_and(|m| m <= through)
-                    && after.is_none_or(|a| s.max.is_some_and(|m| m > a))
+    /// Whether a row whose `clock` lies in `(after, through]` may be in the partition, by the
+    /// manifest alone: the clock's min/max, then its listed commits or hours when it has them.
+    pub fn may_hold_in(&self, clock: VisibleBy, after: Option<Instant>, through: Instant) -> bool {
+        let s = self.clocks.get(clock);
+        let in_range = s.min.is_some_and(|m| m <= through)
+            && after.is_none_or(|a| s.max.is_some_and(|m| m > a));
+        in_range
+            && match clock {
+                VisibleBy::PublishedAt => true,
+                VisibleBy::CommittedAt => self.commits.as_ref().is_none_or(|l| {
+                    l.iter().any(|&c| c <= through && after.is_none_or(|a| c > a))
+                }),
+                // An hour holds values in `[h, h + 1 h)`: one may lie in the window when the
+                // hour starts by its end and ends after its start.
+                VisibleBy::AvailableAt => self.available_hours.as_ref().is_none_or(|l| {
+                    l.iter().any(|&h| {
+                        h <= through
+                            && after.is_none_or(|a| h.micros() + HOUR_MICROS > a.micros())
+                    })
+                }),
             }
-        }
     }
 }
 

@@ -617,6 +617,7 @@ pub struct EncodedPartition {
     rows: u64,
     clocks: PartitionClocks,
     commits: Option<Vec<Instant>>,
+    available_hours: Option<Vec<Instant>>,
 }
 
 /// Encodes rows already in partition order ([`partition_order`], checked) as one partition, a
@@ -636,7 +637,8 @@ fn encode_partition_bounded(
         Some(writer_properties()),
     )?;
     let mut clocks = PartitionClocks::EMPTY;
-    let mut commits = crate::manifest::Commits::default();
+    let mut commits = crate::manifest::Marks::commits();
+    let mut hours = crate::manifest::Marks::available_hours();
     let mut batch: Vec<NewsRow> = Vec::with_capacity(PARTITION_BATCH);
     let mut last: Option<NewsRow> = None;
     let mut count = 0u64;
@@ -672,6 +674,7 @@ fn encode_partition_bounded(
         let row = row?;
         clocks.add(&row);
         commits.add(row.committed_at);
+        hours.add(row.available_at);
         count += 1;
         batch.push(row);
         if batch.len() >= PARTITION_BATCH {
@@ -685,6 +688,7 @@ fn encode_partition_bounded(
         rows: count,
         clocks,
         commits: commits.listed(),
+        available_hours: hours.listed(),
     })
 }
 
@@ -714,6 +718,7 @@ pub async fn put_partition(
         sha256: f.sha256,
         clocks: p.clocks,
         commits: p.commits,
+        available_hours: p.available_hours,
     })
 }
 

@@ -1,7 +1,7 @@
 //! `asof verify`: re-hash every object of a version against its manifest.
 
 use crate::error::{Error, Result};
-use crate::manifest::{Commits, PartitionClocks};
+use crate::manifest::{PartitionClocks, marks_of};
 use crate::read::{decode_parquet, get_checked};
 use crate::store::CorpusStore;
 
@@ -94,10 +94,13 @@ pub async fn verify_manifest(
                 "clock statistics differ from the manifest's".to_owned(),
             ));
         }
-        if p.commits.is_some() && Commits::of(&decoded) != p.commits {
+        let (commits, hours) = marks_of(&decoded);
+        if (p.commits.is_some() && commits != p.commits)
+            || (p.available_hours.is_some() && hours != p.available_hours)
+        {
             return Err(Error::integrity(
                 &p.path,
-                "commit instants differ from the manifest's".to_owned(),
+                "commit instants or available_at hours differ from the manifest's".to_owned(),
             ));
         }
         out.partitions += 1;

@@ -195,15 +195,7 @@ impl Walk {
         if self.days.as_ref().is_some_and(|d| !d.contains(&p.date)) {
             return false;
         }
-        if self.cut.clock == VisibleBy::CommittedAt {
-            return p.may_commit_in(self.cut.start, self.cut.as_of);
-        }
-        let s = p.clocks.get(self.cut.clock);
-        s.min.is_some_and(|m| m <= self.cut.as_of)
-            && self
-                .cut
-                .start
-                .is_none_or(|st| s.max.is_some_and(|m| m > st))
+        p.may_hold_in(self.cut.clock, self.cut.start, self.cut.as_of)
     }
 
     fn keeps(&self, r: &crate::record::NewsRow) -> bool {
@@ -902,18 +894,31 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_commit_window_skips_a_day_whose_late_correction_lies_outside_it() {
+    async fn a_commit_or_first_seen_window_skips_a_day_whose_late_correction_lies_outside_it() {
+        // A corpus each: the row cache is the process's, keyed by content-addressed paths.
+        for clock in [VisibleBy::CommittedAt, VisibleBy::AvailableAt] {
+            late_correction_window(clock).await;
+        }
+    }
+
+    async fn late_correction_window(clock: VisibleBy) {
         let dir = tempfile::tempdir().unwrap();
         let local = CorpusStore::local(dir.path()).unwrap();
-        // Thirty days of 40 rows, each day committed the next morning at 01:00.
+        // Thirty days of 40 forward-lane rows, each day first seen and committed the next
+        // morning at 01:00.
         let row = |i: u64| {
             let d = i / 40;
-            edgar(
+            let mut r = edgar(
                 &format!("0000000001-26-{i:06}"),
                 "1",
                 Some(&minute(d * 1440 + 600 + i % 40)),
                 &minute(d * 1440 + 1500),
-            )
+            );
+            r.lane = Lane::ForwardFirstSeen;
+            r.available_at = r.committed_at;
+            r.availability_basis = "local_first_seen".into();
+            r.title = format!("8-K read on {clock:?}");
+            r
         };
         publish(
             &local,
@@ -930,6 +935,7 @@ mod tests {
         let mut fix = row(45);
         fix.title = "corrected".into();
         fix.committed_at = Some(t(&minute(25 * 1440 + 60)));
+        fix.available_at = fix.committed_at;
         publish(
             &local,
             ChangeSet {
@@ -948,34 +954,33 @@ mod tests {
             .find(|p| p.date.to_string() == "2026-01-02")
             .unwrap()
             .clone();
-        assert_eq!(
-            jan2.commits,
-            Some(vec![t(&minute(1440 + 1500)), t(&minute(25 * 1440 + 60))])
-        );
+        let marks = Some(vec![t(&minute(1440 + 1500)), t(&minute(25 * 1440 + 60))]);
+        assert_eq!(jan2.commits, marks);
+        assert_eq!(jan2.available_hours, marks, "01:00 is an hour's start");
         let read_days = || days_read(&counting, &c);
-        // The window of Jan 11 12:00 to Jan 12 12:00 holds the commit of Jan 11's rows only.
+        // The window of Jan 11 12:00 to Jan 12 12:00 holds Jan 11's rows only.
         counting.reset();
         let w = query(
-            Lane::CertifiedPit,
-            VisibleBy::CommittedAt,
+            Lane::ForwardFirstSeen,
+            clock,
             &minute(11 * 1440 + 720),
             Some(&minute(10 * 1440 + 720)),
         );
         let (rows, _) = ids(c.news(&w, Scope::Corpus).await.unwrap());
-        assert_eq!(rows.len(), 40);
-        assert_eq!(read_days(), ["2026-01-11"]);
-        // The window holding the correction's commit reads Jan 2 for it, and Jan 25.
+        assert_eq!(rows.len(), 40, "{clock:?}");
+        assert_eq!(read_days(), ["2026-01-11"], "{clock:?}");
+        // The window holding the correction reads Jan 2 for it, and Jan 25.
         counting.reset();
         let w = query(
-            Lane::CertifiedPit,
-            VisibleBy::CommittedAt,
+            Lane::ForwardFirstSeen,
+            clock,
             &minute(25 * 1440 + 720),
             Some(&minute(24 * 1440 + 720)),
         );
         let (rows, _) = ids(c.news(&w, Scope::Corpus).await.unwrap());
-        assert_eq!(rows.len(), 41);
+        assert_eq!(rows.len(), 41, "{clock:?}");
         assert_eq!(rows[0].0, "0000000001-26-000045_1");
-        assert_eq!(read_days(), ["2026-01-02", "2026-01-25"]);
+        assert_eq!(read_days(), ["2026-01-02", "2026-01-25"], "{clock:?}");
     }
 
     #[tokio::test]
