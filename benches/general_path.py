@@ -367,12 +367,16 @@ def isolation(a, rng, port, keys, files, first_day, last_day):
     wrk_keys, broad_keys = keys[: len(keys) * 5 // 6], keys[len(keys) * 5 // 6:]
     with open(os.path.join(work, "keys.txt"), "w") as f:
         f.write("\n".join(wrk_keys) + "\n")
+
+    def lua_prelude(paths_file, keys_file):
+        """Lua that loads a wrk script's paths and keys, one a line."""
+        return (f'local paths, keys = {{}}, {{}}\n'
+                f'for l in io.lines("{work}/{paths_file}") do paths[#paths + 1] = l end\n'
+                f'for l in io.lines("{work}/{keys_file}") do keys[#keys + 1] = l end\n')
+
     lua = os.path.join(work, "load.lua")
     with open(lua, "w") as f:
-        f.write(f'''
-local paths, keys = {{}}, {{}}
-for l in io.lines("{work}/paths.txt") do paths[#paths + 1] = l end
-for l in io.lines("{work}/keys.txt") do keys[#keys + 1] = l end
+        f.write(lua_prelude("paths.txt", "keys.txt") + f'''
 local n = 0
 request = function()
   n = n + 1
@@ -410,10 +414,7 @@ end
         f.write("\n".join(broad_keys) + "\n")
     broad_lua = os.path.join(work, "broad.lua")
     with open(broad_lua, "w") as f:
-        f.write(f'''
-local paths, keys = {{}}, {{}}
-for l in io.lines("{work}/broad.txt") do paths[#paths + 1] = l end
-for l in io.lines("{work}/broad_keys.txt") do keys[#keys + 1] = l end
+        f.write(lua_prelude("broad.txt", "broad_keys.txt") + f'''
 local n, follow, last = 0, {{}}, nil
 request = function()
   n = n + 1

@@ -511,6 +511,62 @@ fn write_canonical(v: &Value, out: &mut Vec<u8>) -> Result<()> {
 mod tests {
     use super::*;
 
+    fn at(s: &str) -> Instant {
+        Instant::parse(s).unwrap()
+    }
+
+    #[test]
+    fn marks_list_distinct_values_up_to_their_bound_and_hours_from_their_start() {
+        let mut hours = Marks::available_hours();
+        for s in ["2026-01-02T10:59:59Z", "2026-01-02T10:00:00Z", "2026-01-30T06:30:00Z"] {
+            hours.add(Some(at(s)));
+        }
+        hours.add(None);
+        assert_eq!(
+            hours.listed(),
+            Some(vec![at("2026-01-02T10:00:00Z"), at("2026-01-30T06:00:00Z")])
+        );
+        let mut commits = Marks::commits();
+        for n in 0..=COMMITS_LISTED as i64 {
+            commits.add(Some(Instant::from_micros(n)));
+        }
+        assert_eq!(commits.listed(), None, "past the bound, no list: min/max decide");
+    }
+
+    #[test]
+    fn a_partition_may_hold_a_window_only_where_a_listed_commit_or_hour_lies_in_it() {
+        let day = |commits: Option<Vec<Instant>>, hours: Option<Vec<Instant>>| {
+            let mut clocks = PartitionClocks::EMPTY;
+            for s in ["2026-01-03T01:00:00Z", "2026-01-26T01:00:00Z"] {
+                clocks.committed_at.add(Some(at(s)));
+                clocks.available_at.add(Some(at(s)));
+            }
+            PartitionEntry {
+                source_id: SourceId::SecEdgar,
+                lane: Lane::ForwardFirstSeen,
+                date: "2026-01-02".parse().unwrap(),
+                path: String::new(),
+                row_count: 2,
+                bytes: 0,
+                sha256: String::new(),
+                clocks,
+                commits,
+                available_hours: hours,
+            }
+        };
+        let marks = Some(vec![at("2026-01-03T01:00:00Z"), at("2026-01-26T01:00:00Z")]);
+        let listed = day(marks.clone(), marks);
+        let unlisted = day(None, None);
+        let (start, end) = (Some(at("2026-01-11T12:00:00Z")), at("2026-01-12T12:00:00Z"));
+        for clock in [VisibleBy::CommittedAt, VisibleBy::AvailableAt] {
+            assert!(!listed.may_hold_in(clock, start, end), "{clock:?}");
+            assert!(unlisted.may_hold_in(clock, start, end), "{clock:?}: min/max only");
+            // A window through the late correction's instant holds it.
+            assert!(listed.may_hold_in(clock, start, at("2026-01-26T01:00:00Z")));
+            assert!(!listed.may_hold_in(clock, start, at("2026-01-26T00:59:59Z")));
+        }
+    }
+
     fn day(s: &str) -> Day {
         s.parse().unwrap()
     }
