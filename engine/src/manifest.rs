@@ -160,14 +160,14 @@ impl PartitionEntry {
             && match clock {
                 VisibleBy::PublishedAt => true,
                 VisibleBy::CommittedAt => self.commits.as_ref().is_none_or(|l| {
-                    l.iter().any(|&c| c <= through && after.is_none_or(|a| c > a))
+                    l.iter()
+                        .any(|&c| c <= through && after.is_none_or(|a| c > a))
                 }),
                 // An hour holds values in `[h, h + 1 h)`: one may lie in the window when the
                 // hour starts by its end and ends after its start.
                 VisibleBy::AvailableAt => self.available_hours.as_ref().is_none_or(|l| {
                     l.iter().any(|&h| {
-                        h <= through
-                            && after.is_none_or(|a| h.micros() + HOUR_MICROS > a.micros())
+                        h <= through && after.is_none_or(|a| h.micros() + HOUR_MICROS > a.micros())
                     })
                 }),
             }
@@ -518,7 +518,11 @@ mod tests {
     #[test]
     fn marks_list_distinct_values_up_to_their_bound_and_hours_from_their_start() {
         let mut hours = Marks::available_hours();
-        for s in ["2026-01-02T10:59:59Z", "2026-01-02T10:00:00Z", "2026-01-30T06:30:00Z"] {
+        for s in [
+            "2026-01-02T10:59:59Z",
+            "2026-01-02T10:00:00Z",
+            "2026-01-30T06:30:00Z",
+        ] {
             hours.add(Some(at(s)));
         }
         hours.add(None);
@@ -530,7 +534,11 @@ mod tests {
         for n in 0..=COMMITS_LISTED as i64 {
             commits.add(Some(Instant::from_micros(n)));
         }
-        assert_eq!(commits.listed(), None, "past the bound, no list: min/max decide");
+        assert_eq!(
+            commits.listed(),
+            None,
+            "past the bound, no list: min/max decide"
+        );
     }
 
     #[test]
@@ -560,7 +568,10 @@ mod tests {
         let (start, end) = (Some(at("2026-01-11T12:00:00Z")), at("2026-01-12T12:00:00Z"));
         for clock in [VisibleBy::CommittedAt, VisibleBy::AvailableAt] {
             assert!(!listed.may_hold_in(clock, start, end), "{clock:?}");
-            assert!(unlisted.may_hold_in(clock, start, end), "{clock:?}: min/max only");
+            assert!(
+                unlisted.may_hold_in(clock, start, end),
+                "{clock:?}: min/max only"
+            );
             // A window through the late correction's instant holds it.
             assert!(listed.may_hold_in(clock, start, at("2026-01-26T01:00:00Z")));
             assert!(!listed.may_hold_in(clock, start, at("2026-01-26T00:59:59Z")));

@@ -36,10 +36,7 @@ impl Corpus {
                         a.revisions(&self.store, cik, id).await?
                     }
                     // Not an EDGAR id, so not in any EDGAR partition: the other sources only.
-                    _ => {
-                        self.read_revisions(id, |s| s != SourceId::SecEdgar)
-                            .await?
-                    }
+                    _ => self.read_revisions(id, |s| s != SourceId::SecEdgar).await?,
                 },
                 _ => self.read_revisions(id, |_| true).await?,
             },
@@ -148,13 +145,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let local = crate::store::CorpusStore::local(dir.path()).unwrap();
         let first: Vec<NewsRow> = (1..=20)
-            .flat_map(|d| (0..3).map(move |k| notice(d * 10 + k, d, "listed", "2026-01-25T00:00:00Z")))
-            .chain([edgar("0000000001-26-000001", "1", Some("2026-01-07T09:00:00Z"), "2026-01-25T00:00:00Z")])
+            .flat_map(|d| {
+                (0..3).map(move |k| notice(d * 10 + k, d, "listed", "2026-01-25T00:00:00Z"))
+            })
+            .chain([edgar(
+                "0000000001-26-000001",
+                "1",
+                Some("2026-01-07T09:00:00Z"),
+                "2026-01-25T00:00:00Z",
+            )])
             .collect();
         for (rows, at) in [
             (first, "2026-01-25T00:00:00Z"),
             // Entry 71 of Jan 7 amended: a second revision, committed later.
-            (vec![notice(71, 7, "amended", "2026-01-28T00:00:00Z")], "2026-01-28T00:00:00Z"),
+            (
+                vec![notice(71, 7, "amended", "2026-01-28T00:00:00Z")],
+                "2026-01-28T00:00:00Z",
+            ),
         ] {
             crate::publish::publish(
                 &local,
@@ -187,18 +194,23 @@ mod tests {
             ("2026-01-30T00:00:00Z", VisibleBy::PublishedAt, "amended"),
             ("2026-01-26T00:00:00Z", VisibleBy::CommittedAt, "listed"),
             ("2026-01-29T00:00:00Z", VisibleBy::CommittedAt, "amended"),
-            ("2026-01-07T11:00:00Z", VisibleBy::PublishedAt, "NotYetVisible"),
+            (
+                "2026-01-07T11:00:00Z",
+                VisibleBy::PublishedAt,
+                "NotYetVisible",
+            ),
         ] {
             counting.reset();
             let got = title(indexed.record(id, t(at), clock).await.unwrap());
             assert_eq!(got, want, "{at} on {clock:?}");
             let read = counting.reads_under("snapshots/partitions/");
             assert!(
-                !read.is_empty() && read.iter().all(|p| indexed
-                    .manifest()
-                    .partitions
-                    .iter()
-                    .any(|e| &e.path == p && e.date.to_string() == "2026-01-07")),
+                !read.is_empty()
+                    && read.iter().all(|p| indexed
+                        .manifest()
+                        .partitions
+                        .iter()
+                        .any(|e| &e.path == p && e.date.to_string() == "2026-01-07")),
                 "only the partitions of the id's day are read: {read:?}"
             );
             assert_eq!(title(scanned.record(id, t(at), clock).await.unwrap()), want);

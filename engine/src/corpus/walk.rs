@@ -544,14 +544,12 @@ pub(super) async fn rows_with_id(
             arrow::compute::kernels::cmp::eq(ids, &wanted as &dyn Datum)
         },
     );
-    let batches: Vec<arrow::array::RecordBatch> = ParquetRecordBatchStreamBuilder::new_with_metadata(
-        reader(store, entry),
-        file.meta.clone(),
-    )
-    .with_row_filter(RowFilter::new(vec![Box::new(matches)]))
-    .build()?
-    .try_collect()
-    .await?;
+    let batches: Vec<arrow::array::RecordBatch> =
+        ParquetRecordBatchStreamBuilder::new_with_metadata(reader(store, entry), file.meta.clone())
+            .with_row_filter(RowFilter::new(vec![Box::new(matches)]))
+            .build()?
+            .try_collect()
+            .await?;
     let mut rows = Vec::new();
     for b in &batches {
         rows.extend(from_batch(b)?);

@@ -212,7 +212,8 @@ fn day_lanes(
     serial: u64,
     forward: bool,
 ) -> (Vec<NewsRow>, Vec<NewsRow>) {
-    let mut seen_rng = Rng(spec.seed ^ 0x5eed ^ (i64::from(day.days()) as u64).wrapping_mul(0x85eb_ca6b));
+    let mut seen_rng =
+        Rng(spec.seed ^ 0x5eed ^ (i64::from(day.days()) as u64).wrapping_mul(0x85eb_ca6b));
     let mut ahead = Vec::new();
     let mut rng = Rng(spec.seed ^ (i64::from(day.days()) as u64).wrapping_mul(0x9e37_79b9));
     let mut rows = Vec::with_capacity(count as usize + count as usize / 500);
@@ -403,11 +404,20 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
                 write_partition(store, SourceId::SecEdgar, Lane::CertifiedPit, day, rows).await?,
             );
             if !ahead.is_empty() {
-                forward_rows.entry(y).or_default().extend(ahead.iter().cloned());
+                forward_rows
+                    .entry(y)
+                    .or_default()
+                    .extend(ahead.iter().cloned());
                 forward_ids.extend(ahead.iter().map(|r| ids::entry(&r.id, day)));
                 manifest.partitions.push(
-                    write_partition(store, SourceId::SecEdgar, Lane::ForwardFirstSeen, day, ahead)
-                        .await?,
+                    write_partition(
+                        store,
+                        SourceId::SecEdgar,
+                        Lane::ForwardFirstSeen,
+                        day,
+                        ahead,
+                    )
+                    .await?,
                 );
             }
         }
@@ -639,8 +649,9 @@ mod tests {
         for r in &walked {
             let (seen, accepted) = (r.available_at.unwrap(), r.published_at.unwrap());
             assert!(
-                seen > accepted && (seen.micros() - accepted.micros() <= 1_800_000_000
-                    || r.committed_at == Some(seen)),
+                seen > accepted
+                    && (seen.micros() - accepted.micros() <= 1_800_000_000
+                        || r.committed_at == Some(seen)),
                 "{}",
                 r.id
             );

@@ -562,7 +562,11 @@ pub struct BenchCorpusArgs {
     pub certified_at: Option<String>,
     /// The last this many days also held in the forward lane (`forward_first_seen`, with
     /// `available_at` the minute the feed showed each filing), for benchmarks of that lane.
-    #[arg(long = "forward-days", env = "ASOF_BENCH_FORWARD_DAYS", default_value_t = 0)]
+    #[arg(
+        long = "forward-days",
+        env = "ASOF_BENCH_FORWARD_DAYS",
+        default_value_t = 0
+    )]
     pub forward_days: u32,
     /// Where to write the corpus (an empty directory, or an object-store URL).
     #[arg(long, env = "ASOF_BENCH_OUT")]
