@@ -180,6 +180,54 @@ async fn get_range(store: &CorpusStore, path: &str, range: Range<u64>) -> Result
         .ok_or_else(|| Error::integrity(path, "a range read answered nothing"))
 }
 
+/// What a lookup needs of one run before its blocks: a small run's entries (read whole and
+/// hash-checked), or a large run's entry count, block size and fences. Kept in
+/// [`crate::page_cache::ID_RUNS`], so the version's runs are read once, not per lookup.
+#[derive(Debug)]
+pub enum RunIndex {
+    Whole(Vec<IdEntry>),
+    Fenced {
+        n: u64,
+        block: u32,
+        fences: Vec<u64>,
+    },
+}
+
+impl RunIndex {
+    /// Approximate bytes held.
+    pub fn weight(&self) -> usize {
+        match self {
+            RunIndex::Whole(e) => e.len() * std::mem::size_of::<IdEntry>(),
+            RunIndex::Fenced { fences, .. } => fences.len() * 8,
+        }
+    }
+
+    async fn load(store: &CorpusStore, e: &ObjectEntry) -> Result<std::sync::Arc<Self>> {
+        let cache = &crate::page_cache::ID_RUNS;
+        let whole = 0..e.bytes;
+        if let Some(i) = cache.get(&e.path, &whole) {
+            return Ok(i);
+        }
+        let index = if e.bytes <= WHOLE_READ_BYTES {
+            RunIndex::Whole(read_run(store, e).await?)
+        } else {
+            let head = get_range(store, &e.path, 0..HEADER).await?;
+            let (n, block) = header(&e.path, &head, e.bytes)?;
+            let nblocks = n.div_ceil(u64::from(block));
+            let fences_at = HEADER + n * ENTRY;
+            let raw = get_range(store, &e.path, fences_at..fences_at + nblocks * 8).await?;
+            let fences = raw
+                .chunks_exact(8)
+                .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                .collect();
+            RunIndex::Fenced { n, block, fences }
+        };
+        let index = std::sync::Arc::new(index);
+        cache.put(&e.path, &whole, std::sync::Arc::clone(&index));
+        Ok(index)
+    }
+}
+
 /// The days of the entries of one run whose keys are in `keys` (sorted, unique).
 async fn days_in_run(
     store: &CorpusStore,
@@ -194,19 +242,14 @@ async fn days_in_run(
             }
         }
     };
-    if e.bytes <= WHOLE_READ_BYTES {
-        hits(&read_run(store, e).await?, out);
-        return Ok(());
-    }
-    let head = get_range(store, &e.path, 0..HEADER).await?;
-    let (n, block) = header(&e.path, &head, e.bytes)?;
-    let nblocks = n.div_ceil(u64::from(block));
-    let fences_at = HEADER + n * ENTRY;
-    let raw = get_range(store, &e.path, fences_at..fences_at + nblocks * 8).await?;
-    let fences: Vec<u64> = raw
-        .chunks_exact(8)
-        .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
-        .collect();
+    let index = RunIndex::load(store, e).await?;
+    let (n, block, fences) = match &*index {
+        RunIndex::Whole(entries) => {
+            hits(entries, out);
+            return Ok(());
+        }
+        RunIndex::Fenced { n, block, fences } => (*n, *block, fences),
+    };
     // Blocks that can hold a key: the last block starting at or below it, and the one before
     // when the key starts a block (a key's entries for several days may straddle a fence).
     let mut wanted: BTreeSet<u64> = BTreeSet::new();

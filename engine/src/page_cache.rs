@@ -1,6 +1,6 @@
 //! Bounded in-process caches keyed by immutable objects: byte ranges read from remote object
 //! stores (S3, GCS, Azure), rows decoded from access files and partitions, and partition
-//! footers.
+//! footers, and what record lookups need of id runs.
 //!
 //! The index path reads a few pages of an access file per request. From a local directory
 //! those are positional reads the OS page cache answers in microseconds; from an object store
@@ -12,7 +12,7 @@
 //! being invalidated, across reloads too: entries are keyed by path and range only.
 //!
 //! Each cache is bounded in bytes (`ASOF_REMOTE_CACHE_MB`, `ASOF_ROW_CACHE_MB`, default 256
-//! each; `ASOF_FOOTER_CACHE_MB`, default 64; 0 turns one off): past the bound the least
+//! each; `ASOF_FOOTER_CACHE_MB` and `ASOF_ID_RUN_CACHE_MB`, default 64; 0 turns one off): past the bound the least
 //! recently used entries go first.
 
 use std::collections::HashMap;
@@ -54,6 +54,12 @@ pub static ROWS: LazyLock<Cache<Arc<RowBlock>>> =
 pub static FOOTERS: LazyLock<Cache<parquet::arrow::arrow_reader::ArrowReaderMetadata>> =
     LazyLock::new(|| Cache::new(bound_or("ASOF_FOOTER_CACHE_MB", 64)));
 
+/// What a record lookup needs of an id run (`crate::ids`), kept so a lookup does not read and
+/// hash-check the version's runs again: a small run's entries, or a large one's header and
+/// fences (its blocks are still read by range). Runs are content-addressed too.
+pub static ID_RUNS: LazyLock<Cache<Arc<crate::ids::RunIndex>>> =
+    LazyLock::new(|| Cache::new(bound_or("ASOF_ID_RUN_CACHE_MB", 64)));
+
 /// Byte ranges of stored objects.
 pub type PageCache = Cache<Bytes>;
 
@@ -71,6 +77,12 @@ impl Weigh for Bytes {
 impl Weigh for Arc<RowBlock> {
     fn weight(&self) -> usize {
         RowBlock::weight(self)
+    }
+}
+
+impl Weigh for Arc<crate::ids::RunIndex> {
+    fn weight(&self) -> usize {
+        crate::ids::RunIndex::weight(self)
     }
 }
 

@@ -110,3 +110,15 @@ pub fn empty_manifest() -> crate::manifest::Manifest {
         delta: None,
     }
 }
+
+/// The corpus directory `dir` behind a store that counts what it reads (tests that hold a
+/// read to the objects it needs).
+pub fn counted_store(
+    dir: &std::path::Path,
+) -> (asof_test_support::counting::CountingStore, CorpusStore) {
+    let counting = asof_test_support::counting::CountingStore::new(std::sync::Arc::new(
+        object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap(),
+    ));
+    let store = CorpusStore::from_store(std::sync::Arc::new(counting.clone()), "counted".into());
+    (counting, store)
+}

@@ -175,13 +175,7 @@ mod tests {
             .await
             .unwrap();
         }
-        let counting = asof_test_support::counting::CountingStore::new(std::sync::Arc::new(
-            object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap(),
-        ));
-        let store = crate::store::CorpusStore::from_store(
-            std::sync::Arc::new(counting.clone()),
-            "counted".into(),
-        );
+        let (counting, store) = crate::testkit::counted_store(dir.path());
         let indexed = Corpus::open(store.clone()).await.unwrap();
         let mut scanned = Corpus::open(store).await.unwrap();
         scanned.set_read_path(ReadPath::Scan);
@@ -215,6 +209,13 @@ mod tests {
             );
             assert_eq!(title(scanned.record(id, t(at), clock).await.unwrap()), want);
         }
+        // The id runs were read by the first lookup and kept: later ones read none.
+        counting.reset();
+        indexed
+            .record(id, t("2026-01-30T00:00:00Z"), VisibleBy::PublishedAt)
+            .await
+            .unwrap();
+        assert_eq!(counting.reads_under("snapshots/ids/"), Vec::<String>::new());
         // Every id, indexed and scanned alike; an id never held is not found either way.
         for n in [10, 52, 202, 999] {
             for c in [&indexed, &scanned] {

@@ -796,10 +796,7 @@ mod tests {
     async fn counted(
         dir: &std::path::Path,
     ) -> (asof_test_support::counting::CountingStore, Corpus) {
-        let counting = asof_test_support::counting::CountingStore::new(Arc::new(
-            object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap(),
-        ));
-        let store = CorpusStore::from_store(Arc::new(counting.clone()), "counted".into());
+        let (counting, store) = crate::testkit::counted_store(dir);
         let mut c = Corpus::open(store).await.unwrap();
         c.set_read_path(ReadPath::Walk);
         (counting, c)
