@@ -381,9 +381,13 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
         if hole {
             built.hole_days += 1;
             if let Some((from, to)) = run.take() {
-                manifest
-                    .certifications
-                    .push(certification(from, to, certified_at, &evidence));
+                manifest.certifications.push(certification(
+                    Lane::CertifiedPit,
+                    from,
+                    to,
+                    certified_at,
+                    &evidence,
+                ));
             }
         } else {
             run = Some(run.map_or((day, day), |(from, _)| (from, day)));
@@ -425,14 +429,22 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
         day = day.next();
     }
     if let Some((from, to)) = run {
-        manifest
-            .certifications
-            .push(certification(from, to, certified_at, &evidence));
+        manifest.certifications.push(certification(
+            Lane::CertifiedPit,
+            from,
+            to,
+            certified_at,
+            &evidence,
+        ));
     }
     if let Some((from, to)) = forward_run {
-        let mut c = certification(from, to, certified_at, &evidence);
-        c.lane = Lane::ForwardFirstSeen;
-        manifest.certifications.push(c);
+        manifest.certifications.push(certification(
+            Lane::ForwardFirstSeen,
+            from,
+            to,
+            certified_at,
+            &evidence,
+        ));
     }
     if !year_rows.is_empty() {
         let group = (SourceId::SecEdgar, Lane::CertifiedPit, year);
@@ -470,10 +482,16 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
     Ok(built)
 }
 
-fn certification(from: Day, to: Day, at: Instant, evidence: &Evidence) -> Certification {
+fn certification(
+    lane: Lane,
+    from: Day,
+    to: Day,
+    at: Instant,
+    evidence: &Evidence,
+) -> Certification {
     Certification {
         source_id: SourceId::SecEdgar,
-        lane: Lane::CertifiedPit,
+        lane,
         from,
         to,
         certified_at: at,
