@@ -13,8 +13,7 @@
 //!
 //! Each cache is bounded in bytes (`ASOF_REMOTE_CACHE_MB`, `ASOF_ROW_CACHE_MB`, default 256
 //! each; `ASOF_FOOTER_CACHE_MB` and `ASOF_ID_RUN_CACHE_MB`, default 64; 0 turns one off):
-//! past the bound the least
-//! recently used entries go first.
+//! past the bound the least recently used entries go first.
 
 use std::collections::HashMap;
 use std::ops::Range;
