@@ -1,6 +1,6 @@
-//! Bounded in-process caches keyed by immutable objects: byte ranges read from remote object
-//! stores (S3, GCS, Azure), rows decoded from access files and partitions, and partition
-//! footers, and what record lookups need of id runs.
+//! Bounded in-process caches keyed by immutable objects: compressed access-file blocks read
+//! from remote object stores (S3, GCS, Azure), rows decoded from access files and partitions,
+//! partition footers, and what record lookups need of id runs.
 //!
 //! The index path reads a few pages of an access file per request. From a local directory
 //! those are positional reads the OS page cache answers in microseconds; from an object store
@@ -39,7 +39,9 @@ fn bound_or(var: &str, default_mb: usize) -> usize {
         * 1024
 }
 
-/// The process's cache of remote ranges.
+/// The process's cache of access-file blocks read from a remote store, compressed (one entry
+/// per 128-row block, a few kilobytes): a block whose decoded rows left [`ROWS`] is decoded
+/// again without a round trip.
 pub static REMOTE: LazyLock<PageCache> =
     LazyLock::new(|| PageCache::new(bound("ASOF_REMOTE_CACHE_MB")));
 

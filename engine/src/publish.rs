@@ -392,15 +392,15 @@ pub async fn publish_onto(
     manifest
         .partitions
         .sort_by_key(|p| (p.source_id, p.lane, p.date));
-    // Years with partitions and no access file at all (a corpus published before access files
-    // existed) are derived whole on this publish, as are the groups whose added rows would
-    // push their deltas past a quarter of their base (`derive_whole` above).
+    // Years with partitions and no access file of the current layout (a corpus published
+    // before access files existed, or before their layout changed) are derived whole on this
+    // publish, as are the groups whose added rows would push their deltas past a quarter of
+    // their base (`derive_whole` above).
     for p in &manifest.partitions {
         if let Some((s, l, y)) = access::group_of(p)
-            && !manifest
-                .access
-                .iter()
-                .any(|e| e.path.starts_with(&access::group_dir(s, l, y)))
+            && !manifest.access.iter().any(|e| {
+                e.kind == access::KIND_CLUSTERED && e.path.starts_with(&access::group_dir(s, l, y))
+            })
         {
             derive_whole.insert((s, l, y));
         }

@@ -666,6 +666,11 @@ impl HashingFile {
         })
     }
 
+    /// Bytes written so far.
+    pub fn written(&self) -> u64 {
+        self.len
+    }
+
     pub fn finish(self) -> Result<HashedFile> {
         Ok(HashedFile {
             file: self.file.into_inner().map_err(|e| e.into_error())?,

@@ -1,14 +1,21 @@
-//! Publishing to a real S3-compatible server on loopback (`s3s-fs`, which verifies SigV4):
-//! the pointer's compare-and-swap through conditional writes, and concurrent publishers.
+//! Publishing to and reading from a real S3-compatible server on loopback (`s3s-fs`, which
+//! verifies SigV4): the pointer's compare-and-swap through conditional writes, concurrent
+//! publishers, and what a cold by-filer page asks the bucket for.
 //!
 //! The server is started by `asof_test_support::S3` (see there for where the binary comes
 //! from and when a missing one fails the tests).
 
 mod common;
 
+use std::sync::Arc;
+
+use asof_engine::corpus::{Answer, Corpus, Entity, NewsQuery};
+use asof_engine::coverage::Scope;
+use asof_engine::manifest::Certification;
 use asof_engine::publish::{ChangeSet, publish};
-use asof_engine::{CorpusStore, Error};
+use asof_engine::{CorpusStore, Error, Lane, NewsRow, SourceId, VisibleBy};
 use asof_test_support::S3;
+use asof_test_support::counting::CountingStore;
 use common::{at, race, row};
 
 fn store(s3: &S3, prefix: &str) -> CorpusStore {
@@ -92,4 +99,106 @@ async fn on_s3_a_big_object_goes_up_in_parts_and_comes_back_whole() {
     let back = store.get("snapshots/big").await.unwrap();
     assert_eq!(back.len(), bytes.len());
     assert_eq!(asof_engine::store::sha256_hex(&back), sha);
+}
+
+/// An EDGAR row of `cik`, published `minute` minutes after the start of December 2024.
+fn filing(cik: &str, n: usize, minute: usize) -> NewsRow {
+    let published = asof_engine::Instant::from_micros(
+        at("2024-12-01T00:00:00Z").micros() + (minute as i64) * 60_000_000,
+    );
+    let accession = format!("0000000001-25-{n:06}");
+    let mut r = row(0, n);
+    r.id = format!("{accession}_{cik}");
+    r.source_id = SourceId::SecEdgar;
+    r.form = Some("8-K".into());
+    r.accession = Some(accession.clone());
+    r.cik = Some(cik.into());
+    r.title = format!("8-K - company {cik}, filing {n} with a title of ordinary length");
+    r.published_at = Some(published);
+    r.acceptance_at = Some(published);
+    r.committed_at = Some(at("2025-03-01T00:00:00Z"));
+    r.availability_basis = "unknown".into();
+    r.source_locator =
+        format!("https://www.sec.gov/Archives/edgar/data/{cik}/{accession}-index.htm");
+    r.entity_id = Some(cik.into());
+    r
+}
+
+#[tokio::test]
+async fn on_s3_a_cold_by_filer_page_is_one_range_get_of_a_few_kilobytes_and_so_is_the_next() {
+    let Some(s3) = S3::start() else { return };
+    let direct = store(&s3, "pages");
+    // 6,000 rows over December and January (two years' access files): a big filer holding
+    // half of them, and seven others.
+    let rows: Vec<NewsRow> = (0..6_000)
+        .map(|n| {
+            let cik = if n % 2 == 0 {
+                "320193".to_owned()
+            } else {
+                format!("{}", 1000 + n % 7)
+            };
+            filing(&cik, n, n * 14)
+        })
+        .collect();
+    publish(
+        &direct,
+        ChangeSet {
+            rows,
+            certifications: vec![Certification {
+                source_id: SourceId::SecEdgar,
+                lane: Lane::CertifiedPit,
+                from: "2024-12-01".parse().unwrap(),
+                to: "2025-02-28".parse().unwrap(),
+                certified_at: at("2025-03-01T00:00:00Z"),
+                evidence: vec![],
+            }],
+            ..Default::default()
+        },
+        at("2025-03-01T00:00:00Z"),
+    )
+    .await
+    .unwrap();
+    let counting = CountingStore::new(direct.object_store());
+    let corpus = Corpus::open(CorpusStore::from_store(
+        Arc::new(counting.clone()),
+        "counted s3".into(),
+    ))
+    .await
+    .unwrap();
+    let sidecars = counting
+        .requests()
+        .iter()
+        .filter(|(p, _)| p.starts_with("snapshots/access/"))
+        .count();
+    assert_eq!(sidecars, 2, "the load reads the two years' sidecars only");
+    // Each page is of a filer not read before: the row cache would answer it otherwise.
+    for (cik, limit) in [("320193", 100), ("1005", 100), ("1003", 1)] {
+        let mut q = NewsQuery {
+            source: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            visible_by: VisibleBy::PublishedAt,
+            start: None,
+            as_of: at("2025-03-01T00:00:00Z"),
+            entity: Entity::Cik(cik.into()),
+            after: None,
+            limit,
+        };
+        for which in ["first", "next"] {
+            counting.reset();
+            let Answer::Page { rows, next, .. } = corpus.news(&q, Scope::Corpus).await.unwrap()
+            else {
+                panic!("no hole in the certified span")
+            };
+            assert_eq!(rows.len(), limit, "{cik} {which}");
+            let requests = counting.requests();
+            let bytes: u64 = requests.iter().map(|(_, b)| b).sum();
+            assert!(
+                requests.iter().all(|(p, _)| p.ends_with(".arrow")),
+                "{cik} {which}: {requests:?}"
+            );
+            assert_eq!(requests.len(), 1, "{cik} {which} page: {requests:?}");
+            assert!(bytes <= 64 * 1024, "{cik} {which} page: {bytes} bytes");
+            q.after = next;
+        }
+    }
 }

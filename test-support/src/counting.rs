@@ -1,5 +1,6 @@
 //! An object store that records every object read through it, so tests can assert what a
-//! publish or an ingest touched (a real store underneath; the counting is the only addition).
+//! publish, an ingest or a page touched, and in how many requests (a real store underneath;
+//! the counting is the only addition).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -20,6 +21,7 @@ use object_store::{
 pub struct CountingStore {
     inner: Arc<dyn ObjectStore>,
     reads: Arc<Mutex<BTreeMap<String, u64>>>,
+    requests: Arc<Mutex<Vec<(String, u64)>>>,
 }
 
 impl CountingStore {
@@ -27,6 +29,7 @@ impl CountingStore {
         CountingStore {
             inner,
             reads: Arc::default(),
+            requests: Arc::default(),
         }
     }
 
@@ -44,14 +47,24 @@ impl CountingStore {
             .collect()
     }
 
-    pub fn reset(&self) {
-        self.reads.lock().expect("not poisoned").clear();
+    /// Every read request since the last reset, in order: the path and the bytes returned.
+    /// A request for several ranges of one object counts once per range (what a store that
+    /// does not coalesce them sends; an upper bound on what S3 is sent).
+    pub fn requests(&self) -> Vec<(String, u64)> {
+        self.requests.lock().expect("not poisoned").clone()
     }
 
-    fn note(&self, path: &Path, bytes: u64) {
+    pub fn reset(&self) {
+        self.reads.lock().expect("not poisoned").clear();
+        self.requests.lock().expect("not poisoned").clear();
+    }
+
+    fn note(&self, path: &Path, bytes: &[u64]) {
         let mut r = self.reads.lock().expect("not poisoned");
         let e = r.entry(path.to_string()).or_default();
-        *e = e.saturating_add(bytes);
+        *e = e.saturating_add(bytes.iter().sum());
+        let mut q = self.requests.lock().expect("not poisoned");
+        q.extend(bytes.iter().map(|&b| (path.to_string(), b)));
     }
 }
 
@@ -84,14 +97,15 @@ impl ObjectStore for CountingStore {
         let head = options.head;
         let out = self.inner.get_opts(location, options).await?;
         if !head {
-            self.note(location, out.range.end - out.range.start);
+            self.note(location, &[out.range.end - out.range.start]);
         }
         Ok(out)
     }
 
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
         let out = self.inner.get_ranges(location, ranges).await?;
-        self.note(location, out.iter().map(|b| b.len() as u64).sum());
+        let lens: Vec<u64> = out.iter().map(|b| b.len() as u64).collect();
+        self.note(location, &lens);
         Ok(out)
     }
 

@@ -33,7 +33,16 @@ impl Corpus {
                 // EDGAR ids are `<accession>_<cik>`: the CIK names the runs that can hold the id.
                 Some(a) if a.covers_all(&self.manifest) => match id.rsplit_once('_') {
                     Some((_, cik)) if normalize_cik(cik).as_deref() == Some(cik) => {
-                        a.revisions(&self.store, cik, id).await?
+                        let mut days = std::collections::HashMap::new();
+                        for &(source, lane) in self.lanes.keys().filter(|&&(s, l)| a.covers(s, l)) {
+                            if let Some(d) =
+                                ids::days_holding(&self.store, &self.manifest, source, lane, [id])
+                                    .await?
+                            {
+                                days.insert((source, lane), d);
+                            }
+                        }
+                        a.revisions(&self.store, cik, id, &days).await?
                     }
                     // Not an EDGAR id, so not in any EDGAR partition: the other sources only.
                     _ => self.read_revisions(id, |s| s != SourceId::SecEdgar).await?,

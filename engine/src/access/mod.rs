@@ -4,11 +4,17 @@
 //! Why: a source-day partition is the unit of coverage, immutability and delivery, but a
 //! by-CIK query over thousands of daily files touches every file (each costs ~0.5 ms even when
 //! pruned). An access file holds one year of one source-lane sorted by
-//! `(cik, published_at nulls last, id, committed_at, revision_id)` with 64k-row groups and
-//! 128-row pages plus the offset index; its sidecar lists, per CIK, the row range, the number of
-//! rows without `published_at` and a fence (the `published_at` of the first row) every 128
-//! dated rows. A query then reads only the pages that can hold its page of rows, through an
-//! arrow-rs `RowSelection` with the footer kept in memory.
+//! `(cik, published_at nulls last, id, committed_at, revision_id)` in blocks of 128 rows, each
+//! block one zstd-compressed Arrow record batch whose columns lie next to each other
+//! ([`blocks`]); its sidecar lists, per CIK, the row range, the number of rows without
+//! `published_at` and a fence (the `published_at` of the first row) every 128 dated rows, and
+//! the byte offset of every block. A query reads only the blocks that can hold its page of
+//! rows, and consecutive blocks are one byte range: a cold page from object storage is one
+//! range GET of a few kilobytes, not a range per column.
+//!
+//! The sidecars are read once per version at load (in parallel; the data files' own footers
+//! never), and decoded blocks are kept in [`crate::page_cache::ROWS`], their compressed bytes
+//! from a remote store in [`crate::page_cache::REMOTE`]: the unit cached is the unit read.
 //!
 //! Access files are derived at publish time from the partitions of their year and listed,
 //! hash-checked, in the manifest's `access` list. A later publish that adds rows to a year
@@ -19,7 +25,7 @@
 //! DataFusion scan over partitions answers the same queries, and a differential test holds the
 //! two to the same answers.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -29,38 +35,38 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Schema};
 use bytes::Bytes;
-use futures::FutureExt;
-use futures::TryStreamExt;
-use futures::future::BoxFuture;
+use futures::{StreamExt, TryStreamExt};
+use object_store::ObjectStoreExt;
 use object_store::path::Path;
-use object_store::{ObjectStore, ObjectStoreExt};
-use parquet::arrow::arrow_reader::{
-    ArrowReaderMetadata, ArrowReaderOptions, ParquetRecordBatchReaderBuilder, RowSelection,
-};
-use parquet::arrow::async_reader::{AsyncFileReader, ParquetRecordBatchStreamBuilder};
-use parquet::arrow::{ArrowWriter, ProjectionMask};
-use parquet::errors::ParquetError;
-use parquet::file::metadata::{KeyValue, PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::arrow::ArrowWriter;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use parquet::file::metadata::KeyValue;
+use parquet::file::properties::WriterProperties;
 
 use crate::clock::{Day, Instant, Lane, SourceId};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, ObjectEntry, PartitionEntry};
 use crate::read::{get_checked, read_partition};
-use crate::record::{NewsRow, RowBlock, SharedRow, from_batch, to_batch};
-use crate::store::{CorpusStore, HashingFile, sha256_hex};
+use crate::record::{NewsRow, RowBlock, SharedRow, to_batch};
+use crate::store::{CorpusStore, sha256_hex};
 
-/// Manifest `kind` of a CIK-clustered data file.
-pub const KIND_CLUSTERED: &str = "access.cik_clustered/1";
+pub(crate) mod blocks;
+
+/// Manifest `kind` of a CIK-clustered data file (an Arrow IPC file of 128-row blocks).
+/// Version 1 was a Parquet file; a version listing only those has its by-CIK pages answered
+/// by the partition walk until its next publish derives every group again.
+pub const KIND_CLUSTERED: &str = "access.cik_blocks/2";
 /// Manifest `kind` of the sidecar index of one clustered file.
-pub const KIND_SIDECAR: &str = "access.cik_index/1";
-/// Dated rows between two fences of the sidecar; also the data page row limit.
+pub const KIND_SIDECAR: &str = "access.cik_index/2";
+/// Rows per block of a clustered file, counted from its first row; also the dated rows
+/// between two fences of the sidecar.
 pub const BLOCK_ROWS: usize = 128;
-/// Rows per row group of a clustered file.
-pub const ROW_GROUP_ROWS: usize = 65_536;
 
 const META_DATA_SHA: &str = "asof.access.data_sha256";
 const META_SUPERSESSIONS: &str = "asof.access.supersessions";
+/// The byte offset of every block of the data file, and the end of the last (JSON array).
+const META_BLOCKS: &str = "asof.access.block_offsets";
+const DATA_SUFFIX: &str = ".arrow";
 const SIDECAR_SUFFIX: &str = ".cik-index.parquet";
 /// File-name prefix of a group's delta files (rows added since its base was derived).
 pub const DELTA_PREFIX: &str = "delta-";
@@ -95,31 +101,6 @@ fn access_order(a: &NewsRow, b: &NewsRow) -> std::cmp::Ordering {
         .then(a.revision_id.cmp(&b.revision_id))
 }
 
-fn data_properties() -> WriterProperties {
-    // Row-group and page sizes make a 100-row page cost one or two pages per column; chunk
-    // statistics only (the sidecar, not the column index, prunes), the offset index on (it
-    // maps rows to pages).
-    // No dictionaries at all: a dictionary page belongs to a whole 64k-row group, and reading
-    // any one page of a dictionary column reads and decodes it first. In a CIK-clustered
-    // group `cik` and `entity_id` hold thousands of values, so a one-row answer decoded two
-    // dictionaries of thousands of strings: 45% of the server's CPU on a `limit=1` page
-    // (BENCHMARKS.md, "The hot path").
-    // Uncompressed: under HTTP load Snappy decompression was the largest single cost (23% of
-    // server CPU); dropping it cut the first-page p50 by ~40% for twice the bytes. These files
-    // are derived and served from the page cache; the source-day partitions, which are the
-    // files users download, stay compressed.
-    WriterProperties::builder()
-        .set_compression(parquet::basic::Compression::UNCOMPRESSED)
-        .set_dictionary_enabled(false)
-        .set_statistics_enabled(EnabledStatistics::Chunk)
-        .set_offset_index_disabled(false)
-        .set_max_row_group_row_count(Some(ROW_GROUP_ROWS))
-        .set_data_page_row_count_limit(BLOCK_ROWS)
-        .set_write_batch_size(BLOCK_ROWS)
-        .set_created_by("asof".into())
-        .build()
-}
-
 /// One CIK's run of rows inside one clustered file.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Slot {
@@ -134,6 +115,38 @@ struct Slot {
     max_published: Option<i64>,
     /// `published_at` of dated rows `0, 128, 256, …` of the run.
     fences: Box<[i64]>,
+}
+
+impl Slot {
+    /// The blocks of the run's dated rows (block `k` holds dated rows `[128k, 128(k+1))`,
+    /// and its first row has fence `k`) that can hold a row whose `published_at` lies within
+    /// `bounds`; `None` when none can.
+    fn dated_blocks(&self, bounds: Bounds) -> Option<Range<usize>> {
+        if let (Some(lo), Some(max)) = (bounds.lower, self.max_published)
+            && max < lo
+        {
+            return None;
+        }
+        if let (Some(hi), Some(min)) = (bounds.upper, self.min_published)
+            && min > hi
+        {
+            return None;
+        }
+        let k_lo = bounds.lower.map_or(0, |lo| {
+            self.fences.partition_point(|&f| f < lo).saturating_sub(1)
+        });
+        let k_hi = bounds.upper.map_or(self.fences.len(), |hi| {
+            self.fences.partition_point(|&f| f <= hi)
+        });
+        (k_lo < k_hi).then_some(k_lo..k_hi)
+    }
+
+    /// The rows of the file holding dated blocks `ks` of the run.
+    fn dated_rows(&self, ks: Range<usize>) -> Range<u64> {
+        let dated = u64::from(self.dated);
+        self.start + ((ks.start * BLOCK_ROWS) as u64).min(dated)
+            ..self.start + ((ks.end * BLOCK_ROWS) as u64).min(dated)
+    }
 }
 
 fn sidecar_schema() -> Arc<Schema> {
@@ -186,6 +199,7 @@ fn encode_sidecar(
     slots: &[(String, Slot)],
     data_sha: &str,
     supersessions: &[(String, i64)],
+    offsets: &[u64],
 ) -> Result<Vec<u8>> {
     let n = slots.len();
     let mut cik = StringBuilder::with_capacity(n, n * 8);
@@ -224,6 +238,7 @@ fn encode_sidecar(
                 META_SUPERSESSIONS.into(),
                 serde_json::to_string(supersessions)?,
             ),
+            KeyValue::new(META_BLOCKS.into(), serde_json::to_string(offsets)?),
         ]))
         .build();
     let mut buf = Vec::with_capacity(n * 48 + 1024);
@@ -259,12 +274,12 @@ async fn write_file(
 
 /// One clustered file being written from rows that arrive in access order, a few CIKs at a
 /// time, so a group is never wholly in memory as rows (only as the file's bytes). The bytes
-/// are those of one write of all the rows: data pages are cut every [`BLOCK_ROWS`] rows
-/// counted from the file's first row, whatever the sizes of the pushes.
+/// are those of one write of all the rows: blocks are cut every [`BLOCK_ROWS`] rows counted
+/// from the file's first row, whatever the sizes of the pushes.
 struct ClusteredWriter {
     /// The data file goes to a temporary file as it is written, hashed on the way: a year
-    /// derived whole is hundreds of megabytes, which the publish never holds in memory.
-    writer: ArrowWriter<HashingFile>,
+    /// derived whole is tens of megabytes, which the publish never holds in memory.
+    writer: blocks::BlockWriter,
     /// Rows pushed and not yet written: fewer than `BLOCK_ROWS` between pushes.
     pending: Vec<NewsRow>,
     rows: u64,
@@ -274,9 +289,8 @@ struct ClusteredWriter {
 
 impl ClusteredWriter {
     fn new() -> Result<Self> {
-        let data = HashingFile::new()?;
         Ok(Self {
-            writer: ArrowWriter::try_new(data, crate::record::schema(), Some(data_properties()))?,
+            writer: blocks::BlockWriter::new()?,
             pending: Vec::new(),
             rows: 0,
             slots: Vec::new(),
@@ -307,7 +321,7 @@ impl ClusteredWriter {
         Ok(())
     }
 
-    /// Writing in block-sized slices keeps every data page at `BLOCK_ROWS` rows.
+    /// Each block-sized slice is one block of the file.
     fn write_blocks(&mut self, batch: &RecordBatch) -> Result<()> {
         let mut off = 0;
         while off < batch.num_rows() {
@@ -330,12 +344,12 @@ impl ClusteredWriter {
             let batch = to_batch(&std::mem::take(&mut self.pending))?;
             self.write_blocks(&batch)?;
         }
-        let data = self.writer.into_inner()?.finish()?;
+        let (data, offsets) = self.writer.finish()?;
         let data_sha = data.sha256.clone();
         let dir = group_dir(source, lane, year);
-        let data_path = format!("{dir}{prefix}{data_sha}.parquet");
+        let data_path = format!("{dir}{prefix}{data_sha}{DATA_SUFFIX}");
         self.supersessions.sort();
-        let sidecar = encode_sidecar(&self.slots, &data_sha, &self.supersessions)?;
+        let sidecar = encode_sidecar(&self.slots, &data_sha, &self.supersessions, &offsets)?;
         let sidecar_sha = sha256_hex(&sidecar);
         let sidecar_path = format!("{dir}{prefix}{data_sha}{SIDECAR_SUFFIX}");
         let entries = vec![
@@ -534,12 +548,16 @@ pub async fn update(
         if upkeep == Upkeep::DeltasMerged {
             for d in &deltas {
                 let bytes = get_checked(store, &d.path, &d.sha256).await?;
-                rows.extend(crate::read::decode_parquet(&d.path, bytes)?);
+                rows.extend(
+                    blocks::decode_file(&d.path, bytes, (g.0, g.1))?
+                        .into_iter()
+                        .flatten(),
+                );
             }
             let gone: HashSet<String> = deltas
                 .iter()
                 .flat_map(|d| {
-                    let stem = d.path.strip_suffix(".parquet").unwrap_or(&d.path);
+                    let stem = d.path.strip_suffix(DATA_SUFFIX).unwrap_or(&d.path);
                     [d.path.clone(), format!("{stem}{SIDECAR_SUFFIX}")]
                 })
                 .collect();
@@ -556,19 +574,117 @@ pub async fn update(
     Ok(out)
 }
 
-/// A clustered file ready to read: its path and footer (with the offset index) in memory.
+/// Whether `sidecar` is the sidecar of the data file `data`.
+pub(crate) fn names_data(sidecar: &ObjectEntry, data: &ObjectEntry) -> bool {
+    sidecar
+        .path
+        .strip_suffix(SIDECAR_SUFFIX)
+        .zip(data.path.strip_suffix(DATA_SUFFIX))
+        .is_some_and(|(a, b)| a == b)
+}
+
+/// `asof verify` of one access file and its sidecar, both hash-checked: every block decodes
+/// from the offsets the sidecar gives, blocks hold [`BLOCK_ROWS`] rows (the last one fewer)
+/// and as many as the manifest says, rows are in access order, and every slot of the sidecar
+/// (a CIK's run: where it starts, its dated and undated rows, its fences) matches the rows.
+/// Returns the rows checked.
+pub(crate) async fn verify_file(
+    store: &CorpusStore,
+    manifest: &Manifest,
+    sidecar: &ObjectEntry,
+) -> Result<u64> {
+    let bad = |what: String| Error::integrity(&sidecar.path, what);
+    let group =
+        group_of_path(&sidecar.path).ok_or_else(|| bad("not under snapshots/access/".into()))?;
+    let data_path = sidecar
+        .path
+        .strip_suffix(SIDECAR_SUFFIX)
+        .map(|p| format!("{p}{DATA_SUFFIX}"))
+        .ok_or_else(|| bad("not a sidecar path".into()))?;
+    let data = manifest
+        .access
+        .iter()
+        .find(|e| e.kind == KIND_CLUSTERED && e.path == data_path)
+        .ok_or_else(|| bad("its clustered file is not in the manifest".into()))?;
+    let mut slots = Vec::new();
+    let sc = get_checked(store, &sidecar.path, &sidecar.sha256).await?;
+    let (_, offsets) =
+        AccessIndex::decode_sidecar(&mut slots, &sidecar.path, sc, 0, group, &data.sha256)?;
+    let bytes = get_checked(store, &data.path, &data.sha256).await?;
+    let n = (data.row_count as usize).div_ceil(BLOCK_ROWS);
+    if offsets.len() != n + 1 || offsets[n] > bytes.len() as u64 {
+        return Err(bad(format!(
+            "{} block offsets for {} rows",
+            offsets.len(),
+            data.row_count
+        )));
+    }
+    let span = bytes.slice(offsets[0] as usize..offsets[n] as usize);
+    let decoded = blocks::decode_span(&data.path, &span, &offsets, 0..n, (group.0, group.1))?;
+    let last = decoded.len().saturating_sub(1);
+    if let Some(k) = (0..decoded.len())
+        .find(|&k| (k < last && decoded[k].len() != BLOCK_ROWS) || decoded[k].is_empty())
+    {
+        return Err(bad(format!("block {k} holds {} rows", decoded[k].len())));
+    }
+    let rows: Vec<NewsRow> = decoded.into_iter().flatten().collect();
+    if rows.len() as u64 != data.row_count {
+        return Err(bad(format!(
+            "{} rows, manifest says {}",
+            rows.len(),
+            data.row_count
+        )));
+    }
+    if !rows.is_sorted_by(|a, b| access_order(a, b).is_le()) {
+        return Err(bad("rows are not in access order".into()));
+    }
+    let mut expected: Vec<(String, Slot)> = slots_of(&rows);
+    for (_, s) in &mut expected {
+        s.file = 0;
+    }
+    let mut found: Vec<(String, Slot)> = slots
+        .into_iter()
+        .map(|((_, _, cik), s)| (cik.into(), s))
+        .collect();
+    found.sort_by_key(|(_, s)| s.start);
+    if found != expected {
+        return Err(bad("its slots do not match the rows of its file".into()));
+    }
+    Ok(data.row_count)
+}
+
+/// A clustered file ready to read: where it is and where each of its blocks begins.
 struct AccessFile {
     path: Path,
-    bytes: u64,
+    /// A handle opened at load when the corpus is a local directory.
     local: Option<Arc<std::fs::File>>,
-    meta: ArrowReaderMetadata,
-    /// First row of each row group, plus the total at the end.
-    group_starts: Vec<u64>,
+    /// The source and lane of every row (not stored in the file).
+    group: (SourceId, Lane),
+    /// Byte offset of each block, then the end of the last one.
+    offsets: Box<[u64]>,
+    /// Rows in the file.
+    rows: u64,
     /// The manifest entry of its sidecar (path, sha256): the next version's index takes the
     /// file over when it lists the same sidecar.
     sidecar: (String, String),
     /// Superseded revision id → commit instant of the superseding row, over this file's rows.
     supersessions: Vec<(String, i64)>,
+}
+
+impl AccessFile {
+    fn blocks(&self) -> usize {
+        self.offsets.len() - 1
+    }
+
+    /// The rows of block `k`.
+    fn block_rows(&self, k: usize) -> Range<u64> {
+        (k * BLOCK_ROWS) as u64..(((k + 1) * BLOCK_ROWS) as u64).min(self.rows)
+    }
+
+    /// The bytes of block `k`.
+    fn block_bytes(&self, k: usize) -> Range<u64> {
+        self.offsets[k]..self.offsets[k + 1]
+    }
 }
 
 type SlotKey = (SourceId, Lane, Box<str>);
@@ -671,55 +787,80 @@ impl AccessIndex {
         let mut moved: Vec<Option<u32>> = vec![None; previous.map_or(0, |p| p.files.len())];
         let mut groups = HashSet::new();
         let mut pending = Vec::new();
+        // Files taken over, and the sidecars to read with their data files' entries, in
+        // manifest order (which is year order within a source-lane).
+        let mut plan: Vec<(
+            (SourceId, Lane, i32),
+            Result<usize, (&ObjectEntry, &ObjectEntry)>,
+        )> = Vec::with_capacity(sidecars.len());
         for sc in sidecars {
             let group = group_of_path(&sc.path)
                 .ok_or_else(|| Error::integrity(&sc.path, "not under snapshots/access/"))?;
-            if let (Some(prev), Some(&old)) =
+            if let (Some(_), Some(&old)) =
                 (previous, held.get(&(sc.path.as_str(), sc.sha256.as_str())))
             {
-                moved[old] = Some(idx.files.len() as u32);
-                idx.files.push(Arc::clone(&prev.files[old]));
-                groups.insert(group);
+                plan.push((group, Ok(old)));
                 continue;
             }
             let data_path = sc
                 .path
                 .strip_suffix(SIDECAR_SUFFIX)
-                .map(|p| format!("{p}.parquet"))
+                .map(|p| format!("{p}{DATA_SUFFIX}"))
                 .ok_or_else(|| Error::integrity(&sc.path, "not a sidecar path"))?;
             let entry = data.get(data_path.as_str()).ok_or_else(|| {
                 Error::integrity(&sc.path, "its clustered file is not in the manifest")
             })?;
-            let bytes = get_checked(store, &sc.path, &sc.sha256).await?;
+            plan.push((group, Err((sc, *entry))));
+        }
+        // Only the sidecars are read (the data files' footers never are), several at a time:
+        // from object storage each is a round trip, and a replica starts in a few of them.
+        let mut fetched =
+            futures::stream::iter(plan.iter().filter_map(|(_, p)| p.as_ref().err().copied()))
+                .map(|(sc, _)| get_checked(store, &sc.path, &sc.sha256))
+                .buffered(16)
+                .try_collect::<Vec<Bytes>>()
+                .await?
+                .into_iter();
+        for (group, p) in plan {
+            let (sc, entry) = match p {
+                Ok(old) => {
+                    let prev = previous.expect("files are taken over from a previous index");
+                    moved[old] = Some(idx.files.len() as u32);
+                    idx.files.push(Arc::clone(&prev.files[old]));
+                    groups.insert(group);
+                    continue;
+                }
+                Err(new) => new,
+            };
+            let bytes = fetched.next().expect("one sidecar read per file to load");
             let file = idx.files.len() as u32;
-            let supersessions =
+            let (supersessions, offsets) =
                 Self::decode_sidecar(&mut pending, &sc.path, bytes, file, group, &entry.sha256)?;
-            let path = Path::from(entry.path.as_str());
+            let blocks = (entry.row_count as usize).div_ceil(BLOCK_ROWS);
+            if offsets.len() != blocks + 1
+                || !offsets.is_sorted_by(|a, b| a < b)
+                || offsets.last().is_some_and(|&end| end > entry.bytes)
+            {
+                return Err(Error::integrity(
+                    &sc.path,
+                    format!(
+                        "{} block offsets for {} rows of {} bytes",
+                        offsets.len(),
+                        entry.row_count,
+                        entry.bytes
+                    ),
+                ));
+            }
             let local = match store.local_root() {
                 Some(root) => Some(Arc::new(std::fs::File::open(root.join(&entry.path))?)),
                 None => None,
             };
-            let mut reader = ObjectReader {
-                store: store.object_store(),
-                path: path.clone(),
-                size: entry.bytes,
-                local: local.clone(),
-            };
-            let options = ArrowReaderOptions::new()
-                .with_column_index_policy(PageIndexPolicy::Skip)
-                .with_offset_index_policy(PageIndexPolicy::Required);
-            let meta = ArrowReaderMetadata::load_async(&mut reader, options).await?;
-            let mut group_starts = vec![0u64];
-            for rg in meta.metadata().row_groups() {
-                let last = *group_starts.last().expect("non-empty");
-                group_starts.push(last + rg.num_rows() as u64);
-            }
             idx.files.push(Arc::new(AccessFile {
-                path,
-                bytes: entry.bytes,
+                path: Path::from(entry.path.as_str()),
                 local,
-                meta,
-                group_starts,
+                group: (group.0, group.1),
+                offsets: offsets.into(),
+                rows: entry.row_count,
                 sidecar: (sc.path.clone(), sc.sha256.clone()),
                 supersessions,
             }));
@@ -747,7 +888,8 @@ impl AccessIndex {
         Ok(Some(idx))
     }
 
-    /// Decodes one sidecar's slots into `pending`; returns the supersessions it carries.
+    /// Decodes one sidecar's slots into `pending`; returns the supersessions and the block
+    /// offsets it carries.
     fn decode_sidecar(
         pending: &mut Vec<(SlotKey, Slot)>,
         path: &str,
@@ -755,7 +897,7 @@ impl AccessIndex {
         file: u32,
         (source, lane, _): (SourceId, Lane, i32),
         data_sha: &str,
-    ) -> Result<Vec<(String, i64)>> {
+    ) -> Result<(Vec<(String, i64)>, Vec<u64>)> {
         let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
         let kv = builder
             .metadata()
@@ -772,6 +914,9 @@ impl AccessIndex {
         }
         let sup: Vec<(String, i64)> =
             serde_json::from_str(&get(META_SUPERSESSIONS).unwrap_or_else(|| "[]".into()))?;
+        let offsets: Vec<u64> = serde_json::from_str(
+            &get(META_BLOCKS).ok_or_else(|| Error::integrity(path, "no block offsets"))?,
+        )?;
         let bad = |c: &str| Error::integrity(path, format!("sidecar column {c} has a wrong type"));
         for batch in builder.build()? {
             let batch = batch?;
@@ -799,7 +944,7 @@ impl AccessIndex {
                 pending.push(((source, lane, cik.value(i).into()), slot));
             }
         }
-        Ok(sup)
+        Ok((sup, offsets))
     }
 
     /// The slots of the files `moved` names (index here → index in the new index), under
@@ -865,97 +1010,127 @@ impl AccessIndex {
         }
     }
 
-    /// Reads the given sorted, disjoint row ranges of one file.
-    async fn read_rows(
+    /// Rows `range` of one file, sharing the decoded blocks that hold them.
+    async fn rows(
         &self,
         store: &CorpusStore,
         file: u32,
-        ranges: &[Range<u64>],
-    ) -> Result<Vec<NewsRow>> {
-        let batches = self.read_batches(store, file, ranges, None).await?;
-        let mut rows = Vec::new();
-        for b in &batches {
-            rows.extend(from_batch(b)?);
+        range: Range<u64>,
+    ) -> Result<Vec<SharedRow>> {
+        if range.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(rows)
+        let first = (range.start / BLOCK_ROWS as u64) as usize;
+        let last = ((range.end - 1) / BLOCK_ROWS as u64) as usize;
+        let mut out = Vec::with_capacity((range.end - range.start) as usize);
+        for (k, block) in (first..=last).zip(self.blocks(store, file, first..last + 1).await?) {
+            let at = (k * BLOCK_ROWS) as u64;
+            let lo = range.start.max(at) - at;
+            let hi = range.end.min(at + block.len() as u64) - at;
+            out.extend((lo..hi).map(|i| SharedRow::new(Arc::clone(&block), i as usize)));
+        }
+        Ok(out)
     }
 
-    /// The `id` column of the given row ranges, as `(row number in file, id)`.
-    async fn read_ids(
+    /// The decoded rows of blocks `blocks` of one file: held ones from the row cache, the
+    /// others from their bytes, which are one range from the first block missing to the last
+    /// (one read, one GET from object storage); each block decoded is kept.
+    async fn blocks(
         &self,
         store: &CorpusStore,
         file: u32,
-        ranges: &[Range<u64>],
-    ) -> Result<Vec<(u64, String)>> {
-        let schema = self.files[file as usize].meta.parquet_schema();
-        let id = schema
-            .columns()
-            .iter()
-            .position(|c| c.name() == "id")
-            .ok_or_else(|| Error::integrity("access file", "no id column"))?;
-        let mask = ProjectionMask::leaves(schema, [id]);
-        let batches = self.read_batches(store, file, ranges, Some(mask)).await?;
-        let positions = ranges.iter().flat_map(|r| r.clone());
-        let mut ids = Vec::new();
-        for b in &batches {
-            let a = col::<StringArray>(b, 0)
-                .ok_or_else(|| Error::integrity("access file", "id is not utf8"))?;
-            ids.extend((0..b.num_rows()).map(|i| a.value(i).to_owned()));
-        }
-        Ok(positions.zip(ids).collect())
-    }
-
-    async fn read_batches(
-        &self,
-        store: &CorpusStore,
-        file: u32,
-        ranges: &[Range<u64>],
-        projection: Option<ProjectionMask>,
-    ) -> Result<Vec<RecordBatch>> {
+        blocks: Range<usize>,
+    ) -> Result<Vec<Arc<RowBlock>>> {
         let f = &self.files[file as usize];
-        let starts = &f.group_starts;
-        // Row groups overlapping any range, and the ranges rebased onto those groups.
-        let mut groups: Vec<usize> = Vec::new();
-        for r in ranges {
-            let first = starts.partition_point(|&s| s <= r.start) - 1;
-            let last = starts.partition_point(|&s| s < r.end) - 1;
-            for g in first..=last {
-                if groups.last() != Some(&g) {
-                    groups.push(g);
-                }
-            }
+        if blocks.end > f.blocks() {
+            return Err(Error::integrity(
+                f.path.as_ref(),
+                format!("block {} of {}", blocks.end - 1, f.blocks()),
+            ));
         }
-        let mut rebased = Vec::new();
-        let mut base = 0u64;
-        let mut total = 0usize;
-        for &g in &groups {
-            let (gs, ge) = (starts[g], starts[g + 1]);
-            for r in ranges {
-                let (s, e) = (r.start.max(gs), r.end.min(ge));
-                if s < e {
-                    rebased.push((base + s - gs) as usize..(base + e - gs) as usize);
-                }
-            }
-            base += ge - gs;
-            total += (ge - gs) as usize;
-        }
-        let selection = RowSelection::from_consecutive_ranges(rebased.into_iter(), total);
-        // The footer is in memory; the size keeps every request a bounded range.
-        let reader = ObjectReader {
-            store: store.object_store(),
-            path: f.path.clone(),
-            size: f.bytes,
-            local: f.local.clone(),
+        let rows = &crate::page_cache::ROWS;
+        let path = f.path.as_ref();
+        let mut out: Vec<Option<Arc<RowBlock>>> = blocks
+            .clone()
+            .map(|k| rows.get(path, &f.block_rows(k)))
+            .collect();
+        let (Some(first), Some(last)) = (
+            out.iter().position(Option::is_none),
+            out.iter().rposition(Option::is_none),
+        ) else {
+            return Ok(out.into_iter().map(|b| b.expect("held")).collect());
         };
-        let mut builder =
-            ParquetRecordBatchStreamBuilder::new_with_metadata(reader, f.meta.clone())
-                .with_row_groups(groups)
-                .with_row_selection(selection)
-                .with_batch_size(8192);
-        if let Some(mask) = projection {
-            builder = builder.with_projection(mask);
+        let missing = blocks.start + first..blocks.start + last + 1;
+        for (k, decoded) in missing.clone().zip(self.decode(store, f, missing).await?) {
+            let block: Arc<RowBlock> = Arc::new(decoded.into_iter().collect());
+            if block.len() as u64 != f.block_rows(k).end - f.block_rows(k).start {
+                return Err(Error::integrity(
+                    path,
+                    format!("block {k} holds {} rows", block.len()),
+                ));
+            }
+            rows.put(path, &f.block_rows(k), Arc::clone(&block));
+            out[k - blocks.start] = Some(block);
         }
-        Ok(builder.build()?.try_collect().await?)
+        Ok(out.into_iter().map(|b| b.expect("filled")).collect())
+    }
+
+    /// Reads and decodes blocks `ks` of `f`. From a local directory, one positional read
+    /// on the handle opened at load (the OS keeps the file cached; going through
+    /// `LocalFileSystem` would open the file and hop to a blocking thread every time). From
+    /// object storage, the compressed blocks held in [`crate::page_cache::REMOTE`] and one
+    /// range GET for the span of the others.
+    async fn decode(
+        &self,
+        store: &CorpusStore,
+        f: &AccessFile,
+        ks: Range<usize>,
+    ) -> Result<Vec<Vec<NewsRow>>> {
+        let path = f.path.as_ref();
+        let span = f.offsets[ks.start]..f.offsets[ks.end];
+        if let Some(local) = &f.local {
+            let bytes = read_local(local, span)?;
+            return blocks::decode_span(path, &bytes, &f.offsets, ks, f.group);
+        }
+        let remote = &crate::page_cache::REMOTE;
+        let mut held: Vec<Option<Bytes>> = ks
+            .clone()
+            .map(|k| remote.get(path, &f.block_bytes(k)))
+            .collect();
+        if let (Some(first), Some(last)) = (
+            held.iter().position(Option::is_none),
+            held.iter().rposition(Option::is_none),
+        ) {
+            let (first, last) = (ks.start + first, ks.start + last);
+            let fetched = store
+                .object_store()
+                .get_range(&f.path, f.offsets[first]..f.offsets[last + 1])
+                .await?;
+            for k in first..=last {
+                let r = f.block_bytes(k);
+                let at = (r.start - f.offsets[first]) as usize..(r.end - f.offsets[first]) as usize;
+                if at.end > fetched.len() {
+                    return Err(Error::integrity(path, format!("block {k}: a short read")));
+                }
+                let bytes = fetched.slice(at);
+                if held[k - ks.start].is_none() {
+                    remote.put(path, &r, bytes.clone());
+                    held[k - ks.start] = Some(bytes);
+                }
+            }
+        }
+        let mut out = Vec::with_capacity(ks.len());
+        for (k, bytes) in ks.zip(held) {
+            let bytes = bytes.expect("filled");
+            out.extend(blocks::decode_span(
+                path,
+                &bytes,
+                &f.offsets,
+                k..k + 1,
+                f.group,
+            )?);
+        }
+        Ok(out)
     }
 
     /// The first rows of one CIK, in answer order, that `keep` accepts: at most `want`.
@@ -1027,16 +1202,12 @@ impl AccessIndex {
         for s in slots.iter().filter(|s| s.nulls > 0) {
             let from = s.start + u64::from(s.dated);
             let to = from + u64::from(s.nulls);
-            for run in self
-                .cached_runs(store, s.file, std::slice::from_ref(&(from..to)))
-                .await?
-            {
-                for (i, r) in run.iter().enumerate() {
-                    if keep(r) {
-                        undated.push(SharedRow::new(Arc::clone(&run), i));
-                    }
-                }
-            }
+            undated.extend(
+                self.rows(store, s.file, from..to)
+                    .await?
+                    .into_iter()
+                    .filter(|r| keep(r)),
+            );
         }
         undated.sort_by(|a, b| access_order(a, b));
         out.extend(undated);
@@ -1055,24 +1226,13 @@ impl AccessIndex {
         keep: &(dyn Fn(&NewsRow) -> bool + Sync),
         out: &mut Vec<SharedRow>,
     ) -> Result<()> {
-        if let (Some(lo), Some(max)) = (bounds.lower, s.max_published)
-            && max < lo
-        {
+        let Some(Range {
+            start: k_lo,
+            end: k_hi,
+        }) = s.dated_blocks(bounds)
+        else {
             return Ok(());
-        }
-        if let (Some(hi), Some(min)) = (bounds.upper, s.min_published)
-            && min > hi
-        {
-            return Ok(());
-        }
-        let nb = s.fences.len();
-        // Block k holds dated rows [128k, 128(k+1)); its first row has fence k.
-        let k_lo = bounds.lower.map_or(0, |lo| {
-            s.fences.partition_point(|&f| f < lo).saturating_sub(1)
-        });
-        let k_hi = bounds
-            .upper
-            .map_or(nb, |hi| s.fences.partition_point(|&f| f <= hi));
+        };
         let mut k = k_lo;
         while k < k_hi {
             let need = want.saturating_sub(out.len());
@@ -1081,15 +1241,15 @@ impl AccessIndex {
             let blocks =
                 need.div_ceil(BLOCK_ROWS).max(1) + usize::from(bounds.lower.is_some() && k == k_lo);
             let k_end = (k + blocks).min(k_hi);
-            for block in self.dated_blocks(store, s, k..k_end).await? {
-                for (i, r) in block.iter().enumerate() {
-                    if keep(r) {
-                        // Shared with the cached block, not copied: a page of a hundred rows
-                        // would otherwise copy some two thousand strings.
-                        out.push(SharedRow::new(Arc::clone(&block), i));
-                        if out.len() >= want {
-                            return Ok(());
-                        }
+            // Dated rows of blocks k..k_end of the run (which need not begin at a block of
+            // the file: its rows are one range, read as the file's blocks holding it).
+            for r in self.rows(store, s.file, s.dated_rows(k..k_end)).await? {
+                if keep(&r) {
+                    // Shared with the cached block, not copied: a page of a hundred rows
+                    // would otherwise copy some two thousand strings.
+                    out.push(r);
+                    if out.len() >= want {
+                        return Ok(());
                     }
                 }
             }
@@ -1098,86 +1258,61 @@ impl AccessIndex {
         Ok(())
     }
 
-    /// The decoded rows of blocks `blocks` of a run's dated rows (block `k` holds dated rows
-    /// `[128k, 128(k+1))` of the run), from the row cache where held; the blocks missing are
-    /// read from the file in one selection and kept.
-    async fn dated_blocks(
-        &self,
-        store: &CorpusStore,
-        s: &Slot,
-        blocks: Range<usize>,
-    ) -> Result<Vec<Arc<RowBlock>>> {
-        let rows_of = |k: usize| {
-            s.start + (k * BLOCK_ROWS) as u64
-                ..s.start + (((k + 1) * BLOCK_ROWS) as u64).min(u64::from(s.dated))
-        };
-        let ranges: Vec<Range<u64>> = blocks.map(rows_of).collect();
-        self.cached_runs(store, s.file, &ranges).await
-    }
-
-    /// The rows of each of `ranges` (consecutive row ranges of one file, in order), each a
-    /// cache entry of [`crate::page_cache::ROWS`]: held ones from memory, the span from the
-    /// first to the last missing one read in one selection.
-    async fn cached_runs(
-        &self,
-        store: &CorpusStore,
-        file: u32,
-        ranges: &[Range<u64>],
-    ) -> Result<Vec<Arc<RowBlock>>> {
-        let cache = &crate::page_cache::ROWS;
-        let path = self.files[file as usize].path.as_ref();
-        let mut out: Vec<Option<Arc<RowBlock>>> =
-            ranges.iter().map(|r| cache.get(path, r)).collect();
-        if let (Some(first), Some(last)) = (
-            out.iter().position(Option::is_none),
-            out.iter().rposition(Option::is_none),
-        ) {
-            let span = ranges[first].start..ranges[last].end;
-            let read = self
-                .read_rows(store, file, std::slice::from_ref(&span))
-                .await?;
-            if read.len() as u64 != span.end - span.start {
-                return Err(Error::integrity(
-                    "access file",
-                    format!("{path}: rows {span:?} gave {} rows", read.len()),
-                ));
-            }
-            let mut read = read.into_iter();
-            for (i, r) in ranges.iter().enumerate().take(last + 1).skip(first) {
-                let block: Arc<RowBlock> =
-                    Arc::new(read.by_ref().take((r.end - r.start) as usize).collect());
-                if out[i].is_none() {
-                    cache.put(path, r, block.clone());
-                    out[i] = Some(block);
-                }
-            }
-        }
-        Ok(out.into_iter().map(|b| b.expect("filled")).collect())
-    }
-
-    /// Every revision of one record id of one CIK, across all covered source-lanes.
+    /// Every revision of one record id of one CIK, across all covered source-lanes. `days`
+    /// names, per source-lane, the partition days that may hold a revision (the version's id
+    /// runs, [`crate::ids::days_holding`]); only the blocks of the CIK's runs whose
+    /// `published_at` falls on one of them are read, and the rows without one (a revision
+    /// without `published_at` is filed under another clock's day). A lane without days has
+    /// its runs read whole.
     pub(crate) async fn revisions(
         &self,
         store: &CorpusStore,
         cik: &str,
         id: &str,
+        days: &HashMap<(SourceId, Lane), BTreeSet<Day>>,
     ) -> Result<Vec<NewsRow>> {
         let mut lanes: Vec<(SourceId, Lane)> = self.covered.iter().copied().collect();
         lanes.sort();
         let mut out = Vec::new();
         for (source, lane) in lanes {
+            let days = days.get(&(source, lane));
             for s in self.slots(source, lane, cik) {
-                // The id column alone finds the rows; only those are read whole.
-                let run = s.start..s.start + u64::from(s.dated) + u64::from(s.nulls);
-                let hits: Vec<Range<u64>> = self
-                    .read_ids(store, s.file, &[run])
-                    .await?
-                    .into_iter()
-                    .filter(|(_, i)| i == id)
-                    .map(|(at, _)| at..at + 1)
-                    .collect();
-                if !hits.is_empty() {
-                    out.extend(self.read_rows(store, s.file, &hits).await?);
+                let mut ranges: Vec<Range<u64>> = Vec::new();
+                let dated = s.start..s.start + u64::from(s.dated);
+                match days {
+                    None => ranges.push(dated.clone()),
+                    Some(days) => {
+                        for d in days {
+                            let lo = d.start().micros();
+                            let hi = lo + 86_400_000_000 - 1;
+                            let bounds = Bounds {
+                                lower: Some(lo),
+                                upper: Some(hi),
+                                ..Bounds::default()
+                            };
+                            if let Some(ks) = s.dated_blocks(bounds) {
+                                ranges.push(s.dated_rows(ks));
+                            }
+                        }
+                    }
+                }
+                ranges.push(dated.end..dated.end + u64::from(s.nulls));
+                ranges.sort_by_key(|r| r.start);
+                let mut merged: Vec<Range<u64>> = Vec::new();
+                for r in ranges.into_iter().filter(|r| !r.is_empty()) {
+                    match merged.last_mut() {
+                        Some(m) if r.start <= m.end => m.end = m.end.max(r.end),
+                        _ => merged.push(r),
+                    }
+                }
+                for r in merged {
+                    out.extend(
+                        self.rows(store, s.file, r)
+                            .await?
+                            .into_iter()
+                            .filter(|row| row.id == id)
+                            .map(|row| NewsRow::clone(&row)),
+                    );
                 }
             }
         }
@@ -1185,107 +1320,11 @@ impl AccessIndex {
     }
 }
 
-/// Byte-range reads of one stored file of known size, for the arrow-rs async reader. The
-/// footer is read once at open (with the offset index, without the column index).
-///
-/// Files of a local corpus are read with positional reads on a handle opened once at load:
-/// they are small page reads of files the OS keeps cached, and going through
-/// `LocalFileSystem` would open the file and hop to a blocking thread on every read. Other
-/// stores go through `object_store`.
-struct ObjectReader {
-    store: Arc<dyn ObjectStore>,
-    path: Path,
-    size: u64,
-    local: Option<Arc<std::fs::File>>,
-}
-
-fn read_local(file: &std::fs::File, range: Range<u64>) -> parquet::errors::Result<Bytes> {
+fn read_local(file: &std::fs::File, range: Range<u64>) -> Result<Bytes> {
     use std::os::unix::fs::FileExt;
     let mut buf = vec![0u8; (range.end - range.start) as usize];
-    file.read_exact_at(&mut buf, range.start)
-        .map_err(|e| ParquetError::External(Box::new(e)))?;
+    file.read_exact_at(&mut buf, range.start)?;
     Ok(Bytes::from(buf))
-}
-
-fn external(e: object_store::Error) -> ParquetError {
-    ParquetError::External(Box::new(e))
-}
-
-impl AsyncFileReader for ObjectReader {
-    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
-        if let Some(f) = &self.local {
-            return futures::future::ready(read_local(f, range)).boxed();
-        }
-        async move {
-            let cache = &crate::page_cache::REMOTE;
-            if let Some(b) = cache.get(self.path.as_ref(), &range) {
-                return Ok(b);
-            }
-            let b = self
-                .store
-                .get_range(&self.path, range.clone())
-                .await
-                .map_err(external)?;
-            cache.put(self.path.as_ref(), &range, b.clone());
-            Ok(b)
-        }
-        .boxed()
-    }
-
-    fn get_byte_ranges(
-        &mut self,
-        ranges: Vec<Range<u64>>,
-    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
-        if let Some(f) = &self.local {
-            let out = ranges.into_iter().map(|r| read_local(f, r)).collect();
-            return futures::future::ready(out).boxed();
-        }
-        async move {
-            // Ranges not held are fetched together (the store coalesces neighbours), then kept.
-            let cache = &crate::page_cache::REMOTE;
-            let mut out: Vec<Option<Bytes>> = ranges
-                .iter()
-                .map(|r| cache.get(self.path.as_ref(), r))
-                .collect();
-            let missing: Vec<Range<u64>> = ranges
-                .iter()
-                .zip(&out)
-                .filter(|(_, got)| got.is_none())
-                .map(|(r, _)| r.clone())
-                .collect();
-            if !missing.is_empty() {
-                let fetched = self
-                    .store
-                    .get_ranges(&self.path, &missing)
-                    .await
-                    .map_err(external)?;
-                let mut fetched = missing.iter().zip(fetched);
-                for slot in out.iter_mut().filter(|s| s.is_none()) {
-                    let (r, b) = fetched.next().expect("one answer per range");
-                    cache.put(self.path.as_ref(), r, b.clone());
-                    *slot = Some(b);
-                }
-            }
-            Ok(out.into_iter().map(|b| b.expect("filled")).collect())
-        }
-        .boxed()
-    }
-
-    fn get_metadata<'a>(
-        &'a mut self,
-        _options: Option<&'a ArrowReaderOptions>,
-    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
-        async move {
-            let size = self.size;
-            let meta = ParquetMetaDataReader::new()
-                .with_column_index_policy(PageIndexPolicy::Skip)
-                .with_offset_index_policy(PageIndexPolicy::Required)
-                .load_and_finish(&mut *self, size)
-                .await?;
-            Ok(Arc::new(meta))
-        }
-        .boxed()
-    }
 }
 
 /// Limits on where the wanted rows of one CIK can lie; see [`AccessIndex::first_rows`].
@@ -1688,10 +1727,167 @@ mod tests {
         }
         let again = page(corpus.news(&query(CIKS[0]), Scope::Corpus).await.unwrap()).unwrap();
         assert_eq!(again, first, "the same rows, from memory");
+        // The last filer of the files: no block of it was read with the first filer's.
         assert!(
-            corpus.news(&query(CIKS[1]), Scope::Corpus).await.is_err(),
+            corpus.news(&query(CIKS[4]), Scope::Corpus).await.is_err(),
             "a filer never read must read the (now zeroed) file"
         );
+    }
+
+    /// What a page cost from object storage: range requests to access data files and their
+    /// bytes; any other read fails the test (the sidecars are read at load, never per page).
+    fn page_reads(counting: &asof_test_support::counting::CountingStore) -> (usize, u64) {
+        let requests = counting.requests();
+        for (path, _) in &requests {
+            assert!(path.ends_with(DATA_SUFFIX), "a page read {path}");
+        }
+        (requests.len(), requests.iter().map(|(_, b)| b).sum())
+    }
+
+    #[tokio::test]
+    async fn a_cold_page_from_object_storage_is_one_range_read_per_access_file_of_its_rows_and_so_is_the_next()
+     {
+        // Its own seed: the caches are the process's, and content-addressed paths differ.
+        let (dir, _, _) = random_corpus(0x5eed_0047, true).await;
+        let (counting, store) = crate::testkit::counted_store(dir.path());
+        let corpus = Corpus::open(store).await.unwrap();
+        assert!(
+            counting
+                .reads_under("snapshots/access/")
+                .iter()
+                .all(|p| p.ends_with(SIDECAR_SUFFIX)),
+            "the load reads sidecars, never a data file"
+        );
+        let index = corpus.access().unwrap();
+        let max_block = index
+            .files
+            .iter()
+            .flat_map(|f| f.offsets.windows(2).map(|w| w[1] - w[0]))
+            .max()
+            .unwrap();
+        let mut pages = 0;
+        for cik in CIKS {
+            for limit in [1usize, 100] {
+                let mut q = NewsQuery {
+                    source: SourceId::SecEdgar,
+                    lane: Lane::CertifiedPit,
+                    visible_by: VisibleBy::PublishedAt,
+                    start: None,
+                    as_of: Instant::from_micros(FROM + SPAN),
+                    entity: Entity::Cik(cik.to_owned()),
+                    after: None,
+                    limit,
+                };
+                // The first page, then the next one after it.
+                for _ in 0..2 {
+                    counting.reset();
+                    let Some((ids, next)) = page(corpus.news(&q, Scope::Corpus).await.unwrap())
+                    else {
+                        panic!("no hole in the certified span")
+                    };
+                    let (requests, bytes) = page_reads(&counting);
+                    // Base files and deltas: at most one range per file holding the CIK.
+                    let files = index
+                        .slots(SourceId::SecEdgar, Lane::CertifiedPit, cik)
+                        .len();
+                    assert!(
+                        requests <= files,
+                        "cik {cik} limit {limit}: {requests} requests for {files} files"
+                    );
+                    // The blocks of the rows returned, and at most two more per file (a run
+                    // starts and ends inside blocks of the file).
+                    let blocks = ids.len().div_ceil(BLOCK_ROWS) as u64 + 2 * files as u64;
+                    assert!(
+                        bytes <= blocks * max_block,
+                        "cik {cik} limit {limit}: {bytes} bytes for {} rows",
+                        ids.len()
+                    );
+                    pages += 1;
+                    match next {
+                        Some(p) => q.after = Some(p),
+                        None => break,
+                    }
+                }
+                // The same page again is answered from memory.
+                q.after = None;
+                corpus.news(&q, Scope::Corpus).await.unwrap();
+                counting.reset();
+                corpus.news(&q, Scope::Corpus).await.unwrap();
+                assert_eq!(page_reads(&counting), (0, 0), "cik {cik}: a warm page");
+            }
+        }
+        assert!(pages > 10, "{pages} pages checked");
+    }
+
+    #[tokio::test]
+    async fn access_files_of_the_first_layout_are_ignored_and_the_next_publish_derives_every_group_again()
+     {
+        let (_dir, store, _) = random_corpus(0x5eed_0048, false).await;
+        let (version, mut m) = store.current().await.unwrap();
+        // As a corpus published before this layout lists its files (the objects themselves do
+        // not matter: they are never opened).
+        for e in &mut m.access {
+            if e.kind == KIND_CLUSTERED {
+                e.kind = "access.cik_clustered/1".into();
+            } else if e.kind == KIND_SIDECAR {
+                e.kind = "access.cik_index/1".into();
+            }
+        }
+        let old = store.put_manifest(&m).await.unwrap();
+        store.swap_pointer(Some(&version), &old).await.unwrap();
+        let before = Corpus::open(store.clone()).await.unwrap();
+        assert!(before.access().is_none(), "no access file of this layout");
+        let cik = CIKS[0].to_owned();
+        let q = NewsQuery {
+            source: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            visible_by: VisibleBy::PublishedAt,
+            start: None,
+            as_of: Instant::from_micros(FROM + SPAN),
+            entity: Entity::Cik(cik.clone()),
+            after: None,
+            limit: 50,
+        };
+        let walked = page(before.news(&q, Scope::Corpus).await.unwrap()).unwrap();
+        assert_eq!(walked.0.len(), 50, "the walk answers the lane");
+        // One more row: every group is derived again, the old entries gone.
+        let mut more = edgar(
+            "0000000002-25-000001",
+            "7",
+            Some("2025-01-15T12:00:00Z"),
+            "2025-03-01T00:00:00Z",
+        );
+        more.title = "one more".into();
+        publish(
+            &store,
+            ChangeSet {
+                rows: vec![more],
+                ..Default::default()
+            },
+            t("2025-03-02T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        let after = Corpus::open(store.clone()).await.unwrap();
+        let kinds: HashSet<&str> = after
+            .manifest()
+            .access
+            .iter()
+            .map(|e| e.kind.as_str())
+            .filter(|k| k.starts_with("access."))
+            .collect();
+        assert_eq!(kinds, HashSet::from([KIND_CLUSTERED, KIND_SIDECAR]));
+        assert!(
+            after
+                .access()
+                .unwrap()
+                .covers(SourceId::SecEdgar, Lane::CertifiedPit)
+        );
+        assert_eq!(
+            page(after.news(&q, Scope::Corpus).await.unwrap()).unwrap(),
+            walked
+        );
+        crate::verify::verify(&store, None).await.unwrap();
     }
 
     #[tokio::test]

@@ -1,0 +1,350 @@
+#!/usr/bin/env python3
+"""Cold by-filer pages from object storage (issue 47): `asof serve` on a corpus in s3s-fs
+(loopback, SigV4) behind a proxy that adds a fixed delay to every request (an S3 first-byte
+time) and records what the replica asks for.
+
+Usage: cold_pages.py --bin ASOF --corpus DIR --s3s-fs S3S_FS [--delay-ms 20] [--pages 200]
+                     [--seed S] [--out FILE.json]
+
+CORPUS is a directory written by `asof bench-corpus`; it is hard-linked into the bucket's
+folder (copied when it cannot be). The seed is printed (a fresh one unless --seed is given).
+
+Measured, one request at a time so every object-store request is the page's own:
+1. Start: from spawning the server to its first `/health` 200, on the bucket through the
+   proxy, and on the local directory; the requests and bytes the start from the bucket took.
+2. Cold pages: PAGES random filers with at least one row, each asked once (`/v1/news?cik=C&
+   as_of=T&limit=100`, T a random cut inside the certified span), then the page after it by
+   its cursor when there is one: latency, range GETs and bytes fetched per page.
+   Also all-rows first pages (`/v1/news?as_of=T&limit=100`, the partition walk) at 20 of
+   those cuts, cold, for what the walk asks the bucket for.
+3. The same first pages once more (warm: from the replica's caches), and the same pages on
+   the local directory (warm, the OS page cache holding the files).
+4. Sizes: access files beside the partitions they are derived from.
+
+Prints Markdown tables and writes everything to --out as JSON.
+"""
+import argparse
+import http.client
+import http.server
+import json
+import os
+import random
+import shutil
+import socket
+import socketserver
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.parse
+from datetime import datetime, timedelta, timezone
+
+import duckdb
+
+S3_KEY = "asof-bench-key"
+S3_SECRET = "asof-bench-secret-0123456789"
+
+
+def pct(values, p):
+    s = sorted(values)
+    return s[min(len(s) - 1, round((len(s) - 1) * p))] if s else float("nan")
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def wait_port(port, deadline=30):
+    end = time.time() + deadline
+    while time.time() < end:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.02)
+    sys.exit(f"nothing listens on {port}")
+
+
+class Log:
+    """What went through the proxy: one (path, bytes) per request."""
+
+    def __init__(self):
+        self.lock = threading.Lock()
+        self.requests = []
+
+    def take(self):
+        with self.lock:
+            out, self.requests = self.requests, []
+        return out
+
+
+def proxy(upstream_port, delay, log):
+    """An HTTP/1.1 forwarding proxy: each request waits `delay` seconds, then goes to s3s-fs
+    on a keep-alive connection of its own thread; the response body is counted. Headers pass
+    unchanged (the SigV4 signature covers Host, which stays what the client signed)."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *args):
+            pass
+
+        def forward(self):
+            n = int(self.headers.get("Content-Length") or 0)
+            body = self.rfile.read(n) if n else None
+            time.sleep(delay)
+            if not hasattr(self, "up"):
+                self.up = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=60)
+            headers = {k: v for k, v in self.headers.items()}
+            self.up.request(self.command, self.path, body=body, headers=headers)
+            r = self.up.getresponse()
+            data = r.read()
+            self.send_response(r.status)
+            for k, v in r.getheaders():
+                if k.lower() not in ("transfer-encoding", "content-length", "connection"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            path = urllib.parse.urlsplit(self.path).path
+            if self.command == "GET":
+                with log.lock:
+                    log.requests.append((path, len(data)))
+
+        do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = forward
+
+    class Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+        daemon_threads = True
+
+    port = free_port()
+    srv = Server(("127.0.0.1", port), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return port
+
+
+class Client:
+    def __init__(self, port, keys):
+        self.port, self.keys, self.n = port, keys, 0
+        self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+
+    def get(self, path):
+        self.n += 1
+        t = time.perf_counter()
+        self.conn.request("GET", path, headers={"Authorization": "Bearer " + self.keys[self.n % len(self.keys)]})
+        r = self.conn.getresponse()
+        body = r.read()
+        return r.status, body, (time.perf_counter() - t) * 1000
+
+
+def start(bin_, corpus, db, env, log_path):
+    """Spawns `asof serve`; returns the process, its port and the seconds to the first 200."""
+    port = free_port()
+    t = time.perf_counter()
+    p = subprocess.Popen([bin_, "serve", "--corpus", corpus, "--listen", f"127.0.0.1:{port}", "--database-url", db],
+                         stderr=open(log_path, "w"), env=env)
+    while True:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            c.request("GET", "/health")
+            if c.getresponse().status == 200:
+                return p, port, time.perf_counter() - t
+        except OSError:
+            pass
+        if p.poll() is not None:
+            sys.exit("the server did not start: " + open(log_path).read())
+        time.sleep(0.005)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--corpus", required=True)
+    ap.add_argument("--s3s-fs", required=True)
+    ap.add_argument("--delay-ms", type=float, default=20)
+    ap.add_argument("--pages", type=int, default=200)
+    ap.add_argument("--keys", type=int, default=64)
+    ap.add_argument("--seed", type=int, default=None)
+    ap.add_argument("--out", default=None)
+    a = ap.parse_args()
+    seed = a.seed if a.seed is not None else random.SystemRandom().randrange(1 << 31)
+    print(f"seed {seed}", flush=True)
+    rng = random.Random(seed)
+    corpus = os.path.abspath(a.corpus)
+
+    with open(os.path.join(corpus, "manifests", "CURRENT")) as f:
+        version = f.read().strip()
+    with open(os.path.join(corpus, "manifests", version.split(":", 1)[1] + ".json")) as f:
+        manifest = json.load(f)
+    parts = [p for p in manifest["partitions"] if p["source_id"] == "sec.edgar" and p["lane"] == "certified_pit"]
+    certs = [c for c in manifest["certifications"] if c["source_id"] == "sec.edgar" and c["lane"] == "certified_pit"]
+    first_day = min(datetime.fromisoformat(c["from"]) for c in certs).replace(tzinfo=timezone.utc)
+    last_day = max(datetime.fromisoformat(c["to"]) for c in certs).replace(tzinfo=timezone.utc)
+    sizes = {
+        "partitions_bytes": sum(p["bytes"] for p in manifest["partitions"]),
+        "access_bytes": sum(e["bytes"] for e in manifest["access"]),
+        "access_kinds": sorted({e["kind"] for e in manifest["access"]}),
+        "rows": sum(p["row_count"] for p in manifest["partitions"]),
+    }
+    sizes["access_over_partitions"] = sizes["access_bytes"] / sizes["partitions_bytes"]
+    print(f"corpus {corpus}: {sizes['rows']:,} rows; partitions {sizes['partitions_bytes'] / 2**20:.0f} MiB, "
+          f"access files {sizes['access_bytes'] / 2**20:.0f} MiB ({sizes['access_over_partitions']:.2f}x), "
+          f"kinds {sizes['access_kinds']}", flush=True)
+
+    # Filers with at least one row, and a cut for each.
+    con = duckdb.connect()
+    files = [os.path.join(corpus, p["path"]) for p in parts]
+    ciks = [r[0] for r in con.execute("SELECT DISTINCT cik FROM read_parquet($f) WHERE cik IS NOT NULL", {"f": files}).fetchall()]
+    biggest = con.execute("SELECT cik, count(*) FROM read_parquet($f) WHERE cik IS NOT NULL GROUP BY cik "
+                          "ORDER BY 2 DESC LIMIT 1", {"f": files}).fetchone()
+    rng.shuffle(ciks)
+    span = (last_day - first_day).total_seconds()
+    wanted = [(c, (first_day + timedelta(seconds=rng.uniform(span / 2, span))).strftime("%Y-%m-%dT%H:%M:%SZ"))
+              for c in ciks[: a.pages]]
+
+    work = tempfile.mkdtemp()
+    root = os.path.join(work, "s3")
+    os.makedirs(os.path.join(root, "corpus"))
+    bucket = os.path.join(root, "corpus", "bench")
+    try:
+        subprocess.run(["cp", "-al", corpus, bucket], check=True, capture_output=True)
+    except subprocess.CalledProcessError:
+        shutil.copytree(corpus, bucket)
+    s3_port = free_port()
+    s3 = subprocess.Popen([a.s3s_fs, "--host", "127.0.0.1", "--port", str(s3_port), "--access-key", S3_KEY,
+                           "--secret-key", S3_SECRET, root], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(s3_port)
+    log = Log()
+    proxy_port = proxy(s3_port, a.delay_ms / 1000, log)
+
+    db = f"sqlite://{work}/state.db"
+    keys = []
+    for i in range(a.keys):
+        out = subprocess.run([a.bin, "keys", "create", "--database-url", db, "--email", f"cold{i}@example.com", "--plan", "desk"],
+                             capture_output=True, text=True, check=True).stdout.strip().splitlines()
+        keys.append(out[-1].strip())
+    env_s3 = dict(os.environ, ASOF_LOG="warn", AWS_ENDPOINT=f"http://127.0.0.1:{proxy_port}", AWS_ALLOW_HTTP="true",
+                  AWS_ACCESS_KEY_ID=S3_KEY, AWS_SECRET_ACCESS_KEY=S3_SECRET, AWS_REGION="us-east-1")
+    env_local = dict(os.environ, ASOF_LOG="warn")
+    results = {"seed": seed, "delay_ms": a.delay_ms, "sizes": sizes, "version": version}
+    procs = []
+    try:
+        log.take()
+        server, port, started = start(a.bin, "s3://corpus/bench", db, env_s3, os.path.join(work, "s3.log"))
+        procs.append(server)
+        at_start = log.take()
+        local, local_port, local_started = start(a.bin, corpus, db, env_local, os.path.join(work, "local.log"))
+        procs.append(local)
+        results["start"] = {
+            "bucket_s": started, "bucket_requests": len(at_start), "bucket_bytes": sum(b for _, b in at_start),
+            "local_s": local_started,
+        }
+        print(f"start: bucket {started:.2f} s ({len(at_start)} requests, {sum(b for _, b in at_start) / 2**20:.1f} MiB), "
+              f"local {local_started:.2f} s", flush=True)
+
+        c = Client(port, keys)
+        rows = {"first": [], "next": []}
+        first_paths = []
+        for cik, t in wanted:
+            path = "/v1/news?" + urllib.parse.urlencode({"cik": cik, "as_of": t, "limit": 100})
+            first_paths.append(path)
+            log.take()
+            status, body, ms = c.get(path)
+            reqs = log.take()
+            if status != 200:
+                sys.exit(f"{path}: {status} {body[:300]!r}")
+            env = json.loads(body)
+            rows["first"].append({"ms": ms, "gets": len(reqs), "bytes": sum(b for _, b in reqs), "rows": env["count"]})
+            if env.get("next_cursor"):
+                path = "/v1/news?" + urllib.parse.urlencode({"cik": cik, "as_of": t, "limit": 100, "cursor": env["next_cursor"]})
+                status, body, ms = c.get(path)
+                reqs = log.take()
+                if status != 200:
+                    sys.exit(f"{path}: {status} {body[:300]!r}")
+                rows["next"].append({"ms": ms, "gets": len(reqs), "bytes": sum(b for _, b in reqs),
+                                     "rows": json.loads(body)["count"]})
+        # The walk (issue 42) from the bucket: all-rows first pages at a few cuts, cold.
+        walk = []
+        for _, t in wanted[:20]:
+            path = "/v1/news?" + urllib.parse.urlencode({"as_of": t, "limit": 100})
+            log.take()
+            status, body, ms = c.get(path)
+            reqs = log.take()
+            if status != 200:
+                sys.exit(f"{path}: {status} {body[:300]!r}")
+            walk.append({"ms": ms, "gets": len(reqs), "bytes": sum(b for _, b in reqs), "rows": json.loads(body)["count"]})
+        # Warm: the same first pages again, from the replica's caches; then on the local corpus
+        # (twice: the second pass is the warm one).
+        warm = []
+        for path in first_paths:
+            status, _, ms = c.get(path)
+            warm.append(ms)
+        reqs_warm = log.take()
+        lc = Client(local_port, keys)
+        for path in first_paths:
+            lc.get(path)
+        local_warm = [lc.get(path)[2] for path in first_paths]
+        health = [lc.get("/health")[2] for _ in range(500)]
+        # The biggest filer's first 100 rows, warm, on the local directory (the hot path).
+        big = "/v1/news?" + urllib.parse.urlencode({"cik": biggest[0], "as_of": last_day.strftime("%Y-%m-%dT%H:%M:%SZ"), "limit": 100})
+        for _ in range(50):
+            lc.get(big)
+        big_ms = [lc.get(big)[2] for _ in range(500)]
+        results["biggest_filer"] = {"cik": biggest[0], "rows": biggest[1], "warm_local_ms_p50": pct(big_ms, 0.5),
+                                    "warm_local_ms_p99": pct(big_ms, 0.99)}
+
+        def summary(rs):
+            return {
+                "pages": len(rs),
+                "ms_p50": pct([r["ms"] for r in rs], 0.5), "ms_p99": pct([r["ms"] for r in rs], 0.99),
+                "ms_max": max(r["ms"] for r in rs),
+                "gets_p50": pct([r["gets"] for r in rs], 0.5), "gets_p99": pct([r["gets"] for r in rs], 0.99),
+                "gets_max": max(r["gets"] for r in rs),
+                "kib_p50": pct([r["bytes"] for r in rs], 0.5) / 1024, "kib_p99": pct([r["bytes"] for r in rs], 0.99) / 1024,
+                "kib_max": max(r["bytes"] for r in rs) / 1024,
+                "rows_p50": pct([r["rows"] for r in rs], 0.5),
+            }
+
+        results["cold_first"] = summary(rows["first"])
+        results["cold_next"] = summary(rows["next"]) if rows["next"] else None
+        results["cold_walk"] = summary(walk)
+        results["warm_bucket_ms_p50"] = pct(warm, 0.5)
+        results["warm_bucket_requests"] = len(reqs_warm)
+        results["warm_local_ms_p50"] = pct(local_warm, 0.5)
+        results["warm_local_ms_p99"] = pct(local_warm, 0.99)
+        results["health_ms_p50"] = pct(health, 0.5)
+        results["raw"] = rows
+        print(f"\n{a.delay_ms:.0f} ms per request, {len(wanted)} filers\n")
+        print("| page | pages | p50 ms | p99 ms | max ms | GETs p50 | GETs p99 | GETs max | KiB p50 | KiB p99 | KiB max | rows p50 |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for name in ("cold_first", "cold_next", "cold_walk"):
+            s = results[name]
+            if s:
+                print(f"| {name.replace('_', ' ')} | {s['pages']} | {s['ms_p50']:.1f} | {s['ms_p99']:.1f} | {s['ms_max']:.1f} | "
+                      f"{s['gets_p50']:.0f} | {s['gets_p99']:.0f} | {s['gets_max']} | {s['kib_p50']:.1f} | {s['kib_p99']:.1f} | "
+                      f"{s['kib_max']:.1f} | {s['rows_p50']:.0f} |")
+        print(f"\nwarm from the replica's caches: p50 {results['warm_bucket_ms_p50']:.2f} ms, "
+              f"{len(reqs_warm)} requests; local directory warm: p50 {results['warm_local_ms_p50']:.2f} ms, "
+              f"p99 {results['warm_local_ms_p99']:.2f} ms; /health p50 {results['health_ms_p50']:.2f} ms")
+        b = results["biggest_filer"]
+        print(f"biggest filer ({b['cik']}, {b['rows']:,} rows), first 100 rows warm on the local directory: "
+              f"p50 {b['warm_local_ms_p50']:.3f} ms, p99 {b['warm_local_ms_p99']:.3f} ms")
+        if a.out:
+            with open(a.out, "w") as f:
+                json.dump(results, f, indent=1)
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait()
+        s3.terminate()
+        s3.wait()
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
