@@ -148,7 +148,7 @@ async fn on_s3_a_cold_by_filer_page_is_one_range_get_of_a_few_kilobytes_and_so_i
                 source_id: SourceId::SecEdgar,
                 lane: Lane::CertifiedPit,
                 from: "2024-12-01".parse().unwrap(),
-                to: "2025-02-28".parse().unwrap(),
+                to: "2025-03-31".parse().unwrap(),
                 certified_at: at("2025-03-01T00:00:00Z"),
                 evidence: vec![],
             }],
