@@ -12,7 +12,8 @@ folder (copied when it cannot be). The seed is printed (a fresh one unless --see
 Measured, one request at a time so every object-store request is the page's own:
 1. Start: from spawning the server to its first `/health` 200, on the bucket through the
    proxy, and on the local directory; the requests and bytes the start from the bucket took.
-2. Cold pages: PAGES random filers with at least one row, each asked once (`/v1/news?cik=C&
+2. Cold pages: PAGES random filers with at least one row, and PAGES/4 filers with 400 rows or
+   more,, each asked once (`/v1/news?cik=C&
    as_of=T&limit=100`, T a random cut inside the certified span), then the page after it by
    its cursor when there is one: latency, range GETs and bytes fetched per page.
    Also all-rows first pages (`/v1/news?as_of=T&limit=100`, the partition walk) at 20 of
@@ -90,6 +91,9 @@ def proxy(upstream_port, delay, log):
 
     class Handler(http.server.BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        # Small writes go out at once both ways: with Nagle's algorithm and delayed ACKs a
+        # response's head and body would wait tens of milliseconds for each other.
+        disable_nagle_algorithm = True
 
         def log_message(self, *args):
             pass
@@ -101,9 +105,11 @@ def proxy(upstream_port, delay, log):
             if not hasattr(self, "up"):
                 self.up = http.client.HTTPConnection("127.0.0.1", upstream_port, timeout=60)
             headers = {k: v for k, v in self.headers.items()}
+            t = time.perf_counter()
             self.up.request(self.command, self.path, body=body, headers=headers)
             r = self.up.getresponse()
             data = r.read()
+            upstream_ms = (time.perf_counter() - t) * 1000
             self.send_response(r.status)
             for k, v in r.getheaders():
                 if k.lower() not in ("transfer-encoding", "content-length", "connection"):
@@ -115,7 +121,7 @@ def proxy(upstream_port, delay, log):
             path = urllib.parse.urlsplit(self.path).path
             if self.command == "GET":
                 with log.lock:
-                    log.requests.append((path, len(data)))
+                    log.requests.append((path, len(data), upstream_ms))
 
         do_GET = do_PUT = do_HEAD = do_POST = do_DELETE = forward
 
@@ -187,8 +193,8 @@ def main():
     last_day = max(datetime.fromisoformat(c["to"]) for c in certs).replace(tzinfo=timezone.utc)
     sizes = {
         "partitions_bytes": sum(p["bytes"] for p in manifest["partitions"]),
-        "access_bytes": sum(e["bytes"] for e in manifest["access"]),
-        "access_kinds": sorted({e["kind"] for e in manifest["access"]}),
+        "access_bytes": sum(e["bytes"] for e in manifest["access"] if e["kind"].startswith("access.")),
+        "access_kinds": sorted({e["kind"] for e in manifest["access"] if e["kind"].startswith("access.")}),
         "rows": sum(p["row_count"] for p in manifest["partitions"]),
     }
     sizes["access_over_partitions"] = sizes["access_bytes"] / sizes["partitions_bytes"]
@@ -202,10 +208,17 @@ def main():
     ciks = [r[0] for r in con.execute("SELECT DISTINCT cik FROM read_parquet($f) WHERE cik IS NOT NULL", {"f": files}).fetchall()]
     biggest = con.execute("SELECT cik, count(*) FROM read_parquet($f) WHERE cik IS NOT NULL GROUP BY cik "
                           "ORDER BY 2 DESC LIMIT 1", {"f": files}).fetchone()
+    busy = [r[0] for r in con.execute("SELECT cik FROM read_parquet($f) WHERE cik IS NOT NULL GROUP BY cik "
+                                      "HAVING count(*) >= 400 ORDER BY cik", {"f": files}).fetchall()]
     rng.shuffle(ciks)
+    rng.shuffle(busy)
     span = (last_day - first_day).total_seconds()
     wanted = [(c, (first_day + timedelta(seconds=rng.uniform(span / 2, span))).strftime("%Y-%m-%dT%H:%M:%SZ"))
               for c in ciks[: a.pages]]
+    # Filers with a few hundred rows or more (most filers have a handful, so a next page is rare
+    # among random ones): their first page and the next.
+    wanted_busy = [(c, (first_day + timedelta(seconds=rng.uniform(span / 2, span))).strftime("%Y-%m-%dT%H:%M:%SZ"))
+                   for c in busy[: a.pages // 4]]
 
     work = tempfile.mkdtemp()
     root = os.path.join(work, "s3")
@@ -215,6 +228,26 @@ def main():
         subprocess.run(["cp", "-al", corpus, bucket], check=True, capture_output=True)
     except subprocess.CalledProcessError:
         shutil.copytree(corpus, bucket)
+    # s3s-fs keeps an object's ETag beside it when the object arrives by PUT; for a file put
+    # in its folder by other means it computes the MD5 of the whole file on every GET (about
+    # 100 ms for a 70 MB access file), which S3 never does. Writing the ETags it would have
+    # kept makes the bucket behave as one filled by uploads.
+    import base64
+    import hashlib
+
+    def b64(x):
+        return base64.urlsafe_b64encode(x.encode()).decode().rstrip("=")
+
+    for dirpath, _, names in os.walk(bucket):
+        for n in names:
+            full = os.path.join(dirpath, n)
+            key = "bench/" + os.path.relpath(full, bucket)
+            md5 = hashlib.md5()
+            with open(full, "rb") as f:
+                while chunk := f.read(1 << 22):
+                    md5.update(chunk)
+            with open(os.path.join(root, f".bucket-{b64('corpus')}.object-{b64(key)}.internal.json"), "w") as f:
+                json.dump({"e_tag": md5.hexdigest()}, f)
     s3_port = free_port()
     s3 = subprocess.Popen([a.s3s_fs, "--host", "127.0.0.1", "--port", str(s3_port), "--access-key", S3_KEY,
                            "--secret-key", S3_SECRET, root], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -241,16 +274,17 @@ def main():
         local, local_port, local_started = start(a.bin, corpus, db, env_local, os.path.join(work, "local.log"))
         procs.append(local)
         results["start"] = {
-            "bucket_s": started, "bucket_requests": len(at_start), "bucket_bytes": sum(b for _, b in at_start),
+            "bucket_s": started, "bucket_requests": len(at_start), "bucket_bytes": sum(r[1] for r in at_start),
             "local_s": local_started,
         }
-        print(f"start: bucket {started:.2f} s ({len(at_start)} requests, {sum(b for _, b in at_start) / 2**20:.1f} MiB), "
+        print(f"start: bucket {started:.2f} s ({len(at_start)} requests, {sum(r[1] for r in at_start) / 2**20:.1f} MiB), "
               f"local {local_started:.2f} s", flush=True)
 
         c = Client(port, keys)
-        rows = {"first": [], "next": []}
+        rows = {"first": [], "next": [], "busy_first": []}
         first_paths = []
-        for cik, t in wanted:
+        for i, (cik, t) in enumerate(wanted + wanted_busy):
+            first = "first" if i < len(wanted) else "busy_first"
             path = "/v1/news?" + urllib.parse.urlencode({"cik": cik, "as_of": t, "limit": 100})
             first_paths.append(path)
             log.take()
@@ -259,14 +293,14 @@ def main():
             if status != 200:
                 sys.exit(f"{path}: {status} {body[:300]!r}")
             env = json.loads(body)
-            rows["first"].append({"ms": ms, "gets": len(reqs), "bytes": sum(b for _, b in reqs), "rows": env["count"]})
+            rows[first].append({"ms": ms, "gets": len(reqs), "bytes": sum(r[1] for r in reqs), "store_ms": sum(r[2] for r in reqs), "rows": env["count"]})
             if env.get("next_cursor"):
                 path = "/v1/news?" + urllib.parse.urlencode({"cik": cik, "as_of": t, "limit": 100, "cursor": env["next_cursor"]})
                 status, body, ms = c.get(path)
                 reqs = log.take()
                 if status != 200:
                     sys.exit(f"{path}: {status} {body[:300]!r}")
-                rows["next"].append({"ms": ms, "gets": len(reqs), "bytes": sum(b for _, b in reqs),
+                rows["next"].append({"ms": ms, "gets": len(reqs), "bytes": sum(r[1] for r in reqs), "store_ms": sum(r[2] for r in reqs),
                                      "rows": json.loads(body)["count"]})
         # The walk (issue 42) from the bucket: all-rows first pages at a few cuts, cold.
         walk = []
@@ -277,7 +311,7 @@ def main():
             reqs = log.take()
             if status != 200:
                 sys.exit(f"{path}: {status} {body[:300]!r}")
-            walk.append({"ms": ms, "gets": len(reqs), "bytes": sum(b for _, b in reqs), "rows": json.loads(body)["count"]})
+            walk.append({"ms": ms, "gets": len(reqs), "bytes": sum(r[1] for r in reqs), "store_ms": sum(r[2] for r in reqs), "rows": json.loads(body)["count"]})
         # Warm: the same first pages again, from the replica's caches; then on the local corpus
         # (twice: the second pass is the warm one).
         warm = []
@@ -308,9 +342,12 @@ def main():
                 "kib_p50": pct([r["bytes"] for r in rs], 0.5) / 1024, "kib_p99": pct([r["bytes"] for r in rs], 0.99) / 1024,
                 "kib_max": max(r["bytes"] for r in rs) / 1024,
                 "rows_p50": pct([r["rows"] for r in rs], 0.5),
+                # Time the store itself took (s3s-fs behind the proxy, delay excluded) per page.
+                "store_ms_p50": pct([r["store_ms"] for r in rs], 0.5),
             }
 
         results["cold_first"] = summary(rows["first"])
+        results["cold_busy_first"] = summary(rows["busy_first"])
         results["cold_next"] = summary(rows["next"]) if rows["next"] else None
         results["cold_walk"] = summary(walk)
         results["warm_bucket_ms_p50"] = pct(warm, 0.5)
@@ -320,14 +357,14 @@ def main():
         results["health_ms_p50"] = pct(health, 0.5)
         results["raw"] = rows
         print(f"\n{a.delay_ms:.0f} ms per request, {len(wanted)} filers\n")
-        print("| page | pages | p50 ms | p99 ms | max ms | GETs p50 | GETs p99 | GETs max | KiB p50 | KiB p99 | KiB max | rows p50 |")
-        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
-        for name in ("cold_first", "cold_next", "cold_walk"):
+        print("| page | pages | p50 ms | p99 ms | max ms | GETs p50 | GETs p99 | GETs max | KiB p50 | KiB p99 | KiB max | rows p50 | s3s-fs ms p50 |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for name in ("cold_first", "cold_busy_first", "cold_next", "cold_walk"):
             s = results[name]
             if s:
                 print(f"| {name.replace('_', ' ')} | {s['pages']} | {s['ms_p50']:.1f} | {s['ms_p99']:.1f} | {s['ms_max']:.1f} | "
                       f"{s['gets_p50']:.0f} | {s['gets_p99']:.0f} | {s['gets_max']} | {s['kib_p50']:.1f} | {s['kib_p99']:.1f} | "
-                      f"{s['kib_max']:.1f} | {s['rows_p50']:.0f} |")
+                      f"{s['kib_max']:.1f} | {s['rows_p50']:.0f} | {s['store_ms_p50']:.1f} |")
         print(f"\nwarm from the replica's caches: p50 {results['warm_bucket_ms_p50']:.2f} ms, "
               f"{len(reqs_warm)} requests; local directory warm: p50 {results['warm_local_ms_p50']:.2f} ms, "
               f"p99 {results['warm_local_ms_p99']:.2f} ms; /health p50 {results['health_ms_p50']:.2f} ms")

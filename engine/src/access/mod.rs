@@ -672,6 +672,12 @@ struct AccessFile {
 }
 
 impl AccessFile {
+    /// Whether it is read from a local directory (a read costs microseconds, not a round
+    /// trip).
+    fn is_local(&self) -> bool {
+        self.local.is_some()
+    }
+
     fn blocks(&self) -> usize {
         self.offsets.len() - 1
     }
@@ -1153,6 +1159,22 @@ impl AccessIndex {
     ) -> Result<Vec<SharedRow>> {
         let mut out = Vec::new();
         let slots = self.slots(source, lane, cik);
+        // A filer whose runs hold no more rows than the page wants has all of them read, so
+        // they are read at once: from object storage, one round trip for the page instead of
+        // one per year (most filers have a few rows spread over years). Bigger filers read
+        // run after run, stopping when the page is full.
+        let total: u64 = slots
+            .iter()
+            .map(|s| u64::from(s.dated) + u64::from(s.nulls))
+            .sum();
+        if slots.len() > 1 && total <= want as u64 && !self.files[slots[0].file as usize].is_local()
+        {
+            futures::future::try_join_all(slots.iter().map(|s| {
+                let run = s.start..s.start + u64::from(s.dated) + u64::from(s.nulls);
+                self.rows(store, s.file, run)
+            }))
+            .await?;
+        }
         if !bounds.after_nulls {
             // Runs by their first dated row. Runs whose spans overlap (a year's base file and
             // its deltas) form one cluster, read together and merged; clusters follow each
