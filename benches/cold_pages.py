@@ -280,7 +280,12 @@ def main():
         print(f"start: bucket {started:.2f} s ({len(at_start)} requests, {sum(r[1] for r in at_start) / 2**20:.1f} MiB), "
               f"local {local_started:.2f} s", flush=True)
 
+        def rss_kib(p):
+            with open(f"/proc/{p.pid}/status") as f:
+                return next(int(l.split()[1]) for l in f if l.startswith("VmRSS:"))
+
         c = Client(port, keys)
+        rss_before = rss_kib(server)
         rows = {"first": [], "next": [], "busy_first": []}
         first_paths = []
         for i, (cik, t) in enumerate(wanted + wanted_busy):
@@ -302,6 +307,11 @@ def main():
                     sys.exit(f"{path}: {status} {body[:300]!r}")
                 rows["next"].append({"ms": ms, "gets": len(reqs), "bytes": sum(r[1] for r in reqs), "store_ms": sum(r[2] for r in reqs),
                                      "rows": json.loads(body)["count"]})
+        # What the replica's memory grew by for the pages above: decoded blocks in the row
+        # cache and compressed ones in the remote cache (neither near its bound here).
+        pages_read = sum(len(v) for v in rows.values())
+        results["rss_growth_kib_per_page"] = (rss_kib(server) - rss_before) / pages_read
+        results["fetched_kib_per_page"] = sum(r["bytes"] for v in rows.values() for r in v) / 1024 / pages_read
         # The walk (issue 42) from the bucket: all-rows first pages at a few cuts, cold.
         walk = []
         for _, t in wanted[:20]:
@@ -368,6 +378,8 @@ def main():
         print(f"\nwarm from the replica's caches: p50 {results['warm_bucket_ms_p50']:.2f} ms, "
               f"{len(reqs_warm)} requests; local directory warm: p50 {results['warm_local_ms_p50']:.2f} ms, "
               f"p99 {results['warm_local_ms_p99']:.2f} ms; /health p50 {results['health_ms_p50']:.2f} ms")
+        print(f"memory: the replica grew {results['rss_growth_kib_per_page']:.0f} KiB per cold page read "
+              f"({results['fetched_kib_per_page']:.0f} KiB fetched per page)")
         b = results["biggest_filer"]
         print(f"biggest filer ({b['cik']}, {b['rows']:,} rows), first 100 rows warm on the local directory: "
               f"p50 {b['warm_local_ms_p50']:.3f} ms, p99 {b['warm_local_ms_p99']:.3f} ms")
