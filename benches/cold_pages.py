@@ -43,21 +43,11 @@ from datetime import datetime, timedelta, timezone
 
 import duckdb
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from general_path import free_port, pct  # noqa: E402  (the benches share their helpers)
+
 S3_KEY = "asof-bench-key"
 S3_SECRET = "asof-bench-secret-0123456789"
-
-
-def pct(values, p):
-    s = sorted(values)
-    return s[min(len(s) - 1, round((len(s) - 1) * p))] if s else float("nan")
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def wait_port(port, deadline=30):
