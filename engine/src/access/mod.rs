@@ -1546,7 +1546,8 @@ mod tests {
     #[tokio::test]
     async fn an_index_loaded_after_the_previous_version_takes_its_unchanged_files_and_equals_a_fresh_load()
      {
-        let (_dir, store, rows) = random_corpus(5, false).await;
+        let (dir, store, rows) = random_corpus(5, false).await;
+        let (counting, counted) = crate::testkit::counted_store(dir.path());
         let (_, before) = store.current().await.unwrap();
         let old = AccessIndex::load(&store, &before).await.unwrap().unwrap();
         // One 2025 row and a correction of a 2024 row: a delta file in each of two groups of
@@ -1579,10 +1580,24 @@ mod tests {
         .await
         .unwrap();
         let (_, after) = store.current().await.unwrap();
-        let carried = AccessIndex::load_after(&store, &after, Some(&old))
+        counting.reset();
+        let carried = AccessIndex::load_after(&counted, &after, Some(&old))
             .await
             .unwrap()
             .unwrap();
+        // Only the sidecars the previous index did not hold are read, once each, and no data
+        // file at all.
+        let mut read: Vec<String> = counting.requests().into_iter().map(|(p, _)| p).collect();
+        read.sort();
+        let mut new_sidecars: Vec<String> = after
+            .access
+            .iter()
+            .filter(|e| e.kind == KIND_SIDECAR && !before.access.contains(e))
+            .map(|e| e.path.clone())
+            .collect();
+        new_sidecars.sort();
+        assert!(!new_sidecars.is_empty());
+        assert_eq!(read, new_sidecars);
         let fresh = AccessIndex::load(&store, &after).await.unwrap().unwrap();
 
         let shared = carried
