@@ -1968,6 +1968,87 @@ mod tests {
         crate::verify::verify(&store, None).await.unwrap();
     }
 
+    /// Republishes the version with one sidecar replaced by what `edit` makes of its slots,
+    /// supersessions and offsets (hashes made to match, as a faulty writer would have).
+    async fn with_sidecar_edited(
+        store: &CorpusStore,
+        edit: impl FnOnce(&mut Vec<(String, Slot)>, &mut Vec<u64>),
+    ) {
+        let (version, mut m) = store.current().await.unwrap();
+        let at = m
+            .access
+            .iter()
+            .position(|e| e.kind == KIND_SIDECAR)
+            .unwrap();
+        let sc = m.access[at].clone();
+        let data = m
+            .access
+            .iter()
+            .find(|d| d.kind == KIND_CLUSTERED && names_data(&sc, d))
+            .unwrap()
+            .clone();
+        let group = group_of_path(&sc.path).unwrap();
+        let mut pending = Vec::new();
+        let bytes = get_checked(store, &sc.path, &sc.sha256).await.unwrap();
+        let (sup, mut offsets) =
+            AccessIndex::decode_sidecar(&mut pending, &sc.path, bytes, 0, group, &data.sha256)
+                .unwrap();
+        let mut slots: Vec<(String, Slot)> = pending
+            .into_iter()
+            .map(|((_, _, cik), s)| (cik.into(), s))
+            .collect();
+        slots.sort_by_key(|(_, s)| s.start);
+        edit(&mut slots, &mut offsets);
+        let bytes = encode_sidecar(&slots, &data.sha256, &sup, &offsets).unwrap();
+        let path = sc.path.replace(".cik-index", ".edited.cik-index");
+        m.access[at] = ObjectEntry {
+            path: path.clone(),
+            bytes: bytes.len() as u64,
+            sha256: sha256_hex(&bytes),
+            ..sc
+        };
+        store
+            .put_immutable(&path, Bytes::from(bytes))
+            .await
+            .unwrap();
+        // The edited sidecar must still name its data file by path.
+        let stem = path.strip_suffix(SIDECAR_SUFFIX).unwrap().to_owned();
+        let d = m.access.iter_mut().find(|e| e.path == data.path).unwrap();
+        d.path = format!("{stem}{DATA_SUFFIX}");
+        let local = store.local_root().unwrap();
+        std::fs::copy(local.join(&data.path), local.join(&d.path)).unwrap();
+        let next = store.put_manifest(&m).await.unwrap();
+        store.swap_pointer(Some(&version), &next).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn verify_decodes_every_block_by_the_sidecars_offsets_and_checks_its_slots() {
+        let (_dir, store, _) = random_corpus(0x5eed_0049, false).await;
+        crate::verify::verify(&store, None).await.unwrap();
+        // Offsets shifted by a byte: a block no longer begins a message.
+        with_sidecar_edited(&store, |_, offsets| {
+            for o in offsets.iter_mut().skip(1).take(1) {
+                *o += 1;
+            }
+        })
+        .await;
+        let err = crate::verify::verify(&store, None).await.unwrap_err();
+        assert!(err.to_string().contains("block"), "{err}");
+        let (_dir, store, _) = random_corpus(0x5eed_004a, false).await;
+        // A slot that says its run starts a row later than it does.
+        with_sidecar_edited(&store, |slots, _| slots[0].1.start += 1).await;
+        let err = crate::verify::verify(&store, None).await.unwrap_err();
+        assert!(err.to_string().contains("slots"), "{err}");
+        // The index refuses a sidecar whose offsets do not fit its file at load.
+        let (_dir, store, _) = random_corpus(0x5eed_004b, false).await;
+        with_sidecar_edited(&store, |_, offsets| {
+            offsets.pop();
+        })
+        .await;
+        let err = Corpus::open(store).await.unwrap_err();
+        assert!(err.to_string().contains("block offsets"), "{err}");
+    }
+
     #[tokio::test]
     async fn unchanged_years_keep_their_access_objects_across_publishes() {
         let dir = tempfile::tempdir().unwrap();
