@@ -13,7 +13,7 @@ use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
 };
 
 /// Wraps a store; `reads()` lists each path read (whole or by ranges) with the bytes asked for.
@@ -48,8 +48,8 @@ impl CountingStore {
     }
 
     /// Every read request since the last reset, in order: the path and the bytes returned.
-    /// A request for several ranges of one object counts once per range (what a store that
-    /// does not coalesce them sends; an upper bound on what S3 is sent).
+    /// Several ranges of one object asked at once count as the GETs S3 would be sent for them
+    /// (neighbours within 1 MiB coalesced, see `get_ranges`).
     pub fn requests(&self) -> Vec<(String, u64)> {
         self.requests.lock().expect("not poisoned").clone()
     }
@@ -59,12 +59,12 @@ impl CountingStore {
         self.requests.lock().expect("not poisoned").clear();
     }
 
-    fn note(&self, path: &Path, bytes: &[u64]) {
+    fn note(&self, path: &Path, bytes: u64) {
         let mut r = self.reads.lock().expect("not poisoned");
         let e = r.entry(path.to_string()).or_default();
-        *e = e.saturating_add(bytes.iter().sum());
+        *e = e.saturating_add(bytes);
         let mut q = self.requests.lock().expect("not poisoned");
-        q.extend(bytes.iter().map(|&b| (path.to_string(), b)));
+        q.push((path.to_string(), bytes));
     }
 }
 
@@ -97,16 +97,20 @@ impl ObjectStore for CountingStore {
         let head = options.head;
         let out = self.inner.get_opts(location, options).await?;
         if !head {
-            self.note(location, &[out.range.end - out.range.start]);
+            self.note(location, out.range.end - out.range.start);
         }
         Ok(out)
     }
 
+    /// As the S3, GCS and Azure stores do (not the local one, which reads each range apart):
+    /// neighbouring ranges within 1 MiB become one GET, and each GET is counted.
     async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
-        let out = self.inner.get_ranges(location, ranges).await?;
-        let lens: Vec<u64> = out.iter().map(|b| b.len() as u64).collect();
-        self.note(location, &lens);
-        Ok(out)
+        object_store::coalesce_ranges(
+            ranges,
+            |range| self.get_range(location, range),
+            object_store::OBJECT_STORE_COALESCE_DEFAULT,
+        )
+        .await
     }
 
     fn delete_stream(

@@ -861,6 +861,24 @@ mod tests {
             ["2026-01-01", "2026-01-02"],
             "the first page's days only"
         );
+        // From object storage, each day read costs its footer and the pages of its block, in
+        // the GETs S3 would be sent (ranges coalesced): a few, and less than the object twice
+        // (a small day's footer read takes the object whole; its pages are read again).
+        let requests = counting.requests();
+        assert!(requests.len() <= 2 * 3, "{requests:?}");
+        for day in &c.manifest().partitions[..2] {
+            let read: u64 = requests
+                .iter()
+                .filter(|(p, _)| *p == day.path)
+                .map(|(_, b)| b)
+                .sum();
+            assert!(
+                read < 2 * day.bytes,
+                "{}: {read} bytes of {}",
+                day.path,
+                day.bytes
+            );
+        }
         // A page from a position deep in the month reads that day and the next.
         counting.reset();
         q.limit = 45;
