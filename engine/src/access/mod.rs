@@ -745,14 +745,14 @@ fn group_of_path(path: &str) -> Option<(SourceId, Lane, i32)> {
 }
 
 impl AccessIndex {
-    /// Loads the sidecars (hash-checked) and the footers of the clustered files of a version.
+    /// Loads the sidecars (hash-checked) of the clustered files of a version.
     /// `None` when the version lists no access files.
     pub async fn load(store: &CorpusStore, manifest: &Manifest) -> Result<Option<Self>> {
         Self::load_after(store, manifest, None).await
     }
 
     /// As [`AccessIndex::load`], taking over from `previous` (the index of a version of the
-    /// same store) every file whose sidecar both list: its footer, its supersessions and its
+    /// same store) every file whose sidecar both list: its block offsets, its supersessions and its
     /// slots, which a publish that adds a delta file to one year leaves as they were. Only
     /// the new sidecars are read; the result equals a fresh load.
     pub async fn load_after(
@@ -1792,7 +1792,7 @@ mod tests {
             "several blocks of the big filer"
         );
         // Zero every access data file in place (the open handles read the same inodes; the
-        // footers are in memory): only what the cache holds can still be answered.
+        // block offsets are in memory): only what the cache holds can still be answered.
         for e in corpus
             .manifest()
             .access
