@@ -144,13 +144,8 @@ impl IdentityFile {
         let bad = |d: &str| Error::integrity(path, d.to_owned());
         let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)
             .map_err(|e| bad(&format!("not parquet: {e}")))?;
-        let kv = builder
-            .metadata()
-            .file_metadata()
-            .key_value_metadata()
-            .cloned()
-            .unwrap_or_default();
-        let get = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
+        let meta = builder.metadata().clone();
+        let get = crate::read::footer_value(&meta);
         let format = get("asof.identity.format").ok_or_else(|| bad("no identity format"))?;
         let evidence: Vec<EvidenceFile> = serde_json::from_str(
             &get("asof.identity.evidence").ok_or_else(|| bad("no evidence table"))?,

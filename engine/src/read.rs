@@ -9,6 +9,18 @@ use crate::manifest::{ObjectEntry, PartitionEntry};
 use crate::record::{NewsRow, from_batch};
 use crate::store::{CorpusStore, sha256_hex};
 
+/// The key-value metadata of a Parquet file's footer as a lookup: the value of a key, if set.
+/// Derived objects (identity files, access sidecars) carry their own facts there.
+pub fn footer_value<'a>(
+    meta: &'a parquet::file::metadata::ParquetMetaData,
+) -> impl Fn(&str) -> Option<String> + 'a {
+    let kv = meta.file_metadata().key_value_metadata();
+    move |k: &str| {
+        kv.and_then(|kv| kv.iter().find(|e| e.key == k))
+            .and_then(|e| e.value.clone())
+    }
+}
+
 /// Fetches an object and checks its sha256 against the manifest.
 pub async fn get_checked(store: &CorpusStore, path: &str, sha256: &str) -> Result<Bytes> {
     let bytes = store.get(path).await?;

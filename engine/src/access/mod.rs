@@ -905,13 +905,8 @@ impl AccessIndex {
         data_sha: &str,
     ) -> Result<(Vec<(String, i64)>, Vec<u64>)> {
         let builder = ParquetRecordBatchReaderBuilder::try_new(bytes)?;
-        let kv = builder
-            .metadata()
-            .file_metadata()
-            .key_value_metadata()
-            .cloned()
-            .unwrap_or_default();
-        let get = |k: &str| kv.iter().find(|e| e.key == k).and_then(|e| e.value.clone());
+        let meta = builder.metadata().clone();
+        let get = crate::read::footer_value(&meta);
         if get(META_DATA_SHA).as_deref() != Some(data_sha) {
             return Err(Error::integrity(
                 path,
