@@ -1154,6 +1154,9 @@ impl AccessIndex {
     ) -> Result<Vec<SharedRow>> {
         let mut out = Vec::new();
         let slots = self.slots(source, lane, cik);
+        // Runs with dated rows, in time order (by their first dated row).
+        let mut dated: Vec<&Slot> = slots.iter().filter(|s| s.dated > 0).collect();
+        dated.sort_by_key(|s| (s.min_published, s.file));
         // From object storage, a page reads at once what it will need of each run, in one
         // round trip instead of one per year: the runs in time order from the page's position
         // up to the rows the page wants (each from the block holding the position, the last
@@ -1164,11 +1167,9 @@ impl AccessIndex {
         // it alone reads.
         if !bounds.after_nulls && slots.len() > 1 && !self.files[slots[0].file as usize].is_local()
         {
-            let mut dated: Vec<&Slot> = slots.iter().filter(|s| s.dated > 0).collect();
-            dated.sort_by_key(|s| (s.min_published, s.file));
             let mut reads: Vec<(u32, Range<u64>)> = Vec::new();
             let mut held = 0usize;
-            for s in dated {
+            for &s in &dated {
                 if held >= want
                     || bounds
                         .upper
@@ -1206,8 +1207,6 @@ impl AccessIndex {
             // Runs by their first dated row. Runs whose spans overlap (a year's base file and
             // its deltas) form one cluster, read together and merged; clusters follow each
             // other in time, so the answer is the first clusters' rows in order.
-            let mut dated: Vec<&Slot> = slots.iter().filter(|s| s.dated > 0).collect();
-            dated.sort_by_key(|s| (s.min_published, s.file));
             let mut i = 0;
             while i < dated.len() && out.len() < want {
                 let mut j = i + 1;
