@@ -13,6 +13,7 @@ pub mod delta;
 pub mod error;
 pub mod identity;
 pub mod ids;
+pub mod late;
 pub mod lists;
 pub mod manifest;
 pub mod page_cache;

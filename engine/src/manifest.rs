@@ -86,6 +86,11 @@ pub const COMMITS_LISTED: usize = 16;
 pub const HOURS_LISTED: usize = 48;
 const HOUR_MICROS: i64 = 3_600_000_000;
 
+/// The UTC hour `at` falls in, as the instant it starts: what `available_hours` lists.
+pub fn hour_of(at: Instant) -> Instant {
+    Instant::from_micros(at.micros() - at.micros().rem_euclid(HOUR_MICROS))
+}
+
 /// The distinct values of one clock of rows added one at a time (exact, or truncated to the
 /// hour), up to a bound: what a partition's entry lists in `commits` and `available_hours`.
 #[derive(Debug, Clone)]
@@ -118,11 +123,7 @@ impl Marks {
 
     pub fn add(&mut self, v: Option<Instant>) {
         if let Some(at) = v.filter(|_| !self.overflow) {
-            let at = if self.hourly {
-                Instant::from_micros(at.micros() - at.micros().rem_euclid(HOUR_MICROS))
-            } else {
-                at
-            };
+            let at = if self.hourly { hour_of(at) } else { at };
             self.seen.insert(at);
             if self.seen.len() > self.cap {
                 self.overflow = true;
@@ -153,20 +154,36 @@ impl PartitionEntry {
     /// Whether a row whose `clock` lies in `(after, through]` may be in the partition, by the
     /// manifest alone: the clock's min/max, then its listed commits or hours when it has them.
     pub fn may_hold_in(&self, clock: VisibleBy, after: Option<Instant>, through: Instant) -> bool {
+        self.may_hold_besides(clock, after, through, &[])
+    }
+
+    /// [`Self::may_hold_in`], counting none of the listed commits or hours in `kept_apart`
+    /// (the marks whose rows `crate::late` keeps apart, so the walk need not read the
+    /// partition for them). Marks in `kept_apart` are ignored only where the entry lists its
+    /// marks; min/max alone cannot tell which rows they hold.
+    pub fn may_hold_besides(
+        &self,
+        clock: VisibleBy,
+        after: Option<Instant>,
+        through: Instant,
+        kept_apart: &[Instant],
+    ) -> bool {
         let s = self.clocks.get(clock);
         let in_range = s.min.is_some_and(|m| m <= through)
             && after.is_none_or(|a| s.max.is_some_and(|m| m > a));
+        let counted = |m: &Instant| !kept_apart.contains(m);
         in_range
             && match clock {
                 VisibleBy::PublishedAt => true,
                 VisibleBy::CommittedAt => self.commits.as_ref().is_none_or(|l| {
                     l.iter()
+                        .filter(|m| counted(m))
                         .any(|&c| c <= through && after.is_none_or(|a| c > a))
                 }),
                 // An hour holds values in `[h, h + 1 h)`: one may lie in the window when the
                 // hour starts by its end and ends after its start.
                 VisibleBy::AvailableAt => self.available_hours.as_ref().is_none_or(|l| {
-                    l.iter().any(|&h| {
+                    l.iter().filter(|m| counted(m)).any(|&h| {
                         h <= through && after.is_none_or(|a| h.micros() + HOUR_MICROS > a.micros())
                     })
                 }),

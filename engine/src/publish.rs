@@ -22,6 +22,7 @@ use crate::clock::{Day, Instant, Lane, SourceId};
 use crate::error::{Error, Result};
 use crate::identity::IdentityFile;
 use crate::ids;
+use crate::late;
 use crate::lists::{self, ListObject};
 use crate::manifest::{
     Certification, FORMAT, Manifest, ObjectEntry, PartitionClocks, PartitionEntry, SampleSet,
@@ -353,6 +354,7 @@ pub async fn publish_onto(
         .map(|(g, _)| g)
         .collect();
     let mut added_by_group: BTreeMap<(SourceId, Lane, i32), Vec<NewsRow>> = BTreeMap::new();
+    let mut fresh_late: HashMap<String, Vec<late::LateRow>> = HashMap::new();
     // Pass 3, one partition at a time: its added rows with the parent's rows of that day.
     for key in decided.keys() {
         let (source, lane, Some(day)) = key else {
@@ -381,8 +383,17 @@ pub async fn publish_onto(
         let mut sources: Vec<Box<dyn Iterator<Item = Result<NewsRow>> + Send + '_>> =
             vec![Box::new(added)];
         sources.extend(held.map(|h| Box::new(h) as Box<dyn Iterator<Item = _> + Send>));
-        let encoded = encode_partition(SortedRows::new(sources)?)?;
+        // The partition's late rows are found on the way (`crate::late`), so the late
+        // objects need not read back what this publish writes.
+        let mut finder = late::Finder::default();
+        let rows = SortedRows::new(sources)?.inspect(|r| {
+            if let Ok(r) = r {
+                finder.add(r);
+            }
+        });
+        let encoded = encode_partition(rows)?;
         let entry = put_partition(store, source, lane, day, encoded).await?;
+        fresh_late.insert(entry.path.clone(), finder.finish());
         manifest
             .partitions
             .retain(|p| !(p.source_id == source && p.lane == lane && p.date == day));
@@ -406,6 +417,17 @@ pub async fn publish_onto(
         }
     }
     access::update(store, &mut manifest, added_by_group, &derive_whole).await?;
+    // Only a publish that adds rows changes them (an identical re-ingest of a corpus written
+    // before late objects existed still publishes nothing).
+    if added > 0 {
+        late::update(
+            store,
+            &mut manifest,
+            parent.as_ref().map(|(_, m)| m),
+            fresh_late,
+        )
+        .await?;
+    }
     for (source, lane, state) in &changes.lists {
         lists::write(store, &mut manifest, *source, *lane, state).await?;
     }

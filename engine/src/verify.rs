@@ -4,6 +4,7 @@
 
 use crate::access;
 use crate::error::{Error, Result};
+use crate::late;
 use crate::manifest::{PartitionClocks, marks_of};
 use crate::read::{decode_parquet, get_checked};
 use crate::store::CorpusStore;
@@ -70,6 +71,7 @@ pub async fn verify_manifest(
         version: version.to_owned(),
         ..Default::default()
     };
+    let mut late_rows = std::collections::HashMap::new();
     for p in m
         .partitions
         .iter()
@@ -106,6 +108,8 @@ pub async fn verify_manifest(
                 "commit instants or available_at hours differ from the manifest's".to_owned(),
             ));
         }
+        // The walk takes a late mark's rows from the late object, not the partition.
+        late_rows.insert(p.path.as_str(), late::Finder::of(&decoded));
         out.partitions += 1;
         out.rows += rows;
     }
@@ -121,6 +125,10 @@ pub async fn verify_manifest(
             access::KIND_SIDECAR => {
                 access::verify_file(store, m, o).await?;
                 out.other_objects += 2;
+            }
+            late::KIND_LATE => {
+                late::verify(store, m, o, &late_rows).await?;
+                out.other_objects += 1;
             }
             _ => {
                 get_checked(store, &o.path, &o.sha256).await?;

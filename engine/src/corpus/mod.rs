@@ -31,6 +31,7 @@ use crate::clock::{Instant, Lane, SourceId};
 use crate::coverage::{DayTable, Scope, SourceCoverage};
 use crate::error::{Error, Result};
 use crate::identity::{IdentityFile, IdentityIndex};
+use crate::late::LateIndex;
 use crate::manifest::{Manifest, PartitionEntry};
 use crate::read::read_identity;
 use crate::record::schema;
@@ -66,6 +67,8 @@ pub struct Corpus {
     ctx: SessionContext,
     /// The access-file index, when the version lists access files.
     access: Option<AccessIndex>,
+    /// The late rows of each source-lane whose version lists them (`crate::late`).
+    late: LateIndex,
     /// Which reading answers pages (`Indexed` by default).
     path: ReadPath,
     /// Per-day certification tables of every certified source-lane.
@@ -151,6 +154,8 @@ impl Corpus {
                 (k, Arc::from(v))
             })
             .collect();
+        let late =
+            LateIndex::load_after(&store, &manifest, &lanes, previous.map(|p| &p.late)).await?;
         let day_tables = manifest
             .spans
             .iter()
@@ -168,6 +173,7 @@ impl Corpus {
             supersessions,
             ctx,
             access,
+            late,
             path: ReadPath::Indexed,
             day_tables,
             scans: crate::ScanPool::shared_default(),

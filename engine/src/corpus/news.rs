@@ -246,6 +246,7 @@ impl Corpus {
             ciks: ciks.map(|c| Arc::new(c.into_iter().collect::<HashSet<_>>())),
             after: q.after.clone(),
             want: q.limit + 1,
+            late: self.late.lane(q.source, q.lane),
         };
         let pool = self.scans.clone();
         let mut budget = pool.budget();

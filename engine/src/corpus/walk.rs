@@ -44,6 +44,7 @@ use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataR
 use crate::clock::{Day, Instant, VisibleBy};
 use crate::cut::{Cut, Superseded};
 use crate::error::{Error, Result};
+use crate::late::LateLane;
 use crate::manifest::PartitionEntry;
 use crate::page_cache;
 use crate::record::{Position, RowBlock, SharedRow, from_batch};
@@ -70,6 +71,9 @@ pub(crate) struct Walk {
     pub after: Option<Position>,
     /// Rows wanted (a page's `limit + 1`).
     pub want: usize,
+    /// The source-lane's late rows, when its version lists them: a partition is read only for
+    /// the marks that are not late; the window's late rows of the others come from here.
+    pub late: Option<Arc<LateLane>>,
 }
 
 /// A point in the answer order: dated before undated, then the instant, then the id, where
@@ -129,8 +133,79 @@ impl Key {
 }
 
 impl Walk {
-    /// The first `want` rows of the cut after the position, in answer order.
+    /// The first `want` rows of the cut after the position, in answer order: those of the
+    /// partitions read, merged with the late rows of the partitions not read.
     pub async fn run(&self, budget: &mut Budget) -> Result<Vec<SharedRow>> {
+        let mut out = self.run_partitions(budget).await?;
+        if let Some(late) = &self.late {
+            self.merge_late(late, &mut out, budget)?;
+        }
+        Ok(out)
+    }
+
+    /// Merges into `out` (the first `want` rows of the partitions read, in answer order) the
+    /// late rows of the window whose partitions the walk did not read, keeping the first
+    /// `want` of both.
+    fn merge_late(
+        &self,
+        late: &LateLane,
+        out: &mut Vec<SharedRow>,
+        budget: &mut Budget,
+    ) -> Result<()> {
+        if self.ciks.as_ref().is_some_and(|c| c.is_empty()) {
+            return Ok(());
+        }
+        let (clock, after, through) = (self.cut.clock, self.cut.start, self.cut.as_of);
+        let position = self.after.as_ref().map(Key::of_position);
+        let mut extra: Vec<SharedRow> = Vec::new();
+        let mut examined = 0u64;
+        for (day, r) in late.within(clock, after, through) {
+            examined += 1;
+            if self.days.as_ref().is_some_and(|d| !d.contains(&day)) {
+                continue;
+            }
+            let Ok(i) = self.partitions.binary_search_by_key(&day, |p| p.date) else {
+                continue; // checked at load: every late row's partition is listed
+            };
+            // A partition the walk read gave its rows of the window itself.
+            if late.walks(&self.partitions[i], clock, after, through) {
+                continue;
+            }
+            if position
+                .as_ref()
+                .is_some_and(|k| !k.before(r.published_at.is_none(), micros(&r), &r.id))
+            {
+                continue;
+            }
+            if self.keeps(&r) {
+                extra.push(r);
+            }
+        }
+        budget.spend(examined)?;
+        if extra.is_empty() {
+            return Ok(());
+        }
+        extra.sort_by(|a, b| a.sort_key().cmp(&b.sort_key()));
+        let walked = std::mem::take(out);
+        let (mut a, mut b) = (walked.into_iter().peekable(), extra.into_iter().peekable());
+        while out.len() < self.want {
+            let next = match (a.peek(), b.peek()) {
+                (Some(x), Some(y)) if x.sort_key() <= y.sort_key() => a.next(),
+                (Some(_), Some(_)) => b.next(),
+                (Some(_), None) => a.next(),
+                (None, _) => b.next(),
+            };
+            match next {
+                Some(r) => out.push(r),
+                None => break,
+            }
+        }
+        Ok(())
+    }
+
+    /// The first `want` rows of the cut after the position among the partitions the walk
+    /// reads, in answer order.
+    async fn run_partitions(&self, budget: &mut Budget) -> Result<Vec<SharedRow>> {
         let mut out = Vec::new();
         if self.ciks.as_ref().is_some_and(|c| c.is_empty()) {
             return Ok(out);
@@ -195,7 +270,10 @@ impl Walk {
         if self.days.as_ref().is_some_and(|d| !d.contains(&p.date)) {
             return false;
         }
-        p.may_hold_in(self.cut.clock, self.cut.start, self.cut.as_of)
+        match &self.late {
+            Some(late) => late.walks(p, self.cut.clock, self.cut.start, self.cut.as_of),
+            None => p.may_hold_in(self.cut.clock, self.cut.start, self.cut.as_of),
+        }
     }
 
     fn keeps(&self, r: &crate::record::NewsRow) -> bool {
@@ -625,7 +703,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::clock::Lane;
+    use crate::clock::{Lane, SourceId};
     use crate::corpus::{Answer, Corpus, Entity, NewsQuery, ReadPath};
     use crate::coverage::Scope;
     use crate::publish::{ChangeSet, publish};
@@ -654,7 +732,8 @@ mod tests {
             let at = minute(day * 1440 + (i % 1_000) / 10 * 7);
             let cik = (i % 7 + 1).to_string();
             let published = (i % 13 != 0).then_some(at.as_str());
-            let committed = minute(day * 1440 + 1_500 + i % 50);
+            // Five commits a day: each day's marks are listed in its manifest entry.
+            let committed = minute(day * 1440 + 1_500 + i % 5);
             let mut r = edgar(
                 &format!("0000000001-26-{i:06}"),
                 &cik,
@@ -687,7 +766,12 @@ mod tests {
                         .published_at
                         .map(|p| Instant::from_micros(p.micros() - 3_600_000_000)),
                 };
-                r.committed_at = Some(t(&minute(8 * 1440 + i as u64 % 600)));
+                // Four later commits (hours), shared by the days: late marks of each day
+                // (`crate::late`), so the walk takes them from the late object.
+                r.committed_at = Some(t(&minute(8 * 1440 + (i as u64 % 4) * 60)));
+                if r.lane == Lane::ForwardFirstSeen {
+                    r.available_at = r.committed_at;
+                }
                 r
             })
             .collect();
@@ -734,6 +818,12 @@ mod tests {
     #[tokio::test]
     async fn pages_through_partitions_of_several_blocks_walk_to_what_the_scan_answers() {
         let (_dir, walked, scanned) = readings().await;
+        // The corrections are late rows of their days in both lanes: the walk merges them in.
+        for lane in [Lane::CertifiedPit, Lane::ForwardFirstSeen] {
+            let held = crate::late::entry_of(walked.manifest(), SourceId::SecEdgar, lane)
+                .map_or(0, |e| e.row_count);
+            assert!(held > 10, "{lane:?}: {held} late rows");
+        }
         let mut checked = 0;
         for (lane, clock) in [
             (Lane::CertifiedPit, VisibleBy::PublishedAt),
@@ -982,7 +1072,8 @@ mod tests {
         let (rows, _) = ids(c.news(&w, Scope::Corpus).await.unwrap());
         assert_eq!(rows.len(), 40, "{clock:?}");
         assert_eq!(read_days(), ["2026-01-11"], "{clock:?}");
-        // The window holding the correction reads Jan 2 for it, and Jan 25.
+        // The window holding the correction reads Jan 25 only: the correction is the one row
+        // of a late mark of Jan 2, whose rows the late object holds (`crate::late`).
         counting.reset();
         let w = query(
             Lane::ForwardFirstSeen,
@@ -993,7 +1084,22 @@ mod tests {
         let (rows, _) = ids(c.news(&w, Scope::Corpus).await.unwrap());
         assert_eq!(rows.len(), 41, "{clock:?}");
         assert_eq!(rows[0].0, "0000000001-26-000045_1");
-        assert_eq!(read_days(), ["2026-01-02", "2026-01-25"], "{clock:?}");
+        assert_eq!(read_days(), ["2026-01-25"], "{clock:?}");
+        assert!(
+            counting.reads_under("snapshots/late/").is_empty(),
+            "the late rows were loaded with the version"
+        );
+        // Without the late object, the same window reads Jan 2 for its correction.
+        let mut m = c.manifest().clone();
+        m.access.retain(|e| e.kind != crate::late::KIND_LATE);
+        let bare = Corpus::open_after(c.store().clone(), "bare", m, None)
+            .await
+            .unwrap();
+        counting.reset();
+        let (again, _) = ids(bare.news(&w, Scope::Corpus).await.unwrap());
+        assert_eq!(again, rows, "{clock:?}");
+        // (Jan 25's blocks are in the row cache since the page above.)
+        assert_eq!(read_days(), ["2026-01-02"], "{clock:?}");
     }
 
     #[tokio::test]

@@ -28,7 +28,7 @@ use asof_engine::manifest::{Certification, Evidence, FORMAT, Manifest};
 use asof_engine::publish::{publish_manifest, write_partition};
 use asof_engine::record::NewsRow;
 use asof_engine::store::CorpusStore;
-use asof_engine::{access, ids};
+use asof_engine::{access, ids, late};
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
@@ -357,6 +357,7 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
     let mut run: Option<(Day, Day)> = None; // the certified range being extended
     // The forward lane: its certified range, rows (for its access files) and id entries.
     let mut forward_run: Option<(Day, Day)> = None;
+    let mut fresh_late = std::collections::HashMap::new();
     let mut forward_rows: BTreeMap<i32, Vec<NewsRow>> = BTreeMap::new();
     let mut forward_ids = Vec::new();
     let mut built = Built {
@@ -404,25 +405,28 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
             written += (rows.len() + ahead.len()) as u64;
             year_rows.extend(rows.iter().cloned());
             id_entries.extend(rows.iter().map(|r| ids::entry(&r.id, day)));
-            manifest.partitions.push(
-                write_partition(store, SourceId::SecEdgar, Lane::CertifiedPit, day, rows).await?,
-            );
+            let late_rows = late::Finder::of(&rows);
+            let entry =
+                write_partition(store, SourceId::SecEdgar, Lane::CertifiedPit, day, rows).await?;
+            fresh_late.insert(entry.path.clone(), late_rows);
+            manifest.partitions.push(entry);
             if !ahead.is_empty() {
                 forward_rows
                     .entry(y)
                     .or_default()
                     .extend(ahead.iter().cloned());
                 forward_ids.extend(ahead.iter().map(|r| ids::entry(&r.id, day)));
-                manifest.partitions.push(
-                    write_partition(
-                        store,
-                        SourceId::SecEdgar,
-                        Lane::ForwardFirstSeen,
-                        day,
-                        ahead,
-                    )
-                    .await?,
-                );
+                let late_rows = late::Finder::of(&ahead);
+                let entry = write_partition(
+                    store,
+                    SourceId::SecEdgar,
+                    Lane::ForwardFirstSeen,
+                    day,
+                    ahead,
+                )
+                .await?;
+                fresh_late.insert(entry.path.clone(), late_rows);
+                manifest.partitions.push(entry);
             }
         }
         progress(serial);
@@ -476,6 +480,7 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
         )
         .await?;
     }
+    late::update(store, &mut manifest, None, fresh_late).await?;
     built.partitions = manifest.partitions.len();
     built.rows = written;
     built.version = publish_manifest(store, manifest).await?;

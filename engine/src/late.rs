@@ -1,0 +1,792 @@
+//! Late rows: the few rows of a partition committed (or first seen) long after the rest of it,
+//! kept a second time per source-lane, so that a window on `committed_at` or `available_at`
+//! finds them without reading the partitions they live in.
+//!
+//! Why: a row lives in the partition of its publication day, sorted there by
+//! `(published_at, id)`. A correction committed a month after its day sits in that day's
+//! partition, so the first page of a 30-day `committed_at` window holds the corrections of
+//! the 30 days before it, one or two in each of those days' partitions, and the walk read 30
+//! partitions for one page (70 ms at 20M rows; BENCHMARKS.md, "The general path"). The
+//! manifest lists each partition's commit instants (`commits`) and `available_at` hours
+//! (`available_hours`); a *late mark* is one of them that holds few of the partition's rows
+//! ([`is_late`]). Every row of a late mark is copied into its source-lane's late object, with
+//! a flag per clock. The walk counts only a partition's other marks when it decides whether to
+//! read the partition ([`LateLane::walks`]), and takes the rows the window holds of the
+//! partitions it does not read from here, merged into the page in answer order.
+//!
+//! The invariant the walk relies on: for every partition of a source-lane, each row whose
+//! commit (or hour) is a late mark of that partition is in the object, flagged for that
+//! clock, and no other row is flagged. Lateness is decided per mark from the partition's rows
+//! alone ([`Finder`]), so it is exact and `asof verify` recomputes it. A partition whose entry
+//! does not list its marks (too many) has no late mark: the walk reads it as before.
+//!
+//! The object is an Arrow IPC file (zstd): the record columns, the path of the row's
+//! partition, and the two flags. It is small (one row in a thousand of the bench corpora) and
+//! loaded whole with the version; a version whose late object is unchanged takes over the
+//! previous one's.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::io::Cursor;
+use std::sync::Arc;
+
+use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::ipc::CompressionType;
+use arrow::ipc::reader::FileReader;
+use arrow::ipc::writer::{FileWriter, IpcWriteOptions};
+use bytes::Bytes;
+
+use crate::clock::{Day, Instant, Lane, SourceId, VisibleBy};
+use crate::error::{Error, Result};
+use crate::manifest::{
+    COMMITS_LISTED, HOURS_LISTED, Manifest, ObjectEntry, PartitionEntry, hour_of,
+};
+use crate::record::{NewsRow, RowBlock, SharedRow, from_batch, partition_order, to_batch};
+use crate::store::{CorpusStore, sha256_hex};
+
+/// The kind of a late object in `manifest.access`.
+pub const KIND_LATE: &str = "walk.late/1";
+/// The most rows a late mark may hold: a mark with more is worth reading its partition for.
+pub const LATE_MAX: usize = 1024;
+
+/// The folder of one source-lane's late object.
+pub fn late_dir(source: SourceId, lane: Lane) -> String {
+    format!("snapshots/late/{source}/{lane}/")
+}
+
+/// Whether a mark holding `count` of a partition's `rows` is late: never the mark holding the
+/// most rows, at most [`LATE_MAX`] rows, and a sliver of the partition (a 64th) or a handful.
+pub fn is_late(count: usize, rows: usize, dominant: bool) -> bool {
+    !dominant && count <= LATE_MAX && (count * 64 <= rows || count <= 4)
+}
+
+/// A row of a late object: the row, and on which clocks its mark is late.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LateRow {
+    pub row: NewsRow,
+    pub on_committed: bool,
+    pub on_available: bool,
+}
+
+/// The marks of one clock of a partition and, for each, its rows while they are few.
+#[derive(Debug)]
+struct Tally {
+    cap: usize,
+    overflow: bool,
+    marks: BTreeMap<Instant, (usize, Vec<NewsRow>)>,
+}
+
+impl Tally {
+    fn new(cap: usize) -> Self {
+        Tally {
+            cap,
+            overflow: false,
+            marks: BTreeMap::new(),
+        }
+    }
+
+    fn add(&mut self, mark: Option<Instant>, row: &NewsRow) {
+        let Some(m) = mark.filter(|_| !self.overflow) else {
+            return;
+        };
+        // The manifest lists at most `cap` marks (`crate::manifest::Marks`); past that it
+        // lists none, and no mark can be told apart.
+        if !self.marks.contains_key(&m) && self.marks.len() == self.cap {
+            self.overflow = true;
+            self.marks.clear();
+            return;
+        }
+        let (count, rows) = self.marks.entry(m).or_default();
+        *count += 1;
+        if *count <= LATE_MAX {
+            rows.push(row.clone());
+        } else if !rows.is_empty() {
+            *rows = Vec::new();
+        }
+    }
+
+    /// The late marks and their rows.
+    fn late(self, n: usize) -> Vec<(Instant, Vec<NewsRow>)> {
+        if self.overflow {
+            return Vec::new();
+        }
+        // The dominant mark: the most rows, the earliest on a tie.
+        let dominant = self
+            .marks
+            .iter()
+            .max_by(|a, b| a.1.0.cmp(&b.1.0).then(b.0.cmp(a.0)))
+            .map(|(m, _)| *m);
+        self.marks
+            .into_iter()
+            .filter(|(m, (count, _))| is_late(*count, n, Some(*m) == dominant))
+            .map(|(m, (_, rows))| (m, rows))
+            .collect()
+    }
+}
+
+/// Finds the late rows of one partition, fed its rows one at a time (a golden copy's day is
+/// streamed): it keeps copies of at most [`LATE_MAX`] rows per listed mark.
+#[derive(Debug)]
+pub struct Finder {
+    rows: usize,
+    commits: Tally,
+    hours: Tally,
+}
+
+impl Default for Finder {
+    fn default() -> Self {
+        Finder {
+            rows: 0,
+            commits: Tally::new(COMMITS_LISTED),
+            hours: Tally::new(HOURS_LISTED),
+        }
+    }
+}
+
+impl Finder {
+    pub fn add(&mut self, row: &NewsRow) {
+        self.rows += 1;
+        self.commits.add(row.committed_at, row);
+        self.hours.add(row.available_at.map(hour_of), row);
+    }
+
+    /// The partition's late rows, in partition order.
+    pub fn finish(self) -> Vec<LateRow> {
+        let n = self.rows;
+        let mut by_revision: BTreeMap<(String, String), LateRow> = BTreeMap::new();
+        for (_, rows) in self.commits.late(n) {
+            for row in rows {
+                let key = (row.id.clone(), row.revision_id.clone());
+                by_revision.insert(
+                    key,
+                    LateRow {
+                        row,
+                        on_committed: true,
+                        on_available: false,
+                    },
+                );
+            }
+        }
+        for (_, rows) in self.hours.late(n) {
+            for row in rows {
+                let key = (row.id.clone(), row.revision_id.clone());
+                by_revision
+                    .entry(key)
+                    .or_insert(LateRow {
+                        row,
+                        on_committed: false,
+                        on_available: false,
+                    })
+                    .on_available = true;
+            }
+        }
+        let mut out: Vec<LateRow> = by_revision.into_values().collect();
+        out.sort_by(|a, b| partition_order(&a.row, &b.row));
+        out
+    }
+
+    /// The late rows of `rows` (one partition's).
+    pub fn of<'a>(rows: impl IntoIterator<Item = &'a NewsRow>) -> Vec<LateRow> {
+        let mut f = Finder::default();
+        for r in rows {
+            f.add(r);
+        }
+        f.finish()
+    }
+}
+
+const PARTITION: &str = "partition";
+const ON_COMMITTED: &str = "late_on_committed_at";
+const ON_AVAILABLE: &str = "late_on_available_at";
+
+fn file_schema() -> SchemaRef {
+    let mut fields: Vec<Field> = crate::record::schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.push(Field::new(PARTITION, DataType::Utf8, false));
+    fields.push(Field::new(ON_COMMITTED, DataType::Boolean, false));
+    fields.push(Field::new(ON_AVAILABLE, DataType::Boolean, false));
+    Arc::new(Schema::new(fields))
+}
+
+/// The bytes of a late object: `rows` (partition path, row), in the order given.
+pub fn encode(rows: &[(String, LateRow)]) -> Result<Bytes> {
+    let schema = file_schema();
+    let options = IpcWriteOptions::default().try_with_compression(Some(CompressionType::ZSTD))?;
+    let mut w = FileWriter::try_new_with_options(Vec::new(), &schema, options)?;
+    for chunk in rows.chunks(8192) {
+        let records: Vec<NewsRow> = chunk.iter().map(|(_, l)| l.row.clone()).collect();
+        let mut cols: Vec<ArrayRef> = to_batch(&records)?.columns().to_vec();
+        cols.push(Arc::new(StringArray::from_iter_values(
+            chunk.iter().map(|(p, _)| p.as_str()),
+        )));
+        cols.push(Arc::new(BooleanArray::from_iter(
+            chunk.iter().map(|(_, l)| Some(l.on_committed)),
+        )));
+        cols.push(Arc::new(BooleanArray::from_iter(
+            chunk.iter().map(|(_, l)| Some(l.on_available)),
+        )));
+        w.write(&RecordBatch::try_new(schema.clone(), cols)?)?;
+    }
+    w.finish()?;
+    Ok(Bytes::from(w.into_inner()?))
+}
+
+/// The rows of a late object's bytes.
+pub fn decode(path: &str, bytes: Bytes) -> Result<Vec<(String, LateRow)>> {
+    let bad = |what: &str| Error::integrity(path, format!("late object: {what}"));
+    let reader = FileReader::try_new(Cursor::new(bytes), None)?;
+    let mut out = Vec::new();
+    for batch in reader {
+        let batch = batch?;
+        let rows = from_batch(&batch)?;
+        let parts = batch
+            .column_by_name(PARTITION)
+            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+            .ok_or_else(|| bad("no partition column"))?;
+        let flag = |name: &str| {
+            batch
+                .column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<BooleanArray>())
+                .cloned()
+                .ok_or_else(|| bad("a flag column is missing"))
+        };
+        let (c, a) = (flag(ON_COMMITTED)?, flag(ON_AVAILABLE)?);
+        for (i, row) in rows.into_iter().enumerate() {
+            if parts.is_null(i) || c.is_null(i) || a.is_null(i) {
+                return Err(bad("a null partition or flag"));
+            }
+            out.push((
+                parts.value(i).to_owned(),
+                LateRow {
+                    row,
+                    on_committed: c.value(i),
+                    on_available: a.value(i),
+                },
+            ));
+        }
+    }
+    Ok(out)
+}
+
+/// The late object of a source-lane listed in `manifest`, if any.
+pub fn entry_of(manifest: &Manifest, source: SourceId, lane: Lane) -> Option<&ObjectEntry> {
+    let dir = late_dir(source, lane);
+    manifest
+        .access
+        .iter()
+        .find(|e| e.kind == KIND_LATE && e.path.starts_with(&dir))
+}
+
+/// Brings the late objects of `manifest` up to date with its partitions: for each source-lane,
+/// the rows of the previous object (listed in `manifest`, as the parent's) whose partitions
+/// are still listed, and the late rows of every partition it did not cover: from `fresh`
+/// (path → late rows, found while the partition was written) or read from the store. A
+/// source-lane whose partitions all stayed keeps its object; one without partitions loses it.
+pub async fn update(
+    store: &CorpusStore,
+    manifest: &mut Manifest,
+    parent: Option<&Manifest>,
+    mut fresh: HashMap<String, Vec<LateRow>>,
+) -> Result<()> {
+    let mut lanes: BTreeMap<(SourceId, Lane), Vec<&PartitionEntry>> = BTreeMap::new();
+    for p in &manifest.partitions {
+        lanes.entry((p.source_id, p.lane)).or_default().push(p);
+    }
+    let mut entries = Vec::new();
+    for (&(source, lane), partitions) in &lanes {
+        let held = entry_of(manifest, source, lane);
+        // The partitions the held object covers: the parent's of this source-lane, when the
+        // parent lists the same object.
+        let covered: HashSet<&str> = match (held, parent) {
+            (Some(e), Some(pm)) if entry_of(pm, source, lane) == Some(e) => pm
+                .partitions
+                .iter()
+                .filter(|p| p.source_id == source && p.lane == lane)
+                .map(|p| p.path.as_str())
+                .collect(),
+            _ => HashSet::new(),
+        };
+        let now: HashSet<&str> = partitions.iter().map(|p| p.path.as_str()).collect();
+        if held.is_some() && covered == now {
+            entries.push(held.cloned().expect("held"));
+            continue;
+        }
+        let mut rows: Vec<(String, LateRow)> = Vec::new();
+        if let Some(e) = held.filter(|_| !covered.is_empty()) {
+            let bytes = crate::read::get_checked(store, &e.path, &e.sha256).await?;
+            rows.extend(
+                decode(&e.path, bytes)?
+                    .into_iter()
+                    .filter(|(p, _)| now.contains(p.as_str())),
+            );
+        }
+        for p in partitions
+            .iter()
+            .filter(|p| !covered.contains(p.path.as_str()))
+        {
+            let late = match fresh.remove(&p.path) {
+                Some(l) => l,
+                None => {
+                    let mut f = Finder::default();
+                    for r in crate::read::partition_rows(store, p).await? {
+                        f.add(&r?);
+                    }
+                    f.finish()
+                }
+            };
+            rows.extend(late.into_iter().map(|l| (p.path.clone(), l)));
+        }
+        rows.sort_by(|a, b| a.0.cmp(&b.0).then(partition_order(&a.1.row, &b.1.row)));
+        let bytes = encode(&rows)?;
+        let sha = sha256_hex(&bytes);
+        let entry = ObjectEntry {
+            kind: KIND_LATE.into(),
+            path: format!("{}{sha}.arrow", late_dir(source, lane)),
+            bytes: bytes.len() as u64,
+            sha256: sha,
+            row_count: rows.len() as u64,
+        };
+        store.put_immutable(&entry.path, bytes).await?;
+        entries.push(entry);
+    }
+    manifest.access.retain(|e| e.kind != KIND_LATE);
+    manifest.access.extend(entries);
+    manifest.access.sort_by(|a, b| a.path.cmp(&b.path));
+    Ok(())
+}
+
+/// Checks a late object against the rows of the partitions `verified` (path → rows, read and
+/// hash-checked by the caller): for each, the object holds exactly the late rows [`Finder`]
+/// finds in them, flagged alike. Rows of partitions not in `verified` are checked only to
+/// name a listed partition of the source-lane.
+pub(crate) async fn verify(
+    store: &CorpusStore,
+    manifest: &Manifest,
+    entry: &ObjectEntry,
+    verified: &HashMap<&str, Vec<LateRow>>,
+) -> Result<()> {
+    let bytes = crate::read::get_checked(store, &entry.path, &entry.sha256).await?;
+    let rows = decode(&entry.path, bytes)?;
+    if rows.len() as u64 != entry.row_count {
+        return Err(Error::integrity(
+            &entry.path,
+            format!("{} rows, manifest says {}", rows.len(), entry.row_count),
+        ));
+    }
+    let listed: HashMap<&str, &PartitionEntry> = manifest
+        .partitions
+        .iter()
+        .filter(|p| entry.path.starts_with(&late_dir(p.source_id, p.lane)))
+        .map(|p| (p.path.as_str(), p))
+        .collect();
+    let mut found: HashMap<&str, Vec<LateRow>> = HashMap::new();
+    for (path, row) in rows {
+        let Some((&p, _)) = listed.get_key_value(path.as_str()) else {
+            return Err(Error::integrity(
+                &entry.path,
+                format!("a late row of {path}, which the source-lane does not list"),
+            ));
+        };
+        found.entry(p).or_default().push(row);
+    }
+    for (path, expected) in verified {
+        if !listed.contains_key(path) {
+            continue;
+        }
+        if found.get(path).map_or(&[][..], Vec::as_slice) != expected.as_slice() {
+            return Err(Error::integrity(
+                &entry.path,
+                format!("its late rows of {path} are not the partition's"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One source-lane's late rows in memory, with what the walk asks of them.
+#[derive(Debug)]
+pub struct LateLane {
+    /// The object's path (content-addressed: the same path is the same rows).
+    path: String,
+    rows: Arc<RowBlock>,
+    /// The day of each row's partition.
+    days: Vec<Day>,
+    /// Rows late on `committed_at`, as (commit instant, row), ascending.
+    committed: Vec<(Instant, u32)>,
+    /// Rows late on `available_at`, as (`available_at`, row), ascending.
+    available: Vec<(Instant, u32)>,
+    /// Of `committed` and `available`, the rows an as-of cut (no window start) can need:
+    /// those before every other mark of their partition. A late mark after the partition's
+    /// main commit (a correction) is never needed there: any cut that admits it also reaches
+    /// the main commit, so the walk reads the partition and finds the row itself.
+    committed_early: Vec<(Instant, u32)>,
+    available_early: Vec<(Instant, u32)>,
+    /// Per partition day: its late commits and its late hours.
+    marks: HashMap<Day, (Vec<Instant>, Vec<Instant>)>,
+    /// The path of each partition with late rows, by day.
+    partitions: HashMap<Day, String>,
+}
+
+impl LateLane {
+    /// Builds the lane from a late object's rows, each of whose partitions must be one of
+    /// `partitions` (the source-lane's, from the manifest).
+    fn new(
+        path: &str,
+        rows: Vec<(String, LateRow)>,
+        partitions: &[PartitionEntry],
+    ) -> Result<Self> {
+        let by_path: HashMap<&str, Day> = partitions
+            .iter()
+            .map(|p| (p.path.as_str(), p.date))
+            .collect();
+        let mut days = Vec::with_capacity(rows.len());
+        let mut committed = Vec::new();
+        let mut available = Vec::new();
+        let mut marks: HashMap<Day, (Vec<Instant>, Vec<Instant>)> = HashMap::new();
+        let mut records = Vec::with_capacity(rows.len());
+        let mut paths = HashMap::new();
+        for (i, (p, l)) in rows.into_iter().enumerate() {
+            let day = *by_path.get(p.as_str()).ok_or_else(|| {
+                Error::integrity(path, format!("a late row of {p}, which is not listed"))
+            })?;
+            paths.entry(day).or_insert(p);
+            let (c, a) = marks.entry(day).or_default();
+            if l.on_committed {
+                let at = l.row.committed_at.ok_or_else(|| {
+                    Error::integrity(path, "a row late on committed_at without one")
+                })?;
+                committed.push((at, i as u32));
+                c.push(at);
+            }
+            if l.on_available {
+                let at = l.row.available_at.ok_or_else(|| {
+                    Error::integrity(path, "a row late on available_at without one")
+                })?;
+                available.push((at, i as u32));
+                a.push(hour_of(at));
+            }
+            days.push(day);
+            records.push(l.row);
+        }
+        for (c, a) in marks.values_mut() {
+            c.sort();
+            c.dedup();
+            a.sort();
+            a.dedup();
+        }
+        committed.sort();
+        available.sort();
+        let by_day: HashMap<Day, &PartitionEntry> =
+            partitions.iter().map(|p| (p.date, p)).collect();
+        // The first mark of a partition that is not late, on each clock (`None`: no such mark,
+        // or the marks are not listed, in which case the walk reads the partition for any cut
+        // and never needs its late rows).
+        let first_main = |day: Day, clock: VisibleBy| -> Option<Option<Instant>> {
+            let p = by_day.get(&day)?;
+            let (c, a) = &marks[&day];
+            let (listed, apart) = match clock {
+                VisibleBy::CommittedAt => (p.commits.as_ref()?, c),
+                _ => (p.available_hours.as_ref()?, a),
+            };
+            Some(listed.iter().find(|m| !apart.contains(m)).copied())
+        };
+        let early = |list: &[(Instant, u32)], clock: VisibleBy, mark: fn(Instant) -> Instant| {
+            list.iter()
+                .filter(|(at, i)| match first_main(days[*i as usize], clock) {
+                    None => false,
+                    Some(None) => true,
+                    Some(Some(main)) => mark(*at) < main,
+                })
+                .copied()
+                .collect::<Vec<_>>()
+        };
+        let committed_early = early(&committed, VisibleBy::CommittedAt, |at| at);
+        let available_early = early(&available, VisibleBy::AvailableAt, hour_of);
+        Ok(LateLane {
+            path: path.to_owned(),
+            rows: Arc::new(records.into_iter().collect()),
+            days,
+            committed,
+            available,
+            committed_early,
+            available_early,
+            marks,
+            partitions: paths,
+        })
+    }
+
+    /// How many rows the lane holds.
+    pub fn len(&self) -> usize {
+        self.days.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.days.is_empty()
+    }
+
+    /// Whether the walk reads partition `p` for a window `(after, through]` on `clock`: it
+    /// may hold a row there by a mark that is not late (a late mark's rows are here).
+    pub fn walks(
+        &self,
+        p: &PartitionEntry,
+        clock: VisibleBy,
+        after: Option<Instant>,
+        through: Instant,
+    ) -> bool {
+        let apart = match (self.marks.get(&p.date), clock) {
+            (Some((c, _)), VisibleBy::CommittedAt) => c.as_slice(),
+            (Some((_, a)), VisibleBy::AvailableAt) => a.as_slice(),
+            _ => &[],
+        };
+        p.may_hold_besides(clock, after, through, apart)
+    }
+
+    /// The rows late on `clock` whose value lies in `(after, through]` and that a cut of that
+    /// window may need (with no `after`, only those before their partition's other marks),
+    /// with their partition's day, in the clock's order. `PublishedAt` has none: its rows are
+    /// where they belong.
+    pub fn within(
+        &self,
+        clock: VisibleBy,
+        after: Option<Instant>,
+        through: Instant,
+    ) -> impl Iterator<Item = (Day, SharedRow)> + '_ {
+        let list: &[(Instant, u32)] = match (clock, after) {
+            (VisibleBy::CommittedAt, Some(_)) => &self.committed,
+            (VisibleBy::CommittedAt, None) => &self.committed_early,
+            (VisibleBy::AvailableAt, Some(_)) => &self.available,
+            (VisibleBy::AvailableAt, None) => &self.available_early,
+            (VisibleBy::PublishedAt, _) => &[],
+        };
+        let lo = after.map_or(0, |a| list.partition_point(|(at, _)| *at <= a));
+        let hi = list.partition_point(|(at, _)| *at <= through);
+        list[lo..hi.max(lo)].iter().map(|&(_, i)| {
+            (
+                self.days[i as usize],
+                SharedRow::new(Arc::clone(&self.rows), i as usize),
+            )
+        })
+    }
+}
+
+/// The late lanes of a version, by source-lane.
+#[derive(Debug, Default, Clone)]
+pub struct LateIndex {
+    lanes: HashMap<(SourceId, Lane), Arc<LateLane>>,
+}
+
+impl LateIndex {
+    /// Loads every late object `manifest` lists, taking over from `previous` the lanes whose
+    /// object is the same (and whose partitions' days are unchanged for its rows).
+    pub async fn load_after(
+        store: &CorpusStore,
+        manifest: &Manifest,
+        lanes: &HashMap<(SourceId, Lane), Arc<[PartitionEntry]>>,
+        previous: Option<&LateIndex>,
+    ) -> Result<Self> {
+        let mut out = HashMap::new();
+        for e in manifest.access.iter().filter(|e| e.kind == KIND_LATE) {
+            let Some(key) = lanes
+                .keys()
+                .find(|(s, l)| e.path.starts_with(&late_dir(*s, *l)))
+                .copied()
+            else {
+                return Err(Error::integrity(
+                    &e.path,
+                    "a late object of a source-lane without partitions",
+                ));
+            };
+            let partitions = &lanes[&key];
+            // The same path is the same rows; each row's partition must still be listed on
+            // its day (a rewritten partition changes the object, a new one without late rows
+            // does not).
+            if let Some(prev) = previous
+                .and_then(|p| p.lanes.get(&key))
+                .filter(|l| l.path == e.path)
+                && still_listed(prev, partitions)
+            {
+                out.insert(key, Arc::clone(prev));
+                continue;
+            }
+            let bytes = crate::read::get_checked(store, &e.path, &e.sha256).await?;
+            let rows = decode(&e.path, bytes)?;
+            out.insert(key, Arc::new(LateLane::new(&e.path, rows, partitions)?));
+        }
+        Ok(LateIndex { lanes: out })
+    }
+
+    /// The late lane of a source-lane, if its version lists one.
+    pub fn lane(&self, source: SourceId, lane: Lane) -> Option<Arc<LateLane>> {
+        self.lanes.get(&(source, lane)).cloned()
+    }
+}
+
+/// Whether every partition `lane` holds rows of is still listed in `partitions`, on its day.
+fn still_listed(lane: &LateLane, partitions: &[PartitionEntry]) -> bool {
+    lane.partitions.iter().all(|(d, path)| {
+        partitions
+            .binary_search_by_key(d, |p| p.date)
+            .is_ok_and(|i| partitions[i].path == *path)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::publish::{ChangeSet, publish};
+    use crate::testkit::{corpus, edgar, january, t};
+
+    /// `n` rows of Jan 5 committed the next morning, and `late` more committed on Jan 20.
+    fn day(n: usize, late: usize) -> Vec<NewsRow> {
+        (0..n + late)
+            .map(|i| {
+                let committed = if i < n {
+                    "2026-01-06T01:00:00Z"
+                } else {
+                    "2026-01-20T01:00:00Z"
+                };
+                edgar(
+                    &format!("0000000001-26-{i:06}"),
+                    "1",
+                    Some("2026-01-05T10:00:00Z"),
+                    committed,
+                )
+                .seal()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_mark_holding_a_sliver_of_its_partition_is_late_and_the_main_one_never() {
+        let late = Finder::of(&day(640, 3));
+        assert_eq!(late.len(), 3);
+        assert!(late.iter().all(|l| l.on_committed && !l.on_available));
+        assert!(
+            late.iter()
+                .all(|l| l.row.committed_at == Some(t("2026-01-20T01:00:00Z")))
+        );
+        // A mark of a tenth of the rows is read with its partition.
+        assert!(Finder::of(&day(640, 64)).is_empty());
+        // Two marks of equal size: the earlier is the partition's own.
+        let even = Finder::of(&day(3, 3));
+        assert_eq!(even.len(), 3);
+        assert!(
+            even.iter()
+                .all(|l| l.row.committed_at == Some(t("2026-01-20T01:00:00Z")))
+        );
+        // One mark: nothing is late.
+        assert!(Finder::of(&day(5, 0)).is_empty());
+    }
+
+    #[test]
+    fn a_partition_with_more_marks_than_its_entry_lists_has_no_late_row() {
+        let rows: Vec<NewsRow> = (0..200)
+            .map(|i| {
+                let committed = if i < 180 {
+                    "2026-01-06T01:00:00Z".to_owned()
+                } else {
+                    format!("2026-01-2{}T01:00:{:02}Z", i % 2, i - 180)
+                };
+                edgar(
+                    &format!("0000000001-26-{i:06}"),
+                    "1",
+                    Some("2026-01-05T10:00:00Z"),
+                    &committed,
+                )
+            })
+            .collect();
+        assert!(Finder::of(&rows[..180 + COMMITS_LISTED - 1]).len() == COMMITS_LISTED - 1);
+        assert!(Finder::of(&rows).is_empty(), "21 commits are not listed");
+    }
+
+    #[test]
+    fn a_late_hour_is_flagged_on_available_at_beside_its_commit() {
+        let mut rows = day(100, 1);
+        for r in &mut rows {
+            r.available_at = r.committed_at;
+        }
+        let late = Finder::of(&rows);
+        assert_eq!(late.len(), 1);
+        assert!(late[0].on_committed && late[0].on_available);
+    }
+
+    #[test]
+    fn a_late_object_reads_back_the_rows_and_flags_written() {
+        let rows: Vec<(String, LateRow)> = Finder::of(&day(640, 3))
+            .into_iter()
+            .map(|l| ("snapshots/partitions/x.parquet".to_owned(), l))
+            .collect();
+        let bytes = encode(&rows).unwrap();
+        assert_eq!(decode("x", bytes).unwrap(), rows);
+        assert!(decode("x", Bytes::from_static(b"not arrow")).is_err());
+    }
+
+    #[tokio::test]
+    async fn publish_keeps_each_source_lanes_late_rows_and_verify_holds_them_to_the_partitions() {
+        let (_dir, store, _) = corpus(day(640, 0), january()).await;
+        let (v1, m1) = store.current().await.unwrap();
+        let first = entry_of(&m1, SourceId::SecEdgar, Lane::CertifiedPit)
+            .cloned()
+            .expect("a late object, empty");
+        assert_eq!(first.row_count, 0);
+        // Three corrections committed on Jan 20: late rows of Jan 5.
+        let fixes: Vec<NewsRow> = day(640, 0)
+            .into_iter()
+            .take(3)
+            .map(|mut r| {
+                r.title = "corrected".into();
+                r.committed_at = Some(t("2026-01-20T01:00:00Z"));
+                r
+            })
+            .collect();
+        publish(
+            &store,
+            ChangeSet {
+                rows: fixes,
+                ..Default::default()
+            },
+            t("2026-03-02T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        let (v2, m2) = store.current().await.unwrap();
+        assert_ne!(v1, v2);
+        let second = entry_of(&m2, SourceId::SecEdgar, Lane::CertifiedPit).unwrap();
+        assert_eq!(second.row_count, 3);
+        crate::verify::verify(&store, None).await.unwrap();
+        // A late object that drops a row is refused by name.
+        let bytes = crate::read::get_checked(&store, &second.path, &second.sha256)
+            .await
+            .unwrap();
+        let mut rows = decode(&second.path, bytes).unwrap();
+        rows.pop();
+        let short = encode(&rows).unwrap();
+        let sha = sha256_hex(&short);
+        let mut forged = m2.clone();
+        let e = forged
+            .access
+            .iter_mut()
+            .find(|e| e.kind == KIND_LATE)
+            .unwrap();
+        *e = ObjectEntry {
+            kind: KIND_LATE.into(),
+            path: format!(
+                "{}{sha}.arrow",
+                late_dir(SourceId::SecEdgar, Lane::CertifiedPit)
+            ),
+            bytes: short.len() as u64,
+            sha256: sha,
+            row_count: 2,
+        };
+        store.put_immutable(&e.path.clone(), short).await.unwrap();
+        let forged_version = store.put_manifest(&forged).await.unwrap();
+        let err = crate::verify::verify(&store, Some(&forged_version))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("late rows of"), "{err}");
+    }
+}
