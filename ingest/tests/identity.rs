@@ -144,7 +144,7 @@ fn copy_of_sample(dst: &std::path::Path) -> CorpusStore {
     }
     let repo = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
     copy_dir(&repo.join("manifests"), &dst.join("manifests"));
-    for d in ["access", "identity", "ids", "lists", "partitions"] {
+    for d in ["access", "identity", "ids", "late", "lists", "partitions"] {
         copy_dir(
             &repo.join("snapshots").join(d),
             &dst.join("snapshots").join(d),
