@@ -370,6 +370,45 @@ fn sql_refuses_statements_that_are_not_read_only() {
 }
 
 #[test]
+fn sql_reads_only_the_manifest_and_the_partitions_never_the_versions_indexes() {
+    // A copy holding the manifest and the partitions only: no identity file, access file,
+    // id run or late object, which the service's load of a version needs and SQL does not.
+    let dir = tempfile::tempdir().unwrap();
+    let manifest = copy_of_listed_objects(dir.path());
+    for sub in ["identity", "access", "ids", "late", "lists"] {
+        let _ = std::fs::remove_dir_all(dir.path().join("snapshots").join(sub));
+    }
+    let rows: u64 = manifest["partitions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["row_count"].as_u64().unwrap())
+        .sum();
+    let corpus = dir.path().to_str().unwrap();
+    let o = asof(&[
+        "sql",
+        "--corpus",
+        corpus,
+        "--format",
+        "csv",
+        "SELECT count(*) AS n FROM news",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(stdout(&o), format!("n\n{rows}\n"));
+    // The service cannot load that copy: it is what SQL no longer pays for.
+    let o = asof(&[
+        "query",
+        "--corpus",
+        corpus,
+        "--cik",
+        "1318605",
+        "--as-of",
+        "2026-01-29T12:00:00Z",
+    ]);
+    assert!(!o.status.success());
+}
+
+#[test]
 fn bench_corpus_is_deterministic_by_seed_and_answers_queries() {
     let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
     let build = |dir: &tempfile::TempDir| {

@@ -274,7 +274,7 @@ impl Corpus {
 
     /// Runs read-only SQL (see [`crate::sql`]).
     pub async fn sql(&self, sql: &str) -> Result<Vec<RecordBatch>> {
-        crate::sql::run(self, sql).await
+        crate::sql::run_on(&self.store, &self.manifest, sql).await
     }
 
     /// Partitions of a source-lane, for SQL registration and file delivery.
@@ -289,10 +289,6 @@ impl Corpus {
             .filter(|p| filter(p))
             .map(|p| self.url_of(p))
             .collect()
-    }
-
-    pub(crate) fn arc_schema(&self) -> Arc<arrow::datatypes::Schema> {
-        schema()
     }
 }
 

@@ -810,8 +810,11 @@ async fn query(a: QueryArgs) -> CliResult {
 }
 
 async fn sql(a: SqlArgs) -> CliResult {
-    let corpus = open(&a.corpus.corpus).await?;
-    let batches = corpus.sql(&a.sql).await?;
+    // Only the manifest: SQL reads the partitions itself, and loading the version as the
+    // service does (indexes, supersessions) would cost more than most queries.
+    let store = CorpusStore::open(&a.corpus.corpus)?;
+    let (_, manifest) = store.current().await?;
+    let batches = asof_engine::sql::run_on(&store, &manifest, &a.sql).await?;
     let mut out = std::io::stdout().lock();
     match a.format {
         Format::Table => writeln!(
