@@ -124,9 +124,27 @@ pub(crate) fn decode_span(
     span: &Bytes,
     offsets: &[u64],
     blocks: std::ops::Range<usize>,
-    (source, lane): (SourceId, Lane),
+    group: (SourceId, Lane),
 ) -> Result<Vec<Vec<NewsRow>>> {
+    Ok(decode_parts(path, span, offsets, blocks, group, None)?
+        .into_iter()
+        .map(|(_, rows)| rows)
+        .collect())
+}
+
+/// As [`decode_span`], turning into rows only `parts[i]` (a range of rows inside the block)
+/// of the `i`-th block, when given: a small filer's run is a few rows of a block, and making
+/// rows of all 128 cost most of a cold page. Each block comes with its number of rows.
+pub(crate) fn decode_parts(
+    path: &str,
+    span: &Bytes,
+    offsets: &[u64],
+    blocks: std::ops::Range<usize>,
+    (source, lane): (SourceId, Lane),
+    parts: Option<&[std::ops::Range<usize>]>,
+) -> Result<Vec<(usize, Vec<NewsRow>)>> {
     let bad = |what: String| Error::integrity(path, what);
+    let first = blocks.start;
     let base = offsets[blocks.start];
     let decoder = FileDecoder::new(file_schema(), MetadataVersion::V5);
     let mut out = Vec::with_capacity(blocks.len());
@@ -150,7 +168,13 @@ pub(crate) fn decode_span(
         let batch = decoder
             .read_record_batch(&block, &Buffer::from(span.slice(lo as usize..hi as usize)))?
             .ok_or_else(|| bad(format!("block {k} holds no record batch")))?;
-        out.push(rows_of(&batch, source, lane)?);
+        let n = batch.num_rows();
+        let rows = match parts.map(|p| p[k - first].clone()) {
+            Some(r) if r.end <= n => rows_of(&batch.slice(r.start, r.len()), source, lane)?,
+            Some(r) => return Err(bad(format!("rows {r:?} of block {k}, which holds {n}"))),
+            None => rows_of(&batch, source, lane)?,
+        };
+        out.push((n, rows));
     }
     Ok(out)
 }

@@ -13,8 +13,10 @@
 //! range GET of a few kilobytes, not a range per column.
 //!
 //! The sidecars are read once per version at load (in parallel; the data files' own footers
-//! never), and decoded blocks are kept in [`crate::page_cache::ROWS`], their compressed bytes
-//! from a remote store in [`crate::page_cache::REMOTE`]: the unit cached is the unit read.
+//! never). Decoded rows are kept in [`crate::page_cache::ROWS`] by their part of each block
+//! (a CIK's run, or the piece of it a page reads), not as whole blocks: a small filer's run is
+//! a few rows of a block shared with other filers. Compressed blocks from a remote store are
+//! kept in [`crate::page_cache::REMOTE`]: the unit cached there is the unit read.
 //!
 //! Access files are derived at publish time from the partitions of their year and listed,
 //! hash-checked, in the manifest's `access` list. A later publish that adds rows to a year
@@ -1011,7 +1013,11 @@ impl AccessIndex {
         }
     }
 
-    /// Rows `range` of one file, sharing the decoded blocks that hold them.
+    /// Rows `range` of one file (inside one CIK's run), decoded and kept in the row cache by
+    /// their part in each block: the unit kept is what pages of that run read, not the
+    /// block, so a small filer's few rows of a block hold a few rows of the cache, not 128
+    /// (with one run per year, a page of such a filer would otherwise keep thousands of rows
+    /// and the cache would hold a few hundred pages). Missing parts are read as one span.
     async fn rows(
         &self,
         store: &CorpusStore,
@@ -1021,59 +1027,56 @@ impl AccessIndex {
         if range.is_empty() {
             return Ok(Vec::new());
         }
+        let f = &self.files[file as usize];
         let first = (range.start / BLOCK_ROWS as u64) as usize;
         let last = ((range.end - 1) / BLOCK_ROWS as u64) as usize;
-        let mut out = Vec::with_capacity((range.end - range.start) as usize);
-        for (k, block) in (first..=last).zip(self.blocks(store, file, first..last + 1).await?) {
-            let at = (k * BLOCK_ROWS) as u64;
-            let lo = range.start.max(at) - at;
-            let hi = range.end.min(at + block.len() as u64) - at;
-            out.extend((lo..hi).map(|i| SharedRow::new(Arc::clone(&block), i as usize)));
-        }
-        Ok(out)
-    }
-
-    /// The decoded rows of blocks `blocks` of one file: held ones from the row cache, the
-    /// others from their bytes, which are one range from the first block missing to the last
-    /// (one read, one GET from object storage); each block decoded is kept.
-    async fn blocks(
-        &self,
-        store: &CorpusStore,
-        file: u32,
-        blocks: Range<usize>,
-    ) -> Result<Vec<Arc<RowBlock>>> {
-        let f = &self.files[file as usize];
-        if blocks.end > f.blocks() {
+        if last >= f.blocks() {
             return Err(Error::integrity(
                 f.path.as_ref(),
-                format!("block {} of {}", blocks.end - 1, f.blocks()),
+                format!("block {last} of {}", f.blocks()),
             ));
         }
-        let rows = &crate::page_cache::ROWS;
-        let path = f.path.as_ref();
-        let mut out: Vec<Option<Arc<RowBlock>>> = blocks
-            .clone()
-            .map(|k| rows.get(path, &f.block_rows(k)))
+        let parts: Vec<Range<u64>> = (first..=last)
+            .map(|k| {
+                let b = f.block_rows(k);
+                range.start.max(b.start)..range.end.min(b.end)
+            })
             .collect();
-        let (Some(first), Some(last)) = (
-            out.iter().position(Option::is_none),
-            out.iter().rposition(Option::is_none),
-        ) else {
-            return Ok(out.into_iter().map(|b| b.expect("held")).collect());
-        };
-        let missing = blocks.start + first..blocks.start + last + 1;
-        for (k, decoded) in missing.clone().zip(self.decode(store, f, missing).await?) {
-            let block: Arc<RowBlock> = Arc::new(decoded.into_iter().collect());
-            if block.len() as u64 != f.block_rows(k).end - f.block_rows(k).start {
-                return Err(Error::integrity(
-                    path,
-                    format!("block {k} holds {} rows", block.len()),
-                ));
+        let cache = &crate::page_cache::ROWS;
+        let path = f.path.as_ref();
+        let mut held: Vec<Option<Arc<RowBlock>>> =
+            parts.iter().map(|p| cache.get(path, p)).collect();
+        if let (Some(a), Some(b)) = (
+            held.iter().position(Option::is_none),
+            held.iter().rposition(Option::is_none),
+        ) {
+            let missing = first + a..first + b + 1;
+            let within: Vec<Range<usize>> = missing
+                .clone()
+                .map(|k| {
+                    let (p, at) = (&parts[k - first], f.block_rows(k).start);
+                    (p.start - at) as usize..(p.end - at) as usize
+                })
+                .collect();
+            let decoded = self.decode(store, f, missing.clone(), &within).await?;
+            for (k, (n, rows)) in missing.zip(decoded) {
+                let expected = f.block_rows(k);
+                if n as u64 != expected.end - expected.start {
+                    return Err(Error::integrity(path, format!("block {k} holds {n} rows")));
+                }
+                if held[k - first].is_none() {
+                    let part: Arc<RowBlock> = Arc::new(rows.into_iter().collect());
+                    cache.put(path, &parts[k - first], Arc::clone(&part));
+                    held[k - first] = Some(part);
+                }
             }
-            rows.put(path, &f.block_rows(k), Arc::clone(&block));
-            out[k - blocks.start] = Some(block);
         }
-        Ok(out.into_iter().map(|b| b.expect("filled")).collect())
+        let mut out = Vec::with_capacity((range.end - range.start) as usize);
+        for part in held {
+            let part = part.expect("filled");
+            out.extend((0..part.len()).map(|i| SharedRow::new(Arc::clone(&part), i)));
+        }
+        Ok(out)
     }
 
     /// Reads and decodes blocks `ks` of `f`. From a local directory, one positional read
@@ -1086,12 +1089,13 @@ impl AccessIndex {
         store: &CorpusStore,
         f: &AccessFile,
         ks: Range<usize>,
-    ) -> Result<Vec<Vec<NewsRow>>> {
+        parts: &[Range<usize>],
+    ) -> Result<Vec<(usize, Vec<NewsRow>)>> {
         let path = f.path.as_ref();
         let span = f.offsets[ks.start]..f.offsets[ks.end];
         if let Some(local) = &f.local {
             let bytes = read_local(local, span)?;
-            return blocks::decode_span(path, &bytes, &f.offsets, ks, f.group);
+            return blocks::decode_parts(path, &bytes, &f.offsets, ks, f.group, Some(parts));
         }
         let remote = &crate::page_cache::REMOTE;
         let mut held: Vec<Option<Bytes>> = ks
@@ -1121,14 +1125,15 @@ impl AccessIndex {
             }
         }
         let mut out = Vec::with_capacity(ks.len());
-        for (k, bytes) in ks.zip(held) {
+        for ((k, bytes), part) in ks.zip(held).zip(parts) {
             let bytes = bytes.expect("filled");
-            out.extend(blocks::decode_span(
+            out.extend(blocks::decode_parts(
                 path,
                 &bytes,
                 &f.offsets,
                 k..k + 1,
                 f.group,
+                Some(std::slice::from_ref(part)),
             )?);
         }
         Ok(out)
@@ -1804,6 +1809,55 @@ mod tests {
             corpus.news(&query(CIKS[4]), Scope::Corpus).await.is_err(),
             "a filer never read must read the (now zeroed) file"
         );
+    }
+
+    #[tokio::test]
+    async fn a_page_keeps_in_the_row_cache_the_rows_of_its_runs_not_the_blocks_they_share() {
+        let (_dir, store, _) = random_corpus(0x5eed_0007, false).await;
+        let corpus = Corpus::open(store).await.unwrap();
+        let index = corpus.access().unwrap();
+        let (source, lane) = (SourceId::SecEdgar, Lane::CertifiedPit);
+        let rows_of = |c: &str| -> u32 {
+            index
+                .slots(source, lane, c)
+                .iter()
+                .map(|s| s.dated + s.nulls)
+                .sum()
+        };
+        let cik = *CIKS.iter().min_by_key(|c| rows_of(c)).unwrap();
+        let q = NewsQuery {
+            source,
+            lane,
+            visible_by: VisibleBy::PublishedAt,
+            start: None,
+            as_of: Instant::from_micros(FROM + SPAN),
+            entity: Entity::Cik(cik.to_owned()),
+            after: None,
+            limit: 300,
+        };
+        page(corpus.news(&q, Scope::Corpus).await.unwrap()).unwrap();
+        let mut shared = 0;
+        for s in index.slots(source, lane, cik) {
+            let f = &index.files[s.file as usize];
+            let run = s.start..s.start + u64::from(s.dated);
+            let block = f.block_rows((run.start / BLOCK_ROWS as u64) as usize);
+            if run.is_empty() || run.end > block.end {
+                continue;
+            }
+            let path: &str = f.path.as_ref();
+            let held = crate::page_cache::ROWS
+                .get(path, &run)
+                .expect("the run's rows are kept");
+            assert_eq!(held.len() as u64, run.end - run.start);
+            if block != run {
+                assert!(
+                    crate::page_cache::ROWS.get(path, &block).is_none(),
+                    "the block the run shares with other filers is not kept whole"
+                );
+                shared += 1;
+            }
+        }
+        assert!(shared > 0, "{cik}: a run sharing its block");
     }
 
     /// What a page cost from object storage: range requests to access data files and their
