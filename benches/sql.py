@@ -79,7 +79,7 @@ print(f"QUERY_MS {ms:.1f}", file=sys.stderr)
 
 
 def norm(text):
-    rows = list(csv.reader(io.StringIO(text)))
+    rows = list(csv.reader(io.StringIO(text, newline="")))
     body = rows[1:]
     out = []
     for r in body:
