@@ -1771,11 +1771,9 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn rows_read_once_are_answered_from_the_row_cache_without_reading_the_file() {
-        let (dir, store, _) = random_corpus(0x5eed_0003, false).await;
-        let corpus = Corpus::open(store).await.unwrap();
-        let query = |cik: &str| NewsQuery {
+    /// A first page of up to 300 of `cik`'s certified rows, at the end of the span.
+    fn whole_span(cik: &str) -> NewsQuery {
+        NewsQuery {
             source: SourceId::SecEdgar,
             lane: Lane::CertifiedPit,
             visible_by: VisibleBy::PublishedAt,
@@ -1784,7 +1782,14 @@ mod tests {
             entity: Entity::Cik(cik.to_owned()),
             after: None,
             limit: 300,
-        };
+        }
+    }
+
+    #[tokio::test]
+    async fn rows_read_once_are_answered_from_the_row_cache_without_reading_the_file() {
+        let (dir, store, _) = random_corpus(0x5eed_0003, false).await;
+        let corpus = Corpus::open(store).await.unwrap();
+        let query = whole_span;
         let first = page(corpus.news(&query(CIKS[0]), Scope::Corpus).await.unwrap()).unwrap();
         assert!(
             first.0.len() > 2 * BLOCK_ROWS,
@@ -1825,17 +1830,7 @@ mod tests {
                 .sum()
         };
         let cik = *CIKS.iter().min_by_key(|c| rows_of(c)).unwrap();
-        let q = NewsQuery {
-            source,
-            lane,
-            visible_by: VisibleBy::PublishedAt,
-            start: None,
-            as_of: Instant::from_micros(FROM + SPAN),
-            entity: Entity::Cik(cik.to_owned()),
-            after: None,
-            limit: 300,
-        };
-        page(corpus.news(&q, Scope::Corpus).await.unwrap()).unwrap();
+        page(corpus.news(&whole_span(cik), Scope::Corpus).await.unwrap()).unwrap();
         let mut shared = 0;
         for s in index.slots(source, lane, cik) {
             let f = &index.files[s.file as usize];
