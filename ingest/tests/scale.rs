@@ -23,6 +23,9 @@ fn daily_index() -> InputFile {
     }
 }
 
+/// The most GETs a day's publish sends for the id runs of its source-lane (measured: one).
+const ID_RUN_GETS: usize = 1;
+
 fn at(s: &str) -> Instant {
     Instant::parse(s).unwrap()
 }
@@ -131,6 +134,31 @@ async fn one_days_ingest_into_a_large_corpus_reads_that_days_partition_and_no_ac
             "{path} was read"
         );
     }
+
+    // Counted as S3 would be sent them (ranges coalesced, one GET each), the publisher's reads
+    // of the source-lane's id runs and late object (issue 47, point 5). Measured today: the
+    // run (60k entries) in one GET of the whole object, and the late object read twice (by the
+    // publish, then again after it); the bounds hold that, so neither can grow unnoticed.
+    let gets = counting.requests();
+    let under = |prefix: &str| -> (usize, u64) {
+        let hits: Vec<u64> = gets
+            .iter()
+            .filter(|(p, _)| p.starts_with(prefix))
+            .map(|(_, b)| *b)
+            .collect();
+        (hits.len(), hits.iter().sum())
+    };
+    let (id_gets, id_bytes) = under("snapshots/ids/sec.edgar/certified_pit/");
+    let (late_gets, late_bytes) = under("snapshots/late/sec.edgar/certified_pit/");
+    let late_size = asof_engine::late::entry_of(&before, SourceId::SecEdgar, Lane::CertifiedPit)
+        .unwrap()
+        .bytes;
+    assert!(
+        late_gets <= 2 && late_bytes <= 2 * late_size,
+        "the late object: {late_gets} GETs, {late_bytes} bytes of {late_size}"
+    );
+    assert!(id_gets <= ID_RUN_GETS, "{id_gets} GETs of id runs");
+    assert!(id_bytes <= 800_000, "{id_bytes} bytes of id runs");
 
     // The same file again: nothing new, and again only that day is read.
     counting.reset();
