@@ -518,15 +518,6 @@ impl LateLane {
         })
     }
 
-    /// How many rows the lane holds.
-    pub fn len(&self) -> usize {
-        self.days.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.days.is_empty()
-    }
-
     /// Whether the walk reads partition `p` for a window `(after, through]` on `clock`: it
     /// may hold a row there by a mark that is not late (a late mark's rows are here).
     pub fn walks(
