@@ -1,5 +1,6 @@
 //! Coverage: which source-days a cut depends on, which of those are certified, and the keys
-//! (`touched`, `missing`) every answer reports.
+//! (`touched`, `missing`) every answer reports, and the certificate of a source-lane-day
+//! (`/v1/coverage` and SQL's `coverage` table).
 //!
 //! Rules (documented in ARCHITECTURE.md):
 //! - A cut at `as_of` depends on every day of the certified span from its first day through
@@ -18,7 +19,7 @@ use std::collections::BTreeSet;
 use serde::Serialize;
 
 use crate::clock::{Day, Instant, Lane, SourceId, VisibleBy};
-use crate::manifest::{Manifest, SampleSet};
+use crate::manifest::{Manifest, PartitionEntry, SampleSet};
 
 pub const MAX_MISSING_KEYS: usize = 32;
 
@@ -329,6 +330,117 @@ impl<'a> SourceCoverage<'a> {
     /// Coverage of a diff `(start, end]`.
     pub fn window(&self, visible_by: VisibleBy, start: Instant, end: Instant) -> Coverage {
         self.needed(start.day(), end.day(), visible_by, end)
+    }
+}
+
+/// A coverage certificate: one per source-lane-day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Certificate {
+    pub key: String,
+    pub source_id: SourceId,
+    pub lane: Lane,
+    pub date: Day,
+    /// `certified`, or `missing` (never certified, or certified only after the cut).
+    pub status: &'static str,
+    /// Rows of a certified day (0 for a complete empty day); null when missing.
+    pub row_count: Option<u64>,
+    /// Rows the corpus holds for a day it does not certify (partial, never a count).
+    pub rows_held: u64,
+    pub certified_at: Option<Instant>,
+    pub partition: Option<PartitionRef>,
+    pub evidence: Vec<crate::manifest::Evidence>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PartitionRef {
+    pub path: String,
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+/// Where the next page of coverage certificates starts.
+pub type CoveragePosition = (SourceId, Lane, Day);
+
+/// The `(source, lane, day)` keys a coverage listing of one lane holds, in order: every day of
+/// each of the `held` sources' span (through `as_of`'s day when given), or the one `date` asked for.
+/// `SELECT … FROM coverage` (SQL) lists the same keys as `/v1/coverage`.
+pub fn certificate_keys(
+    manifest: &Manifest,
+    held: &[SourceId],
+    source: Option<SourceId>,
+    lane: Lane,
+    date: Option<Day>,
+    as_of: Option<Instant>,
+) -> Vec<CoveragePosition> {
+    let mut keys = Vec::new();
+    let sources = match source {
+        Some(s) => vec![s],
+        None => held.to_vec(),
+    };
+    let as_of_day = as_of.map(Instant::day);
+    for source in sources {
+        if let Some(date) = date {
+            keys.push((source, lane, date));
+            continue;
+        }
+        if let Some(span) = manifest.span(source, lane) {
+            let mut d = span.first;
+            let last = as_of_day.map_or(span.last, |a| a.min(span.last));
+            while d <= last {
+                keys.push((source, lane, d));
+                d = d.next();
+            }
+        }
+    }
+    keys.sort();
+    keys
+}
+
+/// The certificate of one source-lane-day of `manifest`, as known at `as_of` (latest when
+/// `None`): the one rule behind `/v1/coverage` and SQL's `coverage`. `part` is the day's
+/// partition (the caller finds it, by a scan or a map); `table` the source-lane's
+/// [`DayTable`] when the caller keeps one.
+pub fn certificate_of(
+    manifest: &Manifest,
+    table: Option<&DayTable>,
+    (source, lane, date): CoveragePosition,
+    part: Option<&PartitionEntry>,
+    as_of: Option<Instant>,
+) -> Certificate {
+    let view = SourceCoverage::new(manifest, source, lane, Scope::Corpus).with_table(table);
+    // Coverage listings are cuts on what the corpus had committed: a certification made
+    // after `as_of` is not yet in force.
+    let status = view.status(
+        date,
+        VisibleBy::CommittedAt,
+        as_of.unwrap_or(Instant::from_micros(i64::MAX)),
+    );
+    let cert = manifest
+        .certifications
+        .iter()
+        .filter(|c| c.source_id == source && c.lane == lane && c.from <= date && date <= c.to)
+        .min_by_key(|c| c.certified_at);
+    let certified = status == DayStatus::Certified;
+    Certificate {
+        key: day_key(source, date),
+        source_id: source,
+        lane,
+        date,
+        status: if certified { "certified" } else { "missing" },
+        row_count: certified.then(|| part.map_or(0, |p| p.row_count)),
+        rows_held: part.map_or(0, |p| p.row_count),
+        certified_at: cert.filter(|_| certified).map(|c| c.certified_at),
+        partition: part.map(|p| PartitionRef {
+            path: p.path.clone(),
+            sha256: p.sha256.clone(),
+            bytes: p.bytes,
+        }),
+        evidence: cert
+            .filter(|_| certified)
+            .map(|c| c.evidence.clone())
+            .unwrap_or_default(),
     }
 }
 

@@ -367,6 +367,12 @@ impl IdentityIndex {
             .map(|n| n.name.clone())
     }
 
+    /// Every interval in force at `as_of`, whatever its ticker: what `/v1/mapping` would
+    /// answer for each ticker it places then (SQL's `identity_asof`).
+    pub fn all_at(&self, as_of: Instant) -> Vec<Mapping> {
+        self.at(Some(&(0..self.file.tickers.len()).collect()), as_of)
+    }
+
     fn at(&self, ids: Option<&Vec<usize>>, as_of: Instant) -> Vec<Mapping> {
         let mut v: Vec<Mapping> = ids
             .into_iter()

@@ -1,11 +1,12 @@
-//! List states: what the change rows of a list source (OFAC SDN, GLEIF records, SEC ticker
-//! lists) say each listed entity looks like now, kept as one derived object per source-lane.
+//! List states: what the lists of a list source (OFAC SDN, GLEIF records, SEC ticker lists)
+//! say each listed entity looks like now, kept as one derived object per source-lane.
 //!
-//! Why: a new list snapshot becomes change rows (added, modified, removed) against the list as
-//! the corpus holds it. Folding every change row the source-lane ever got would read all its
-//! partitions on every snapshot; for SEC ticker lists, whose change rows live among EDGAR's
-//! filings, that is the whole corpus. The ingest pipeline folds each snapshot's change rows
-//! into the state and publishes the state with them, so the next snapshot reads one object.
+//! Why: a new list snapshot is compared with the list as the corpus holds it (added, modified,
+//! removed); OFAC's and GLEIF's changes become change rows, SEC's ticker lists feed the
+//! identity intervals only. Folding every change row the source-lane ever got would read all
+//! its partitions on every snapshot, and a ticker list has no rows to fold. The ingest
+//! pipeline folds each snapshot's changes into the state and publishes the state with them, so
+//! the next snapshot reads one object.
 //!
 //! Object: `snapshots/lists/<source>/<lane>/<sha256>.parquet`, kind [`KIND_LIST`], listed in
 //! the manifest's `access` list; one row per entity ever listed, sorted by entity: `entity`,

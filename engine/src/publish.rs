@@ -594,13 +594,29 @@ fn with_dictionaries(
         })
 }
 
+/// Rows of a partition's data pages: every page of every column holds [`PAGE_ROWS`] rows from
+/// a multiple of it (the last page of a row group fewer), so a block of the ordered walk
+/// (`corpus/walk.rs`, the same size) is one page of each column read and decompressed, and
+/// the page index (each page's clock range) tells which blocks a cut needs before any is read.
+pub const PAGE_ROWS: usize = 1024;
+
 /// Parquet writer settings shared by partitions: snappy, statistics per page, the offset index,
-/// and dictionaries only on low-cardinality columns (unique columns read slower with them).
+/// pages of [`PAGE_ROWS`] rows, and dictionaries only on low-cardinality columns (unique
+/// columns read slower with them).
+///
+/// Why pages are cut by rows alone: the writer decides a page boundary after each mini-batch of
+/// `write_batch_size` values, and closes a page at `data_page_row_count_limit` rows or at the
+/// byte limit, whichever comes first. Both counts are [`PAGE_ROWS`] and the byte limit is far
+/// above what 1,024 rows of any column hold, so pages start at multiples of [`PAGE_ROWS`] (row
+/// groups close between batches of [`PARTITION_BATCH`], a multiple of it).
 pub fn writer_properties() -> WriterProperties {
     with_dictionaries(
         WriterProperties::builder()
             .set_compression(Compression::SNAPPY)
             .set_statistics_enabled(EnabledStatistics::Page)
+            .set_write_batch_size(PAGE_ROWS)
+            .set_data_page_row_count_limit(PAGE_ROWS)
+            .set_data_page_size_limit(64 << 20)
             .set_created_by("asof".into()),
     )
     .build()
@@ -631,7 +647,7 @@ pub async fn write_partition(
 /// Rows handed to the Parquet writer at a time: a multiple of its 1,024-value mini-batches,
 /// at which it decides page boundaries, so a partition's bytes are those of one write of all
 /// its rows whatever the batches.
-const PARTITION_BATCH: usize = 8 * 1024;
+const PARTITION_BATCH: usize = 8 * PAGE_ROWS;
 
 /// A partition encoded to a temporary file, with what its manifest entry says of it.
 pub struct EncodedPartition {
@@ -1237,6 +1253,60 @@ mod tests {
             meta.num_row_groups()
         );
         assert_eq!(crate::read::decode_parquet("p", bytes).unwrap(), rows);
+    }
+
+    #[test]
+    fn every_page_of_a_partition_holds_the_1024_rows_of_one_walk_block() {
+        use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
+        use std::io::{Read, Seek};
+        // Payloads of up to 3 KB: 1,024 of them pass the writer's default page byte limit,
+        // which must not cut a page inside a block.
+        let mut rows: Vec<NewsRow> = (0..20_000u32)
+            .map(|i| {
+                let mut r = edgar(
+                    &format!("0000000001-26-{i:06}"),
+                    &(i % 37).to_string(),
+                    (i % 11 != 0).then_some("2026-01-05T09:00:00Z"),
+                    "2026-01-06T00:00:00Z",
+                );
+                r.payload = Some(format!(
+                    r#"{{"n":{i},"pad":"{}"}}"#,
+                    "x".repeat(i as usize * 7 % 3_000)
+                ));
+                r.seal()
+            })
+            .collect();
+        rows.sort_by(partition_order);
+        for group_bytes in [crate::store::ROW_GROUP_BYTES, 64 << 10] {
+            let mut p =
+                encode_partition_bounded(rows.clone().into_iter().map(Ok), group_bytes).unwrap();
+            let mut bytes = Vec::new();
+            p.file.file.rewind().unwrap();
+            p.file.file.read_to_end(&mut bytes).unwrap();
+            let meta = ParquetMetaDataReader::new()
+                .with_page_index_policy(PageIndexPolicy::Required)
+                .parse_and_finish(&Bytes::from(bytes))
+                .unwrap();
+            let offsets = meta.offset_index().expect("an offset index");
+            let groups = meta.row_groups();
+            for (g, group) in groups.iter().enumerate() {
+                let n = group.num_rows() as usize;
+                if g + 1 < groups.len() {
+                    assert_eq!(n % PAGE_ROWS, 0, "row group {g} of {n} rows");
+                }
+                for (c, column) in offsets[g].iter().enumerate() {
+                    let firsts: Vec<i64> = column
+                        .page_locations()
+                        .iter()
+                        .map(|l| l.first_row_index)
+                        .collect();
+                    let want: Vec<i64> = (0..n.div_ceil(PAGE_ROWS))
+                        .map(|k| (k * PAGE_ROWS) as i64)
+                        .collect();
+                    assert_eq!(firsts, want, "row group {g} column {c} ({group_bytes})");
+                }
+            }
+        }
     }
 
     #[tokio::test]

@@ -98,6 +98,11 @@ impl std::fmt::Debug for RowBlock {
     }
 }
 
+/// How a caller encodes a row as JSON (the service's record shape, which the engine does not
+/// know); given to a corpus so a walk can encode its page on the scan pool
+/// (`Corpus::set_row_encoder`).
+pub type RowEncoder = Arc<dyn Fn(&NewsRow) -> Box<RawValue> + Send + Sync>;
+
 /// A row shared with the block it was read in (a block of the access path's row cache), so
 /// an answer hands rows out without copying their strings; it derefs to the row. A row from
 /// elsewhere (a scan) is a block of one.

@@ -14,9 +14,20 @@
 //! [`Error::TooBroad`] (a clear envelope naming the bound and how to narrow the question). A
 //! task whose caller goes away (the request deadline, a closed connection) is aborted at its
 //! next block.
+//!
+//! Why a CPU share on top of the lower priority: a lower priority decides who runs when both
+//! want a core, but eight broad questions in flight keep the pool's threads always wanting
+//! one, and on a small machine that is most of the cores (BENCHMARKS.md measured the by-filer
+//! throughput at 39% of its unloaded figure beside eight). So the pool may also be given a
+//! number of cores' worth of time its tasks may use together ([`Meter`]): a task that finds
+//! the pool over its share pauses between blocks until the pool is back under it. The time
+//! counted is the wall time of a task's polls, which overstates what a preempted poll used;
+//! under contention the pool yields more, which is the side to err on.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::sync::Semaphore;
@@ -41,6 +52,8 @@ struct Inner {
     wait: Duration,
     max_rows: u64,
     threads: usize,
+    /// The pool's CPU share, when bounded below its threads.
+    meter: Option<Arc<Meter>>,
 }
 
 impl Drop for Inner {
@@ -81,9 +94,20 @@ impl Budget {
 
 impl ScanPool {
     /// A pool of `threads` threads (at least one) running at most `slots` tasks at once;
-    /// a task waits up to `wait` for a slot and may look at `max_rows` rows.
-    pub fn new(threads: usize, slots: usize, wait: Duration, max_rows: u64) -> Result<Self> {
+    /// a task waits up to `wait` for a slot and may look at `max_rows` rows. With `cores`,
+    /// its tasks together keep busy no more than that many cores' worth of time (a share below
+    /// its threads; `None` or a share at or above them bounds nothing).
+    pub fn new(
+        threads: usize,
+        slots: usize,
+        wait: Duration,
+        max_rows: u64,
+        cores: Option<f64>,
+    ) -> Result<Self> {
         let threads = threads.max(1);
+        let meter = cores
+            .filter(|c| c.is_finite() && *c > 0.0 && *c < threads as f64)
+            .map(|c| Arc::new(Meter::new(c, BURST, std::time::Instant::now())));
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("asof-scan")
@@ -97,6 +121,7 @@ impl ScanPool {
                 wait,
                 max_rows,
                 threads,
+                meter,
             }),
         })
     }
@@ -112,6 +137,7 @@ impl ScanPool {
                 Semaphore::MAX_PERMITS,
                 Duration::ZERO,
                 DEFAULT_MAX_ROWS,
+                None,
             )
             .expect("the default scan pool's runtime starts")
         })
@@ -147,16 +173,99 @@ impl ScanPool {
             .runtime
             .as_ref()
             .expect("pool runtime while alive");
-        let handle = runtime.spawn(async move {
+        let task = async move {
             let out = task.await;
             drop(permit);
             out
-        });
+        };
+        let handle = match &self.inner.meter {
+            Some(meter) => runtime.spawn(Metered {
+                task: Box::pin(task),
+                meter: Arc::clone(meter),
+                pause: None,
+            }),
+            None => runtime.spawn(task),
+        };
         match AbortOnDrop(handle).await {
             Ok(out) => out,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(_) => Err(Error::Busy),
         }
+    }
+}
+
+/// Busy time the pool may run ahead of its share before a task pauses: a lone page of a walk
+/// (a few milliseconds) never waits; a stream of them settles to the share.
+const BURST: Duration = Duration::from_millis(50);
+
+/// The pool's CPU share as a leaky bucket: busy time is charged as tasks run and drains at
+/// `cores` seconds per second; past `burst` of debt the charging task pauses until the debt
+/// is back to `burst`. One bucket for all the pool's tasks, so the bound holds however many
+/// run at once.
+#[derive(Debug)]
+struct Meter {
+    /// Busy nanoseconds drained per wall nanosecond.
+    cores: f64,
+    burst_ns: f64,
+    /// Debt in busy nanoseconds, as of the instant beside it.
+    debt: Mutex<(f64, std::time::Instant)>,
+}
+
+impl Meter {
+    fn new(cores: f64, burst: Duration, now: std::time::Instant) -> Self {
+        Meter {
+            cores,
+            burst_ns: burst.as_nanos() as f64,
+            debt: Mutex::new((0.0, now)),
+        }
+    }
+
+    /// Charges `busy` at `now`; the pause the charging task owes before it runs again.
+    fn charge(&self, busy: Duration, now: std::time::Instant) -> Option<Duration> {
+        let mut d = self.debt.lock().unwrap_or_else(|e| e.into_inner());
+        let drained = now.saturating_duration_since(d.1).as_nanos() as f64 * self.cores;
+        d.0 = (d.0 - drained).max(0.0) + busy.as_nanos() as f64;
+        d.1 = d.1.max(now);
+        (d.0 > self.burst_ns)
+            .then(|| Duration::from_nanos(((d.0 - self.burst_ns) / self.cores) as u64))
+    }
+}
+
+/// A pool task under the pool's CPU share: each poll is timed and charged; a task owing a
+/// pause sleeps it out before its next poll. Pauses fall where the task yields (between
+/// blocks), so a task never holds a slot's work half done for longer than one block.
+struct Metered<F> {
+    task: Pin<Box<F>>,
+    meter: Arc<Meter>,
+    pause: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<F: Future> Future for Metered<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // Every field is boxed or `Unpin`: the wrapper may be moved out of its pin.
+        let this = self.get_mut();
+        if let Some(pause) = &mut this.pause {
+            if pause.as_mut().poll(cx).is_pending() {
+                // A wake meant for the task while it pauses is not lost: the task is polled
+                // once the pause ends, whatever woke it.
+                return Poll::Pending;
+            }
+            this.pause = None;
+        }
+        let start = std::time::Instant::now();
+        let out = this.task.as_mut().poll(cx);
+        let now = std::time::Instant::now();
+        if let Some(owed) = this.meter.charge(now - start, now)
+            && out.is_pending()
+        {
+            let mut pause = Box::pin(tokio::time::sleep(owed));
+            if pause.as_mut().poll(cx).is_pending() {
+                this.pause = Some(pause);
+            }
+        }
+        out
     }
 }
 
@@ -195,7 +304,54 @@ mod tests {
     use super::*;
 
     fn pool(slots: usize, wait_ms: u64) -> ScanPool {
-        ScanPool::new(1, slots, Duration::from_millis(wait_ms), 10).unwrap()
+        ScanPool::new(1, slots, Duration::from_millis(wait_ms), 10, None).unwrap()
+    }
+
+    #[test]
+    fn the_meter_lets_a_burst_through_then_owes_pauses_at_its_share() {
+        let start = std::time::Instant::now();
+        let m = Meter::new(0.5, Duration::from_millis(50), start);
+        let ms = Duration::from_millis;
+        assert_eq!(m.charge(ms(30), start), None, "inside the burst");
+        assert_eq!(m.charge(ms(20), start), None, "exactly the burst");
+        // 10 ms over at half a core: 20 ms of pause.
+        assert_eq!(m.charge(ms(10), start), Some(ms(20)));
+        // After the pause the debt is back to the burst: the next charge owes its own share.
+        assert_eq!(m.charge(ms(4), start + ms(20)), Some(ms(8)));
+        // A long idle drains the debt to nothing, never below.
+        assert_eq!(m.charge(ms(0), start + ms(10_000)), None);
+        assert_eq!(m.charge(ms(50), start + ms(10_000)), None);
+        // A clock read out of order drains nothing and never panics.
+        assert_eq!(m.charge(ms(2), start), Some(ms(4)));
+    }
+
+    #[tokio::test]
+    async fn busy_work_on_a_pool_with_a_share_takes_the_time_the_share_allows() {
+        // At half a core with a 50 ms burst, 200 ms of busy work (in 10 ms steps) needs at
+        // least (200 - 50) / 0.5 = 300 ms of wall time; unbounded it would take 200.
+        let spin = || async {
+            for _ in 0..20 {
+                let t = std::time::Instant::now();
+                while t.elapsed() < Duration::from_millis(10) {
+                    std::hint::spin_loop();
+                }
+                tokio::task::yield_now().await;
+            }
+            Ok(())
+        };
+        let shared = ScanPool::new(1, 1, Duration::from_secs(1), 10, Some(0.5)).unwrap();
+        let t = std::time::Instant::now();
+        shared.run(spin()).await.unwrap();
+        let took = t.elapsed();
+        assert!(
+            took >= Duration::from_millis(295),
+            "200 ms of work at half a core after a 50 ms burst took {took:?}"
+        );
+        let whole = ScanPool::new(1, 1, Duration::from_secs(1), 10, Some(1.0)).unwrap();
+        assert!(
+            whole.inner.meter.is_none(),
+            "a share of every thread bounds nothing"
+        );
     }
 
     #[tokio::test]

@@ -122,3 +122,130 @@ pub fn counted_store(
     let store = CorpusStore::from_store(std::sync::Arc::new(counting.clone()), "counted".into());
     (counting, store)
 }
+
+/// xorshift64*: deterministic, dependency-free randomness for test data and queries.
+pub struct Rng(pub u64);
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
+
+pub const RANDOM_FROM: i64 = 1_730_419_200_000_000; // 2024-11-01T00:00:00Z
+pub const RANDOM_SPAN: i64 = 120 * 86_400_000_000; // through late February 2025, crossing a year
+pub const RANDOM_CIKS: [&str; 5] = ["1", "20", "300", "4000", "50000"];
+
+pub fn random_instant(rng: &mut Rng) -> Instant {
+    Instant::from_micros(
+        RANDOM_FROM + (rng.below(RANDOM_SPAN as u64 / 1_000_000) as i64) * 1_000_000,
+    )
+}
+
+/// A corpus of ~900 rows: one big filer (several 128-row blocks per year), small ones,
+/// rows without `published_at`, a forward lane with `available_at`, and a second publish
+/// that corrects some rows (revisions).
+pub async fn random_corpus(
+    seed: u64,
+    batched: bool,
+) -> (tempfile::TempDir, CorpusStore, Vec<NewsRow>) {
+    let mut rng = Rng(seed);
+    let mut rows = Vec::new();
+    for i in 0..900u64 {
+        // Zipf-like: half the rows to the first CIK.
+        let cik = if rng.below(2) == 0 {
+            RANDOM_CIKS[0]
+        } else {
+            RANDOM_CIKS[1 + rng.below(4) as usize]
+        };
+        let published = random_instant(&mut rng);
+        let committed = Instant::from_micros(published.micros() + 86_400_000_000);
+        let mut r = edgar(
+            &format!("0000000001-25-{i:06}"),
+            cik,
+            Some(&published.to_string()),
+            &committed.to_string(),
+        );
+        match rng.below(10) {
+            0 => r.published_at = None,
+            1 | 2 => {
+                r.lane = Lane::ForwardFirstSeen;
+                r.available_at = Some(Instant::from_micros(published.micros() + 60_000_000));
+                r.availability_basis = "local_first_seen".into();
+            }
+            _ => {}
+        }
+        // Ties on published_at exercise the id tie-break.
+        if rng.below(8) == 0
+            && let Some(prev) = rows.last().map(|p: &NewsRow| p.published_at)
+            && r.published_at.is_some()
+        {
+            r.published_at = prev.or(r.published_at);
+        }
+        rows.push(r);
+    }
+    let certs = vec![
+        cert(
+            Lane::CertifiedPit,
+            "2024-11-01",
+            "2025-03-31",
+            "2024-10-01T00:00:00Z",
+        ),
+        cert(
+            Lane::ForwardFirstSeen,
+            "2024-11-01",
+            "2025-03-31",
+            "2024-10-01T00:00:00Z",
+        ),
+    ];
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(dir.path()).unwrap();
+    // Most rows first, then small batches: each later batch becomes delta files of the
+    // years it touches, which the index path must merge with their base files.
+    let mut certs = Some(certs);
+    let mut batches = vec![&rows[..if batched { 820 } else { rows.len() }]];
+    if batched {
+        batches.extend(rows[820..].chunks(20));
+    }
+    for (i, batch) in batches.into_iter().enumerate() {
+        publish(
+            &store,
+            ChangeSet {
+                rows: batch.to_vec(),
+                certifications: certs.take().unwrap_or_default(),
+                ..Default::default()
+            },
+            Instant::from_micros(t("2025-04-01T00:00:00Z").micros() + i as i64),
+        )
+        .await
+        .unwrap();
+    }
+    // Corrections: a later capture moves some publication instants.
+    let mut corrected: Vec<NewsRow> = Vec::new();
+    for r in &rows {
+        if rng.below(12) == 0 {
+            let mut c = r.clone();
+            c.published_at = c
+                .published_at
+                .map(|p| Instant::from_micros(p.micros() + 3_600_000_000));
+            c.committed_at = Some(random_instant(&mut rng).max(r.committed_at.unwrap()));
+            corrected.push(c);
+        }
+    }
+    publish(
+        &store,
+        ChangeSet {
+            rows: corrected,
+            ..Default::default()
+        },
+        t("2025-04-02T00:00:00Z"),
+    )
+    .await
+    .unwrap();
+    (dir, store, rows)
+}

@@ -3,9 +3,12 @@
 //! The steps, in order, each able to refuse the whole ingest before anything is written:
 //! 1. the source's adapter parses every file (`crate::adapter` contract); any bad file or row
 //!    stops here with an error naming the file and line or record;
-//! 2. rows are checked against the request (source, lane, clocks not after the commit time);
-//! 3. list snapshots become change rows against what the corpus already holds (added, removed,
-//!    modified, with before/after in `payload`), visible from the snapshot's capture;
+//! 2. rows are checked against the request (source, lane, clocks not after the commit time, an
+//!    accession number on every EDGAR record);
+//! 3. list snapshots are compared with what the corpus already holds (added, removed,
+//!    modified): OFAC's and GLEIF's changes become change rows (before/after in `payload`),
+//!    visible from the snapshot's capture; SEC's ticker lists make no rows and feed the
+//!    identity intervals only ([`list_makes_rows`]); every list's new state is kept;
 //! 4. rows of cumulative files keep the first-seen instant of rows already held;
 //! 5. stated and implied certifications get their evidence (file names and sha256);
 //! 6. `asof_engine::publish` writes partitions, then the manifest, then moves the pointer, so a
@@ -14,7 +17,7 @@
 //! What the corpus holds is read narrowly, so an ingest costs its input and the partitions it
 //! touches, not the corpus: the version's id runs (`asof_engine::ids`) name the partitions
 //! that can hold the ingest's record ids, and a list snapshot is compared with the source-lane's
-//! list state (`asof_engine::lists`), which the ingest publishes again with its change rows.
+//! list state (`asof_engine::lists`), which the ingest publishes again with what changed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
@@ -233,7 +236,9 @@ async fn held(
     } else {
         None
     };
-    let whole = list && stored_list.is_none();
+    // A version without the state (published before list states existed) gives it by folding
+    // its change rows; a list that makes no rows starts from nothing.
+    let whole = list && stored_list.is_none() && list_makes_rows(source);
     let days = if whole {
         None
     } else if want_rows {
@@ -313,6 +318,16 @@ fn fold(state: &mut ListState, rows: &[NewsRow]) {
             }
         }
     }
+}
+
+/// Whether a list's changes are records of its source. An OFAC SDN entry or a GLEIF LEI record
+/// that changes is news of that source. A ticker list is not: `sec.edgar` records are filings
+/// (each with its accession number), and SEC's ticker files are evidence of which company a
+/// ticker named when, kept as the identity intervals (`/v1/mapping`, ticker resolution) with
+/// the list's capture named as their evidence, and as the list state the next list is
+/// compared with.
+pub fn list_makes_rows(source: SourceId) -> bool {
+    source != SourceId::SecEdgar
 }
 
 /// Form prefix and human label of a list source's change rows.
@@ -397,18 +412,6 @@ fn diff(
             &payload,
         );
         row.published_at = Some(at);
-        if ctx.source == SourceId::SecEdgar {
-            // A ticker change is news of the company it names: by-CIK queries find it, and
-            // its id ends in `_<cik>` like every EDGAR id, which is how a record lookup finds
-            // the CIK's runs.
-            row.cik = after
-                .or(before.map(|b| b.0))
-                .and_then(|f| f["listings"][0]["cik"].as_str())
-                .map(str::to_owned);
-            if let Some(cik) = &row.cik {
-                row.id = format!("{}_{cik}", row.id);
-            }
-        }
         row
     };
     let older = |entity: &str, held_at: Instant| {
@@ -589,6 +592,17 @@ fn check_row(req: &Request, files_label: &str, n: usize, row: &mut NewsRow) -> R
             "empty record id",
         ));
     }
+    // The contract's `accession` of an EDGAR record is a string: every `sec.edgar` row is a
+    // filing (a ticker list is identity evidence, [`list_makes_rows`]).
+    if row.source_id == SourceId::SecEdgar
+        && row.accession.as_deref().is_none_or(|a| a.trim().is_empty())
+    {
+        return Err(Error::parse(
+            files_label,
+            at,
+            "an EDGAR record is a filing and carries its accession number; this one has none",
+        ));
+    }
     if let Some(p) = row.published_at.or(row.available_at)
         && p > req.commit_time
     {
@@ -652,7 +666,7 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &mut Held) -> Result<(Change
             "--since",
             since.to_string(),
             format!(
-                "the list was captured at {at}, before it: its change rows would be left out while its state is kept"
+                "the list was captured at {at}, before it: what it changed would be left out while its state is kept"
             ),
         ));
     }
@@ -685,8 +699,10 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &mut Held) -> Result<(Change
             lists.push((req.source, req.lane, ListObject::State(state)));
         }
         changes = found.kinds;
-        rows.extend(made);
-        rows.extend(gone);
+        if list_makes_rows(req.source) {
+            rows.extend(made);
+            rows.extend(gone);
+        }
     }
     if let Some(golden) = parsed.golden {
         // A golden copy: the snapshot's sorted entries and the list state merged as streams;
@@ -920,4 +936,63 @@ pub async fn ingest(
 /// fast) and read when its adapter asks: whole for small formats, as a stream for a golden copy.
 pub fn read_files(paths: &[std::path::PathBuf]) -> Result<Vec<Input>> {
     paths.iter().map(|p| Input::open(p)).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(source: SourceId) -> Request {
+        Request {
+            source,
+            lane: Lane::CertifiedPit,
+            commit_time: Instant::parse("2026-02-02T00:00:00Z").unwrap(),
+            captured_at: None,
+            certify: None,
+            files: Vec::new(),
+            options: Options::default(),
+        }
+    }
+
+    fn row(source: SourceId, accession: Option<&str>) -> NewsRow {
+        let ctx = Context {
+            source,
+            lane: Lane::CertifiedPit,
+            captured_at: None,
+        };
+        let mut r = base_row(
+            &ctx,
+            "0000320193-26-000001_320193".into(),
+            "320193".into(),
+            Some("8-K".into()),
+            "8-K".into(),
+            "https://www.sec.gov/".into(),
+            &json!({}),
+        );
+        r.accession = accession.map(str::to_owned);
+        r
+    }
+
+    #[test]
+    fn an_edgar_row_without_an_accession_number_is_refused_and_other_sources_need_none() {
+        let edgar = request(SourceId::SecEdgar);
+        for missing in [None, Some(""), Some("  ")] {
+            let err = check_row(&edgar, "f.json", 0, &mut row(SourceId::SecEdgar, missing))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("accession"), "{err}");
+        }
+        let mut filing = row(SourceId::SecEdgar, Some("0000320193-26-000001"));
+        check_row(&edgar, "f.json", 0, &mut filing).unwrap();
+        assert_eq!(filing.committed_at, Some(edgar.commit_time));
+        let ofac = request(SourceId::OfacSdn);
+        check_row(&ofac, "sdn.csv", 0, &mut row(SourceId::OfacSdn, None)).unwrap();
+    }
+
+    #[test]
+    fn only_ticker_lists_make_no_rows_of_their_changes() {
+        assert!(!list_makes_rows(SourceId::SecEdgar));
+        assert!(list_makes_rows(SourceId::OfacSdn));
+        assert!(list_makes_rows(SourceId::GleifLei));
+    }
 }

@@ -172,7 +172,13 @@ async fn identity_only_takes_a_ticker_list_as_observations_and_nothing_else() {
     };
     assert!(!list_files(&before).is_empty());
     assert_eq!(list_files(&after), list_files(&before));
-    assert!(first.published.rows_added > 10_000);
+    // The plain list was taken as a list: its changes counted and its state kept, no record.
+    assert_eq!(first.published.rows_added, 0);
+    assert!(
+        first.changes.get("added").is_some_and(|n| *n > 10_000),
+        "{:?}",
+        first.changes
+    );
 
     // Files with no identity in them, or a certification with nothing to certify: refused.
     let err = run(

@@ -738,7 +738,8 @@ async fn a_corrupt_snapshot_or_report_file_of_another_source_changes_nothing() {
 }
 
 #[tokio::test]
-async fn successive_sec_ticker_lists_become_ticker_change_rows_of_the_companies_they_name() {
+async fn successive_sec_ticker_lists_report_their_changes_and_move_the_identity_intervals_but_make_no_record()
+ {
     let dir = tempfile::tempdir().unwrap();
     let store = CorpusStore::local(dir.path()).unwrap();
     let weekly = "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch";
@@ -785,41 +786,57 @@ async fn successive_sec_ticker_lists_become_ticker_change_rows_of_the_companies_
             ("removed".to_owned(), 49),
         ])
     );
+    // A ticker list is identity evidence: no `sec.edgar` record (those are filings).
     let corpus = Corpus::open(store).await.unwrap();
-    let lookup = |id: &'static str, cut: &'static str| {
-        let corpus = &corpus;
-        async move {
-            corpus
-                .record(id, at(cut), VisibleBy::PublishedAt)
-                .await
-                .unwrap()
-        }
-    };
-    // ABXL first listed on 2026-01-11, for Abacus Global Management (CIK 1814287).
+    assert!(
+        corpus.manifest().partitions.is_empty(),
+        "{:?}",
+        corpus.manifest().partitions
+    );
     assert!(!matches!(
-        lookup("ABXL@2026-01-11T06:01:14Z_1814287", "2026-01-11T06:01:13Z").await,
+        corpus
+            .record(
+                "ABXL@2026-01-11T06:01:14Z_1814287",
+                at("2026-02-01T00:00:00Z"),
+                VisibleBy::PublishedAt
+            )
+            .await
+            .unwrap(),
         RecordLookup::Visible(_)
     ));
-    let RecordLookup::Visible(abxl) =
-        lookup("ABXL@2026-01-11T06:01:14Z_1814287", "2026-01-11T06:01:14Z").await
-    else {
-        panic!("visible from the capture that first showed it");
+    // ABXL first listed on 2026-01-11, for Abacus Global Management (CIK 1814287): unknown
+    // before the capture that first showed it (an identity hole), placed from it on, with
+    // that capture named as the evidence.
+    assert!(
+        corpus
+            .mapping_ticker("ABXL", at("2026-01-11T06:01:13Z"))
+            .is_err()
+    );
+    let abxl = corpus
+        .mapping_ticker("ABXL", at("2026-01-11T06:01:14Z"))
+        .unwrap();
+    assert_eq!(abxl[0].cik, "1814287");
+    let named = |m: &[asof_engine::identity::Mapping], file: &str| {
+        m.iter()
+            .any(|m| m.evidence.iter().any(|e| e.file.contains(file)))
     };
-    assert_eq!(abxl.form.as_deref(), Some("ticker.added"));
-    assert_eq!(abxl.cik.as_deref(), Some("1814287"));
-    assert_eq!(abxl.committed_at, Some(at("2026-01-11T07:00:00Z")));
-    // ABX moved from Barrick (CIK 756894) to Abacus: one modified row, before and after.
-    let RecordLookup::Visible(abx) =
-        lookup("ABX@2026-01-11T06:01:14Z_1814287", "2026-01-12T00:00:00Z").await
-    else {
-        panic!("the move is a record");
-    };
-    let p: serde_json::Value = serde_json::from_str(abx.payload.as_deref().unwrap()).unwrap();
-    assert_eq!(p["change"], "modified");
-    assert_eq!(p["before"]["listings"][0]["cik"], "756894");
-    assert_eq!(p["after"]["listings"][0]["cik"], "1814287");
-    assert_eq!(p["name_before"], "ABX (BARRICK MINING CORP)");
-    assert_eq!(abx.cik.as_deref(), Some("1814287"));
+    assert!(named(&abxl, "2026-01-11T0601Z"), "{abxl:?}");
+    // ABX moved from Barrick (CIK 756894) to Abacus between the two captures.
+    let before = corpus
+        .mapping_ticker("ABX", at("2026-01-05T00:00:00Z"))
+        .unwrap();
+    assert_eq!(
+        before.iter().map(|m| m.cik.as_str()).collect::<Vec<_>>(),
+        ["756894"]
+    );
+    let after = corpus
+        .mapping_ticker("ABX", at("2026-01-12T00:00:00Z"))
+        .unwrap();
+    assert_eq!(
+        after.iter().map(|m| m.cik.as_str()).collect::<Vec<_>>(),
+        ["1814287"]
+    );
+    assert!(named(&after, "2026-01-11T0601Z"), "{after:?}");
     // Ticker lists certify no EDGAR day, so a by-CIK cut over those days is a hole, not zero.
     let q = NewsQuery {
         source: SourceId::SecEdgar,

@@ -36,6 +36,8 @@ pub struct ServeConfig {
     pub max_concurrent_scans: usize,
     pub scan_wait: Duration,
     pub scan_threads: usize,
+    /// Share of the cores the scan threads may keep busy together, in (0, 1].
+    pub scan_cpu_share: f64,
     pub max_walk_rows: u64,
     pub file_url_ttl: Duration,
     pub file_requests_per_minute: u32,
@@ -77,6 +79,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         max_concurrent_scans: cfg.max_concurrent_scans,
         scan_wait: cfg.scan_wait,
         scan_threads: cfg.scan_threads,
+        scan_cpu_share: cfg.scan_cpu_share,
         max_walk_rows: cfg.max_walk_rows,
         file_url_ttl: cfg.file_url_ttl,
         file_requests_per_minute: cfg.file_requests_per_minute,

@@ -209,3 +209,32 @@ async fn with_the_object_store_gone_reads_are_503_storage_unavailable_and_recove
         );
     }
 }
+
+#[tokio::test]
+async fn asof_sql_answers_from_a_corpus_in_s3_what_it_answers_from_the_directory() {
+    let Some(s3) = S3::start() else { return };
+    let store = CorpusStore::open_with_options(&s3.url("sql"), s3.options()).unwrap();
+    publish_sample_into(&store).await;
+    let q = "SELECT form, count(*) AS n FROM news_asof('2026-01-29T12:00:00Z') \
+             GROUP BY form ORDER BY n DESC, form";
+    // The bucket is reached through the usual AWS_* variables, as an analyst's shell has them.
+    let env: Vec<(String, String)> = s3
+        .options()
+        .into_iter()
+        .map(|(k, v)| (k.to_ascii_uppercase(), v))
+        .collect();
+    let run = |corpus: String, env: Vec<(String, String)>| {
+        let o = std::process::Command::new(env!("CARGO_BIN_EXE_asof"))
+            .args(["sql", "--corpus", &corpus, "--format", "csv", q])
+            .env("ASOF_LOG", "error")
+            .envs(env)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        String::from_utf8(o.stdout).unwrap()
+    };
+    let from_s3 = run(s3.url("sql"), env);
+    let from_dir = run(common::repo().to_str().unwrap().to_owned(), vec![]);
+    assert_eq!(from_s3, from_dir);
+    assert!(from_s3.lines().count() > 3, "{from_s3}");
+}

@@ -1402,132 +1402,9 @@ mod tests {
     use crate::corpus::{Answer, Corpus, Entity, NewsQuery, RecordLookup};
     use crate::coverage::Scope;
     use crate::publish::{ChangeSet, publish};
-    use crate::testkit::{cert, edgar, t};
-
-    /// xorshift64*: deterministic, dependency-free randomness for test data and queries.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
-
-    const FROM: i64 = 1_730_419_200_000_000; // 2024-11-01T00:00:00Z
-    const SPAN: i64 = 120 * 86_400_000_000; // through late February 2025, crossing a year
-    const CIKS: [&str; 5] = ["1", "20", "300", "4000", "50000"];
-
-    fn instant(rng: &mut Rng) -> Instant {
-        Instant::from_micros(FROM + (rng.below(SPAN as u64 / 1_000_000) as i64) * 1_000_000)
-    }
-
-    /// A corpus of ~900 rows: one big filer (several 128-row blocks per year), small ones,
-    /// rows without `published_at`, a forward lane with `available_at`, and a second publish
-    /// that corrects some rows (revisions).
-    async fn random_corpus(
-        seed: u64,
-        batched: bool,
-    ) -> (tempfile::TempDir, CorpusStore, Vec<NewsRow>) {
-        let mut rng = Rng(seed);
-        let mut rows = Vec::new();
-        for i in 0..900u64 {
-            // Zipf-like: half the rows to the first CIK.
-            let cik = if rng.below(2) == 0 {
-                CIKS[0]
-            } else {
-                CIKS[1 + rng.below(4) as usize]
-            };
-            let published = instant(&mut rng);
-            let committed = Instant::from_micros(published.micros() + 86_400_000_000);
-            let mut r = edgar(
-                &format!("0000000001-25-{i:06}"),
-                cik,
-                Some(&published.to_string()),
-                &committed.to_string(),
-            );
-            match rng.below(10) {
-                0 => r.published_at = None,
-                1 | 2 => {
-                    r.lane = Lane::ForwardFirstSeen;
-                    r.available_at = Some(Instant::from_micros(published.micros() + 60_000_000));
-                    r.availability_basis = "local_first_seen".into();
-                }
-                _ => {}
-            }
-            // Ties on published_at exercise the id tie-break.
-            if rng.below(8) == 0
-                && let Some(prev) = rows.last().map(|p: &NewsRow| p.published_at)
-                && r.published_at.is_some()
-            {
-                r.published_at = prev.or(r.published_at);
-            }
-            rows.push(r);
-        }
-        let certs = vec![
-            cert(
-                Lane::CertifiedPit,
-                "2024-11-01",
-                "2025-03-31",
-                "2024-10-01T00:00:00Z",
-            ),
-            cert(
-                Lane::ForwardFirstSeen,
-                "2024-11-01",
-                "2025-03-31",
-                "2024-10-01T00:00:00Z",
-            ),
-        ];
-        let dir = tempfile::tempdir().unwrap();
-        let store = CorpusStore::local(dir.path()).unwrap();
-        // Most rows first, then small batches: each later batch becomes delta files of the
-        // years it touches, which the index path must merge with their base files.
-        let mut certs = Some(certs);
-        let mut batches = vec![&rows[..if batched { 820 } else { rows.len() }]];
-        if batched {
-            batches.extend(rows[820..].chunks(20));
-        }
-        for (i, batch) in batches.into_iter().enumerate() {
-            publish(
-                &store,
-                ChangeSet {
-                    rows: batch.to_vec(),
-                    certifications: certs.take().unwrap_or_default(),
-                    ..Default::default()
-                },
-                Instant::from_micros(t("2025-04-01T00:00:00Z").micros() + i as i64),
-            )
-            .await
-            .unwrap();
-        }
-        // Corrections: a later capture moves some publication instants.
-        let mut corrected: Vec<NewsRow> = Vec::new();
-        for r in &rows {
-            if rng.below(12) == 0 {
-                let mut c = r.clone();
-                c.published_at = c
-                    .published_at
-                    .map(|p| Instant::from_micros(p.micros() + 3_600_000_000));
-                c.committed_at = Some(instant(&mut rng).max(r.committed_at.unwrap()));
-                corrected.push(c);
-            }
-        }
-        publish(
-            &store,
-            ChangeSet {
-                rows: corrected,
-                ..Default::default()
-            },
-            t("2025-04-02T00:00:00Z"),
-        )
-        .await
-        .unwrap();
-        (dir, store, rows)
-    }
+    use crate::testkit::{
+        RANDOM_CIKS, RANDOM_FROM, RANDOM_SPAN, Rng, cert, edgar, random_corpus, random_instant, t,
+    };
 
     /// A page's `(id, revision_id)` pairs and where the next one starts.
     type Ids = (Vec<(String, String)>, Option<crate::corpus::Position>);
@@ -1712,20 +1589,20 @@ mod tests {
                 (Lane::ForwardFirstSeen, 1) => VisibleBy::AvailableAt,
                 _ => VisibleBy::CommittedAt,
             };
-            let as_of = instant(&mut rng);
+            let as_of = random_instant(&mut rng);
             let start = (rng.below(3) == 0).then(|| {
                 Instant::from_micros(as_of.micros() - 1 - rng.below(20 * 86_400) as i64 * 1_000_000)
             });
             let cik = if rng.below(15) == 0 {
                 "999".to_owned()
             } else {
-                CIKS[rng.below(5) as usize].to_owned()
+                RANDOM_CIKS[rng.below(5) as usize].to_owned()
             };
             let mut q = NewsQuery {
                 source: SourceId::SecEdgar,
                 lane,
                 visible_by,
-                start: start.filter(|s| s.micros() >= FROM),
+                start: start.filter(|s| s.micros() >= RANDOM_FROM),
                 as_of,
                 entity: Entity::Cik(cik),
                 after: None,
@@ -1755,7 +1632,7 @@ mod tests {
             } else {
                 id.clone()
             };
-            let as_of = instant(&mut rng);
+            let as_of = random_instant(&mut rng);
             for by in [VisibleBy::PublishedAt, VisibleBy::CommittedAt] {
                 let show = |l: RecordLookup| match l {
                     RecordLookup::Visible(r) => format!("visible {}", r.revision_id),
@@ -1778,7 +1655,7 @@ mod tests {
             lane: Lane::CertifiedPit,
             visible_by: VisibleBy::PublishedAt,
             start: None,
-            as_of: Instant::from_micros(FROM + SPAN),
+            as_of: Instant::from_micros(RANDOM_FROM + RANDOM_SPAN),
             entity: Entity::Cik(cik.to_owned()),
             after: None,
             limit: 300,
@@ -1790,7 +1667,13 @@ mod tests {
         let (dir, store, _) = random_corpus(0x5eed_0003, false).await;
         let corpus = Corpus::open(store).await.unwrap();
         let query = whole_span;
-        let first = page(corpus.news(&query(CIKS[0]), Scope::Corpus).await.unwrap()).unwrap();
+        let first = page(
+            corpus
+                .news(&query(RANDOM_CIKS[0]), Scope::Corpus)
+                .await
+                .unwrap(),
+        )
+        .unwrap();
         assert!(
             first.0.len() > 2 * BLOCK_ROWS,
             "several blocks of the big filer"
@@ -1807,11 +1690,20 @@ mod tests {
             let len = std::fs::metadata(&path).unwrap().len();
             std::fs::write(&path, vec![0u8; len as usize]).unwrap();
         }
-        let again = page(corpus.news(&query(CIKS[0]), Scope::Corpus).await.unwrap()).unwrap();
+        let again = page(
+            corpus
+                .news(&query(RANDOM_CIKS[0]), Scope::Corpus)
+                .await
+                .unwrap(),
+        )
+        .unwrap();
         assert_eq!(again, first, "the same rows, from memory");
         // The last filer of the files: no block of it was read with the first filer's.
         assert!(
-            corpus.news(&query(CIKS[4]), Scope::Corpus).await.is_err(),
+            corpus
+                .news(&query(RANDOM_CIKS[4]), Scope::Corpus)
+                .await
+                .is_err(),
             "a filer never read must read the (now zeroed) file"
         );
     }
@@ -1829,7 +1721,7 @@ mod tests {
                 .map(|s| s.dated + s.nulls)
                 .sum()
         };
-        let cik = *CIKS.iter().min_by_key(|c| rows_of(c)).unwrap();
+        let cik = *RANDOM_CIKS.iter().min_by_key(|c| rows_of(c)).unwrap();
         page(corpus.news(&whole_span(cik), Scope::Corpus).await.unwrap()).unwrap();
         let mut shared = 0;
         for s in index.slots(source, lane, cik) {
@@ -1887,14 +1779,14 @@ mod tests {
             .max()
             .unwrap();
         let mut pages = 0;
-        for cik in CIKS {
+        for cik in RANDOM_CIKS {
             for limit in [1usize, 100] {
                 let mut q = NewsQuery {
                     source: SourceId::SecEdgar,
                     lane: Lane::CertifiedPit,
                     visible_by: VisibleBy::PublishedAt,
                     start: None,
-                    as_of: Instant::from_micros(FROM + SPAN),
+                    as_of: Instant::from_micros(RANDOM_FROM + RANDOM_SPAN),
                     entity: Entity::Cik(cik.to_owned()),
                     after: None,
                     limit,
@@ -1958,13 +1850,13 @@ mod tests {
         store.swap_pointer(Some(&version), &old).await.unwrap();
         let before = Corpus::open(store.clone()).await.unwrap();
         assert!(before.access().is_none(), "no access file of this layout");
-        let cik = CIKS[0].to_owned();
+        let cik = RANDOM_CIKS[0].to_owned();
         let q = NewsQuery {
             source: SourceId::SecEdgar,
             lane: Lane::CertifiedPit,
             visible_by: VisibleBy::PublishedAt,
             start: None,
-            as_of: Instant::from_micros(FROM + SPAN),
+            as_of: Instant::from_micros(RANDOM_FROM + RANDOM_SPAN),
             entity: Entity::Cik(cik.clone()),
             after: None,
             limit: 50,

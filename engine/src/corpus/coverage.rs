@@ -1,39 +1,11 @@
 //! Coverage certificates: one per source-lane-day, certified (with its row count, possibly
 //! zero) or missing (a hole, never a count), paged by `(source, lane, date)`.
 
-use serde::Serialize;
-
 use super::Corpus;
-use crate::clock::{Day, Instant, Lane, SourceId, VisibleBy};
-use crate::coverage::{DayStatus, Scope, day_key};
+use crate::clock::{Day, Instant, Lane, SourceId};
+pub use crate::coverage::{Certificate, CoveragePosition, PartitionRef};
+use crate::coverage::{certificate_keys, certificate_of};
 use crate::error::Result;
-
-/// A coverage certificate: one per source-lane-day.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct Certificate {
-    pub key: String,
-    pub source_id: SourceId,
-    pub lane: Lane,
-    pub date: Day,
-    /// `certified`, or `missing` (never certified, or certified only after the cut).
-    pub status: &'static str,
-    /// Rows of a certified day (0 for a complete empty day); null when missing.
-    pub row_count: Option<u64>,
-    /// Rows the corpus holds for a day it does not certify (partial, never a count).
-    pub rows_held: u64,
-    pub certified_at: Option<Instant>,
-    pub partition: Option<PartitionRef>,
-    pub evidence: Vec<crate::manifest::Evidence>,
-}
-
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
-pub struct PartitionRef {
-    pub path: String,
-    pub sha256: String,
-    pub bytes: u64,
-}
 
 /// Coverage listing request.
 #[derive(Debug, Clone)]
@@ -49,37 +21,20 @@ pub struct CoverageQuery {
     pub limit: usize,
 }
 
-/// Where the next page of coverage certificates starts.
-pub type CoveragePosition = (SourceId, Lane, Day);
-
 impl Corpus {
     /// Coverage certificates, paged by `(source, lane, date)`.
     pub fn coverage(
         &self,
         q: &CoverageQuery,
     ) -> Result<(Vec<Certificate>, Option<CoveragePosition>)> {
-        let mut keys: Vec<(SourceId, Lane, Day)> = Vec::new();
-        let sources: Vec<SourceId> = match q.source {
-            Some(s) => vec![s],
-            None => self.manifest.held_sources(),
-        };
-        let as_of_day = q.as_of.map(Instant::day);
-        let lane = q.lane;
-        for &source in &sources {
-            if let Some(date) = q.date {
-                keys.push((source, lane, date));
-                continue;
-            }
-            if let Some(span) = self.manifest.span(source, lane) {
-                let mut d = span.first;
-                let last = as_of_day.map_or(span.last, |a| a.min(span.last));
-                while d <= last {
-                    keys.push((source, lane, d));
-                    d = d.next();
-                }
-            }
-        }
-        keys.sort();
+        let keys = certificate_keys(
+            &self.manifest,
+            &self.held_sources,
+            q.source,
+            q.lane,
+            q.date,
+            q.as_of,
+        );
         let start = match q.after {
             Some(pos) => keys.partition_point(|k| *k <= pos),
             None => 0,
@@ -107,45 +62,18 @@ impl Corpus {
         date: Day,
         as_of: Option<Instant>,
     ) -> Certificate {
-        let view = self.source_coverage(source, lane, Scope::Corpus);
-        // Coverage listings are cuts on what the corpus had committed: a certification made
-        // after `as_of` is not yet in force.
-        let status = view.status(
-            date,
-            VisibleBy::CommittedAt,
-            as_of.unwrap_or(Instant::from_micros(i64::MAX)),
-        );
         let part = self
             .manifest
             .partitions
             .iter()
             .find(|p| p.source_id == source && p.lane == lane && p.date == date);
-        let cert = self
-            .manifest
-            .certifications
-            .iter()
-            .filter(|c| c.source_id == source && c.lane == lane && c.from <= date && date <= c.to)
-            .min_by_key(|c| c.certified_at);
-        let certified = status == DayStatus::Certified;
-        Certificate {
-            key: day_key(source, date),
-            source_id: source,
-            lane,
-            date,
-            status: if certified { "certified" } else { "missing" },
-            row_count: certified.then(|| part.map_or(0, |p| p.row_count)),
-            rows_held: part.map_or(0, |p| p.row_count),
-            certified_at: cert.filter(|_| certified).map(|c| c.certified_at),
-            partition: part.map(|p| PartitionRef {
-                path: p.path.clone(),
-                sha256: p.sha256.clone(),
-                bytes: p.bytes,
-            }),
-            evidence: cert
-                .filter(|_| certified)
-                .map(|c| c.evidence.clone())
-                .unwrap_or_default(),
-        }
+        certificate_of(
+            &self.manifest,
+            self.day_tables.get(&(source, lane)),
+            (source, lane, date),
+            part,
+            as_of,
+        )
     }
 }
 

@@ -248,9 +248,23 @@ impl Corpus {
             want: q.limit + 1,
             late: self.late.lane(q.source, q.lane),
         };
+        // The sample tier's rows are encoded differently (marked `sample`), each time.
+        let encoder = match scope {
+            Scope::Corpus => self.encoder.clone(),
+            Scope::Sample(_) => None,
+        };
         let pool = self.scans.clone();
         let mut budget = pool.budget();
-        pool.run(async move { walk.run(&mut budget).await }).await
+        pool.run(async move {
+            let rows = walk.run(&mut budget).await?;
+            if let Some(encode) = encoder {
+                for r in &rows {
+                    r.json(|row| encode(row));
+                }
+            }
+            Ok(rows)
+        })
+        .await
     }
 
     /// The first `limit + 1` rows of `q`, scanned by DataFusion over the partitions: the

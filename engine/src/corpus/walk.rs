@@ -53,7 +53,9 @@ use crate::store::CorpusStore;
 
 /// Rows decoded at a time from a partition: small enough that a page of 100 rows decodes about
 /// a thousand, large enough that a block's fixed costs (a read, a batch) stay small per row.
-pub(crate) const BLOCK_ROWS: u64 = 1024;
+/// The writer's page size ([`crate::publish::PAGE_ROWS`]): a block of a partition written
+/// since is one page of each column, and the page index describes each block.
+pub(crate) const BLOCK_ROWS: u64 = crate::publish::PAGE_ROWS as u64;
 
 /// One page of a walk: everything it needs, owned, so it can run on the scan pool.
 #[derive(Debug, Clone)]
@@ -302,15 +304,32 @@ impl Walk {
         };
         let mut block = start / BLOCK_ROWS;
         // On a clock other than `published_at` the rows a cut admits can be sparse in a
-        // partition (a correction committed weeks after its day's rows): a block not yet
-        // decoded is first looked at through its clock column alone; a block with no row in
-        // the cut is skipped, one with a few is decoded at those rows only (not kept), and
-        // only a block dense in the cut is decoded whole and kept.
+        // partition (a correction committed weeks after its day's rows). The clock's page
+        // index (each page's range of values) answers for a block first: one with no value in
+        // the cut is skipped unread, one whose every row lies in it is decoded at once. Any
+        // other block not yet decoded is looked at through its clock column alone: skipped
+        // when no row is in the cut, decoded at those rows only (not kept) when a few are, and
+        // decoded whole and kept only when dense in the cut. (A partition written before
+        // pages were blocks has pages of several blocks, and its index decides less.)
         let sparse = self.cut.clock != VisibleBy::PublishedAt;
+        let clock_pages = if sparse {
+            file.pages_of(self.cut.clock.as_str())
+        } else {
+            None
+        };
         while block * BLOCK_ROWS < rows.end {
             let base = block * BLOCK_ROWS;
             let (lo, hi) = (start.max(base), rows.end.min(base + BLOCK_ROWS));
-            let decoded = if sparse && !file.is_cached(block) {
+            let verdict = clock_pages
+                .as_ref()
+                .map_or(Verdict::Some, |p| p.verdict(lo..hi, &self.cut));
+            if sparse && verdict == Verdict::None {
+                budget.spend(hi - lo)?;
+                block += 1;
+                tokio::task::consume_budget().await;
+                continue;
+            }
+            let decoded = if sparse && verdict == Verdict::Some && !file.is_cached(block) {
                 let hits: Vec<u64> = file
                     .clock_hits(block, &self.cut)
                     .await?
@@ -413,6 +432,36 @@ impl<'a> PartitionFile<'a> {
         start..(start + BLOCK_ROWS).min(self.entry.row_count)
     }
 
+    /// The page index of the INT64 column `column` (a clock): each page's first row in the
+    /// file and its range of values, across row groups. `None` when the file has none.
+    fn pages_of(&self, column: &str) -> Option<Pages> {
+        use parquet::file::page_index::column_index::ColumnIndexMetaData;
+        let meta = self.meta.metadata();
+        let (columns, offsets) = (meta.column_index()?, meta.offset_index()?);
+        let leaves = meta.file_metadata().schema_descr();
+        let col = (0..leaves.num_columns()).find(|&i| leaves.column(i).name() == column)?;
+        let mut pages = Vec::new();
+        let mut base = 0u64;
+        for (g, group) in meta.row_groups().iter().enumerate() {
+            let ColumnIndexMetaData::INT64(index) = columns.get(g)?.get(col)? else {
+                return None;
+            };
+            let locations = offsets.get(g)?.get(col)?.page_locations();
+            if locations.len() as u64 != index.num_pages() {
+                return None;
+            }
+            for (i, at) in locations.iter().enumerate() {
+                pages.push(Page {
+                    first: base + u64::try_from(at.first_row_index).ok()?,
+                    values: index.min_value(i).copied().zip(index.max_value(i).copied()),
+                    no_nulls: index.null_count(i) == Some(0),
+                });
+            }
+            base += u64::try_from(group.num_rows()).ok()?;
+        }
+        Some(Pages { pages, rows: base })
+    }
+
     /// Whether block `index` is decoded in the row cache.
     fn is_cached(&self, index: u64) -> bool {
         page_cache::ROWS
@@ -497,6 +546,25 @@ impl<'a> PartitionFile<'a> {
         // Invariant: the answer lies in blocks lo..=hi; block lo's first row is not after key
         // (or lo is the first block).
         let (mut lo, mut hi) = (first, last);
+        // The page index of `published_at` narrows it unread: the first row of a page that
+        // starts a block is that page's least instant (dated rows ascend), so a page starting
+        // before the key's instant starts a block not after the key, and one starting after it
+        // a block after the key. An instant equal to the key's decides nothing (the ids would).
+        if !key.undated
+            && let Some(pages) = self.pages_of("published_at")
+        {
+            for p in pages.starts_of_blocks(first..last + 1) {
+                let Some((least, _)) = p.values else { continue };
+                let block = p.first / BLOCK_ROWS;
+                let not_after = least < key.micros || (least == key.micros && key.id.is_none());
+                if not_after {
+                    lo = lo.max(block);
+                } else if least > key.micros {
+                    hi = hi.min(block.saturating_sub(1)).max(lo);
+                    break;
+                }
+            }
+        }
         while lo < hi {
             let mid = lo + (hi - lo).div_ceil(2);
             let (undated, micros, id) = self.key_at(mid * BLOCK_ROWS).await?;
@@ -598,6 +666,85 @@ impl<'a> PartitionFile<'a> {
         .with_row_groups(groups)
         .with_row_selection(selection)
         .with_batch_size(BLOCK_ROWS as usize)
+    }
+}
+
+/// One data page of a clock column, from the page index.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Page {
+    /// Its first row in the file.
+    first: u64,
+    /// Its least and greatest value; `None` when it holds nulls only.
+    values: Option<(i64, i64)>,
+    /// Whether the index says it holds no null.
+    no_nulls: bool,
+}
+
+/// A clock column's pages, in row order, over a file of `rows` rows.
+#[derive(Debug, Clone, PartialEq)]
+struct Pages {
+    pages: Vec<Page>,
+    rows: u64,
+}
+
+/// What a clock's page index says of a block's rows against a cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    /// No row's value lies in the cut (or window).
+    None,
+    /// Every row's value does.
+    All,
+    /// Some may: read the column.
+    Some,
+}
+
+impl Pages {
+    /// The pages overlapping `rows`.
+    fn over(&self, rows: Range<u64>) -> impl Iterator<Item = (Range<u64>, &Page)> {
+        let from = self.pages.partition_point(|p| p.first <= rows.start).max(1) - 1;
+        self.pages[from..]
+            .iter()
+            .enumerate()
+            .map(move |(i, p)| {
+                let end = self.pages.get(from + i + 1).map_or(self.rows, |n| n.first);
+                (p.first..end, p)
+            })
+            .take_while(move |(span, _)| span.start < rows.end)
+            .filter(move |(span, _)| span.end > rows.start)
+    }
+
+    /// The pages that start one of `blocks` (block numbers), in row order.
+    fn starts_of_blocks(&self, blocks: Range<u64>) -> impl Iterator<Item = &Page> {
+        self.pages
+            .iter()
+            .filter(move |p| p.first % BLOCK_ROWS == 0 && blocks.contains(&(p.first / BLOCK_ROWS)))
+    }
+
+    /// What the pages over `rows` say of their values against the cut's window
+    /// `(start, as_of]`. A page of nulls and values is never `All` (its nulls are not in it).
+    fn verdict(&self, rows: Range<u64>, cut: &Cut) -> Verdict {
+        let (hi, lo) = (cut.as_of.micros(), cut.start.map(Instant::micros));
+        let inside = |v: i64| v <= hi && lo.is_none_or(|l| v > l);
+        let mut pages = self.over(rows).peekable();
+        if pages.peek().is_none() {
+            return Verdict::Some;
+        }
+        let (mut any, mut all) = (false, true);
+        for (_, p) in pages {
+            match p.values {
+                None => all = false,
+                Some((least, most)) => {
+                    let disjoint = least > hi || lo.is_some_and(|l| most <= l);
+                    any |= !disjoint;
+                    all &= p.no_nulls && inside(least) && inside(most);
+                }
+            }
+        }
+        match (any, all) {
+            (false, _) => Verdict::None,
+            (true, true) => Verdict::All,
+            (true, false) => Verdict::Some,
+        }
     }
 }
 
@@ -892,6 +1039,25 @@ mod tests {
         (counting, c)
     }
 
+    /// `rows` published into `dir` (January certified), opened through a counting store.
+    async fn published(
+        dir: &std::path::Path,
+        rows: Vec<NewsRow>,
+    ) -> (asof_test_support::counting::CountingStore, Corpus) {
+        publish(
+            &CorpusStore::local(dir).unwrap(),
+            ChangeSet {
+                rows,
+                certifications: january(),
+                ..Default::default()
+            },
+            t("2026-03-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        counted(dir).await
+    }
+
     /// The days of the partitions read since the last reset, in day order.
     fn days_read(counting: &asof_test_support::counting::CountingStore, c: &Corpus) -> Vec<String> {
         counting
@@ -922,19 +1088,7 @@ mod tests {
                 )
             })
             .collect();
-        let local = CorpusStore::local(dir.path()).unwrap();
-        publish(
-            &local,
-            ChangeSet {
-                rows,
-                certifications: january(),
-                ..Default::default()
-            },
-            t("2026-03-01T00:00:00Z"),
-        )
-        .await
-        .unwrap();
-        let (counting, c) = counted(dir.path()).await;
+        let (counting, c) = published(dir.path(), rows).await;
         let read_days = || days_read(&counting, &c);
         counting.reset();
         let mut q = query(
@@ -994,6 +1148,67 @@ mod tests {
         assert_eq!(rows.len(), 29);
         assert_eq!(read_days(), ["2026-01-20"]);
         assert!(next.is_some());
+    }
+
+    #[tokio::test]
+    async fn the_page_index_finds_a_block_deep_in_a_day_and_skips_blocks_outside_a_window_unread() {
+        // One day of 5,000 rows (five blocks), a row a second from 09:00, committed the next
+        // day in five batches an hour apart, one per block.
+        let dir = tempfile::tempdir().unwrap();
+        let opened = t("2026-01-05T09:00:00Z").micros();
+        let at = |i: u64| Instant::from_micros(opened + i as i64 * 1_000_000);
+        let id = |i: u64| format!("0000000001-26-{i:06}_{}", i % 7 + 1);
+        let rows: Vec<NewsRow> = (0..5_000u64)
+            .map(|i| {
+                edgar(
+                    &format!("0000000001-26-{i:06}"),
+                    &(i % 7 + 1).to_string(),
+                    Some(at(i).to_string().as_str()),
+                    &minute(5 * 1440 + (i / BLOCK_ROWS) * 60),
+                )
+            })
+            .collect();
+        let (counting, c) = published(dir.path(), rows).await;
+        let day = c.manifest().partitions[0].path.clone();
+        // A first page opens the day (its footer and page index are kept).
+        let mut q = query(
+            Lane::CertifiedPit,
+            VisibleBy::PublishedAt,
+            "2026-01-29T00:00:00Z",
+            None,
+        );
+        q.limit = 10;
+        let (first, _) = ids(c.news(&q, Scope::Corpus).await.unwrap());
+        assert_eq!(first[0].0, id(0));
+        // From a position in the fourth block: that block's pages, in one request (no probe
+        // of other blocks' first keys).
+        counting.reset();
+        q.after = Some(Position {
+            published_at: Some(at(3_500)),
+            id: id(3_500),
+        });
+        let (deep, _) = ids(c.news(&q, Scope::Corpus).await.unwrap());
+        assert_eq!(deep[0].0, id(3_501));
+        assert_eq!(deep.len(), 10);
+        let requests = counting.requests();
+        assert_eq!(requests.len(), 1, "{requests:?}");
+        assert_eq!(requests[0].0, day);
+        // A `committed_at` window holding the third batch (a block not read yet): the other
+        // blocks are skipped from the index, and the third, all inside the window, is read at
+        // once (not first through its clock column).
+        counting.reset();
+        let mut w = query(
+            Lane::CertifiedPit,
+            VisibleBy::CommittedAt,
+            &minute(5 * 1440 + 2 * 60 + 30),
+            Some(minute(5 * 1440 + 60 + 30).as_str()),
+        );
+        w.limit = 5_000;
+        let (window, _) = ids(c.news(&w, Scope::Corpus).await.unwrap());
+        let want: Vec<String> = (2 * BLOCK_ROWS..3 * BLOCK_ROWS).map(id).collect();
+        assert_eq!(window.into_iter().map(|(i, _)| i).collect::<Vec<_>>(), want);
+        let requests = counting.requests();
+        assert_eq!(requests.len(), 1, "{requests:?}");
     }
 
     #[tokio::test]
@@ -1102,9 +1317,10 @@ mod tests {
         assert_eq!(read_days(), ["2026-01-02"], "{clock:?}");
     }
 
-    #[tokio::test]
-    async fn a_walk_past_its_row_budget_is_refused_as_too_broad() {
-        let rows: Vec<NewsRow> = (0..300)
+    /// Rows `range` an hour apart from the first minute, of three filers in turn, committed
+    /// on 25 January.
+    fn hourly(range: std::ops::Range<u64>) -> Vec<NewsRow> {
+        range
             .map(|i| {
                 edgar(
                     &format!("0000000001-26-{i:06}"),
@@ -1113,9 +1329,14 @@ mod tests {
                     "2026-01-25T00:00:00Z",
                 )
             })
-            .collect();
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_walk_past_its_row_budget_is_refused_as_too_broad() {
+        let rows = hourly(0..300);
         let (_dir, _store, mut c) = corpus(rows, january()).await;
-        c.set_scan_pool(ScanPool::new(1, 2, Duration::from_secs(1), 100).unwrap());
+        c.set_scan_pool(ScanPool::new(1, 2, Duration::from_secs(1), 100, None).unwrap());
         // The sample scope is walked: a CIK whose rows are a third of the corpus needs it all.
         c.set_read_path(ReadPath::Walk);
         let mut q = query(
@@ -1134,6 +1355,42 @@ mod tests {
         match c.news(&q, Scope::Corpus).await {
             Err(Error::TooBroad { limit: 100 }) => {}
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_walks_page_is_encoded_on_the_scan_pool_once_before_it_is_handed_out() {
+        let rows = hourly(0..40);
+        let (_dir, _store, mut c) = corpus(rows, january()).await;
+        c.set_scan_pool(ScanPool::new(1, 2, Duration::from_secs(1), 1_000, None).unwrap());
+        let threads = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+        let seen = Arc::clone(&threads);
+        c.set_row_encoder(Arc::new(move |r: &NewsRow| {
+            let name = std::thread::current().name().unwrap_or("").to_owned();
+            seen.lock().unwrap().push(name);
+            serde_json::value::to_raw_value(&r.id).unwrap()
+        }));
+        let mut q = query(
+            Lane::CertifiedPit,
+            VisibleBy::PublishedAt,
+            "2026-01-20T00:00:00Z",
+            None,
+        );
+        q.limit = 25;
+        let Answer::Page { rows, .. } = c.news_shared(&q, Scope::Corpus).await.unwrap() else {
+            panic!("a page");
+        };
+        assert_eq!(rows.len(), 25);
+        let names = threads.lock().unwrap().clone();
+        assert_eq!(
+            names.len(),
+            26,
+            "the page's rows and the one past it, each once"
+        );
+        assert!(names.iter().all(|n| n == "asof-scan"), "{names:?}");
+        for r in &rows {
+            let json = r.json(|_| panic!("already encoded on the pool"));
+            assert_eq!(json.get(), format!("{:?}", r.id));
         }
     }
 }

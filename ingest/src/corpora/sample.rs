@@ -9,9 +9,10 @@
 //! - `sec.edgar` / `forward_first_seen`: the current-filings Atom feed fetched 2026-01-12,
 //!   certified for the UTC days the 51 contiguous pages cover entirely;
 //! - SEC's ticker lists in the `company_tickers.json` form (2023-02-08, 2024-05-14 and nine
-//!   weekly copies to 2026-02-01) ingested one after the other as list snapshots: their
-//!   `ticker.added|removed|modified` change rows and the `sec.edgar` list state after the last,
-//!   so a later list ingested into the sample reports only what changed since;
+//!   weekly copies to 2026-02-01) ingested one after the other as list snapshots: no rows (a
+//!   ticker list is identity evidence, not a filing), the identity intervals they evidence and
+//!   the `sec.edgar` list state after the last, so a later list ingested into the sample
+//!   reports only what changed since;
 //! - identity intervals from every dated ticker list (both forms) and the submissions captures;
 //! - the public sample set (three companies on twelve days);
 //! - rows of the seven other sources (see [`other_steps`]).
@@ -408,7 +409,7 @@ fn edgar_steps(root: &Path, commit_time: Instant) -> Result<(Vec<Step>, String)>
     }
 
     let note = format!(
-        "Sample corpus. certified_pit days {}..{} are certified complete for the {} companies whose submissions JSON is under snapshots/sources/sec.edgar/submissions (not for all of EDGAR). Rows of the 2022-10-03 daily index (all of EDGAR, day resolution) are held but that day is outside the certified span. forward_first_seen rows come from one poll of the current-filings feed on 2026-01-12. Ticker changes (ticker.added/removed/modified) come from eleven captures of SEC's company_tickers.json (2023-02-08 to 2026-02-01), each compared with the one before; the first capture reports every ticker it lists as added.",
+        "Sample corpus. certified_pit days {}..{} are certified complete for the {} companies whose submissions JSON is under snapshots/sources/sec.edgar/submissions (not for all of EDGAR). Rows of the 2022-10-03 daily index (all of EDGAR, day resolution) are held but that day is outside the certified span. forward_first_seen rows come from one poll of the current-filings feed on 2026-01-12. Ticker lists are identity evidence, not records: eleven captures of SEC's company_tickers.json (2023-02-08 to 2026-02-01) and the exchange lists give the ticker intervals of /v1/mapping, each naming the captures that evidence it.",
         claim.from, claim.to, claim.companies
     );
     Ok((steps, note))

@@ -1,6 +1,8 @@
 //! SEC ticker files (`company_tickers.json`, `company_tickers_exchange.json` and CSV exports of
 //! them): dated full-list observations for identity intervals, and full list snapshots that
-//! `asof ingest` turns into `ticker.added|removed|modified` change rows of `sec.edgar`.
+//! `asof ingest` compares with the `sec.edgar` list state to report what changed. A ticker list
+//! is identity evidence, never a record of `sec.edgar` (whose records are filings): it makes no
+//! rows (`crate::pipeline::list_makes_rows`).
 
 use std::collections::{BTreeMap, BTreeSet};
 

@@ -14,6 +14,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 
 mod files;
 mod poll;
+mod sql;
 
 /// Exit code when the answer is a coverage hole (409 over HTTP): not an error, not an answer.
 const EXIT_HOLE: u8 = 3;
@@ -149,6 +150,16 @@ pub struct ServeArgs {
     /// (0: half the cores, at least one).
     #[arg(long = "scan-threads", env = "ASOF_SCAN_THREADS", default_value_t = 0)]
     pub scan_threads: u64,
+    /// The share of the machine's cores the scan threads may keep busy together, in (0, 1]:
+    /// past it a walk pauses between blocks, so broad questions cannot take the cores the
+    /// by-filer path serves from (1: bounded only by --scan-threads).
+    #[arg(
+        long = "scan-cpu-share",
+        env = "ASOF_SCAN_CPU_SHARE",
+        default_value_t = asof_server::http::state::DEFAULT_SCAN_CPU_SHARE,
+        value_parser = parse_share
+    )]
+    pub scan_cpu_share: f64,
     /// Rows one walk or scan may look at; a page that would read more is answered
     /// `400 query_too_broad`.
     #[arg(
@@ -473,10 +484,56 @@ pub struct QueryArgs {
 pub struct SqlArgs {
     #[command(flatten)]
     pub corpus: CorpusArg,
-    /// A read-only SELECT (DDL, DML and other statements are refused).
-    pub sql: String,
+    /// A read-only SELECT (DDL, DML and other statements are refused). Without one, statements
+    /// are read from standard input: at a terminal, a prompt (end each statement with `;`,
+    /// `.quit` to leave; arrow keys recall earlier statements, kept in `ASOF_SQL_HISTORY`,
+    /// by default `~/.asof_sql_history`); otherwise a script, each statement's answer in turn.
+    pub sql: Option<String>,
     #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
+    pub format: SqlFormat,
+    /// Write the answer to this file instead of standard output, streamed in bounded memory
+    /// (required for parquet). The file appears only once the answer is whole: a failed query
+    /// leaves no partial file and never replaces an existing one.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// After the answer, print to standard error the rows written, the wall time and the
+    /// process's peak resident memory (where the system reports it).
+    #[arg(long)]
+    pub stats: bool,
+    /// Mebibytes the query's sorts, joins and aggregations may hold before they spill to
+    /// temporary files.
+    #[arg(
+        long = "memory-limit-mb",
+        env = "ASOF_SQL_MEMORY_MB",
+        default_value_t = (asof_engine::sql::MEMORY_POOL_BYTES >> 20) as u64,
+        value_parser = clap::value_parser!(u64).range(16..)
+    )]
+    pub memory_limit_mb: u64,
+    /// Progress of a query that runs longer than a second, on standard error: time, bytes
+    /// read, rows answered. `auto`: a live line when standard error is a terminal; `always`:
+    /// also a line a second, and a last one, when it is not (a log); `never`.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub progress: SqlProgress,
+}
+
+/// When `asof sql` shows a query's progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SqlProgress {
+    Auto,
+    Always,
+    Never,
+}
+
+/// How `asof sql` writes its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SqlFormat {
+    /// A text table (reads the whole answer first, to size its columns).
+    Table,
+    Csv,
+    /// One JSON array of objects.
+    Json,
+    /// A Parquet file (with --out), Snappy-compressed, the answer's Arrow schema.
+    Parquet,
 }
 
 #[derive(Debug, Args)]
@@ -576,7 +633,7 @@ pub struct BenchCorpusArgs {
 pub async fn run(cli: Cli) -> ExitCode {
     let result = match cli.command {
         Command::Query(a) => query(a).await,
-        Command::Sql(a) => sql(a).await,
+        Command::Sql(a) => sql::run(a).await,
         Command::Verify(a) => verify(a).await,
         Command::BuildSample(a) => build_sample(a).await,
         Command::BenchCorpus(a) => bench_corpus(a).await,
@@ -807,37 +864,6 @@ async fn query(a: QueryArgs) -> CliResult {
     } else {
         ExitCode::SUCCESS
     })
-}
-
-async fn sql(a: SqlArgs) -> CliResult {
-    // Only the manifest: SQL reads the partitions itself, and loading the version as the
-    // service does (indexes, supersessions) would cost more than most queries.
-    let store = CorpusStore::open(&a.corpus.corpus)?;
-    let (_, manifest) = store.current().await?;
-    let batches = asof_engine::sql::run_on(&store, &manifest, &a.sql).await?;
-    let mut out = std::io::stdout().lock();
-    match a.format {
-        Format::Table => writeln!(
-            out,
-            "{}",
-            arrow::util::pretty::pretty_format_batches(&batches)?
-        )?,
-        Format::Csv => {
-            let mut w = arrow::csv::Writer::new(&mut out);
-            for b in &batches {
-                w.write(b)?;
-            }
-        }
-        Format::Json => {
-            let mut w = arrow::json::ArrayWriter::new(&mut out);
-            for b in &batches {
-                w.write(b)?;
-            }
-            w.finish()?;
-            writeln!(out)?;
-        }
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 async fn verify(a: CorpusArg) -> CliResult {
@@ -1090,6 +1116,16 @@ async fn bench_corpus(a: BenchCorpusArgs) -> CliResult {
     Ok(ExitCode::SUCCESS)
 }
 
+/// A share of the cores: a decimal in (0, 1].
+fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!(
+            "a share of the cores in (0, 1], such as 0.25, not {s:?}"
+        )),
+    }
+}
+
 /// A `--reload-interval`: decimal seconds, at least 0.1 (a pointer check is cheap, but a
 /// tighter loop would only burn a core).
 fn interval_seconds(s: &str) -> Result<std::time::Duration, String> {
@@ -1118,6 +1154,7 @@ async fn serve(a: ServeArgs) -> CliResult {
             max_concurrent_scans: a.max_scans as usize,
             scan_wait: std::time::Duration::from_millis(a.scan_wait_ms),
             scan_threads: a.scan_threads as usize,
+            scan_cpu_share: a.scan_cpu_share,
             max_walk_rows: a.max_walk_rows,
             file_url_ttl: std::time::Duration::from_secs(a.file_url_ttl),
             file_requests_per_minute: a.file_rate_limit,
@@ -1312,8 +1349,15 @@ mod tests {
         assert_eq!(a.request_timeout, 30);
         assert_eq!(a.max_scans, 8);
         assert_eq!(a.scan_wait_ms, 2000);
+        assert_eq!(a.scan_cpu_share, 0.25);
         assert!(!a.trust_forwarded_for);
         assert!(Cli::try_parse_from(["asof", "serve", "--public-rate-limit", "0"]).is_err());
+        for bad in ["0", "-0.5", "1.5", "NaN", "half"] {
+            assert!(
+                Cli::try_parse_from(["asof", "serve", "--scan-cpu-share", bad]).is_err(),
+                "--scan-cpu-share {bad} is refused"
+            );
+        }
     }
 
     #[test]

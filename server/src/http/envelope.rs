@@ -285,8 +285,14 @@ impl NewsRecordRef<'_> {
     }
 }
 
+/// A keyed (not sample) record's JSON: the one encoding kept with a cached row, whether a
+/// serving thread makes it or the scan pool does ([`asof_engine::Corpus::set_row_encoder`]).
+pub fn keyed_record_json(row: &NewsRow) -> Box<RawValue> {
+    NewsRecordRef::of(row, false).to_json()
+}
+
 /// A news record as a page encodes it: from its fields, or the encoding kept with a cached row
-/// ([`asof_engine::record::SharedRow::json`], made by [`NewsRecordRef::to_json`]).
+/// ([`asof_engine::record::SharedRow::json`], made by [`keyed_record_json`]).
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum Record<'a> {

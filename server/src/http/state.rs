@@ -64,6 +64,11 @@ type PerVersion = (String, Arc<dyn Any + Send + Sync>);
 /// Default of [`Options::file_requests_per_minute`].
 pub const FILE_REQUESTS_PER_MINUTE: u32 = 1200;
 
+/// The share of the cores the scan pool may keep busy by default: on two cores half of one,
+/// so broad questions in flight leave the by-filer path most of the machine (BENCHMARKS.md,
+/// isolation).
+pub const DEFAULT_SCAN_CPU_SHARE: f64 = 0.25;
+
 /// Settings of one server process besides its corpus and state store.
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -84,6 +89,9 @@ pub struct Options {
     pub scan_wait: Duration,
     /// Threads of the scan pool (0: half the cores, at least one).
     pub scan_threads: usize,
+    /// The share of the machine's cores the scan pool's work may keep busy together, in
+    /// (0, 1]; 1 bounds nothing beyond its threads.
+    pub scan_cpu_share: f64,
     /// Rows one walk or scan may look at before the request is answered `400 query_too_broad`.
     pub max_walk_rows: u64,
     /// How long a file URL (`/v1/files`) stays valid.
@@ -118,6 +126,7 @@ impl Default for Options {
             max_concurrent_scans: 8,
             scan_wait: Duration::from_secs(2),
             scan_threads: 0,
+            scan_cpu_share: DEFAULT_SCAN_CPU_SHARE,
             max_walk_rows: asof_engine::scan_pool::DEFAULT_MAX_ROWS,
             file_url_ttl: Duration::from_secs(15 * 60),
             file_requests_per_minute: FILE_REQUESTS_PER_MINUTE,
@@ -201,21 +210,28 @@ impl AppState {
             ));
         }
         let connector = crate::connector::Connector::new(&opts.connector)?;
+        let cores = std::thread::available_parallelism().map_or(1, usize::from);
         let threads = match opts.scan_threads {
-            0 => std::thread::available_parallelism()
-                .map_or(1, usize::from)
-                .div_ceil(2),
+            0 => cores.div_ceil(2),
             n => n,
         };
+        if !(opts.scan_cpu_share > 0.0 && opts.scan_cpu_share <= 1.0) {
+            return Err(crate::error::Error::Config(format!(
+                "--scan-cpu-share must lie in (0, 1], not {}",
+                opts.scan_cpu_share
+            )));
+        }
         let scans = ScanPool::new(
             threads,
             opts.max_concurrent_scans,
             opts.scan_wait,
             opts.max_walk_rows,
+            Some(opts.scan_cpu_share * cores as f64),
         )
         .map_err(|e| crate::error::Error::Config(format!("the scan pool cannot start: {e}")))?;
         let mut corpus = corpus;
         corpus.set_scan_pool(scans.clone());
+        corpus.set_row_encoder(Arc::new(crate::http::envelope::keyed_record_json));
         let stream = crate::http::stream::Hub::new(corpus.version(), opts.stream.clone());
         let rate = RateWindows::new(store.clone());
         rate.start_flusher();
@@ -253,6 +269,7 @@ impl AppState {
     /// Atomically serves a new corpus; in-flight requests finish on the one they hold.
     pub fn swap_corpus(&self, mut corpus: Corpus) {
         corpus.set_scan_pool(self.inner.scans.clone());
+        corpus.set_row_encoder(Arc::new(crate::http::envelope::keyed_record_json));
         *self.inner.corpus.write().expect("corpus lock") = Arc::new(corpus);
     }
 

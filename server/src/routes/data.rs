@@ -222,7 +222,7 @@ pub(crate) async fn run_news(
                     if sample {
                         Record::Fields(Box::new(NewsRecordRef::of(r, true)))
                     } else {
-                        Record::Encoded(r.json(|row| NewsRecordRef::of(row, false).to_json()))
+                        Record::Encoded(r.json(crate::http::envelope::keyed_record_json))
                     }
                 })
                 .collect();
@@ -242,7 +242,7 @@ fn news_source(
     corpus: &Corpus,
     entity: &Entity,
 ) -> Result<SourceId, ApiError> {
-    let held = corpus.manifest().held_sources();
+    let held = corpus.held_sources();
     let source = held_source(source, &held)?.unwrap_or(SourceId::SecEdgar);
     if !held.contains(&source) {
         return Err(ApiError::invalid(
@@ -387,7 +387,7 @@ pub(crate) async fn coverage(
     Extension(ctx): Extension<Ctx>,
     Q(p): Q<CoverageParams>,
 ) -> Reply {
-    let held = ctx.corpus.manifest().held_sources();
+    let held = ctx.corpus.held_sources();
     let source = held_source(p.source, &held)?;
     let lane = p.lane;
     let filters = filter_digest(&[

@@ -74,7 +74,7 @@ pub(crate) async fn files(
     headers: HeaderMap,
     Q(p): Q<FilesParams>,
 ) -> Reply {
-    let held = ctx.corpus.manifest().held_sources();
+    let held = ctx.corpus.held_sources();
     let source = held_source(p.source, &held)?;
     if let (Some(from), Some(to)) = (p.from, p.to)
         && from > to
