@@ -4,6 +4,7 @@ DuckDB with an extension loaded from the file its PyPI package installed."""
 
 import glob
 import os
+import re
 import socket
 import subprocess
 import time
@@ -42,6 +43,54 @@ def http_get(url, timeout=5, headers=None):
     req = urllib.request.Request(url, headers=headers or {})
     with urllib.request.urlopen(req, timeout=timeout) as r:
         return r.status, r.read()
+
+
+def set_cookie(res, name):
+    """The `Set-Cookie` value a response gives cookie `name` (with or without the `__Host-`
+    prefix a Secure server uses), or None."""
+    for v in res.headers.get_list("set-cookie"):
+        if v.startswith((f"{name}=", f"__Host-{name}=")):
+            return v
+    return None
+
+
+def session_cookie(res):
+    """The session `Set-Cookie` of a response (`svc_session` or `__Host-svc_session`)."""
+    return set_cookie(res, "svc_session")
+
+
+def confirm_link(base, link, binding):
+    """What a browser holding the sign-in binding cookie `binding` (`name=value`, or None for
+    another browser) does with a mailed link: opens it (a 302 to the confirmation page), reads
+    the page's form and presses its button. Returns the answer to the button's POST (a 303)."""
+    import httpx
+
+    cookies = {"cookie": binding} if binding else {}
+    opened = httpx.get(link, headers=cookies, follow_redirects=False, timeout=10)
+    where = opened.headers.get("location", "")
+    if not where.startswith("/sign-in/confirm?"):
+        return opened
+    page = httpx.get(base + where, headers=cookies, timeout=10)
+    token = re.search(r'name="token" value="([0-9a-f]{64})"', page.text)
+    assert page.status_code == 200 and token, (page.status_code, page.text[:300])
+    return httpx.post(base + "/v1/auth/email/confirm", data={"token": token.group(1)},
+                      headers=cookies, follow_redirects=False, timeout=10)
+
+
+def email_sign_in(base, address, inbox):
+    """Signs `address` in by e-mail link as a browser does (ask, open the mailed link, press
+    the confirmation page's button); returns (link, binding cookie, session `Set-Cookie`)."""
+    import httpx
+
+    r = httpx.post(base + "/v1/auth/email/start", json={"email": address}, timeout=10)
+    assert r.status_code == 200, r.text
+    binding = set_cookie(r, "svc_signin").split(";")[0]
+    link = inbox.link_for(address)
+    r = confirm_link(base, link, binding)
+    assert r.status_code == 303 and r.headers["location"] == "/account", (r.status_code, dict(r.headers))
+    cookie = session_cookie(r)
+    assert cookie, dict(r.headers)
+    return link, binding, cookie
 
 
 class Server:

@@ -127,7 +127,7 @@ pub async fn housekeeping(store: &dyn StateStore, now: asof_engine::Instant) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::state::store::TokenUse;
+    use crate::state::store::{LinkState, SignInLink};
 
     const MINUTE: i64 = 60_000_000;
 
@@ -149,11 +149,11 @@ mod tests {
         let ended = now.micros() - 17 * MINUTE;
         store.hit("signin-to:y", ended).await.unwrap();
         store
-            .put_login_token("expired", "a@example.com", at(-20), at(-5))
+            .put_sign_in_link(&SignInLink::new("expired", "a@example.com", "b", at(-20), at(-5)))
             .await
             .unwrap();
         store
-            .put_login_token("live", "b@example.com", at(-2), at(13))
+            .put_sign_in_link(&SignInLink::new("live", "b@example.com", "b", at(-2), at(13)))
             .await
             .unwrap();
         let user = store.sign_in_user("c@example.com").await.unwrap();
@@ -174,12 +174,12 @@ mod tests {
             "an ended window is gone"
         );
         assert!(matches!(
-            store.use_login_token("expired", now).await.unwrap(),
-            TokenUse::Unknown
+            store.use_sign_in_link("expired", "b", now).await.unwrap(),
+            LinkState::Unknown
         ));
         assert!(matches!(
-            store.use_login_token("live", now).await.unwrap(),
-            TokenUse::SignIn { .. }
+            store.use_sign_in_link("live", "b", now).await.unwrap(),
+            LinkState::SignIn { .. }
         ));
         assert!(
             store.session("old").await.unwrap().is_none(),

@@ -11,6 +11,7 @@ use asof_server::Options;
 use asof_server::plan::Plan;
 use asof_server::signin::{SignInConfig, session};
 use asof_server::state::hash_key;
+use asof_server::state::store::SignInLink;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use common::backends::on_backend;
@@ -42,6 +43,18 @@ async fn dead_mail(base: Options) -> T {
         ..base
     };
     on_backend(opts).await
+}
+
+/// `POST /v1/auth/email/confirm` with a form body, as the confirmation page's button sends it.
+async fn confirm(t: &T, form: &str, cookie: Option<&str>) -> Res {
+    let mut b = Request::builder()
+        .method(Method::POST)
+        .uri("/v1/auth/email/confirm")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded");
+    if let Some(c) = cookie {
+        b = b.header(header::COOKIE, c);
+    }
+    respond(&t.state, b.body(Body::from(form.to_owned())).unwrap()).await
 }
 
 on_both! {
@@ -423,7 +436,7 @@ async fn sessions_end_at_logout_after_idling_and_at_their_absolute_end() {
     assert_eq!(out.status, StatusCode::OK, "{}", out.json);
     assert_eq!(out.json["results"][0]["signed_out"], true);
     let cleared = out.headers[header::SET_COOKIE].to_str().unwrap();
-    assert!(cleared.starts_with("svc_session=;") && cleared.contains("Max-Age=0"));
+    assert!(cleared.starts_with("__Host-svc_session=;") && cleared.contains("Max-Age=0"));
     let r = call(&t, Method::GET, "/v1/me", &with_cookie(&cookie), None).await;
     assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
     assert!(
@@ -458,7 +471,7 @@ async fn sessions_end_at_logout_after_idling_and_at_their_absolute_end() {
         .await
         .unwrap();
     for id in ["idle", "old", "never-issued"] {
-        let c = format!("svc_session={id}");
+        let c = format!("__Host-svc_session={id}");
         let r = call(&t, Method::GET, "/v1/keys", &with_cookie(&c), None).await;
         assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
     }
@@ -479,7 +492,7 @@ async fn the_session_cookie_is_http_only_lax_and_secure_by_default() {
     .await
     .unwrap();
     let v = set.to_str().unwrap();
-    assert!(v.starts_with("svc_session="));
+    assert!(v.starts_with("__Host-svc_session="));
     for attr in [
         "HttpOnly",
         "SameSite=Lax",
@@ -490,9 +503,37 @@ async fn the_session_cookie_is_http_only_lax_and_secure_by_default() {
         assert!(v.contains(attr), "{v} lacks {attr}");
     }
     // What the cookie carries is never what the store keeps.
-    let id = cookie_of(v).trim_start_matches("svc_session=").to_owned();
+    let id = cookie_of(v).trim_start_matches("__Host-svc_session=").to_owned();
     assert!(t.store.session(&id).await.unwrap().is_none());
     assert!(t.store.session(&hash_key(&id)).await.unwrap().is_some());
+    // Issue 43, 3.5: the session under the unprefixed name (a cookie a sibling subdomain can
+    // plant) is not read by a secure server; the `__Host-` one is.
+    let planted = format!("svc_session={id}");
+    let r = call(&t, Method::GET, "/v1/me", &with_cookie(&planted), None).await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
+    let own = format!("__Host-svc_session={id}");
+    let r = call(&t, Method::GET, "/v1/me", &with_cookie(&own), None).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+}
+
+// A local plain-HTTP server (`--insecure-cookies`) uses the spec's bare name: browsers refuse
+// `__Host-` cookies without `Secure`.
+async fn a_plain_http_server_names_its_session_cookie_svc_session() {
+    let t = on_backend(Options {
+        sessions: session::SessionOptions {
+            secure: false,
+            ..Default::default()
+        },
+        ..Options::default()
+    })
+    .await;
+    let cookie = signed_in(&t, "plain@example.com", Plan::Researcher).await;
+    assert!(cookie.starts_with("svc_session="), "{cookie}");
+    let r = call(&t, Method::GET, "/v1/me", &with_cookie(&cookie), None).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    let prefixed = cookie.replacen("svc_session=", "__Host-svc_session=", 1);
+    let r = call(&t, Method::GET, "/v1/me", &with_cookie(&prefixed), None).await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
 }
 
 async fn sign_in_ways_that_are_not_configured_answer_503_with_the_envelope() {
@@ -590,73 +631,128 @@ async fn a_client_refused_for_its_own_limit_does_not_spend_an_addresss_links() {
     assert_eq!(r.json["error"]["code"], "mail_unavailable", "{}", r.json);
 }
 
-async fn a_sign_in_link_token_that_is_unknown_used_or_expired_redirects_without_a_session() {
+// Issue 43, 3.4: a link signed in whoever opened it (login CSRF: an attacker's link opened by
+// a victim) and a mail scanner's prefetch spent it. Now opening spends nothing, and only the
+// browser that asked for the link (its binding cookie) signs in, by pressing the button.
+async fn a_sign_in_link_signs_in_only_when_its_own_browser_presses_the_button() {
     let t = with_dead_mail().await;
     let now = Instant::now().micros();
     let live = "a".repeat(64);
     let old = "b".repeat(64);
-    t.store
-        .put_login_token(
-            &hash_key(&live),
-            "l@example.com",
-            Instant::from_micros(now),
-            Instant::from_micros(now + 600_000_000),
-        )
-        .await
-        .unwrap();
-    t.store
-        .put_login_token(
-            &hash_key(&old),
-            "l@example.com",
-            Instant::from_micros(now - 2_000_000_000),
-            Instant::from_micros(now - 1_000_000_000),
-        )
-        .await
-        .unwrap();
-    let first = call(
-        &t,
-        Method::GET,
-        &format!("/v1/auth/email/callback?token={live}"),
-        &[],
+    let binding = "c".repeat(64);
+    let mine = format!("__Host-svc_signin={binding}");
+    for (token, from, to) in [
+        (&live, now, now + 600_000_000),
+        (&old, now - 2_000_000_000, now - 1_000_000_000),
+    ] {
+        t.store
+            .put_sign_in_link(&SignInLink::new(
+                &hash_key(token),
+                "l@example.com",
+                &hash_key(&binding),
+                Instant::from_micros(from),
+                Instant::from_micros(to),
+            ))
+            .await
+            .unwrap();
+    }
+    let open = |token: String, cookie: Option<String>| {
+        let t = &t;
+        async move {
+            let h: Vec<(&str, &str)> = cookie.iter().map(|c| ("cookie", c.as_str())).collect();
+            call(t, Method::GET, &format!("/v1/auth/email/callback?token={token}"), &h, None).await
+        }
+    };
+    let press = |token: String, cookie: Option<String>| {
+        let t = &t;
+        async move { confirm(t, &format!("token={token}"), cookie.as_deref()).await }
+    };
+    // Opening the link (twice, as a scanner and then the user) spends nothing, sets nothing.
+    for _ in 0..2 {
+        let r = open(live.clone(), Some(mine.clone())).await;
+        assert_eq!(r.status, StatusCode::FOUND);
+        assert_eq!(
+            r.headers[header::LOCATION],
+            format!("/sign-in/confirm?token={live}").as_str()
+        );
+        assert!(!r.headers.contains_key(header::SET_COOKIE));
+    }
+    let r = open(live.clone(), None).await;
+    assert_eq!(r.headers[header::LOCATION], "/sign-in?error=link_other_browser");
+    // The confirmation page: a plain form posting the token, never stored by a cache.
+    let page = get(&t, &format!("/sign-in/confirm?token={live}")).await;
+    assert_eq!(page.status, StatusCode::OK);
+    assert_eq!(page.headers[header::CACHE_CONTROL], "no-store");
+    assert_eq!(page.headers["referrer-policy"], "no-referrer");
+    let html = String::from_utf8_lossy(&page.bytes).into_owned();
+    assert!(html.contains(r#"<form method="post" action="/v1/auth/email/confirm">"#), "{html}");
+    assert!(html.contains(&format!(r#"name="token" value="{live}""#)), "{html}");
+    let bad = get(&t, "/sign-in/confirm?token=%3Cscript%3E").await;
+    let bad_html = String::from_utf8_lossy(&bad.bytes).into_owned();
+    assert!(!bad_html.contains("<script>") && !bad_html.contains("<form method"), "{bad_html}");
+    // Another browser's press (no binding, another one, the unprefixed name a sibling
+    // subdomain could plant) signs nobody in and leaves the link live.
+    for other in [
         None,
-    )
-    .await;
-    assert_eq!(first.status, StatusCode::FOUND);
+        Some(format!("__Host-svc_signin={}", "d".repeat(64))),
+        Some(format!("svc_signin={binding}")),
+    ] {
+        let r = press(live.clone(), other.clone()).await;
+        assert_eq!(r.status, StatusCode::SEE_OTHER, "{other:?}");
+        assert_eq!(r.headers[header::LOCATION], "/sign-in?error=link_other_browser");
+        assert!(!r.headers.contains_key(header::SET_COOKIE), "{other:?}");
+    }
+    // The browser that asked: signed in, once.
+    let first = press(live.clone(), Some(mine.clone())).await;
+    assert_eq!(first.status, StatusCode::SEE_OTHER);
     assert_eq!(first.headers[header::LOCATION], "/account");
     assert_eq!(first.headers[header::CACHE_CONTROL], "no-store");
     let cookie = cookie_of(first.headers[header::SET_COOKIE].to_str().unwrap());
+    assert!(cookie.starts_with("__Host-svc_session="), "{cookie}");
     let me = call(&t, Method::GET, "/v1/me", &with_cookie(&cookie), None).await;
     assert_eq!(me.json["results"][0]["email"], "l@example.com");
     assert_eq!(
         me.json["results"][0]["plan"], "researcher",
         "first sign-in makes a researcher"
     );
+    let again = press(live.clone(), Some(mine.clone())).await;
+    assert_eq!(again.headers[header::LOCATION], "/sign-in?error=link_used");
     for (token, reason) in [
-        (live.as_str(), "link_used"),
-        (old.as_str(), "link_expired"),
-        (&"c".repeat(64), "link_unknown"),
-        ("short", "link_unknown"),
+        (live.clone(), "link_used"),
+        (old.clone(), "link_expired"),
+        ("e".repeat(64), "link_unknown"),
+        ("short".to_owned(), "link_unknown"),
     ] {
-        let r = call(
-            &t,
-            Method::GET,
-            &format!("/v1/auth/email/callback?token={token}"),
-            &[],
-            None,
-        )
-        .await;
+        let r = open(token.clone(), Some(mine.clone())).await;
         assert_eq!(r.status, StatusCode::FOUND);
         assert_eq!(
             r.headers[header::LOCATION],
             format!("/sign-in?error={reason}").as_str()
         );
-        assert!(
-            !r.headers.contains_key(header::SET_COOKIE),
-            "{reason}: no session"
+        assert!(!r.headers.contains_key(header::SET_COOKIE), "{reason}: no session");
+        let r = press(token, Some(mine.clone())).await;
+        assert_eq!(
+            r.headers[header::LOCATION],
+            format!("/sign-in?error={reason}").as_str()
         );
+        assert!(!r.headers.contains_key(header::SET_COOKIE), "{reason}: no session");
     }
     let r = call(&t, Method::GET, "/v1/auth/email/callback", &[], None).await;
     assert_eq!(r.headers[header::LOCATION], "/sign-in?error=link_unknown");
+    // The button's body is a form with the token alone.
+    let r = confirm(&t, &format!("token={live}&plan=desk"), Some(&mine)).await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request", Some("plan"));
+    let r = confirm(&t, "", Some(&mine)).await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request", Some("token"));
+    let r = call(
+        &t,
+        Method::POST,
+        "/v1/auth/email/confirm",
+        &[],
+        Some(json!({ "token": live })),
+    )
+    .await;
+    assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request", Some("body"));
 }
 
 async fn session_requests_are_never_attributed_to_a_key_in_the_audit() {

@@ -404,7 +404,7 @@ async fn statuses_security_and_headers_follow_the_gating_table() {
     let schemes = &doc["components"]["securitySchemes"];
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
     assert_eq!(schemes["session"]["in"], "cookie");
-    assert_eq!(schemes["session"]["name"], "svc_session");
+    assert_eq!(schemes["session"]["name"], "__Host-svc_session");
 }
 
 #[tokio::test]

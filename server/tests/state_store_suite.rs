@@ -6,7 +6,10 @@ use std::sync::Arc;
 
 use asof_engine::Instant;
 use asof_server::plan::Plan;
-use asof_server::state::store::{self, StateStore, StoredReceipt, TokenUse, UsageCount, hash_key};
+use asof_server::state::store::{
+    self, Identity, IdentitySignIn, LinkState, SignInLink, StateStore, StoredReceipt, UsageCount,
+    hash_key,
+};
 use asof_server::state::{BillingEffect, BillingEvent, BillingOutcome};
 
 async fn suite(s: Arc<dyn StateStore>) {
@@ -429,39 +432,116 @@ async fn sign_ins(s: &dyn StateStore) {
     assert_eq!(s.sign_in_user("desk@example.com").await.unwrap(), desk);
     assert_eq!(s.sign_in_user("new@example.com").await.unwrap().id, new.id);
 
-    s.put_login_token(&hash_key("tok-live"), "new@example.com", t(0), t(900))
-        .await
-        .unwrap();
-    s.put_login_token(&hash_key("tok-old"), "new@example.com", t(0), t(900))
-        .await
-        .unwrap();
+    let link = |tok: &str| {
+        SignInLink::new(&hash_key(tok), "new@example.com", "browser-1", t(0), t(900))
+    };
+    s.put_sign_in_link(&link("tok-live")).await.unwrap();
+    s.put_sign_in_link(&link("tok-old")).await.unwrap();
+    let live = LinkState::SignIn {
+        email: "new@example.com".into(),
+        joins: None,
+    };
+    // Looking at a link spends nothing; another browser can neither look nor use it.
+    let look = |tok: &'static str, browser: &'static str, at: i64| async move {
+        s.sign_in_link(&hash_key(tok), browser, t(at)).await.unwrap()
+    };
+    assert_eq!(look("tok-live", "browser-1", 10).await, live);
+    assert_eq!(look("tok-live", "browser-1", 11).await, live, "a look spends nothing");
+    assert_eq!(look("tok-live", "browser-2", 12).await, LinkState::OtherBrowser);
     assert_eq!(
-        s.use_login_token(&hash_key("tok-live"), t(60))
+        s.use_sign_in_link(&hash_key("tok-live"), "browser-2", t(20))
             .await
             .unwrap(),
-        TokenUse::SignIn {
-            email: "new@example.com".into()
-        }
+        LinkState::OtherBrowser,
+        "a link asked for elsewhere signs this browser into nothing"
     );
     assert_eq!(
-        s.use_login_token(&hash_key("tok-live"), t(61))
+        s.use_sign_in_link(&hash_key("tok-live"), "browser-1", t(60))
             .await
             .unwrap(),
-        TokenUse::Used,
+        live,
+        "and stays live for its own browser"
+    );
+    assert_eq!(
+        s.use_sign_in_link(&hash_key("tok-live"), "browser-1", t(61))
+            .await
+            .unwrap(),
+        LinkState::Used,
         "a link works once"
     );
+    assert_eq!(look("tok-live", "browser-2", 62).await, LinkState::Used);
     assert_eq!(
-        s.use_login_token(&hash_key("tok-old"), t(900))
+        s.use_sign_in_link(&hash_key("tok-old"), "browser-1", t(900))
             .await
             .unwrap(),
-        TokenUse::Expired,
+        LinkState::Expired,
         "a token is dead at its expiry instant"
     );
     assert_eq!(
-        s.use_login_token(&hash_key("tok-never"), t(1))
+        s.use_sign_in_link(&hash_key("tok-never"), "browser-1", t(1))
             .await
             .unwrap(),
-        TokenUse::Unknown
+        LinkState::Unknown
+    );
+    // A link that joins a provider identity gives it back with the address once used.
+    let a = Identity {
+        issuer: "https://a.example".into(),
+        subject: "sub-1".into(),
+    };
+    s.put_sign_in_link(&SignInLink {
+        joins: Some(a.clone()),
+        ..link("tok-join")
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        s.use_sign_in_link(&hash_key("tok-join"), "browser-1", t(30))
+            .await
+            .unwrap(),
+        LinkState::SignIn {
+            email: "new@example.com".into(),
+            joins: Some(a.clone())
+        }
+    );
+
+    // Accounts by provider identity: a first sign-in makes the account; the same identity
+    // finds it again; another identity with a taken address is not let in.
+    let fresh = match s
+        .identity_sign_in(&a, "fresh@example.com", t(0))
+        .await
+        .unwrap()
+    {
+        IdentitySignIn::New(u) => u,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(fresh.plan, Plan::Researcher);
+    assert_eq!(
+        s.identity_sign_in(&a, "changed@example.com", t(1)).await.unwrap(),
+        IdentitySignIn::Known(fresh.clone()),
+        "an identity keeps its account whatever address it later asserts"
+    );
+    let b = Identity {
+        issuer: "https://b.example".into(),
+        subject: "sub-1".into(),
+    };
+    assert_eq!(
+        s.identity_sign_in(&b, "fresh@example.com", t(2)).await.unwrap(),
+        IdentitySignIn::EmailTaken,
+        "the same subject at another issuer is another person"
+    );
+    assert_eq!(
+        s.identity_sign_in(&b, "new@example.com", t(2)).await.unwrap(),
+        IdentitySignIn::EmailTaken,
+        "an account made by e-mail is not joined on a provider's word"
+    );
+    assert_eq!(s.identities(&new.id).await.unwrap(), vec![]);
+    s.add_identity(&b, &new.id, t(3)).await.unwrap();
+    s.add_identity(&b, &new.id, t(4)).await.unwrap();
+    assert_eq!(s.identities(&new.id).await.unwrap(), vec![b.clone()]);
+    assert_eq!(
+        s.identity_sign_in(&b, "new@example.com", t(5)).await.unwrap(),
+        IdentitySignIn::Known(new.clone()),
+        "once joined, the identity signs in to the account"
     );
 
     s.create_session(&hash_key("sess-1"), &new.id, "email", t(0), t(3600))
@@ -508,8 +588,8 @@ async fn sign_ins(s: &dyn StateStore) {
         .unwrap();
     assert_eq!(
         s.purge_sign_ins(t(5000)).await.unwrap(),
-        3,
-        "two expired tokens and the ended session"
+        4,
+        "three expired links and the ended session"
     );
     assert!(s.session(&hash_key("sess-2")).await.unwrap().is_some());
 

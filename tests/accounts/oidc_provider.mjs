@@ -6,15 +6,18 @@
 //   wrong-nonce  - the ID token names another nonce than the one the flow sent
 //   other-key    - the ID token is signed by a key the provider's JWKS does not hold
 //   unverified   - email_verified = false
+// The mode may be followed by a subject and an address ("ok sub-2 other@example.com"): the ID
+// token then names that person instead of the default subject and EMAIL.
 // Usage: node oidc_provider.mjs PORT MODE_FILE EMAIL  (prints "listening <issuer>" when ready)
 import crypto from "node:crypto";
 import fs from "node:fs";
 
 const { OAuth2Server } = await import(process.env.OAUTH2_MOCK_SERVER);
 const [port, modeFile, email] = process.argv.slice(2);
-const mode = () => {
-  try { return fs.readFileSync(modeFile, "utf8").trim() || "ok"; } catch { return "ok"; }
+const words = () => {
+  try { return fs.readFileSync(modeFile, "utf8").trim().split(/\s+/); } catch { return []; }
 };
+const mode = () => words()[0] || "ok";
 
 const server = new OAuth2Server();
 await server.issuer.keys.generate("RS256");
@@ -27,7 +30,9 @@ server.service.on("beforeAuthorizeRedirect", (redirect) => {
   }
 });
 server.service.on("beforeTokenSigning", (token) => {
-  token.payload.email = email;
+  const [, sub, address] = words();
+  if (sub) token.payload.sub = sub;
+  token.payload.email = address || email;
   token.payload.email_verified = mode() !== "unverified";
   if (mode() === "wrong-nonce" && token.payload.nonce) token.payload.nonce = "not-the-nonce-of-this-flow";
 });

@@ -5,16 +5,20 @@
 Run once with a SQLite state store and once with PostgreSQL (a database of its own, created
 and dropped here), each check by name:
 
-1. a link sent to an address signs it in once: the callback sets an HttpOnly, SameSite=Lax
-   `svc_session` cookie and redirects to /account; the same link again redirects to
-   /sign-in?error=link_used and sets nothing;
+1. a link sent to an address signs it in once, in the browser that asked for it: opening it
+   leads to a confirmation page, whose button sets an HttpOnly, SameSite=Lax `svc_session`
+   cookie and redirects to /account; the same link again redirects to
+   /sign-in?error=link_used and sets nothing; opened in another browser (or by a mail scanner)
+   it signs nobody in and stays live;
 2. the answer to "send me a link" is the same whether or not the account exists;
 3. a sixth link to one address within 15 minutes is 429 with Retry-After;
 4. with the session: create a key (secret shown once), call /v1/news with it, revoke it, the
    call is refused; a Bearer key cannot create keys; logout ends the session;
 5. providers A and B (npm's oauth2-mock-server, a real OpenID Connect provider on loopback,
-   with two registered clients) sign its verified e-mail in, into the same account the e-mail
-   link made, and a flow started for A is refused by B's callback; a forged `state`, a
+   with two registered clients): a first provider sign-in makes an account for its identity;
+   one whose address has an account made by e-mail signs nothing in until a link mailed to
+   that address is confirmed in the same browser, then joins that account; a flow started for
+   A is refused by B's callback; a forged `state`, a
    callback without the flow this browser started, an ID token signed by another key, one
    with a wrong nonce, a denied consent and an unverified e-mail each land on
    /sign-in?error=... without a session;
@@ -42,7 +46,7 @@ from aiosmtpd.controller import Controller
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tests"))
-from support import Server, create_key, free_port  # noqa: E402
+from support import Server, confirm_link, email_sign_in, free_port, session_cookie, set_cookie  # noqa: E402
 
 PG = os.environ.get("ASOF_TEST_POSTGRES_URL", "postgres://postgres@127.0.0.1:5432/test")
 
@@ -72,13 +76,6 @@ class Inbox:
                         return m.group(1)
             time.sleep(0.05)
         raise AssertionError(f"no sign-in mail for {address} within {timeout} s")
-
-
-def session_cookie(res):
-    for v in res.headers.get_list("set-cookie"):
-        if v.startswith("svc_session="):
-            return v
-    return None
 
 
 class Browserless:
@@ -170,15 +167,11 @@ class Run:
         self.provider.stop()
 
     def sign_in(self, address):
-        r = self.http.post("/v1/auth/email/start", json={"email": address})
-        assert r.status_code == 200, r.text
-        link = self.inbox.link_for(address)
+        link, binding, cookie = email_sign_in(self.base, address, self.inbox)
         self.secrets.append(link.rsplit("=", 1)[1])
-        r = self.http.get(link)
-        assert r.status_code == 302 and r.headers["location"] == "/account", (r.status_code, r.headers)
-        cookie = session_cookie(r)
-        assert cookie, r.headers
+        self.secrets.append(binding.split("=", 1)[1])
         self.secrets.append(cookie.split(";")[0].split("=", 1)[1])
+        self.binding = binding
         return link, cookie
 
     # ---- checks ----------------------------------------------------------------------------
@@ -193,10 +186,53 @@ class Run:
         me = self.http.get("/v1/me", headers={"cookie": value})
         assert me.status_code == 200 and me.json()["results"][0]["email"] == address, me.text
         assert me.json()["results"][0]["plan"] == "researcher"
-        again = self.http.get(link)
+        again = confirm_link(self.base, link, self.binding)
         assert again.status_code == 302, again.status_code
         assert again.headers["location"] == "/sign-in?error=link_used", again.headers
         assert session_cookie(again) is None
+
+    def a_link_opened_elsewhere_or_prefetched_signs_nobody_in(self):
+        # Login CSRF: the attacker asks for a link to their own address and gets a victim to
+        # open it. Mail scanners fetch every link in a message. Neither may sign anyone in or
+        # spend the link.
+        address = f"bound-{uuid.uuid4().hex[:8]}@example.com"
+        r = self.http.post("/v1/auth/email/start", json={"email": address})
+        assert r.status_code == 200, r.text
+        bind = set_cookie(r, "svc_signin")
+        attrs = [a.strip() for a in bind.split(";")]
+        assert "HttpOnly" in attrs and "SameSite=Lax" in attrs and "Path=/" in attrs, attrs
+        binding = attrs[0]
+        self.secrets.append(binding.split("=", 1)[1])
+        link = self.inbox.link_for(address)
+        self.secrets.append(link.rsplit("=", 1)[1])
+        token = link.rsplit("=", 1)[1]
+        for _ in range(2):  # a scanner's prefetch, twice: nothing spent, no session
+            opened = self.http.get(link, headers={"cookie": binding})
+            assert opened.status_code == 302, opened.status_code
+            assert opened.headers["location"] == f"/sign-in/confirm?token={token}", opened.headers
+            assert session_cookie(opened) is None
+        page = self.http.get(f"/sign-in/confirm?token={token}")
+        assert page.status_code == 200 and page.headers["cache-control"] == "no-store", page.headers
+        assert 'action="/v1/auth/email/confirm"' in page.text and token in page.text
+        elsewhere = self.http.get(link)
+        assert elsewhere.headers["location"] == "/sign-in?error=link_other_browser", elsewhere.headers
+        for other in (None, "svc_signin=" + "0" * 64):  # no binding, someone else's
+            r = confirm_link(self.base, link, other)
+            assert r.status_code in (302, 303), r.status_code
+            assert r.headers["location"] == "/sign-in?error=link_other_browser", (other, r.headers)
+            assert session_cookie(r) is None
+            posted = self.http.post("/v1/auth/email/confirm", data={"token": token},
+                                    headers={"cookie": other} if other else {})
+            assert posted.status_code == 303, posted.status_code
+            assert posted.headers["location"] == "/sign-in?error=link_other_browser", posted.headers
+            assert session_cookie(posted) is None
+        # The browser that asked still can.
+        r = confirm_link(self.base, link, binding)
+        assert r.status_code == 303 and r.headers["location"] == "/account", (r.status_code, r.headers)
+        cookie = session_cookie(r)
+        self.secrets.append(cookie.split(";")[0].split("=", 1)[1])
+        me = self.http.get("/v1/me", headers={"cookie": cookie.split(";")[0]})
+        assert me.json()["results"][0]["email"] == address, me.text
 
     def the_answer_does_not_say_whether_an_account_exists(self):
         known = f"known-{uuid.uuid4().hex[:8]}@example.com"
@@ -249,7 +285,7 @@ class Run:
         assert out.status_code == 200, out.text
         assert self.http.get("/v1/me", headers=c).status_code == 401
 
-    def provider_flow(self, forge_state=False, drop_flow=False, slot="provider_a"):
+    def provider_flow(self, forge_state=False, drop_flow=False, slot="provider_a", binding=None):
         """A browser through a provider: start, the provider's authorize redirect, callback."""
         start = self.http.get(f"/v1/auth/{slot}/start")
         assert start.status_code == 302, start.text
@@ -264,24 +300,57 @@ class Run:
             self.secrets.append(q["code"])
         if forge_state:
             q["state"] = q.get("state", "") + "x"
-        headers = {} if drop_flow else {"cookie": flow.split(";")[0]}
+        cookies = [] if drop_flow else [flow.split(";")[0]]
+        if binding:
+            cookies.append(binding)
+        headers = {"cookie": "; ".join(cookies)} if cookies else {}
         return self.http.get(f"/v1/auth/{slot}/callback", params=q, headers=headers)
 
-    def providers_sign_the_verified_email_into_the_same_account(self):
-        self.provider.set("ok")
-        _, cookie = self.sign_in(self.shared_email)
-        by_link = self.http.get("/v1/me", headers={"cookie": cookie.split(";")[0]}).json()["results"][0]
+    def a_first_provider_sign_in_makes_an_account_for_its_identity(self):
+        address = f"new-{uuid.uuid4().hex[:8]}@example.com"
+        self.provider.set(f"ok fresh-{uuid.uuid4().hex[:8]} {address}")
         r = self.provider_flow()
         assert r.status_code == 302 and r.headers["location"] == "/account", (r.status_code, r.headers)
         session = session_cookie(r)
-        assert session, r.headers
         self.secrets.append(session.split(";")[0].split("=", 1)[1])
+        me = self.http.get("/v1/me", headers={"cookie": session.split(";")[0]}).json()["results"][0]
+        assert me["email"] == address and me["plan"] == "researcher", me
+        self.provider.set("ok")
+
+    def providers_join_the_email_account_only_once_the_address_is_proven(self):
+        self.provider.set("ok")
+        _, cookie = self.sign_in(self.shared_email)
+        by_link = self.http.get("/v1/me", headers={"cookie": cookie.split(";")[0]}).json()["results"][0]
+        # The provider vouches for an address that has an account made by e-mail: no session
+        # on its word alone; a link is mailed to the address instead.
+        r = self.provider_flow()
+        assert r.status_code == 302 and r.headers["location"] == "/sign-in?notice=join_link_sent", (r.status_code, r.headers)
+        assert session_cookie(r) is None
         cleared = [v for v in r.headers.get_list("set-cookie") if v.startswith("svc_oauth=")]
         assert cleared and "Max-Age=0" in cleared[0], "the flow cookie is single use"
+        binding = set_cookie(r, "svc_signin").split(";")[0]
+        self.secrets.append(binding.split("=", 1)[1])
+        link = self.inbox.link_for(self.shared_email)
+        self.secrets.append(link.rsplit("=", 1)[1])
+        # Whoever holds the provider account but not the mailbox's browser gets nothing.
+        stranger = confirm_link(self.base, link, None)
+        assert stranger.headers["location"] == "/sign-in?error=link_other_browser", stranger.headers
+        r = confirm_link(self.base, link, binding)
+        assert r.status_code == 303 and r.headers["location"] == "/account", (r.status_code, r.headers)
+        session = session_cookie(r)
+        self.secrets.append(session.split(";")[0].split("=", 1)[1])
+        me = self.http.get("/v1/me", headers={"cookie": session.split(";")[0]}).json()["results"][0]
+        assert me["user_id"] == by_link["user_id"], (me, by_link)
+        # Joined: the next sign-in with the provider goes straight in.
+        r = self.provider_flow()
+        assert r.status_code == 302 and r.headers["location"] == "/account", (r.status_code, r.headers)
+        session = session_cookie(r)
+        self.secrets.append(session.split(";")[0].split("=", 1)[1])
         me = self.http.get("/v1/me", headers={"cookie": session.split(";")[0]}).json()["results"][0]
         assert me["user_id"] == by_link["user_id"] and me["email"] == self.shared_email, (me, by_link)
-        # Provider B (another client of a provider) reaches the same account too, and a flow
-        # started for A is not accepted by B's callback.
+        # Provider B (another client of the same provider, so the same issuer and subject)
+        # reaches the same account too, and a flow started for A is not accepted by B's
+        # callback.
         r = self.provider_flow(slot="provider_b")
         assert r.status_code == 302 and r.headers["location"] == "/account", (r.status_code, r.headers)
         session = session_cookie(r)
@@ -341,7 +410,8 @@ class Run:
             ["psql", self.db, "-At", "-c",
              "SELECT string_agg(t::text, E'\\n') FROM (SELECT row_to_json(x)::text AS t FROM users x "
              "UNION ALL SELECT row_to_json(x)::text FROM api_keys x "
-             "UNION ALL SELECT row_to_json(x)::text FROM login_tokens x "
+             "UNION ALL SELECT row_to_json(x)::text FROM sign_in_links x "
+             "UNION ALL SELECT row_to_json(x)::text FROM identities x "
              "UNION ALL SELECT row_to_json(x)::text FROM sessions x "
              "UNION ALL SELECT row_to_json(x)::text FROM rate_windows x "
              "UNION ALL SELECT row_to_json(x)::text FROM secrets x) s"],
@@ -356,10 +426,12 @@ def run_all(binary, workdir, db, node, module):
     try:
         for name in [
             "a_link_signs_in_once",
+            "a_link_opened_elsewhere_or_prefetched_signs_nobody_in",
             "the_answer_does_not_say_whether_an_account_exists",
             "a_sixth_link_within_the_window_is_429",
             "keys_are_made_used_and_revoked_with_the_session",
-            "providers_sign_the_verified_email_into_the_same_account",
+            "a_first_provider_sign_in_makes_an_account_for_its_identity",
+            "providers_join_the_email_account_only_once_the_address_is_proven",
             "a_bad_provider_callback_never_signs_anyone_in",
             "no_secret_in_the_log_or_the_store_in_clear",
         ]:

@@ -40,8 +40,8 @@ from aiosmtpd.controller import Controller
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.join(REPO, "tests", "accounts"))
-from support import FakeProcessor, Server, free_port  # noqa: E402
-from test_signin import PG, Browserless, Inbox, postgres_database, session_cookie  # noqa: E402
+from support import FakeProcessor, Server, email_sign_in, free_port  # noqa: E402
+from test_signin import PG, Browserless, Inbox, postgres_database  # noqa: E402
 
 # The fake's credentials and prices (test-support/src/processor.rs).
 SECRET_KEY = "sk_test_asof_fake_4eC39HqLyjWDarjtT1zdp7dc"
@@ -100,11 +100,8 @@ class Run:
     def session(self):
         """The signed-in browser's cookie and a key it made (signed in once per run)."""
         if self.cookie is None:
-            r = self.http.post("/v1/auth/email/start", json={"email": self.address})
-            assert r.status_code == 200, r.text
-            r = self.http.get(self.inbox.link_for(self.address))
-            assert r.status_code == 302, r.status_code
-            self.cookie = session_cookie(r).split(";")[0]
+            _, _, cookie = email_sign_in(self.base, self.address, self.inbox)
+            self.cookie = cookie.split(";")[0]
             r = self.write("POST", "/v1/keys", {"name": "backtest"})
             assert r.status_code == 200, r.text
             self.key = r.json()["results"][0]["secret"]

@@ -37,9 +37,9 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.join(REPO, "tests", "files"))
 sys.path.insert(0, os.path.join(REPO, "tests", "stream"))
 sys.path.insert(0, os.path.join(REPO, "tests", "accounts"))
-from support import Server, create_key, free_port  # noqa: E402
+from support import Server, create_key, email_sign_in, free_port  # noqa: E402
 from test_files_clients import S3  # noqa: E402
-from test_signin import Inbox, drop_database, postgres_database, session_cookie  # noqa: E402
+from test_signin import Inbox, drop_database, postgres_database  # noqa: E402
 from test_stream_client import USER_AGENT, Feed  # noqa: E402
 
 RELOAD = 0.5  # seconds between pointer checks on each replica
@@ -246,12 +246,8 @@ def check_rate_limit(d):
 
 def check_revocation(d):
     address = f"ops-{uuid.uuid4().hex[:8]}@example.com"
-    r = httpx.post(d.base + "/v1/auth/email/start", json={"email": address}, timeout=10)
-    assert r.status_code == 200, r.text
-    link = d.inbox.link_for(address)
-    r = httpx.get(link, follow_redirects=False, timeout=10)
-    assert r.status_code == 302, r.status_code
-    cookie = session_cookie(r).split(";")[0]
+    _, _, cookie = email_sign_in(d.base, address, d.inbox)
+    cookie = cookie.split(";")[0]
     r = httpx.post(d.base + "/v1/keys", json={"name": "scale"}, timeout=10,
                    headers={"cookie": cookie, "origin": d.base})
     assert r.status_code in (200, 201), r.text

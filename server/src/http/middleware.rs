@@ -604,7 +604,7 @@ async fn signed_in(state: &AppState, headers: &HeaderMap) -> Result<Session, Api
         .await?
         .ok_or_else(|| {
             ApiError::Unauthenticated(
-                "this route needs a signed-in session (the svc_session cookie): sign in at /sign-in".into(),
+                "this route needs a signed-in session (the session cookie): sign in at /sign-in".into(),
             )
         })
 }

@@ -28,10 +28,10 @@ pub enum Access {
     Public,
     /// A Bearer key of at least this plan; rate-limited per key.
     Key(Plan),
-    /// A Bearer key of any plan or the `svc_session` cookie of a signed-in browser; rate-limited
+    /// A Bearer key of any plan or the session cookie of a signed-in browser; rate-limited
     /// per key, or per user for a session.
     KeyOrSession,
-    /// The `svc_session` cookie only (keys cannot manage keys); writes must come from this
+    /// The session cookie only (keys cannot manage keys); writes must come from this
     /// service's own pages (see `crate::signin::session::same_origin`). Rate-limited per user.
     Session,
     /// No credential but the signature in the URL itself (checked by the handler): signed

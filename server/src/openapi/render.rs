@@ -161,7 +161,7 @@ pub fn example_request(op: &Value, method: &str, path: &str) -> String {
     }
     let auth = match credentials(op) {
         (true, _) => " -H 'Authorization: Bearer svc_live_…'",
-        (false, true) => " -H 'Cookie: svc_session=…'",
+        (false, true) => " -H 'Cookie: __Host-svc_session=…'",
         (false, false) => "",
     };
     let method = if method == "GET" {
@@ -277,10 +277,10 @@ fn operation_html(h: &mut String, method: &str, path: &str, op: &Value) {
     let auth = match credentials(op) {
         (true, false) => "Bearer API key (<code>Authorization: Bearer svc_live_…</code>)",
         (true, true) => {
-            "Bearer API key (<code>Authorization: Bearer svc_live_…</code>) or the session cookie (<code>svc_session</code>, set by signing in)"
+            "Bearer API key (<code>Authorization: Bearer svc_live_…</code>) or the session cookie (<code>__Host-svc_session</code>, set by signing in)"
         }
         (false, true) => {
-            "the session cookie only (<code>svc_session</code>, set by signing in); writes must come from this service's own pages"
+            "the session cookie only (<code>__Host-svc_session</code>, set by signing in); writes must come from this service's own pages"
         }
         (false, false) => "none",
     };

@@ -1,32 +1,47 @@
 //! Sign-in routes: the e-mail link, the two OpenID Connect providers, and logout.
 //!
-//! Sign-in answers are redirects for a browser: success goes to `/account` with the
-//! `svc_session` cookie set; any failure goes to `/sign-in?error=<reason>` and never sets a
-//! session. Only a sign-in way that is not configured answers an envelope (503), because then
-//! there is nothing a browser can do.
+//! Sign-in answers are redirects for a browser: success goes to `/account` with the session
+//! cookie set; any failure goes to `/sign-in?error=<reason>` and never sets a session. Only a
+//! sign-in way that is not configured answers an envelope (503), because then there is
+//! nothing a browser can do.
+//!
+//! An e-mail link signs in only after a button press, in the browser that asked for it:
+//! opening the link (`GET …/callback`, what a mail scanner's prefetch does) spends nothing and
+//! leads to a confirmation page whose button posts the token (`POST …/confirm`), and the link
+//! is bound to the asking browser by a cookie set at `POST …/start`. So a link an attacker
+//! asked for and got a victim to open signs the victim into nothing (login CSRF), and a
+//! scanner cannot use up a link.
+//!
+//! Accounts are found by provider identity `(issuer, subject)`, never by a provider's word on
+//! an address alone: a provider sign-in whose address already has an account joins it only
+//! once that address is proven, through a link mailed to it and confirmed in this browser.
 
 use asof_engine::Instant;
 use axum::extract::{Extension, RawQuery, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use lettre::Address;
 use rand::RngCore;
 use serde::Serialize;
 
 use crate::error::ApiError;
-use crate::http::body::{FromJson, Json, required_string};
+use crate::http::body::{Form, FromJson, Json, required_string};
 use crate::http::envelope::Envelope;
 use crate::http::params::{NoQuery, Q, query};
 use crate::http::{AppState, ClientAddr, Ctx, Reply, ok};
 use crate::signin::mail::{
-    LINK_TTL, LINKS_PER_ADDRESS, LINKS_PER_CLIENT, MAIL_WINDOW, parse_address,
+    LINK_TTL, LINKS_PER_ADDRESS, LINKS_PER_CLIENT, MAIL_WINDOW, Purpose, parse_address,
 };
-use crate::signin::oidc::{FLOW_COOKIE, Flow, ProviderName};
-use crate::signin::session::{self, COOKIE, Session, clear_cookie, cookie, set_cookie};
+use crate::signin::oidc::{FLOW_COOKIE, Flow, ProviderName, Verified};
+use crate::signin::session::{self, Session, clear_cookie, cookie, set_cookie};
+use crate::state::User;
 use crate::state::hash_key;
+use crate::state::store::{Identity, IdentitySignIn, LinkState, SignInLink};
 
-/// A `302` to `to`, never cached, sending no `Referer` onwards (sign-in URLs carry secrets).
-fn redirect(to: &str, cookies: &[HeaderValue]) -> Response {
-    let mut r = StatusCode::FOUND.into_response();
+/// A redirect to `to` with `status`, never cached, sending no `Referer` onwards (sign-in URLs
+/// carry secrets).
+fn redirect_with(status: StatusCode, to: &str, cookies: &[HeaderValue]) -> Response {
+    let mut r = status.into_response();
     let h = r.headers_mut();
     h.insert(
         header::LOCATION,
@@ -40,25 +55,101 @@ fn redirect(to: &str, cookies: &[HeaderValue]) -> Response {
     r
 }
 
+/// A `302` to `to` (the answer to a browser's `GET`).
+fn redirect(to: &str, cookies: &[HeaderValue]) -> Response {
+    redirect_with(StatusCode::FOUND, to, cookies)
+}
+
 /// Where a failed sign-in lands: the sign-in page, which explains `reason`.
 fn failed(reason: &str, cookies: &[HeaderValue]) -> Response {
     redirect(&format!("/sign-in?error={reason}"), cookies)
 }
 
-/// Signs `email` in (creating the user on first sign-in) and lands on the account page.
-async fn signed_in(state: &AppState, email: &str, via: &str, extra: &[HeaderValue]) -> Reply {
-    let user = state.store().sign_in_user(email).await?;
+/// Starts a session for `user` and lands on the account page (`status`: 302 after a `GET`,
+/// 303 after a `POST`).
+async fn signed_in(
+    state: &AppState,
+    user: &User,
+    via: &str,
+    status: StatusCode,
+    extra: &[HeaderValue],
+) -> Reply {
     let mut cookies = vec![
         session::start(
             state.store().as_ref(),
             &state.options().sessions,
-            &user,
+            user,
             via,
         )
         .await?,
     ];
     cookies.extend_from_slice(extra);
-    Ok(redirect("/account", &cookies))
+    Ok(redirect_with(status, "/account", &cookies))
+}
+
+/// The fixed 15-minute window sign-in mail is counted in at `now`, and the seconds until it
+/// ends (a refusal's `Retry-After`).
+fn mail_window(now: Instant) -> (i64, u64) {
+    let len = i64::try_from(MAIL_WINDOW.as_micros()).unwrap_or(i64::MAX);
+    let window = now.micros().div_euclid(len) * len;
+    (window, ((window + len - now.micros()) / 1_000_000).max(1) as u64)
+}
+
+/// The rate bucket of links mailed to `to`: its hash (rate windows are no place for addresses
+/// in clear).
+fn address_bucket(to: &Address) -> String {
+    format!("signin-to:{}", hash_key(to.as_ref()))
+}
+
+/// Makes a link for `to`, bound to the browser `binding`, joining `joins` once used, and
+/// gives its URL.
+async fn new_link(
+    state: &AppState,
+    to: &Address,
+    binding: &str,
+    joins: Option<Identity>,
+    now: Instant,
+) -> Result<String, ApiError> {
+    let mut b = [0u8; 32];
+    rand::rng().fill_bytes(&mut b);
+    let token = hex::encode(b);
+    state
+        .store()
+        .put_sign_in_link(&SignInLink {
+            token_hash: hash_key(&token),
+            email: to.to_string(),
+            browser_hash: hash_key(binding),
+            joins,
+            created_at: now,
+            expires_at: Instant::from_micros(now.micros() + LINK_TTL.as_micros() as i64),
+        })
+        .await?;
+    Ok(format!(
+        "{}/v1/auth/email/callback?token={token}",
+        state.own_origin()
+    ))
+}
+
+/// A token as links carry it: 64 hex digits.
+fn well_formed(token: &str) -> bool {
+    token.len() == 64 && token.bytes().all(|b| b.is_ascii_hexdigit())
+}
+
+/// Why a link signed nobody in, as the sign-in page names it.
+fn link_failure(s: &LinkState) -> &'static str {
+    match s {
+        LinkState::SignIn { .. } => unreachable!("a live link is not a failure"),
+        LinkState::OtherBrowser => "link_other_browser",
+        LinkState::Used => "link_used",
+        LinkState::Expired => "link_expired",
+        LinkState::Unknown => "link_unknown",
+    }
+}
+
+fn mail_not_configured() -> ApiError {
+    ApiError::SignInNotConfigured(
+        "e-mail sign-in is not configured on this server (asof serve --smtp-url, --mail-from, --public-url)".into(),
+    )
 }
 
 /// Body of `POST /v1/auth/email/start`.
@@ -91,26 +182,28 @@ pub struct LinkSent {
 /// Sends a one-time sign-in link by e-mail.
 ///
 /// The answer is the same whether or not an account exists for the address: the first
-/// sign-in creates one (plan `researcher`). The link works once, within 15 minutes. Limits:
-/// 5 links per address and 20 per client address per 15 minutes (`429` beyond, with
-/// `Retry-After`); `503 sign_in_not_configured` when the server has no mail settings,
-/// `503 mail_unavailable` when the mail server refused the message.
+/// sign-in creates one (plan `researcher`). The link works once, within 15 minutes, and only
+/// in the browser that asked for it: the answer sets the `__Host-svc_signin` cookie
+/// (`svc_signin` on a local plain-HTTP server) that binds the link to this browser, so ask
+/// from the browser that will open the link. Limits: 5 links per address and 20 per client
+/// address per 15 minutes (`429` beyond, with `Retry-After`; a request refused for the
+/// client's own limit counts against no address); `503 sign_in_not_configured` when the
+/// server has no mail settings, `503 mail_unavailable` when the mail server refused the
+/// message.
 #[utoipa::path(post, path = "/v1/auth/email/start", tag = "account", operation_id = "email_sign_in_start",
     params(NoQuery),
     request_body(content = EmailStart, content_type = "application/json"),
-    responses((status = 200, description = "`results[0]`: the link is on its way.", body = Envelope<LinkSent>)))]
+    responses((status = 200, description = "`results[0]`: the link is on its way.", body = Envelope<LinkSent>,
+        headers(("Set-Cookie" = String, description = "`__Host-svc_signin`: binds the link to this browser (HttpOnly, SameSite=Lax, 15 minutes).")))))]
 pub(crate) async fn email_start(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
     Extension(client): Extension<ClientAddr>,
+    headers: HeaderMap,
     Q(_): Q<NoQuery>,
     Json(body): Json<EmailStart>,
 ) -> Reply {
-    let mailer = state.mailer().ok_or_else(|| {
-        ApiError::SignInNotConfigured(
-            "e-mail sign-in is not configured on this server (asof serve --smtp-url, --mail-from, --public-url)".into(),
-        )
-    })?;
+    let mailer = state.mailer().ok_or_else(mail_not_configured)?;
     let to = parse_address(&body.email).ok_or_else(|| {
         ApiError::invalid(
             "email",
@@ -118,49 +211,38 @@ pub(crate) async fn email_start(
         )
     })?;
     let now = Instant::now();
-    let window_len = i64::try_from(MAIL_WINDOW.as_micros()).unwrap_or(i64::MAX);
-    let window = now.micros().div_euclid(window_len) * window_len;
-    let retry_after = ((window + window_len - now.micros()) / 1_000_000).max(1) as u64;
+    let (window, retry_after) = mail_window(now);
     // The client's own limit first: a request it may not make counts against no address, so
     // a client cannot spend another person's allowance (and lock them out) with requests it
-    // was refused anyway. The address's bucket is its hash: rate windows are no place for
-    // addresses in clear; its refusal is the same whether the address has an account or not.
+    // was refused anyway. The address's refusal is the same whether it has an account or not.
     for (bucket, limit) in [
         (format!("signin-ip:{}", client.0), LINKS_PER_CLIENT),
-        (
-            format!("signin-to:{}", hash_key(to.as_ref())),
-            LINKS_PER_ADDRESS,
-        ),
+        (address_bucket(&to), LINKS_PER_ADDRESS),
     ] {
         if state.store().hit(&bucket, window).await? > i64::from(limit) {
             return Err(ApiError::RateLimited { retry_after });
         }
     }
-    let mut b = [0u8; 32];
-    rand::rng().fill_bytes(&mut b);
-    let token = hex::encode(b);
-    let expires = Instant::from_micros(now.micros() + LINK_TTL.as_micros() as i64);
-    state
-        .store()
-        .put_login_token(&hash_key(&token), to.as_ref(), now, expires)
-        .await?;
-    let link = format!(
-        "{}/v1/auth/email/callback?token={token}",
-        state.own_origin()
-    );
-    mailer.send_link(&to, &link).await.map_err(|e| {
-        tracing::warn!(error = %e, "sign-in mail not sent");
-        ApiError::MailUnavailable
-    })?;
-    Ok(ok(
+    let (binding, bind_cookie) = session::binding(&headers, &state.options().sessions);
+    let link = new_link(&state, &to, &binding, None, now).await?;
+    mailer
+        .send_link(&to, &link, Purpose::SignIn)
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, "sign-in mail not sent");
+            ApiError::MailUnavailable
+        })?;
+    let mut r = ok(
         &ctx,
         vec![LinkSent {
             email: to.to_string(),
             expires_in_seconds: LINK_TTL.as_secs(),
-            message: "if this address can receive mail, a sign-in link is on its way; it works once, within 15 minutes",
+            message: "if this address can receive mail, a sign-in link is on its way; it works once, within 15 minutes, in this browser",
         }],
     )
-    .into_response())
+    .into_response();
+    r.headers_mut().append(header::SET_COOKIE, bind_cookie);
+    Ok(r)
 }
 
 query! {
@@ -171,37 +253,111 @@ query! {
     }
 }
 
-/// Where a sign-in link leads: signs in and redirects.
+/// Where a sign-in link leads: to the page that confirms the sign-in.
 ///
-/// A live token signs its address in (creating the user on first sign-in), sets the
-/// `svc_session` cookie and redirects (`302`) to `/account`. A used, expired or unknown token
-/// redirects to `/sign-in?error=link_used|link_expired|link_unknown`, never with a session.
+/// Opening a link spends nothing (a mail scanner that fetches it signs nobody in and leaves it
+/// live). A link live for this browser redirects (`302`) to `/sign-in/confirm?token=...`,
+/// whose button posts the token to `POST /v1/auth/email/confirm`. A link asked for by another
+/// browser, used, expired or unknown redirects to
+/// `/sign-in?error=link_other_browser|link_used|link_expired|link_unknown`. Never sets a
+/// session.
 #[utoipa::path(get, path = "/v1/auth/email/callback", tag = "account", operation_id = "email_sign_in_callback",
     params(EmailCallback),
-    responses((status = 302, description = "To `/account` with `Set-Cookie: svc_session=...` when the link is live; to `/sign-in?error=...` otherwise.",
-        headers(("Location" = String, description = "Where the browser goes next."), ("Set-Cookie" = String, description = "The session cookie, on success only.")))))]
-pub(crate) async fn email_callback(State(state): State<AppState>, Q(q): Q<EmailCallback>) -> Reply {
+    responses((status = 302, description = "To `/sign-in/confirm?token=...` when the link is live for this browser; to `/sign-in?error=...` otherwise.",
+        headers(("Location" = String, description = "Where the browser goes next.")))))]
+pub(crate) async fn email_callback(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Q(q): Q<EmailCallback>,
+) -> Reply {
     if state.mailer().is_none() {
-        return Err(ApiError::SignInNotConfigured(
-            "e-mail sign-in is not configured on this server".into(),
-        ));
+        return Err(mail_not_configured());
     }
     let Some(token) = q
         .token
-        .filter(|t| t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+        .filter(|t| well_formed(t))
+        .map(|t| t.to_ascii_lowercase())
     else {
         return Ok(failed("link_unknown", &[]));
     };
-    use crate::state::store::TokenUse;
+    let binding = session::binding_hash(&headers, &state.options().sessions);
     match state
         .store()
-        .use_login_token(&hash_key(&token), Instant::now())
+        .sign_in_link(&hash_key(&token), &binding, Instant::now())
         .await?
     {
-        TokenUse::SignIn { email } => signed_in(&state, &email, "email", &[]).await,
-        TokenUse::Used => Ok(failed("link_used", &[])),
-        TokenUse::Expired => Ok(failed("link_expired", &[])),
-        TokenUse::Unknown => Ok(failed("link_unknown", &[])),
+        LinkState::SignIn { .. } => Ok(redirect(
+            &format!("/sign-in/confirm?token={token}"),
+            &[],
+        )),
+        other => Ok(failed(link_failure(&other), &[])),
+    }
+}
+
+/// Body of `POST /v1/auth/email/confirm` (the confirmation page's form).
+#[derive(Debug, Clone, utoipa::ToSchema)]
+pub struct EmailConfirm {
+    /// The token of the sign-in link.
+    #[schema(example = "9f2c…")]
+    pub token: String,
+}
+
+impl FromJson for EmailConfirm {
+    const FIELDS: &'static [&'static str] = &["token"];
+    fn from_object(o: &serde_json::Map<String, serde_json::Value>) -> Result<Self, ApiError> {
+        Ok(EmailConfirm {
+            token: required_string(o, "token", "the token of the sign-in link")?,
+        })
+    }
+}
+
+/// Signs in with a sign-in link: the confirmation page's button.
+///
+/// A link live for this browser (the `__Host-svc_signin` cookie of `POST /v1/auth/email/start`)
+/// is spent, its address signed in (its account made on first sign-in; a provider sign-in
+/// the link was mailed for joins the account), and the browser goes (`303`) to `/account`
+/// with the session cookie. Otherwise it goes to `/sign-in?error=...` with no session; a link
+/// asked for by another browser stays live for that browser.
+#[utoipa::path(post, path = "/v1/auth/email/confirm", tag = "account", operation_id = "email_sign_in_confirm",
+    params(NoQuery),
+    request_body(content = EmailConfirm, content_type = "application/x-www-form-urlencoded"),
+    responses((status = 303, description = "To `/account` with `Set-Cookie: __Host-svc_session=...` when the link is live for this browser; to `/sign-in?error=...` otherwise.",
+        headers(("Location" = String, description = "Where the browser goes next."), ("Set-Cookie" = String, description = "The session cookie, on success only.")))))]
+pub(crate) async fn email_confirm(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Q(_): Q<NoQuery>,
+    Form(body): Form<EmailConfirm>,
+) -> Reply {
+    if state.mailer().is_none() {
+        return Err(mail_not_configured());
+    }
+    let back = |reason: &str| {
+        redirect_with(
+            StatusCode::SEE_OTHER,
+            &format!("/sign-in?error={reason}"),
+            &[],
+        )
+    };
+    if !well_formed(&body.token) {
+        return Ok(back("link_unknown"));
+    }
+    let binding = session::binding_hash(&headers, &state.options().sessions);
+    let now = Instant::now();
+    match state
+        .store()
+        .use_sign_in_link(&hash_key(&body.token.to_ascii_lowercase()), &binding, now)
+        .await?
+    {
+        LinkState::SignIn { email, joins } => {
+            let user = state.store().sign_in_user(&email).await?;
+            if let Some(identity) = joins {
+                state.store().add_identity(&identity, &user.id, now).await?;
+                tracing::info!(user_id = %user.id, issuer = %identity.issuer, "sign-in way joined after the address was proven");
+            }
+            signed_in(&state, &user, "email", StatusCode::SEE_OTHER, &[]).await
+        }
+        other => Ok(back(link_failure(&other))),
     }
 }
 
@@ -261,12 +417,54 @@ async fn provider_callback(
         return Ok(failed("provider_state", &[clear]));
     }
     match p.finish(code, &flow).await {
-        Ok(email) => signed_in(state, &email, name.as_str(), &[clear]).await,
+        Ok(v) => {
+            let found = state
+                .store()
+                .identity_sign_in(&v.identity, &v.email, Instant::now())
+                .await?;
+            match found {
+                IdentitySignIn::Known(user) | IdentitySignIn::New(user) => {
+                    signed_in(state, &user, name.as_str(), StatusCode::FOUND, &[clear]).await
+                }
+                IdentitySignIn::EmailTaken => join_by_email(state, name, headers, v, clear).await,
+            }
+        }
         Err(e) => {
             tracing::warn!(provider = %name, error = %e, "provider sign-in refused");
             Ok(failed(e.reason(), &[clear]))
         }
     }
+}
+
+/// A provider sign-in whose verified address has an account this identity is not joined to:
+/// the address is proven first. A link joining the identity is mailed to the address, bound
+/// to this browser; confirming it signs in and joins. Without mail there is no proof to ask
+/// for, so the sign-in is refused (`account_exists`: sign in the way the account was made).
+async fn join_by_email(
+    state: &AppState,
+    name: ProviderName,
+    headers: &HeaderMap,
+    v: Verified,
+    clear: HeaderValue,
+) -> Reply {
+    let Some(mailer) = state.mailer() else {
+        return Ok(failed("account_exists", &[clear]));
+    };
+    let Some(to) = parse_address(&v.email) else {
+        return Ok(failed("email_unverified", &[clear]));
+    };
+    let now = Instant::now();
+    let (window, _) = mail_window(now);
+    if state.store().hit(&address_bucket(&to), window).await? > i64::from(LINKS_PER_ADDRESS) {
+        return Ok(failed("links_limited", &[clear]));
+    }
+    let (binding, bind_cookie) = session::binding(headers, &state.options().sessions);
+    let link = new_link(state, &to, &binding, Some(v.identity), now).await?;
+    if let Err(e) = mailer.send_link(&to, &link, Purpose::Join(name)).await {
+        tracing::warn!(error = %e, "joining mail not sent");
+        return Ok(failed("mail_unavailable", &[clear]));
+    }
+    Ok(redirect("/sign-in?notice=join_link_sent", &[clear, bind_cookie]))
 }
 
 /// Starts sign-in with provider A: redirects to it (OpenID Connect, authorization code with
@@ -279,11 +477,15 @@ pub(crate) async fn provider_a_start(State(state): State<AppState>, Q(_): Q<NoQu
     provider_start(&state, ProviderName::A).await
 }
 
-/// Provider A's redirect back: signs the ID token's verified e-mail in and redirects to
-/// `/account`, or to `/sign-in?error=...` (denied, forged `state`, bad ID token, unverified
-/// e-mail). Takes the provider's parameters (`code`, `state`, `error`, and any others it adds).
+/// Provider A's redirect back: signs in the account of the ID token's identity (`iss`, `sub`)
+/// and redirects to `/account`; a first sign-in makes an account for the token's verified
+/// e-mail. When that address already has an account made another way, nothing is signed in:
+/// a link is mailed to the address to prove it, and the browser goes to
+/// `/sign-in?notice=join_link_sent`. Failures go to `/sign-in?error=...` (denied, forged
+/// `state`, bad ID token, unverified e-mail, `account_exists` without mail). Takes the
+/// provider's parameters (`code`, `state`, `error`, and any others it adds).
 #[utoipa::path(get, path = "/v1/auth/provider_a/callback", tag = "account", operation_id = "provider_a_callback",
-    responses((status = 302, description = "To `/account` with `Set-Cookie: svc_session=...` on success; to `/sign-in?error=...` otherwise.",
+    responses((status = 302, description = "To `/account` with `Set-Cookie: __Host-svc_session=...` on success; to `/sign-in?notice=join_link_sent` when the address must be proven first; to `/sign-in?error=...` otherwise.",
         headers(("Location" = String, description = "Where the browser goes next.")))))]
 pub(crate) async fn provider_a_callback(
     State(state): State<AppState>,
@@ -304,7 +506,7 @@ pub(crate) async fn provider_b_start(State(state): State<AppState>, Q(_): Q<NoQu
 
 /// Provider B's redirect back (as provider A's).
 #[utoipa::path(get, path = "/v1/auth/provider_b/callback", tag = "account", operation_id = "provider_b_callback",
-    responses((status = 302, description = "To `/account` with `Set-Cookie: svc_session=...` on success; to `/sign-in?error=...` otherwise.",
+    responses((status = 302, description = "To `/account` with `Set-Cookie: __Host-svc_session=...` on success; to `/sign-in?notice=join_link_sent` when the address must be proven first; to `/sign-in?error=...` otherwise.",
         headers(("Location" = String, description = "Where the browser goes next.")))))]
 pub(crate) async fn provider_b_callback(
     State(state): State<AppState>,
@@ -339,7 +541,11 @@ pub(crate) async fn logout(
     let mut r = ok(&ctx, vec![SignedOut { signed_out: true }]).into_response();
     r.headers_mut().append(
         header::SET_COOKIE,
-        clear_cookie(COOKIE, "/", state.options().sessions.secure),
+        clear_cookie(
+            state.options().sessions.cookie_name(),
+            "/",
+            state.options().sessions.secure,
+        ),
     );
     Ok(r)
 }

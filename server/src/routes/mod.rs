@@ -83,6 +83,7 @@ pub static TABLE: &[Route] = &[
     // handler, per recipient and per client over 15 minutes.
     Route::public(|| routes!(auth::email_start)).kind(Kind::LiveEnvelope),
     Route::redirect(|| routes!(auth::email_callback)),
+    Route::redirect(|| routes!(auth::email_confirm)),
     Route::session(|| routes!(auth::logout)),
     Route::key_or_session(|| routes!(account::me)),
     Route::key_or_session(|| routes!(account::list_keys)),
@@ -108,6 +109,8 @@ pub static TABLE: &[Route] = &[
     // The site: pages and their assets are documents; the beacon counts page views only.
     Route::public(|| routes!(site::home)).kind(Kind::Document),
     Route::public(|| routes!(site::sign_in)).kind(Kind::Document),
+    // Holds a live token: the handler marks it no-store and sends no Referer.
+    Route::public(|| routes!(site::sign_in_confirm)).kind(Kind::Document),
     Route::public(|| routes!(site::account)).kind(Kind::Document),
     Route::public(|| routes!(site::css)).kind(Kind::Document),
     Route::public(|| routes!(site::js)).kind(Kind::Document),

@@ -39,6 +39,7 @@ query! {
     #[allow(non_snake_case)]
     pub struct ListParams {
         /// At most this many items (1 to 1000; all when absent).
+        #[param(value_type = Option<u32>, minimum = 1, maximum = 1000)]
         pub maxResults: Option<String>,
         /// `nextPageToken` of the previous page.
         pub pageToken: Option<String>,

@@ -16,6 +16,7 @@ use crate::error::ApiError;
 use crate::http::body::{FromJson, Json, required_string};
 use crate::http::envelope::Envelope;
 use crate::http::params::{NoQuery, Q, query};
+use crate::http::response::CacheKind;
 use crate::http::{AppState, Ctx, Reply, ok};
 use crate::signin::oidc::ProviderName;
 
@@ -74,9 +75,15 @@ query! {
     /// Query of `GET /sign-in`.
     pub struct SignInPage {
         /// Why the last sign-in failed, as the sign-in routes redirect with it:
-        /// `link_used`, `link_expired`, `link_unknown`, `provider_denied`, `provider_state`,
-        /// `provider_token`, `provider_failed`, `email_unverified`, `session_ended`.
+        /// `link_used`, `link_expired`, `link_unknown`, `link_other_browser`,
+        /// `provider_denied`, `provider_state`, `provider_token`, `provider_failed`,
+        /// `email_unverified`, `account_exists`, `links_limited`, `mail_unavailable`,
+        /// `session_ended`.
         pub error: Option<String>,
+        /// What the last sign-in step did when it is not a failure: `join_link_sent` (a
+        /// provider sign-in found the address's account made another way; a link to prove
+        /// the address was mailed).
+        pub notice: Option<String>,
     }
 }
 
@@ -90,6 +97,18 @@ fn reason(code: &str) -> &'static str {
             "That sign-in link has expired (links work for 15 minutes). Ask for a new one below."
         }
         "link_unknown" => "That sign-in link is not valid. Ask for a new one below.",
+        "link_other_browser" => {
+            "That sign-in link works only in the browser where it was asked for. Open it there, or ask for a new one below."
+        }
+        "account_exists" => {
+            "An account with this e-mail address already exists. Sign in the way you first did; this server cannot mail a link to prove the address."
+        }
+        "links_limited" => {
+            "Too many sign-in links were sent to this address. Please wait 15 minutes and try again."
+        }
+        "mail_unavailable" => {
+            "The sign-in e-mail could not be sent. Please try again in a few minutes."
+        }
         "provider_denied" => "Sign-in was cancelled at the provider.",
         "provider_state" => {
             "That sign-in did not start in this browser, or took longer than 10 minutes. Please try again."
@@ -112,9 +131,11 @@ fn reason(code: &str) -> &'static str {
     params(SignInPage),
     responses((status = 200, description = "HTML sign-in page; works offline.", content_type = "text/html", body = String)))]
 pub(crate) async fn sign_in(State(state): State<AppState>, Q(q): Q<SignInPage>) -> Reply {
-    let notice = q.error.as_deref().map_or(String::new(), |e| {
-        format!(r#"<p class="notice error" role="alert">{}</p>"#, reason(e))
-    });
+    let notice = match (q.error.as_deref(), q.notice.as_deref()) {
+        (Some(e), _) => format!(r#"<p class="notice error" role="alert">{}</p>"#, reason(e)),
+        (None, Some("join_link_sent")) => r#"<p class="notice ok" role="status">An account with this e-mail address already exists. To add this sign-in way to it, open the link we have just sent to that address, in this browser.</p>"#.to_owned(),
+        (None, _) => String::new(),
+    };
     let email = if state.mailer().is_some() {
         r#"<form id="email-form"><label for="email">E-mail address</label><input id="email" name="email" type="email" autocomplete="email" required maxlength="254"><button type="submit">Send me a sign-in link</button></form><p id="email-result" hidden tabindex="-1"></p>"#.to_owned()
     } else {
@@ -152,6 +173,54 @@ pub(crate) async fn sign_in(State(state): State<AppState>, Q(q): Q<SignInPage>) 
             .replace("{{email}}", &email)
             .replace("{{providers}}", &providers),
     ))
+}
+
+query! {
+    /// Query of `GET /sign-in/confirm`.
+    pub struct ConfirmPage {
+        /// The token of the sign-in link (`GET /v1/auth/email/callback` redirects here with it).
+        pub token: Option<String>,
+    }
+}
+
+/// The page a sign-in link leads to: one button that signs in (`POST /v1/auth/email/confirm`,
+/// a plain form, no script). Opening the link spends nothing, so a mail scanner fetching it
+/// signs nobody in; the button works only in the browser that asked for the link.
+#[utoipa::path(get, path = "/sign-in/confirm", tag = "site", operation_id = "site_sign_in_confirm",
+    params(ConfirmPage),
+    responses((status = 200, description = "HTML confirmation page; works offline.", content_type = "text/html", body = String)))]
+pub(crate) async fn sign_in_confirm(Q(q): Q<ConfirmPage>) -> Reply {
+    let token = q
+        .token
+        .filter(|t| t.len() == 64 && t.bytes().all(|b| b.is_ascii_hexdigit()));
+    let (notice, form) = match token {
+        Some(t) => (
+            String::new(),
+            format!(
+                r#"<form method="post" action="/v1/auth/email/confirm"><p>Finish signing in with the link from your e-mail. It works once, and only in the browser where you asked for it.</p><input type="hidden" name="token" value="{}"><button type="submit">Sign in</button></form>"#,
+                escape(&t)
+            ),
+        ),
+        None => (
+            format!(
+                r#"<p class="notice error" role="alert">{}</p>"#,
+                reason("link_unknown")
+            ),
+            r#"<p><a href="/sign-in">Ask for a new link</a></p>"#.to_owned(),
+        ),
+    };
+    let mut r = page(
+        HTML,
+        SIGN_IN
+            .replace("{{notice}}", &notice)
+            .replace("{{email}}", &form)
+            .replace("{{providers}}", ""),
+    );
+    // The page holds a live token: never kept by a cache, never sent on as a Referer.
+    r.extensions_mut().insert(CacheKind::NoStore);
+    r.headers_mut()
+        .insert("referrer-policy", HeaderValue::from_static("no-referrer"));
+    Ok(r)
 }
 
 query! {

@@ -1,8 +1,8 @@
 //! E-mail sign-in: the one-time link and the SMTP transport that sends it.
 //!
-//! A link carries 32 random bytes; the store keeps their sha256 with the address and an
-//! expiry, and marks the token used in the same statement that checks it is live, so a link
-//! signs in once. Sending is the same whether or not an account exists for the address (the
+//! A link carries 32 random bytes; the store keeps their sha256 with the address, an expiry
+//! and the hash of the asking browser's binding cookie, and marks the token used in the same
+//! statement that checks it is live and this browser's, so a link signs in once, there. Sending is the same whether or not an account exists for the address (the
 //! first sign-in creates it), so the answer tells nobody who has an account.
 
 use std::str::FromStr;
@@ -23,6 +23,16 @@ pub const LINKS_PER_ADDRESS: u32 = 5;
 pub const LINKS_PER_CLIENT: u32 = 20;
 /// The window of the two limits above.
 pub const MAIL_WINDOW: Duration = Duration::from_secs(15 * 60);
+
+/// Why a link is mailed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    /// Asked for at `POST /v1/auth/email/start`.
+    SignIn,
+    /// A sign-in with this provider found the address's account made another way: the link
+    /// proves the address and joins the provider to the account.
+    Join(crate::signin::oidc::ProviderName),
+}
 
 /// Where sign-in mail goes out: an SMTP server and the sender address.
 #[derive(Clone)]
@@ -54,18 +64,33 @@ impl Mailer {
         Ok(Mailer { transport, from })
     }
 
-    /// Sends the sign-in link to `to`.
-    pub async fn send_link(&self, to: &Address, link: &str) -> Result<()> {
+    /// Sends a sign-in link to `to`, worded for its purpose.
+    pub async fn send_link(&self, to: &Address, link: &str, purpose: Purpose) -> Result<()> {
         let ttl_min = LINK_TTL.as_secs() / 60;
+        let (subject, ask) = match purpose {
+            Purpose::SignIn => (
+                "Your asof sign-in link".to_owned(),
+                "Someone (we hope you) asked to sign in to asof with this address.".to_owned(),
+            ),
+            Purpose::Join(p) => (
+                format!("Confirm signing in to asof with {p}"),
+                format!(
+                    "Someone (we hope you) signed in with {p}, which says this address is \
+                     theirs. This address already has an asof account: opening the link \
+                     below adds {p} to it as a way to sign in."
+                ),
+            ),
+        };
         let body = format!(
-            "Someone (we hope you) asked to sign in to asof with this address.\n\n\
-             Open this link to sign in; it works once, within {ttl_min} minutes:\n\n{link}\n\n\
+            "{ask}\n\n\
+             Open this link in the browser where you asked, and press the button it shows; \
+             it works once, within {ttl_min} minutes:\n\n{link}\n\n\
              If you did not ask, ignore this message: nothing happens without the link.\n"
         );
         let msg = Message::builder()
             .from(self.from.clone())
             .to(lettre::message::Mailbox::new(None, to.clone()))
-            .subject("Your asof sign-in link")
+            .subject(subject)
             .header(ContentType::TEXT_PLAIN)
             .body(body)
             .map_err(|e| Error::Config(format!("sign-in message: {e}")))?;

@@ -6,7 +6,8 @@
 //! flow another started, and the flow is bound to the browser that started it, so a callback
 //! URL made elsewhere (login CSRF) finds no matching cookie. The ID token is checked by the
 //! crate against the provider's JWKS (signature), `iss`, `aud`, `exp` and the flow's nonce;
-//! only an e-mail the provider says is verified signs anyone in.
+//! only an e-mail the provider says is verified signs anyone in, and the account is found by
+//! the token's `(iss, sub)` (routes/auth.rs).
 
 use std::fmt;
 use std::time::{Duration, Instant as Clock};
@@ -22,6 +23,7 @@ use sha2::Sha256;
 use tokio::sync::Mutex;
 
 use crate::error::{Error, Result};
+use crate::state::store::Identity;
 
 /// The cookie that carries a flow from `/start` to `/callback`.
 pub const FLOW_COOKIE: &str = "svc_oauth";
@@ -202,7 +204,7 @@ impl Provider {
 
     /// Exchanges the code (with the flow's PKCE verifier), verifies the ID token (signature,
     /// issuer, audience, expiry, nonce) and answers its verified e-mail, lower-cased.
-    pub async fn finish(&self, code: &str, flow: &Flow) -> std::result::Result<String, Refused> {
+    pub async fn finish(&self, code: &str, flow: &Flow) -> std::result::Result<Verified, Refused> {
         let client = self.client().await?;
         let token = client
             .exchange_code(AuthorizationCode::new(code.to_owned()))
@@ -219,14 +221,29 @@ impl Provider {
             return Err(Refused::NoVerifiedEmail);
         }
         let email = claims.email().ok_or(Refused::NoVerifiedEmail)?;
-        crate::signin::mail::parse_address(email.as_str())
+        let email = crate::signin::mail::parse_address(email.as_str())
             .map(|a| a.to_string())
-            .ok_or(Refused::NoVerifiedEmail)
+            .ok_or(Refused::NoVerifiedEmail)?;
+        Ok(Verified {
+            identity: Identity {
+                issuer: claims.issuer().as_str().to_owned(),
+                subject: claims.subject().as_str().to_owned(),
+            },
+            email,
+        })
     }
 }
 
 fn unix_now() -> i64 {
     asof_engine::Instant::now().micros().div_euclid(1_000_000)
+}
+
+/// What a provider's verified ID token says: who (issuer and subject, the account's key) and
+/// the address the provider verified.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Verified {
+    pub identity: Identity,
+    pub email: String,
 }
 
 /// A started flow, as sealed in the `svc_oauth` cookie.

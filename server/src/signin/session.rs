@@ -1,5 +1,11 @@
-//! Browser sessions: the `svc_session` cookie, its lifetimes, and the cross-site check that
-//! guards cookie-authenticated writes.
+//! Browser sessions: the session cookie, its lifetimes, the browser binding of sign-in
+//! links, and the cross-site check that guards cookie-authenticated writes.
+//!
+//! The session cookie is `__Host-svc_session`: the prefix makes browsers refuse it unless it
+//! is `Secure`, `Path=/` and has no `Domain`, so a sibling subdomain cannot plant a session
+//! (login fixation) or shadow this one. Only a local plain-HTTP deployment
+//! (`--insecure-cookies`, where browsers refuse `__Host-` cookies) uses the spec's bare
+//! `svc_session`, and a server reads only the name it sets.
 //!
 //! The cookie holds 32 random bytes; the state store keeps only their sha256, so a copy of
 //! the database signs nobody in. Every replica resolves a session from the shared store, so a
@@ -15,8 +21,16 @@ use rand::RngCore;
 use crate::error::ApiError;
 use crate::state::{StateStore, User, hash_key};
 
-/// The session cookie's name (the spec's).
-pub const COOKIE: &str = "svc_session";
+/// The session cookie's name wherever cookies are `Secure` (the default).
+pub const COOKIE: &str = "__Host-svc_session";
+/// The session cookie's name on a local plain-HTTP deployment (`--insecure-cookies`): the
+/// spec's name, without the prefix browsers refuse over plain HTTP.
+pub const PLAIN_COOKIE: &str = "svc_session";
+/// The cookie binding sign-in links to the browser that asked for them (random, 32 bytes
+/// hex; the store keeps its hash with each link), with the same prefix rule.
+pub const BINDING_COOKIE: &str = "__Host-svc_signin";
+/// [`BINDING_COOKIE`] on a local plain-HTTP deployment.
+pub const PLAIN_BINDING_COOKIE: &str = "svc_signin";
 
 /// How long sessions live and how their cookie is sent.
 #[derive(Debug, Clone)]
@@ -29,6 +43,22 @@ pub struct SessionOptions {
     /// by `asof serve --insecure-cookies`: browsers drop `Secure` cookies set over plain HTTP
     /// on other hosts than localhost.
     pub secure: bool,
+}
+
+impl SessionOptions {
+    /// The name of the session cookie this server sets and reads.
+    pub fn cookie_name(&self) -> &'static str {
+        if self.secure { COOKIE } else { PLAIN_COOKIE }
+    }
+
+    /// The name of the sign-in binding cookie this server sets and reads.
+    pub fn binding_cookie_name(&self) -> &'static str {
+        if self.secure {
+            BINDING_COOKIE
+        } else {
+            PLAIN_BINDING_COOKIE
+        }
+    }
 }
 
 impl Default for SessionOptions {
@@ -56,9 +86,39 @@ fn micros(d: Duration) -> i64 {
     i64::try_from(d.as_micros()).unwrap_or(i64::MAX / 4)
 }
 
-/// The `svc_session` value a request carries, if any (every `Cookie` header is read).
-pub fn cookie_of(headers: &HeaderMap) -> Option<String> {
-    cookie(headers, COOKIE)
+/// The session cookie's value a request carries, if any (every `Cookie` header is read).
+pub fn cookie_of(headers: &HeaderMap, opts: &SessionOptions) -> Option<String> {
+    cookie(headers, opts.cookie_name())
+}
+
+/// The browser binding of a request (the value of its binding cookie), and the `Set-Cookie`
+/// that gives it one when it has none yet. One binding serves every link the browser asks for
+/// while the cookie lives ([`crate::signin::mail::LINK_TTL`], renewed at each ask).
+pub fn binding(headers: &HeaderMap, opts: &SessionOptions) -> (String, HeaderValue) {
+    let value = cookie(headers, opts.binding_cookie_name())
+        .filter(|v| v.len() == 64 && v.bytes().all(|b| b.is_ascii_hexdigit()))
+        .unwrap_or_else(|| {
+            let mut b = [0u8; 32];
+            rand::rng().fill_bytes(&mut b);
+            hex::encode(b)
+        });
+    let set = set_cookie(
+        opts.binding_cookie_name(),
+        &value,
+        crate::signin::mail::LINK_TTL,
+        "/",
+        opts.secure,
+    );
+    (value, set)
+}
+
+/// The hash of a request's browser binding as links store it; a request without the cookie
+/// has a binding no link matches.
+pub fn binding_hash(headers: &HeaderMap, opts: &SessionOptions) -> String {
+    match cookie(headers, opts.binding_cookie_name()) {
+        Some(v) => hash_key(&v),
+        None => String::from("none"),
+    }
 }
 
 /// The value of cookie `name` in a request's `Cookie` headers.
@@ -112,7 +172,13 @@ pub async fn start(
         .create_session(&hash_key(&id), &user.id, via, now, expires)
         .await?;
     tracing::info!(user_id = %user.id, via, "signed in");
-    Ok(set_cookie(COOKIE, &id, opts.absolute, "/", opts.secure))
+    Ok(set_cookie(
+        opts.cookie_name(),
+        &id,
+        opts.absolute,
+        "/",
+        opts.secure,
+    ))
 }
 
 /// The live session a request's cookie names: `Ok(None)` without a cookie, 401 when the
@@ -122,7 +188,7 @@ pub async fn resolve(
     opts: &SessionOptions,
     headers: &HeaderMap,
 ) -> Result<Option<Session>, ApiError> {
-    let Some(id) = cookie_of(headers) else {
+    let Some(id) = cookie_of(headers, opts) else {
         return Ok(None);
     };
     let id_hash = hash_key(&id);
@@ -201,11 +267,48 @@ mod tests {
 
     #[test]
     fn the_session_cookie_is_found_among_others_in_any_cookie_header() {
+        let plain = SessionOptions {
+            secure: false,
+            ..SessionOptions::default()
+        };
         let h = headers(&[("cookie", "a=1; b=2"), ("cookie", "svc_session=abc ; c=3")]);
-        assert_eq!(cookie_of(&h).as_deref(), Some("abc"));
-        assert_eq!(cookie_of(&headers(&[("cookie", "svc_sessionx=1")])), None);
-        assert_eq!(cookie_of(&headers(&[("cookie", "svc_session=")])), None);
-        assert_eq!(cookie_of(&HeaderMap::new()), None);
+        assert_eq!(cookie_of(&h, &plain).as_deref(), Some("abc"));
+        let none = |c: &str| cookie_of(&headers(&[("cookie", c)]), &plain);
+        assert_eq!(none("svc_sessionx=1"), None);
+        assert_eq!(none("svc_session="), None);
+        assert_eq!(cookie_of(&HeaderMap::new(), &plain), None);
+    }
+
+    // A sibling subdomain can set `svc_session` for the parent domain, never a `__Host-`
+    // cookie: a secure server reads only the prefixed name, so a planted cookie is ignored.
+    #[test]
+    fn a_secure_server_reads_only_the_host_prefixed_session_cookie() {
+        let secure = SessionOptions::default();
+        assert_eq!(secure.cookie_name(), "__Host-svc_session");
+        let planted = headers(&[("cookie", "svc_session=planted")]);
+        assert_eq!(cookie_of(&planted, &secure), None);
+        let own = headers(&[("cookie", "svc_session=planted; __Host-svc_session=own")]);
+        assert_eq!(cookie_of(&own, &secure).as_deref(), Some("own"));
+        let v = set_cookie(secure.cookie_name(), "x", Duration::from_secs(60), "/", true);
+        let v = v.to_str().unwrap();
+        assert!(v.starts_with("__Host-svc_session=x;") && v.contains("; Secure") && v.contains("Path=/;"));
+        assert!(!v.to_ascii_lowercase().contains("domain="), "__Host- cookies carry no Domain");
+    }
+
+    #[test]
+    fn a_browser_keeps_its_binding_and_one_without_gets_a_fresh_one() {
+        let opts = SessionOptions::default();
+        let (fresh, set) = binding(&HeaderMap::new(), &opts);
+        assert_eq!(fresh.len(), 64);
+        assert!(set.to_str().unwrap().starts_with(&format!("__Host-svc_signin={fresh};")));
+        let h = headers(&[("cookie", &format!("__Host-svc_signin={fresh}"))]);
+        assert_eq!(binding(&h, &opts).0, fresh, "kept");
+        assert_eq!(binding_hash(&h, &opts), hash_key(&fresh));
+        assert_ne!(binding(&HeaderMap::new(), &opts).0, fresh, "random");
+        // A forged, malformed binding is replaced, never stored.
+        let bad = headers(&[("cookie", "__Host-svc_signin=abc")]);
+        assert_ne!(binding(&bad, &opts).0, "abc");
+        assert_eq!(binding_hash(&HeaderMap::new(), &opts), "none");
     }
 
     #[test]
@@ -213,7 +316,7 @@ mod tests {
         let v = set_cookie(COOKIE, "x", Duration::from_secs(60), "/", true);
         assert_eq!(
             v,
-            "svc_session=x; Max-Age=60; Path=/; HttpOnly; SameSite=Lax; Secure"
+            "__Host-svc_session=x; Max-Age=60; Path=/; HttpOnly; SameSite=Lax; Secure"
         );
         let v = set_cookie(COOKIE, "x", Duration::from_secs(60), "/", false);
         assert!(!v.to_str().unwrap().contains("Secure"));

@@ -54,17 +54,77 @@ pub struct SessionRecord {
     pub ended_at: Option<asof_engine::Instant>,
 }
 
-/// What presenting a sign-in link's token did.
+/// A sign-in with an identity provider: the ID token's issuer and subject, which name one
+/// person at one provider for good (an e-mail address can change hands, a subject cannot).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TokenUse {
-    /// The token was live and is now used: sign in this address.
+pub struct Identity {
+    pub issuer: String,
+    pub subject: String,
+}
+
+/// A sign-in link as stored: its token's hash, never the token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SignInLink {
+    pub token_hash: String,
+    /// The address it signs in (lower-cased).
+    pub email: String,
+    /// The hash of the binding cookie of the browser that asked for the link: only that
+    /// browser can use it (a link mailed to an attacker and opened by a victim signs nobody in).
+    pub browser_hash: String,
+    /// The provider identity the link joins to the address's account once used (a second
+    /// sign-in way, admitted only after the address is proven), if any.
+    pub joins: Option<Identity>,
+    pub created_at: asof_engine::Instant,
+    pub expires_at: asof_engine::Instant,
+}
+
+impl SignInLink {
+    /// A link that signs `email` in and joins nothing.
+    pub fn new(
+        token_hash: &str,
+        email: &str,
+        browser_hash: &str,
+        created_at: asof_engine::Instant,
+        expires_at: asof_engine::Instant,
+    ) -> Self {
+        SignInLink {
+            token_hash: token_hash.to_owned(),
+            email: email.to_owned(),
+            browser_hash: browser_hash.to_owned(),
+            joins: None,
+            created_at,
+            expires_at,
+        }
+    }
+}
+
+/// What a sign-in link's token is worth to a browser, or what using it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkState {
+    /// Live for this browser (and, when used, now spent): sign this address in, joining
+    /// `joins` to its account first.
     SignIn {
         email: String,
+        joins: Option<Identity>,
     },
+    /// Live, but asked for by another browser: this one cannot use it (it stays live).
+    OtherBrowser,
     /// The token was used before (a link works once).
     Used,
     Expired,
     Unknown,
+}
+
+/// What signing in with a provider identity found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum IdentitySignIn {
+    /// The identity belongs to this user (it signed in with it before).
+    Known(User),
+    /// Neither the identity nor its address had an account: this one was made for both.
+    New(User),
+    /// The address belongs to an account that never signed in with this identity: it joins
+    /// only once the address is proven (a link mailed to it).
+    EmailTaken,
 }
 
 /// sha256 hex of a raw key: what the store keeps and looks keys up by.
@@ -192,21 +252,45 @@ pub trait StateStore: Send + Sync + std::fmt::Debug {
     /// The user signing in with this verified address: created on first sign-in with the
     /// `researcher` plan; an existing user keeps its plan.
     async fn sign_in_user(&self, email: &str) -> Result<User>;
-    /// Stores a sign-in link's token (by its hash only) for `email`, live until `expires_at`.
-    async fn put_login_token(
+    /// Stores a sign-in link (its token by hash only).
+    async fn put_sign_in_link(&self, link: &SignInLink) -> Result<()>;
+    /// What the link with this token hash is worth to the browser whose binding cookie hashes
+    /// to `browser_hash`, at `now`; changes nothing (a mail scanner fetching the link spends
+    /// nothing).
+    async fn sign_in_link(
         &self,
         token_hash: &str,
+        browser_hash: &str,
+        now: asof_engine::Instant,
+    ) -> Result<LinkState>;
+    /// Uses a sign-in link: atomically, so of two requests with the same live token exactly
+    /// one gets [`LinkState::SignIn`]; a link asked for by another browser is not spent.
+    async fn use_sign_in_link(
+        &self,
+        token_hash: &str,
+        browser_hash: &str,
+        now: asof_engine::Instant,
+    ) -> Result<LinkState>;
+    /// The user signing in with a provider identity whose verified address is `email`: the
+    /// identity's user when it signed in before; a new `researcher` account holding both when
+    /// neither is known; [`IdentitySignIn::EmailTaken`] when the address has an account the
+    /// identity is not joined to (nothing is changed then).
+    async fn identity_sign_in(
+        &self,
+        identity: &Identity,
         email: &str,
         now: asof_engine::Instant,
-        expires_at: asof_engine::Instant,
-    ) -> Result<()>;
-    /// Uses a sign-in token: atomically, so of two requests with the same live token exactly
-    /// one gets [`TokenUse::SignIn`].
-    async fn use_login_token(
+    ) -> Result<IdentitySignIn>;
+    /// Joins a provider identity to a user (after the user's address was proven); joining one
+    /// already joined changes nothing.
+    async fn add_identity(
         &self,
-        token_hash: &str,
+        identity: &Identity,
+        user_id: &str,
         now: asof_engine::Instant,
-    ) -> Result<TokenUse>;
+    ) -> Result<()>;
+    /// The provider identities joined to a user, oldest first.
+    async fn identities(&self, user_id: &str) -> Result<Vec<Identity>>;
     /// Starts a session (stored by its id's hash) for `user_id`, ending at `expires_at` at the
     /// latest.
     async fn create_session(
@@ -296,8 +380,14 @@ const MIGRATIONS: &[&str] = &[
     "CREATE TABLE IF NOT EXISTS secrets (name TEXT PRIMARY KEY, value TEXT NOT NULL)",
     "CREATE TABLE IF NOT EXISTS rate_windows (bucket TEXT NOT NULL, window_start BIGINT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (bucket, window_start))",
     "CREATE TABLE IF NOT EXISTS audit_receipts (key_id TEXT NOT NULL, ts_ms BIGINT NOT NULL, request_id TEXT NOT NULL, user_id TEXT NOT NULL, route TEXT NOT NULL, params_digest TEXT NOT NULL, corpus_version TEXT NOT NULL, envelope_sha256 TEXT NOT NULL, PRIMARY KEY (key_id, ts_ms, request_id))",
-    // Sign-in links and sessions: only hashes of their secrets are kept.
-    "CREATE TABLE IF NOT EXISTS login_tokens (token_hash TEXT PRIMARY KEY, email TEXT NOT NULL, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, used_at BIGINT)",
+    // Sign-in links and sessions: only hashes of their secrets are kept. A link is bound to
+    // the browser that asked for it (`browser_hash`) and may join a provider identity to the
+    // address's account; `login_tokens` held unbound links (none outlives 15 minutes).
+    "DROP TABLE IF EXISTS login_tokens",
+    "CREATE TABLE IF NOT EXISTS sign_in_links (token_hash TEXT PRIMARY KEY, email TEXT NOT NULL, browser_hash TEXT NOT NULL, join_issuer TEXT, join_subject TEXT, created_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, used_at BIGINT)",
+    // Provider identities by (issuer, subject): what a provider sign-in finds its account by.
+    "CREATE TABLE IF NOT EXISTS identities (issuer TEXT NOT NULL, subject TEXT NOT NULL, user_id TEXT NOT NULL REFERENCES users(id), created_at BIGINT NOT NULL, PRIMARY KEY (issuer, subject))",
+    "CREATE INDEX IF NOT EXISTS identities_user ON identities (user_id)",
     "CREATE TABLE IF NOT EXISTS sessions (id_hash TEXT PRIMARY KEY, user_id TEXT NOT NULL REFERENCES users(id), via TEXT NOT NULL, created_at BIGINT NOT NULL, last_seen_at BIGINT NOT NULL, expires_at BIGINT NOT NULL, ended_at BIGINT)",
     "CREATE INDEX IF NOT EXISTS sessions_user ON sessions (user_id)",
     "CREATE TABLE IF NOT EXISTS page_views (path TEXT NOT NULL, day TEXT NOT NULL, count BIGINT NOT NULL, PRIMARY KEY (path, day))",
@@ -316,6 +406,23 @@ const MIGRATIONS: &[&str] = &[
 
 fn plan_of(s: &str) -> Result<Plan> {
     Plan::from_str(s).map_err(|()| Error::Config(format!("stored plan {s:?} is unknown")))
+}
+
+/// A stored link's state when it is not live for the asking browser (`None`: it is).
+fn link_state(used: bool, expired: bool, same_browser: bool) -> Option<LinkState> {
+    if used {
+        Some(LinkState::Used)
+    } else if expired {
+        Some(LinkState::Expired)
+    } else if !same_browser {
+        Some(LinkState::OtherBrowser)
+    } else {
+        None
+    }
+}
+
+fn identity_of(issuer: Option<String>, subject: Option<String>) -> Option<Identity> {
+    Some(Identity { issuer: issuer?, subject: subject? })
 }
 
 fn instant(v: Option<i64>) -> Option<asof_engine::Instant> {
@@ -598,34 +705,113 @@ macro_rules! sql_state_store {
                 Ok(User { id: r.try_get("id")?, email: r.try_get("email")?, plan: Plan::from_str(&plan).map_err(|()| Error::Config(format!("stored plan {plan:?} is unknown")))? })
             }
 
-            async fn put_login_token(&self, token_hash: &str, email: &str, now: asof_engine::Instant, expires_at: asof_engine::Instant) -> Result<()> {
-                sqlx::query("INSERT INTO login_tokens (token_hash, email, created_at, expires_at, used_at) VALUES ($1, $2, $3, $4, NULL)")
-                    .bind(token_hash)
-                    .bind(email)
-                    .bind(now.micros())
-                    .bind(expires_at.micros())
+            async fn put_sign_in_link(&self, link: &SignInLink) -> Result<()> {
+                sqlx::query("INSERT INTO sign_in_links (token_hash, email, browser_hash, join_issuer, join_subject, created_at, expires_at, used_at) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)")
+                    .bind(&link.token_hash)
+                    .bind(&link.email)
+                    .bind(&link.browser_hash)
+                    .bind(link.joins.as_ref().map(|i| i.issuer.as_str()))
+                    .bind(link.joins.as_ref().map(|i| i.subject.as_str()))
+                    .bind(link.created_at.micros())
+                    .bind(link.expires_at.micros())
                     .execute(&self.pool)
                     .await?;
                 Ok(())
             }
 
-            async fn use_login_token(&self, token_hash: &str, now: asof_engine::Instant) -> Result<TokenUse> {
-                // One statement marks the token used only if it is live: two requests racing
-                // with one link cannot both sign in.
-                let used = sqlx::query("UPDATE login_tokens SET used_at = $2 WHERE token_hash = $1 AND used_at IS NULL AND expires_at > $2 RETURNING email")
+            async fn sign_in_link(&self, token_hash: &str, browser_hash: &str, now: asof_engine::Instant) -> Result<LinkState> {
+                let r = sqlx::query("SELECT email, browser_hash, join_issuer, join_subject, expires_at, used_at FROM sign_in_links WHERE token_hash = $1")
+                    .bind(token_hash)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                let Some(r) = r else { return Ok(LinkState::Unknown) };
+                let state = link_state(
+                    r.try_get::<Option<i64>, _>("used_at")?.is_some(),
+                    r.try_get::<i64, _>("expires_at")? <= now.micros(),
+                    r.try_get::<String, _>("browser_hash")? == browser_hash,
+                );
+                Ok(match state {
+                    Some(s) => s,
+                    None => LinkState::SignIn {
+                        email: r.try_get("email")?,
+                        joins: identity_of(r.try_get("join_issuer")?, r.try_get("join_subject")?),
+                    },
+                })
+            }
+
+            async fn use_sign_in_link(&self, token_hash: &str, browser_hash: &str, now: asof_engine::Instant) -> Result<LinkState> {
+                // One statement marks the link used only if it is live and this browser's: two
+                // requests racing with one link cannot both sign in.
+                let used = sqlx::query("UPDATE sign_in_links SET used_at = $2 WHERE token_hash = $1 AND browser_hash = $3 AND used_at IS NULL AND expires_at > $2 RETURNING email, join_issuer, join_subject")
                     .bind(token_hash)
                     .bind(now.micros())
+                    .bind(browser_hash)
                     .fetch_optional(&self.pool)
                     .await?;
                 if let Some(r) = used {
-                    return Ok(TokenUse::SignIn { email: r.try_get("email")? });
+                    return Ok(LinkState::SignIn {
+                        email: r.try_get("email")?,
+                        joins: identity_of(r.try_get("join_issuer")?, r.try_get("join_subject")?),
+                    });
                 }
-                let r = sqlx::query("SELECT used_at FROM login_tokens WHERE token_hash = $1").bind(token_hash).fetch_optional(&self.pool).await?;
-                Ok(match r {
-                    None => TokenUse::Unknown,
-                    Some(r) if r.try_get::<Option<i64>, _>("used_at")?.is_some() => TokenUse::Used,
-                    Some(_) => TokenUse::Expired,
+                // Not spent: say why, as a look would (it cannot be live for this browser now).
+                Ok(match self.sign_in_link(token_hash, browser_hash, now).await? {
+                    LinkState::SignIn { .. } => LinkState::Used,
+                    other => other,
                 })
+            }
+
+            async fn identity_sign_in(&self, identity: &Identity, email: &str, now: asof_engine::Instant) -> Result<IdentitySignIn> {
+                let mut tx = self.pool.begin().await?;
+                let known = sqlx::query("SELECT u.id, u.email, u.plan FROM identities i JOIN users u ON u.id = i.user_id WHERE i.issuer = $1 AND i.subject = $2")
+                    .bind(&identity.issuer)
+                    .bind(&identity.subject)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                if let Some(r) = known {
+                    let plan: String = r.try_get("plan")?;
+                    return Ok(IdentitySignIn::Known(User { id: r.try_get("id")?, email: r.try_get("email")?, plan: plan_of(&plan)? }));
+                }
+                let id = format!("usr_{}", uuid::Uuid::new_v4().simple());
+                let made = sqlx::query("INSERT INTO users (id, email, plan, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (email) DO NOTHING")
+                    .bind(&id)
+                    .bind(email)
+                    .bind(Plan::Researcher.as_str())
+                    .bind(now.micros())
+                    .execute(&mut *tx)
+                    .await?
+                    .rows_affected();
+                if made == 0 {
+                    return Ok(IdentitySignIn::EmailTaken);
+                }
+                sqlx::query("INSERT INTO identities (issuer, subject, user_id, created_at) VALUES ($1, $2, $3, $4)")
+                    .bind(&identity.issuer)
+                    .bind(&identity.subject)
+                    .bind(&id)
+                    .bind(now.micros())
+                    .execute(&mut *tx)
+                    .await?;
+                tx.commit().await?;
+                Ok(IdentitySignIn::New(User { id, email: email.to_owned(), plan: Plan::Researcher }))
+            }
+
+            async fn add_identity(&self, identity: &Identity, user_id: &str, now: asof_engine::Instant) -> Result<()> {
+                sqlx::query("INSERT INTO identities (issuer, subject, user_id, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (issuer, subject) DO NOTHING")
+                    .bind(&identity.issuer)
+                    .bind(&identity.subject)
+                    .bind(user_id)
+                    .bind(now.micros())
+                    .execute(&self.pool)
+                    .await?;
+                Ok(())
+            }
+
+            async fn identities(&self, user_id: &str) -> Result<Vec<Identity>> {
+                let rows = sqlx::query("SELECT issuer, subject FROM identities WHERE user_id = $1 ORDER BY created_at, issuer, subject")
+                    .bind(user_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                rows.iter().map(|r| Ok(Identity { issuer: r.try_get("issuer")?, subject: r.try_get("subject")? })).collect()
             }
 
             async fn create_session(&self, id_hash: &str, user_id: &str, via: &str, now: asof_engine::Instant, expires_at: asof_engine::Instant) -> Result<()> {
@@ -671,7 +857,7 @@ macro_rules! sql_state_store {
             }
 
             async fn purge_sign_ins(&self, before: asof_engine::Instant) -> Result<u64> {
-                let t = sqlx::query("DELETE FROM login_tokens WHERE expires_at < $1").bind(before.micros()).execute(&self.pool).await?.rows_affected();
+                let t = sqlx::query("DELETE FROM sign_in_links WHERE expires_at < $1").bind(before.micros()).execute(&self.pool).await?.rows_affected();
                 let s = sqlx::query("DELETE FROM sessions WHERE expires_at < $1 OR ended_at < $1").bind(before.micros()).execute(&self.pool).await?.rows_affected();
                 Ok(t + s)
             }

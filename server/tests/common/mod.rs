@@ -15,8 +15,8 @@ use asof_server::error::{Error, Result};
 use asof_server::plan::Plan;
 use asof_server::signin::session;
 use asof_server::state::store::{
-    self, KeyRecord, SessionRecord, StateStore, StoredReceipt, TokenUse, UsageCount, User,
-    WindowHits,
+    self, Identity, IdentitySignIn, KeyRecord, LinkState, SessionRecord, SignInLink, StateStore,
+    StoredReceipt, UsageCount, User, WindowHits,
 };
 use asof_server::state::{
     Attestation, BillingEvent, BillingOutcome, PlanChange, SubscriptionRecord,
@@ -296,19 +296,23 @@ impl StateStore for Gated {
     async fn sign_in_user(&self, email: &str) -> Result<User> {
         self.inner.sign_in_user(email).await
     }
-    async fn put_login_token(
-        &self,
-        token_hash: &str,
-        email: &str,
-        now: Instant,
-        expires_at: Instant,
-    ) -> Result<()> {
-        self.inner
-            .put_login_token(token_hash, email, now, expires_at)
-            .await
+    async fn put_sign_in_link(&self, link: &SignInLink) -> Result<()> {
+        self.inner.put_sign_in_link(link).await
     }
-    async fn use_login_token(&self, token_hash: &str, now: Instant) -> Result<TokenUse> {
-        self.inner.use_login_token(token_hash, now).await
+    async fn sign_in_link(&self, token_hash: &str, browser_hash: &str, now: Instant) -> Result<LinkState> {
+        self.inner.sign_in_link(token_hash, browser_hash, now).await
+    }
+    async fn use_sign_in_link(&self, token_hash: &str, browser_hash: &str, now: Instant) -> Result<LinkState> {
+        self.inner.use_sign_in_link(token_hash, browser_hash, now).await
+    }
+    async fn identity_sign_in(&self, identity: &Identity, email: &str, now: Instant) -> Result<IdentitySignIn> {
+        self.inner.identity_sign_in(identity, email, now).await
+    }
+    async fn add_identity(&self, identity: &Identity, user_id: &str, now: Instant) -> Result<()> {
+        self.inner.add_identity(identity, user_id, now).await
+    }
+    async fn identities(&self, user_id: &str) -> Result<Vec<Identity>> {
+        self.inner.identities(user_id).await
     }
     async fn create_session(
         &self,
