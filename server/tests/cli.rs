@@ -1151,7 +1151,7 @@ fn query_refuses_what_the_api_refuses_with_the_api_messages_under_flag_names() {
         "2026-01-30T00:00:00Z",
     ]);
     assert!(
-        e.contains("--since: as_of_start must be before as_of_end"),
+        e.contains("--since: as_of_start must not be after as_of_end"),
         "{e}"
     );
 }

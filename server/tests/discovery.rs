@@ -8,7 +8,7 @@ use asof_server::plan::Plan;
 use asof_server::routes::TABLE;
 use axum::http::{Method, StatusCode, header};
 use common::{key_for, send, setup};
-use serde_json::Value;
+use serde_json::{Value, json};
 
 async fn description(t: &common::T) -> Value {
     let r = send(t, Method::GET, "/v1/openapi.json", None, &[]).await;
@@ -405,6 +405,59 @@ async fn statuses_security_and_headers_follow_the_gating_table() {
     assert_eq!(schemes["bearer"]["scheme"], "bearer");
     assert_eq!(schemes["session"]["in"], "cookie");
     assert_eq!(schemes["session"]["name"], "__Host-svc_session");
+}
+
+// What schemathesis found the description allowing and the service refusing (issue 43,
+// point 2): each is now said in the description.
+#[tokio::test]
+async fn the_description_says_what_the_service_accepts_and_no_more() {
+    let t = common::setup().await;
+    let doc = description(&t).await;
+    let param = |path: &str, method: &str, name: &str| -> Value {
+        doc["paths"][path][method]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{method} {path} has no {name}"))
+            .clone()
+    };
+    // A header is present or absent, never the text `null`.
+    let mcp = param("/mcp", "post", "MCP-Protocol-Version");
+    assert_eq!(mcp["schema"]["type"], "string", "{mcp}");
+    assert_eq!(mcp["schema"]["enum"], json!(["2025-06-18", "2025-03-26"]));
+    for item in doc["paths"].as_object().unwrap().values() {
+        for op in item.as_object().unwrap().values() {
+            for p in op["parameters"].as_array().into_iter().flatten() {
+                if p["in"] == "header" {
+                    let s = p["schema"].to_string();
+                    assert!(!s.contains("\"null\""), "{} allows null: {s}", p["name"]);
+                }
+            }
+        }
+    }
+    // Bodies refuse undeclared fields, and say so.
+    for name in ["EmailStart", "EmailConfirm", "KeyCreate", "Beacon", "BarsBody", "CheckoutBody"] {
+        assert_eq!(
+            doc["components"]["schemas"][name]["additionalProperties"], false,
+            "{name}"
+        );
+    }
+    // The audit opt-in: the values the service reads, in any case, and `off`.
+    let audit = param("/v1/me", "get", "X-Service-Audit");
+    assert_eq!(
+        audit["schema"]["pattern"],
+        "^([Oo][Nn]|1|[Tt][Rr][Uu][Ee]|[Yy][Ee][Ss]|[Oo][Ff][Ff])$"
+    );
+    // The beacon's pages, the vendor key's characters, the sample's one source.
+    assert_eq!(
+        doc["components"]["schemas"]["Beacon"]["properties"]["path"]["pattern"],
+        "^/(sign-in|account)?$"
+    );
+    let vk = param("/v1/connectors/{vendor}/bars", "post", "X-Vendor-Key");
+    assert_eq!(vk["schema"]["pattern"], "^[!-~]{1,512}$");
+    let source = param("/v1/sample/coverage", "get", "source");
+    assert_eq!(source["schema"]["enum"], json!(["sec.edgar"]));
 }
 
 #[tokio::test]

@@ -7,7 +7,7 @@ use asof_engine::{Corpus, CorpusStore};
 use asof_server::AppState;
 use asof_server::plan::Plan;
 use axum::http::{Method, StatusCode, header};
-use common::{Res, T, assert_error, get, repo, send, setup};
+use common::{Res, T, assert_error, get, key_for, repo, send, setup};
 use serde_json::Value;
 
 const TSLA: &str = "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z";
@@ -577,6 +577,76 @@ async fn diff_equals_the_set_difference_of_two_news_cuts() {
     let expected: Vec<String> = ids(&end).into_iter().filter(|i| !s.contains(i)).collect();
     assert!(!expected.is_empty());
     assert_eq!(ids(&diff), expected);
+}
+
+// Found by schemathesis (issue 43, point 2): a window with as_of_start equal to as_of_end was
+// refused, though the description allows it. It is the empty window: no rows, 200.
+#[tokio::test]
+async fn an_empty_or_backwards_window_answers_no_rows() {
+    let t = setup().await;
+    for path in [
+        "/v1/news/diff?ticker=TSLA&as_of_start=2026-01-29T12:00:00Z&as_of_end=2026-01-29T12:00:00Z",
+        "/v1/sample/diff?example=tesla&as_of_start=2026-01-29T12:00:00Z&as_of_end=2026-01-29T12:00:00Z",
+    ] {
+        let r = get(&t, path).await;
+        assert_eq!(r.status, StatusCode::OK, "{path}: {}", r.json);
+        assert_eq!(r.json["count"], 0, "{path}");
+        assert_eq!(r.json["results"], serde_json::json!([]), "{path}");
+    }
+    // A window that runs backwards holds nothing either (found by a later seed: the
+    // description cannot relate two parameters, so the answer cannot be a refusal).
+    let r = get(
+        &t,
+        "/v1/news/diff?ticker=TSLA&as_of_start=2026-01-29T12:00:01Z&as_of_end=2026-01-29T12:00:00Z",
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["count"], 0);
+    // So does a file range whose `from` is after its `to`.
+    let key = key_for(&t.store, "range@example.com", Plan::Power).await;
+    let r = send(
+        &t,
+        Method::GET,
+        "/v1/files?from=2026-02-12&to=2026-01-28",
+        Some(&key),
+        &[],
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["count"], 0);
+}
+
+// Found by schemathesis (issue 43, point 2): `X-Service-Audit: {}` and an empty value were
+// answered as if absent. A value that is neither a yes nor `off` is refused by name.
+#[tokio::test]
+async fn an_audit_header_that_is_neither_yes_nor_off_is_refused_by_name() {
+    let t = setup().await;
+    let key = key_for(&t.store, "audit-header@example.com", Plan::Desk).await;
+    for (value, ok) in [
+        ("on", true),
+        ("YES", true),
+        ("off", true),
+        ("{}", false),
+        ("", false),
+        ("no", false),
+    ] {
+        let r = send(
+            &t,
+            Method::GET,
+            "/v1/mapping/ticker/TSLA?as_of=2026-01-29T12:00:00Z",
+            Some(&key),
+            &[("x-service-audit", value)],
+        )
+        .await;
+        if ok {
+            assert_eq!(r.status, StatusCode::OK, "{value:?}: {}", r.json);
+        } else {
+            assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request", Some("X-Service-Audit"));
+        }
+    }
+    // Outside /v1 the header means nothing and is never refused.
+    let r = send(&t, Method::GET, "/health", None, &[("x-service-audit", "{}")]).await;
+    assert_eq!(r.status, StatusCode::OK);
 }
 
 #[tokio::test]

@@ -13,7 +13,7 @@ use crate::access::{AccessIndex, Bounds};
 use crate::clock::{Instant, Lane, SourceId, VisibleBy};
 use crate::coverage::{Coverage, Scope};
 use crate::cut::{Cut, ts};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::identity::ticker_hole_key;
 pub use crate::record::Position;
 use crate::record::{NewsRow, SharedRow, from_batch};
@@ -95,14 +95,20 @@ impl Corpus {
     /// [`Self::news`] with rows shared with the access path's row cache rather than copied
     /// out of it: for a caller that only reads them (the HTTP route encodes them as JSON).
     pub async fn news_shared(&self, q: &NewsQuery, scope: Scope<'_>) -> Result<Answer<SharedRow>> {
-        if let Some(start) = q.start
-            && start >= q.as_of
-        {
-            return Err(Error::invalid(
-                "as_of_start",
-                "as_of_start must be before as_of_end",
-            ));
-        }
+        // A window `(start, as_of]` that runs backwards holds nothing, like an empty one: it is
+        // answered as `(as_of, as_of]` (the description cannot relate two parameters, so it
+        // is answered rather than refused).
+        let clamped;
+        let q = match q.start {
+            Some(start) if start > q.as_of => {
+                clamped = NewsQuery {
+                    start: Some(q.as_of),
+                    ..q.clone()
+                };
+                &clamped
+            }
+            _ => q,
+        };
         let cov_view = self.source_coverage(q.source, q.lane, scope);
         let mut coverage = match q.start {
             Some(start) => cov_view.window(q.visible_by, start, q.as_of),

@@ -752,7 +752,18 @@ fn query_of(a: &QueryArgs, corpus: &Corpus) -> Result<NewsQuery, ApiError> {
     let params = Params::from_pairs(pairs, names)?;
     match a.since {
         None => NewsParams::from_params(&params)?.to_query(corpus),
-        Some(_) => DiffParams::from_params(&params)?.to_query(corpus),
+        Some(_) => {
+            let d = DiffParams::from_params(&params)?;
+            // The API answers a backwards window as empty (its description cannot relate two
+            // parameters); at a terminal a reversed pair is far likelier a slip, so say so.
+            if d.as_of_start > d.as_of_end {
+                return Err(ApiError::invalid(
+                    "as_of_start",
+                    "as_of_start must not be after as_of_end",
+                ));
+            }
+            d.to_query(corpus)
+        }
     }
 }
 

@@ -98,12 +98,24 @@ pub async fn trailing_slash(req: Request, next: Next) -> Response {
     next.run(req).await
 }
 
-/// Whether a request asks for an audit receipt.
-fn audit_requested(headers: &HeaderMap) -> bool {
-    headers
-        .get(AUDIT_HEADER)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(wants_receipt)
+/// Whether a request asks for an audit receipt: `X-Service-Audit` absent or `off` is no, one
+/// of `on`, `1`, `true`, `yes` (any case) is yes, anything else is refused naming the header
+/// (a typo such as `X-Service-Audit: {}` must not silently go unreceipted).
+fn audit_requested(headers: &HeaderMap) -> Result<bool, ApiError> {
+    let Some(v) = headers.get(AUDIT_HEADER) else {
+        return Ok(false);
+    };
+    let v = v.to_str().unwrap_or("");
+    if wants_receipt(v) {
+        Ok(true)
+    } else if v.eq_ignore_ascii_case("off") {
+        Ok(false)
+    } else {
+        Err(ApiError::invalid(
+            "X-Service-Audit",
+            "X-Service-Audit must be on, 1, true or yes (asks for a receipt) or off",
+        ))
+    }
 }
 
 /// Corpus snapshot, everything every JSON response carries, and audit receipts.
@@ -113,7 +125,8 @@ pub async fn context(State(state): State<AppState>, mut req: Request, next: Next
         corpus: state.corpus(),
     };
     req.extensions_mut().insert(ctx.clone());
-    let wants_audit = audit_requested(req.headers());
+    // A malformed value is refused by the guard, after the rate limit counted the request.
+    let wants_audit = audit_requested(req.headers()).unwrap_or(false);
     let method = req.method().clone();
     let path = req.uri().path().to_owned();
     let query = req.uri().query().map(str::to_owned);
@@ -515,7 +528,7 @@ async fn gate(state: &AppState, access: Access, mut req: Request, next: Next) ->
             (b, l)
         }
         Access::Public => {
-            if audit_requested(req.headers()) && req.headers().contains_key(header::AUTHORIZATION) {
+            if audit_requested(req.headers()).unwrap_or(false) && req.headers().contains_key(header::AUTHORIZATION) {
                 attributed = authenticate(state, req.headers(), now).await.ok();
             }
             (format!("ip:{client}"), state.public_requests_per_minute())
@@ -567,9 +580,17 @@ async fn gate(state: &AppState, access: Access, mut req: Request, next: Next) ->
     };
     let reset_secs = (window + 60_000_000) / 1_000_000;
     let remaining = i64::from(limit).saturating_sub(count).max(0);
+    // Outside `/v1/` nothing is receipted and `X-Service-Audit` means nothing: refused only
+    // inside it.
+    let bad_audit_header = match audit_requested(req.headers()) {
+        Err(e) if req.uri().path().starts_with("/v1/") => Some(e),
+        _ => None,
+    };
     let mut res = if count > i64::from(limit) {
         let retry_after = (reset_secs - now.micros().div_euclid(1_000_000)).max(1) as u64;
         ApiError::RateLimited { retry_after }.into_response()
+    } else if let Some(e) = bad_audit_header {
+        e.into_response()
     } else {
         // Usage per user and key (the account page's chart): every request a key or a
         // session made that the rate limit let through.

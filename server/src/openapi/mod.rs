@@ -108,7 +108,19 @@ pub fn document(corpus: &Corpus, routes: &[Route]) -> serde_json::Value {
         else {
             continue;
         };
+        let sample_source = corpus.manifest().sample.as_ref().map(|s| s.source_id);
         for p in op.parameters.iter_mut().flatten() {
+            // The sample holds one source: the only value its routes accept.
+            if p.name == "source"
+                && let Some(source) = sample_source
+            {
+                p.schema = Some(
+                    ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .enum_values(Some([source.as_str()]))
+                        .into(),
+                );
+            }
             if p.name == "example" && !examples.is_empty() {
                 p.schema = Some(
                     ObjectBuilder::new()
@@ -122,8 +134,78 @@ pub fn document(corpus: &Corpus, routes: &[Route]) -> serde_json::Value {
     }
     let mut json = serde_json::to_value(&doc).expect("the description serializes");
     mark_required_headers(&mut json, routes);
+    headers_are_never_null(&mut json);
+    bodies_take_declared_fields_only(&mut json);
     inline_single_one_of(&mut json);
     json
+}
+
+/// A header is present with a value or absent: utoipa describes an optional header as
+/// nullable (`oneOf [null, X]`, `type: [string, null]`), which invites a client to send the
+/// text `null`. Every header parameter's schema loses its `null`.
+fn headers_are_never_null(doc: &mut serde_json::Value) {
+    let Some(paths) = doc.get_mut("paths").and_then(|p| p.as_object_mut()) else {
+        return;
+    };
+    for item in paths.values_mut() {
+        for op in item.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+            let Some(params) = op.get_mut("parameters").and_then(|p| p.as_array_mut()) else {
+                continue;
+            };
+            for p in params.iter_mut().filter(|p| p["in"] == "header") {
+                let Some(schema) = p.get_mut("schema") else {
+                    continue;
+                };
+                if let Some(one_of) = schema.get("oneOf").and_then(|o| o.as_array()) {
+                    let kept: Vec<serde_json::Value> = one_of
+                        .iter()
+                        .filter(|s| s.get("type") != Some(&serde_json::json!("null")))
+                        .cloned()
+                        .collect();
+                    if kept.len() == 1 {
+                        *schema = kept.into_iter().next().expect("one left");
+                    }
+                }
+                if let Some(types) = schema.get_mut("type").and_then(|t| t.as_array_mut()) {
+                    types.retain(|t| t != "null");
+                    if types.len() == 1 {
+                        let t = types[0].clone();
+                        schema["type"] = t;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Every request body the routes read with `http::body::{Json, Form}` refuses fields it does
+/// not declare: the schemas of those bodies (the ones named in `components`) say so. The
+/// billing webhook takes the processor's event as sent and names no schema.
+fn bodies_take_declared_fields_only(doc: &mut serde_json::Value) {
+    let mut named = std::collections::BTreeSet::new();
+    for item in doc["paths"].as_object().into_iter().flat_map(|m| m.values()) {
+        for op in item.as_object().into_iter().flat_map(|m| m.values()) {
+            for content in op["requestBody"]["content"]
+                .as_object()
+                .into_iter()
+                .flat_map(|m| m.values())
+            {
+                if let Some(r) = content["schema"]["$ref"].as_str()
+                    && let Some(name) = r.strip_prefix("#/components/schemas/")
+                {
+                    named.insert(name.to_owned());
+                }
+            }
+        }
+    }
+    for name in named {
+        if let Some(schema) = doc["components"]["schemas"]
+            .get_mut(&name)
+            .and_then(|s| s.as_object_mut())
+        {
+            schema.insert("additionalProperties".into(), false.into());
+        }
+    }
 }
 
 /// utoipa wraps an inline enum that has a default in a one-element `oneOf`; merge it into its
@@ -158,7 +240,7 @@ fn header_required(kind: Kind, status: &str, name: &str) -> bool {
         "X-Corpus-Version" => {
             kind != Kind::Rpc
                 && !(kind == Kind::Bytes && matches!(status, "200" | "206" | "304"))
-                && !(kind == Kind::Redirect && status == "302")
+                && !(kind == Kind::Redirect && matches!(status, "302" | "303"))
         }
         "Cache-Control" => kind != Kind::Rpc,
         "ETag" => {
@@ -313,12 +395,12 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
                 .parameter_in(ParameterIn::Header)
                 .required(Required::False)
                 .description(Some(
-                    "`on`, `1`, `true` or `yes` asks for a decision audit receipt (Desk plan); the response then carries `X-Service-Audit-Dropped`.",
+                    "`on`, `1`, `true` or `yes` (any case) asks for a decision audit receipt (Desk plan); the response then carries `X-Service-Audit-Dropped`. `off` asks for none; any other value is refused (`400`, `param: X-Service-Audit`).",
                 ))
                 .schema(Some(
                     ObjectBuilder::new()
                         .schema_type(Type::String)
-                        .enum_values(Some(["on", "1", "true", "yes", "off"])),
+                        .pattern(Some("^([Oo][Nn]|1|[Tt][Rr][Uu][Ee]|[Yy][Ee][Ss]|[Oo][Ff][Ff])$")),
                 ))
                 .build(),
         );

@@ -321,8 +321,8 @@ impl FromJson for EmailConfirm {
 #[utoipa::path(post, path = "/v1/auth/email/confirm", tag = "account", operation_id = "email_sign_in_confirm",
     params(NoQuery),
     request_body(content = EmailConfirm, content_type = "application/x-www-form-urlencoded"),
-    responses((status = 303, description = "To `/account` with `Set-Cookie: __Host-svc_session=...` when the link is live for this browser; to `/sign-in?error=...` otherwise.",
-        headers(("Location" = String, description = "Where the browser goes next."), ("Set-Cookie" = String, description = "The session cookie, on success only.")))))]
+    responses((status = 303, description = "To `/account` with `Set-Cookie: __Host-svc_session=...` (the session cookie) when the link is live for this browser; to `/sign-in?error=...` otherwise, with no cookie.",
+        headers(("Location" = String, description = "Where the browser goes next.")))))]
 pub(crate) async fn email_confirm(
     State(state): State<AppState>,
     headers: HeaderMap,

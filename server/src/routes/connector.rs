@@ -94,7 +94,7 @@ impl FromJson for BarsBody {
     params(
         NoQuery,
         ("vendor" = inline(Vendor), Path, description = "`vendor_a` (an aggregates API) or `vendor_b` (a daily-prices API)."),
-        ("X-Vendor-Key" = String, Header, description = "Your own credential with this vendor: used for this one call, never stored, logged or echoed."),
+        ("X-Vendor-Key" = String, Header, pattern = "^[!-~]{1,512}$", description = "Your own credential with this vendor (1 to 512 visible ASCII characters, no spaces): used for this one call, never stored, logged or echoed."),
     ),
     request_body(content = BarsBody, content_type = "application/json"),
     security(("bearer" = [])),

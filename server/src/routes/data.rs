@@ -60,7 +60,7 @@ query! {
         /// Start of the window, exclusive: rows already visible here are left out.
         #[param(inline)]
         pub as_of_start: Instant,
-        /// End of the window, inclusive; must be after `as_of_start`.
+        /// End of the window, inclusive. A window that ends at or before `as_of_start` holds no rows.
         #[param(inline)]
         pub as_of_end: Instant,
         /// The clock visibility is evaluated on (the same at both ends).
@@ -146,7 +146,6 @@ impl DiffParams {
     /// The engine query of this window (the CLI's `asof query --since` runs the same).
     pub fn to_query(&self, corpus: &Corpus) -> Result<NewsQuery, ApiError> {
         let entity = params::entity(&self.ticker, &self.cik)?;
-        window(self.as_of_start, self.as_of_end)?;
         Ok(NewsQuery {
             as_of: self.as_of_end,
             start: Some(self.as_of_start),
@@ -323,16 +322,6 @@ pub(crate) async fn diff(
     .await
 }
 
-/// A diff window must be non-empty.
-pub(crate) fn window(start: Instant, end: Instant) -> Result<(), ApiError> {
-    if start >= end {
-        return Err(ApiError::invalid(
-            "as_of_start",
-            "as_of_start must be before as_of_end (the window is (as_of_start, as_of_end])",
-        ));
-    }
-    Ok(())
-}
 
 /// One record as knowable at `as_of`.
 ///

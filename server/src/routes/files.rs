@@ -76,11 +76,8 @@ pub(crate) async fn files(
 ) -> Reply {
     let held = ctx.corpus.held_sources();
     let source = held_source(p.source, &held)?;
-    if let (Some(from), Some(to)) = (p.from, p.to)
-        && from > to
-    {
-        return Err(ApiError::invalid("from", "from must be on or before to"));
-    }
+    // `from` after `to` is an empty range: no files (the description cannot relate two
+    // parameters, so it is answered rather than refused).
     let day = |d: Option<Day>| d.map(|d| d.to_string()).unwrap_or_default();
     let filters = filter_digest(&[
         ("source", source.map(|s| s.to_string()).unwrap_or_default()),

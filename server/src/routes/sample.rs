@@ -14,7 +14,7 @@ use crate::http::cursor::filter_digest;
 use crate::http::envelope::{Envelope, MappingRecord, NewsRecord};
 use crate::http::params::{self, Limit, Q, held_source, query};
 use crate::http::{AppState, Ctx, Reply, ok};
-use crate::routes::data::{mapping_answer, run_news, window};
+use crate::routes::data::{mapping_answer, run_news};
 
 query! {
     /// Query of `GET /v1/sample/news`.
@@ -176,7 +176,6 @@ pub(crate) async fn sample_diff(
 ) -> Reply {
     let set = sample_set(&ctx)?;
     let ex = example(&set, p.example.as_deref())?;
-    window(p.as_of_start, p.as_of_end)?;
     let query = sample_query(&set, ex, p.visible_by, Some(p.as_of_start), p.as_of_end);
     run_news(
         &state,

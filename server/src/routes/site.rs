@@ -308,6 +308,7 @@ pub(crate) async fn js(Q(_): Q<NoQuery>) -> Reply {
 #[derive(Debug, Clone, utoipa::ToSchema)]
 pub struct Beacon {
     /// The page viewed: `/`, `/sign-in` or `/account`.
+    #[schema(pattern = "^/(sign-in|account)?$")]
     pub path: String,
 }
 

@@ -27,10 +27,9 @@ pub const NEXT_CURSOR_HEADER: &str = "x-service-audit-next-cursor";
 
 /// Whether a header value asks for a receipt.
 pub fn wants_receipt(value: &str) -> bool {
-    matches!(
-        value.trim().to_ascii_lowercase().as_str(),
-        "on" | "1" | "true" | "yes"
-    )
+    ["on", "1", "true", "yes"]
+        .iter()
+        .any(|w| value.eq_ignore_ascii_case(w))
 }
 
 /// Why a request that asked for a receipt got none.
