@@ -33,13 +33,7 @@ impl<T: FromJson, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
-        let json = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
-        if !json {
+        if !sent_as(&req, "application/json") {
             return Err(bad(
                 "the body must be JSON, sent with Content-Type: application/json",
             ));
@@ -52,6 +46,15 @@ impl<T: FromJson, S: Send + Sync> FromRequest<S> for Json<T> {
         };
         declared::<T>(&o).map(Json)
     }
+}
+
+/// Whether a request's `Content-Type` is `media_type` (parameters such as `charset` aside).
+fn sent_as(req: &Request, media_type: &str) -> bool {
+    req.headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case(media_type))
 }
 
 /// `T` read from an object whose every field `T` declares.
@@ -78,16 +81,7 @@ impl<T: FromJson, S: Send + Sync> FromRequest<S> for Form<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
-        let form = req
-            .headers()
-            .get(header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.split(';').next())
-            .is_some_and(|t| {
-                t.trim()
-                    .eq_ignore_ascii_case("application/x-www-form-urlencoded")
-            });
-        if !form {
+        if !sent_as(&req, "application/x-www-form-urlencoded") {
             return Err(bad(
                 "the body must be a form, sent with Content-Type: application/x-www-form-urlencoded",
             ));
