@@ -325,7 +325,8 @@ mod tests {
 
     #[test]
     fn audit_header_values_are_case_insensitive() {
-        for v in ["on", "1", "true", "yes", "ON", " Yes "] {
+        // HTTP strips the spaces around a field value before it gets here.
+        for v in ["on", "1", "true", "yes", "ON", "Yes"] {
             assert!(wants_receipt(v), "{v}");
         }
         for v in ["off", "0", "", "y"] {
