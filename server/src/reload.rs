@@ -149,11 +149,23 @@ mod tests {
         let ended = now.micros() - 17 * MINUTE;
         store.hit("signin-to:y", ended).await.unwrap();
         store
-            .put_sign_in_link(&SignInLink::new("expired", "a@example.com", "b", at(-20), at(-5)))
+            .put_sign_in_link(&SignInLink::new(
+                "expired",
+                "a@example.com",
+                "b",
+                at(-20),
+                at(-5),
+            ))
             .await
             .unwrap();
         store
-            .put_sign_in_link(&SignInLink::new("live", "b@example.com", "b", at(-2), at(13)))
+            .put_sign_in_link(&SignInLink::new(
+                "live",
+                "b@example.com",
+                "b",
+                at(-2),
+                at(13),
+            ))
             .await
             .unwrap();
         let user = store.sign_in_user("c@example.com").await.unwrap();

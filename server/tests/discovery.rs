@@ -437,7 +437,14 @@ async fn the_description_says_what_the_service_accepts_and_no_more() {
         }
     }
     // Bodies refuse undeclared fields, and say so.
-    for name in ["EmailStart", "EmailConfirm", "KeyCreate", "Beacon", "BarsBody", "CheckoutBody"] {
+    for name in [
+        "EmailStart",
+        "EmailConfirm",
+        "KeyCreate",
+        "Beacon",
+        "BarsBody",
+        "CheckoutBody",
+    ] {
         assert_eq!(
             doc["components"]["schemas"][name]["additionalProperties"], false,
             "{name}"

@@ -108,7 +108,8 @@ async fn pages_of_files_walk_to_the_same_files_as_one_large_page() {
 }
 
 #[tokio::test]
-async fn a_source_and_a_day_range_select_files_and_bad_ones_are_refused_a_backwards_range_is_empty() {
+async fn a_source_and_a_day_range_select_files_and_bad_ones_are_refused_a_backwards_range_is_empty()
+{
     let t = setup().await;
     let key = power(&t).await;
     let page = listing(

@@ -641,11 +641,23 @@ async fn an_audit_header_that_is_neither_yes_nor_off_is_refused_by_name() {
         if ok {
             assert_eq!(r.status, StatusCode::OK, "{value:?}: {}", r.json);
         } else {
-            assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request", Some("X-Service-Audit"));
+            assert_error(
+                &r,
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                Some("X-Service-Audit"),
+            );
         }
     }
     // Outside /v1 the header means nothing and is never refused.
-    let r = send(&t, Method::GET, "/health", None, &[("x-service-audit", "{}")]).await;
+    let r = send(
+        &t,
+        Method::GET,
+        "/health",
+        None,
+        &[("x-service-audit", "{}")],
+    )
+    .await;
     assert_eq!(r.status, StatusCode::OK);
 }
 

@@ -432,9 +432,8 @@ async fn sign_ins(s: &dyn StateStore) {
     assert_eq!(s.sign_in_user("desk@example.com").await.unwrap(), desk);
     assert_eq!(s.sign_in_user("new@example.com").await.unwrap().id, new.id);
 
-    let link = |tok: &str| {
-        SignInLink::new(&hash_key(tok), "new@example.com", "browser-1", t(0), t(900))
-    };
+    let link =
+        |tok: &str| SignInLink::new(&hash_key(tok), "new@example.com", "browser-1", t(0), t(900));
     s.put_sign_in_link(&link("tok-live")).await.unwrap();
     s.put_sign_in_link(&link("tok-old")).await.unwrap();
     let live = LinkState::SignIn {
@@ -443,11 +442,20 @@ async fn sign_ins(s: &dyn StateStore) {
     };
     // Looking at a link spends nothing; another browser can neither look nor use it.
     let look = |tok: &'static str, browser: &'static str, at: i64| async move {
-        s.sign_in_link(&hash_key(tok), browser, t(at)).await.unwrap()
+        s.sign_in_link(&hash_key(tok), browser, t(at))
+            .await
+            .unwrap()
     };
     assert_eq!(look("tok-live", "browser-1", 10).await, live);
-    assert_eq!(look("tok-live", "browser-1", 11).await, live, "a look spends nothing");
-    assert_eq!(look("tok-live", "browser-2", 12).await, LinkState::OtherBrowser);
+    assert_eq!(
+        look("tok-live", "browser-1", 11).await,
+        live,
+        "a look spends nothing"
+    );
+    assert_eq!(
+        look("tok-live", "browser-2", 12).await,
+        LinkState::OtherBrowser
+    );
     assert_eq!(
         s.use_sign_in_link(&hash_key("tok-live"), "browser-2", t(20))
             .await
@@ -516,7 +524,9 @@ async fn sign_ins(s: &dyn StateStore) {
     };
     assert_eq!(fresh.plan, Plan::Researcher);
     assert_eq!(
-        s.identity_sign_in(&a, "changed@example.com", t(1)).await.unwrap(),
+        s.identity_sign_in(&a, "changed@example.com", t(1))
+            .await
+            .unwrap(),
         IdentitySignIn::Known(fresh.clone()),
         "an identity keeps its account whatever address it later asserts"
     );
@@ -525,12 +535,16 @@ async fn sign_ins(s: &dyn StateStore) {
         subject: "sub-1".into(),
     };
     assert_eq!(
-        s.identity_sign_in(&b, "fresh@example.com", t(2)).await.unwrap(),
+        s.identity_sign_in(&b, "fresh@example.com", t(2))
+            .await
+            .unwrap(),
         IdentitySignIn::EmailTaken,
         "the same subject at another issuer is another person"
     );
     assert_eq!(
-        s.identity_sign_in(&b, "new@example.com", t(2)).await.unwrap(),
+        s.identity_sign_in(&b, "new@example.com", t(2))
+            .await
+            .unwrap(),
         IdentitySignIn::EmailTaken,
         "an account made by e-mail is not joined on a provider's word"
     );
@@ -539,7 +553,9 @@ async fn sign_ins(s: &dyn StateStore) {
     s.add_identity(&b, &new.id, t(4)).await.unwrap();
     assert_eq!(s.identities(&new.id).await.unwrap(), vec![b.clone()]);
     assert_eq!(
-        s.identity_sign_in(&b, "new@example.com", t(5)).await.unwrap(),
+        s.identity_sign_in(&b, "new@example.com", t(5))
+            .await
+            .unwrap(),
         IdentitySignIn::Known(new.clone()),
         "once joined, the identity signs in to the account"
     );

@@ -89,7 +89,9 @@ impl<T: FromJson, S: Send + Sync> FromRequest<S> for Form<T> {
         let bytes = read_limited(req.into_body(), MAX_BODY).await?;
         let mut o = Map::new();
         for (k, v) in url::form_urlencoded::parse(&bytes) {
-            if o.insert(k.to_string(), Value::String(v.into_owned())).is_some() {
+            if o.insert(k.to_string(), Value::String(v.into_owned()))
+                .is_some()
+            {
                 return Err(ApiError::invalid(k.as_ref(), format!("{k} is given twice")));
             }
         }

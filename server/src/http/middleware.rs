@@ -528,7 +528,9 @@ async fn gate(state: &AppState, access: Access, mut req: Request, next: Next) ->
             (b, l)
         }
         Access::Public => {
-            if audit_requested(req.headers()).unwrap_or(false) && req.headers().contains_key(header::AUTHORIZATION) {
+            if audit_requested(req.headers()).unwrap_or(false)
+                && req.headers().contains_key(header::AUTHORIZATION)
+            {
                 attributed = authenticate(state, req.headers(), now).await.ok();
             }
             (format!("ip:{client}"), state.public_requests_per_minute())
@@ -625,7 +627,8 @@ async fn signed_in(state: &AppState, headers: &HeaderMap) -> Result<Session, Api
         .await?
         .ok_or_else(|| {
             ApiError::Unauthenticated(
-                "this route needs a signed-in session (the session cookie): sign in at /sign-in".into(),
+                "this route needs a signed-in session (the session cookie): sign in at /sign-in"
+                    .into(),
             )
         })
 }

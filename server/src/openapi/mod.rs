@@ -148,7 +148,11 @@ fn headers_are_never_null(doc: &mut serde_json::Value) {
         return;
     };
     for item in paths.values_mut() {
-        for op in item.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+        for op in item
+            .as_object_mut()
+            .into_iter()
+            .flat_map(|m| m.values_mut())
+        {
             let Some(params) = op.get_mut("parameters").and_then(|p| p.as_array_mut()) else {
                 continue;
             };
@@ -183,7 +187,11 @@ fn headers_are_never_null(doc: &mut serde_json::Value) {
 /// billing webhook takes the processor's event as sent and names no schema.
 fn bodies_take_declared_fields_only(doc: &mut serde_json::Value) {
     let mut named = std::collections::BTreeSet::new();
-    for item in doc["paths"].as_object().into_iter().flat_map(|m| m.values()) {
+    for item in doc["paths"]
+        .as_object()
+        .into_iter()
+        .flat_map(|m| m.values())
+    {
         for op in item.as_object().into_iter().flat_map(|m| m.values()) {
             for content in op["requestBody"]["content"]
                 .as_object()

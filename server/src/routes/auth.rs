@@ -74,15 +74,8 @@ async fn signed_in(
     status: StatusCode,
     extra: &[HeaderValue],
 ) -> Reply {
-    let mut cookies = vec![
-        session::start(
-            state.store().as_ref(),
-            &state.options().sessions,
-            user,
-            via,
-        )
-        .await?,
-    ];
+    let mut cookies =
+        vec![session::start(state.store().as_ref(), &state.options().sessions, user, via).await?];
     cookies.extend_from_slice(extra);
     Ok(redirect_with(status, "/account", &cookies))
 }
@@ -92,7 +85,10 @@ async fn signed_in(
 fn mail_window(now: Instant) -> (i64, u64) {
     let len = i64::try_from(MAIL_WINDOW.as_micros()).unwrap_or(i64::MAX);
     let window = now.micros().div_euclid(len) * len;
-    (window, ((window + len - now.micros()) / 1_000_000).max(1) as u64)
+    (
+        window,
+        ((window + len - now.micros()) / 1_000_000).max(1) as u64,
+    )
 }
 
 /// The rate bucket of links mailed to `to`: its hash (rate windows are no place for addresses
@@ -286,10 +282,7 @@ pub(crate) async fn email_callback(
         .sign_in_link(&hash_key(&token), &binding, Instant::now())
         .await?
     {
-        LinkState::SignIn { .. } => Ok(redirect(
-            &format!("/sign-in/confirm?token={token}"),
-            &[],
-        )),
+        LinkState::SignIn { .. } => Ok(redirect(&format!("/sign-in/confirm?token={token}"), &[])),
         other => Ok(failed(link_failure(&other), &[])),
     }
 }
@@ -464,7 +457,10 @@ async fn join_by_email(
         tracing::warn!(error = %e, "joining mail not sent");
         return Ok(failed("mail_unavailable", &[clear]));
     }
-    Ok(redirect("/sign-in?notice=join_link_sent", &[clear, bind_cookie]))
+    Ok(redirect(
+        "/sign-in?notice=join_link_sent",
+        &[clear, bind_cookie],
+    ))
 }
 
 /// Starts sign-in with provider A: redirects to it (OpenID Connect, authorization code with

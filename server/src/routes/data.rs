@@ -322,7 +322,6 @@ pub(crate) async fn diff(
     .await
 }
 
-
 /// One record as knowable at `as_of`.
 ///
 /// On `published_at` and `available_at` the corpus version's current revision answers; on

@@ -289,10 +289,23 @@ mod tests {
         assert_eq!(cookie_of(&planted, &secure), None);
         let own = headers(&[("cookie", "svc_session=planted; __Host-svc_session=own")]);
         assert_eq!(cookie_of(&own, &secure).as_deref(), Some("own"));
-        let v = set_cookie(secure.cookie_name(), "x", Duration::from_secs(60), "/", true);
+        let v = set_cookie(
+            secure.cookie_name(),
+            "x",
+            Duration::from_secs(60),
+            "/",
+            true,
+        );
         let v = v.to_str().unwrap();
-        assert!(v.starts_with("__Host-svc_session=x;") && v.contains("; Secure") && v.contains("Path=/;"));
-        assert!(!v.to_ascii_lowercase().contains("domain="), "__Host- cookies carry no Domain");
+        assert!(
+            v.starts_with("__Host-svc_session=x;")
+                && v.contains("; Secure")
+                && v.contains("Path=/;")
+        );
+        assert!(
+            !v.to_ascii_lowercase().contains("domain="),
+            "__Host- cookies carry no Domain"
+        );
     }
 
     #[test]
@@ -300,7 +313,11 @@ mod tests {
         let opts = SessionOptions::default();
         let (fresh, set) = binding(&HeaderMap::new(), &opts);
         assert_eq!(fresh.len(), 64);
-        assert!(set.to_str().unwrap().starts_with(&format!("__Host-svc_signin={fresh};")));
+        assert!(
+            set.to_str()
+                .unwrap()
+                .starts_with(&format!("__Host-svc_signin={fresh};"))
+        );
         let h = headers(&[("cookie", &format!("__Host-svc_signin={fresh}"))]);
         assert_eq!(binding(&h, &opts).0, fresh, "kept");
         assert_eq!(binding_hash(&h, &opts), hash_key(&fresh));

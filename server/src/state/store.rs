@@ -422,7 +422,10 @@ fn link_state(used: bool, expired: bool, same_browser: bool) -> Option<LinkState
 }
 
 fn identity_of(issuer: Option<String>, subject: Option<String>) -> Option<Identity> {
-    Some(Identity { issuer: issuer?, subject: subject? })
+    Some(Identity {
+        issuer: issuer?,
+        subject: subject?,
+    })
 }
 
 fn instant(v: Option<i64>) -> Option<asof_engine::Instant> {

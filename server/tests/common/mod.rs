@@ -299,13 +299,30 @@ impl StateStore for Gated {
     async fn put_sign_in_link(&self, link: &SignInLink) -> Result<()> {
         self.inner.put_sign_in_link(link).await
     }
-    async fn sign_in_link(&self, token_hash: &str, browser_hash: &str, now: Instant) -> Result<LinkState> {
+    async fn sign_in_link(
+        &self,
+        token_hash: &str,
+        browser_hash: &str,
+        now: Instant,
+    ) -> Result<LinkState> {
         self.inner.sign_in_link(token_hash, browser_hash, now).await
     }
-    async fn use_sign_in_link(&self, token_hash: &str, browser_hash: &str, now: Instant) -> Result<LinkState> {
-        self.inner.use_sign_in_link(token_hash, browser_hash, now).await
+    async fn use_sign_in_link(
+        &self,
+        token_hash: &str,
+        browser_hash: &str,
+        now: Instant,
+    ) -> Result<LinkState> {
+        self.inner
+            .use_sign_in_link(token_hash, browser_hash, now)
+            .await
     }
-    async fn identity_sign_in(&self, identity: &Identity, email: &str, now: Instant) -> Result<IdentitySignIn> {
+    async fn identity_sign_in(
+        &self,
+        identity: &Identity,
+        email: &str,
+        now: Instant,
+    ) -> Result<IdentitySignIn> {
         self.inner.identity_sign_in(identity, email, now).await
     }
     async fn add_identity(&self, identity: &Identity, user_id: &str, now: Instant) -> Result<()> {
