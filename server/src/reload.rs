@@ -104,8 +104,9 @@ pub async fn reload_loop(state: AppState, store: CorpusStore, interval: Duration
 }
 
 /// The longest rate window any route counts in (e-mail sign-in's, 15 minutes): windows are
-/// dropped only once they ended whatever their length, or a sign-in count would start again
-/// before its window is over.
+/// dropped only once the window after them ended too, whatever their length, because the
+/// sign-in limits slide over two windows (`signin::mail::MailWindows`) and would start
+/// again too early without the previous one.
 const LONGEST_WINDOW: Duration = crate::signin::mail::MAIL_WINDOW;
 
 /// What the state store no longer needs at `now`: rate windows that ended (with a minute to
@@ -113,7 +114,7 @@ const LONGEST_WINDOW: Duration = crate::signin::mail::MAIL_WINDOW;
 /// ended or expired. Failures are logged; the next round tries again.
 pub async fn housekeeping(store: &dyn StateStore, now: asof_engine::Instant) {
     let longest = i64::try_from(LONGEST_WINDOW.as_micros()).unwrap_or(i64::MAX);
-    let cutoff = now.micros() - longest - 60_000_000;
+    let cutoff = now.micros() - 2 * longest - 60_000_000;
     if let Err(e) = store.purge_windows(cutoff).await {
         tracing::warn!(error = %e, "could not purge old rate-limit windows");
     }

@@ -30,7 +30,7 @@ use crate::http::envelope::Envelope;
 use crate::http::params::{NoQuery, Q, query};
 use crate::http::{AppState, ClientAddr, Ctx, Reply, ok};
 use crate::signin::mail::{
-    LINK_TTL, LINKS_PER_ADDRESS, LINKS_PER_CLIENT, MAIL_WINDOW, Purpose, parse_address,
+    LINK_TTL, LINKS_PER_ADDRESS, LINKS_PER_CLIENT, MailWindows, Purpose, parse_address,
 };
 use crate::signin::oidc::{FLOW_COOKIE, Flow, ProviderName, Verified};
 use crate::signin::session::{self, Session, clear_cookie, cookie, set_cookie};
@@ -80,15 +80,17 @@ async fn signed_in(
     Ok(redirect_with(status, "/account", &cookies))
 }
 
-/// The fixed 15-minute window sign-in mail is counted in at `now`, and the seconds until it
-/// ends (a refusal's `Retry-After`).
-fn mail_window(now: Instant) -> (i64, u64) {
-    let len = i64::try_from(MAIL_WINDOW.as_micros()).unwrap_or(i64::MAX);
-    let window = now.micros().div_euclid(len) * len;
-    (
-        window,
-        ((window + len - now.micros()) / 1_000_000).max(1) as u64,
-    )
+/// Counts a sign-in mail ask in `bucket` and judges it against `limit` over the sliding 15
+/// minutes before now ([`MailWindows`]): `Some(retry_after)` when over.
+async fn mail_refusal(
+    state: &AppState,
+    bucket: &str,
+    limit: u32,
+    w: &MailWindows,
+) -> Result<Option<u64>, ApiError> {
+    let current = state.store().hit(bucket, w.current).await?;
+    let previous = state.store().hit_n(bucket, w.previous, 0).await?;
+    Ok(w.refusal(previous, current, limit))
 }
 
 /// The rate bucket of links mailed to `to`: its hash (rate windows are no place for addresses
@@ -207,7 +209,7 @@ pub(crate) async fn email_start(
         )
     })?;
     let now = Instant::now();
-    let (window, retry_after) = mail_window(now);
+    let windows = MailWindows::at(now);
     // The client's own limit first: a request it may not make counts against no address, so
     // a client cannot spend another person's allowance (and lock them out) with requests it
     // was refused anyway. The address's refusal is the same whether it has an account or not.
@@ -215,7 +217,7 @@ pub(crate) async fn email_start(
         (format!("signin-ip:{}", client.0), LINKS_PER_CLIENT),
         (address_bucket(&to), LINKS_PER_ADDRESS),
     ] {
-        if state.store().hit(&bucket, window).await? > i64::from(limit) {
+        if let Some(retry_after) = mail_refusal(&state, &bucket, limit, &windows).await? {
             return Err(ApiError::RateLimited { retry_after });
         }
     }
@@ -447,8 +449,11 @@ async fn join_by_email(
         return Ok(failed("email_unverified", &[clear]));
     };
     let now = Instant::now();
-    let (window, _) = mail_window(now);
-    if state.store().hit(&address_bucket(&to), window).await? > i64::from(LINKS_PER_ADDRESS) {
+    let windows = MailWindows::at(now);
+    if mail_refusal(state, &address_bucket(&to), LINKS_PER_ADDRESS, &windows)
+        .await?
+        .is_some()
+    {
         return Ok(failed("links_limited", &[clear]));
     }
     let (binding, bind_cookie) = session::binding(headers, &state.options().sessions);

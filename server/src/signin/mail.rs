@@ -24,6 +24,71 @@ pub const LINKS_PER_CLIENT: u32 = 20;
 /// The window of the two limits above.
 pub const MAIL_WINDOW: Duration = Duration::from_secs(15 * 60);
 
+/// The two fixed [`MAIL_WINDOW`]s a sign-in mail limit reads at one instant: the current one and
+/// the one before it.
+///
+/// The limits hold over the sliding 15 minutes before each request, estimated from the two
+/// fixed windows as `current + previous × (share of the previous window still inside the
+/// sliding one)`. A fixed window alone would let a client ask for twice its limit in a second
+/// across a window's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MailWindows {
+    /// Start of the window `now` is in (µs since the epoch).
+    pub current: i64,
+    /// Start of the window before it.
+    pub previous: i64,
+    /// How far into the current window `now` is (µs).
+    elapsed: i64,
+}
+
+impl MailWindows {
+    /// The windows at `now`.
+    pub fn at(now: asof_engine::Instant) -> Self {
+        let len = window_micros();
+        let current = now.micros().div_euclid(len) * len;
+        Self {
+            current,
+            previous: current - len,
+            elapsed: now.micros() - current,
+        }
+    }
+
+    /// Whether a request counted as the `current`-th of the current window, after `previous`
+    /// in the window before, goes over `limit`: `None` if it does not, else the whole seconds
+    /// until one more request would not (a refusal's `Retry-After`). Refused requests stay
+    /// counted.
+    pub fn refusal(&self, previous: i64, current: i64, limit: u32) -> Option<u64> {
+        let len = i128::from(window_micros());
+        let (previous, current, limit) = (
+            i128::from(previous.max(0)),
+            i128::from(current.max(0)),
+            i128::from(limit),
+        );
+        let elapsed = i128::from(self.elapsed);
+        // current + previous × (len − elapsed) / len > limit, in integers.
+        if current * len + previous * (len - elapsed) <= limit * len {
+            return None;
+        }
+        // The next request counts current + 1. Within this window it passes once the previous
+        // window's share has shrunk enough; else in the next window, where this one is the
+        // previous and the request is its first.
+        let wait = if current < limit {
+            // previous × (len − e) ≤ (limit − current − 1) × len
+            let e = len - (limit - current - 1) * len / previous;
+            e - elapsed
+        } else {
+            // 1 × len + current × (len − g) ≤ limit × len
+            let g = len - (limit - 1) * len / current;
+            len - elapsed + g
+        };
+        Some(u64::try_from((wait + 999_999) / 1_000_000).unwrap_or(u64::MAX).max(1))
+    }
+}
+
+fn window_micros() -> i64 {
+    i64::try_from(MAIL_WINDOW.as_micros()).unwrap_or(i64::MAX)
+}
+
 /// Why a link is mailed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Purpose {
@@ -118,6 +183,35 @@ pub fn parse_address(raw: &str) -> Option<Address> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn at_second(s: i64) -> MailWindows {
+        MailWindows::at(asof_engine::Instant::from_micros(1_800_000_000_000_000 + s * 1_000_000))
+    }
+
+    #[test]
+    fn the_mail_limit_slides_so_a_windows_end_does_not_double_it() {
+        // 1_800_000_000 s is a multiple of 900: second 0 starts a window.
+        let start = at_second(0);
+        assert_eq!(start.elapsed, 0);
+        assert_eq!(start.previous, start.current - 900_000_000);
+        // Twenty asks just before a window ends, the twenty-first just after: refused.
+        let after = at_second(1);
+        assert_eq!(after.refusal(20, 1, 20).map(|s| s > 0), Some(true));
+        // Within the limit in one window: allowed; one over: refused until the next window,
+        // where the twenty-one weigh less and less.
+        assert_eq!(start.refusal(0, 20, 20), None);
+        let wait = start.refusal(0, 21, 20).unwrap();
+        assert!(wait > 900, "{wait}");
+        let later = at_second(wait as i64);
+        assert_eq!(later.refusal(21, 1, 20), None, "allowed after Retry-After");
+        assert!(at_second(wait as i64 - 2).refusal(21, 1, 20).is_some());
+        // Half of the previous window's twenty still inside the sliding one: ten more pass.
+        let half = at_second(450);
+        assert_eq!(half.refusal(20, 10, 20), None);
+        let wait = half.refusal(20, 11, 20).unwrap();
+        assert_eq!(at_second(450 + wait as i64).refusal(20, 12, 20), None);
+        assert!(at_second(450 + wait as i64 - 2).refusal(20, 12, 20).is_some());
+    }
 
     #[test]
     fn addresses_are_validated_and_lower_cased() {
