@@ -165,6 +165,7 @@ pub fn ts(t: Instant) -> Expr {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clock::Day;
     use crate::record::tests::row;
     use datafusion::prelude::SessionContext;
 
@@ -275,5 +276,42 @@ mod tests {
         // The cases tell rows apart: lanes, windows and revisions give different answers.
         assert!(answers.len() >= 6, "{answers:?}");
         assert!(answers.contains(&vec!["e_1".to_owned()]));
+    }
+
+    // The visibility rule on single rows (moved from record.rs: the rule lives here).
+    #[test]
+    fn a_null_clock_is_never_visible() {
+        let r = row("0000000000-26-000001_1", "1", None);
+        let far = Instant::parse("9999-12-31T23:59:59Z").unwrap();
+        assert!(!Cut::at(far, VisibleBy::PublishedAt).sees(&r));
+        assert!(
+            !Cut::at(far, VisibleBy::AvailableAt).sees(&r),
+            "available_at is never imputed"
+        );
+        assert!(Cut::at(far, VisibleBy::CommittedAt).sees(&r));
+    }
+
+    #[test]
+    fn a_row_is_visible_exactly_at_its_clock_and_after() {
+        let r = row("0000000000-26-000001_1", "1", Some("2026-01-09T15:00:00Z"));
+        let at = Instant::parse("2026-01-09T15:00:00Z").unwrap();
+        assert!(Cut::at(at, VisibleBy::PublishedAt).sees(&r));
+        assert!(
+            !Cut::at(
+                Instant::from_micros(at.micros() - 1),
+                VisibleBy::PublishedAt
+            )
+            .sees(&r)
+        );
+    }
+
+    #[test]
+    fn intraday_cut_excludes_day_resolution_rows_of_that_date() {
+        let day: Day = "2022-10-03".parse().unwrap();
+        let mut r = row("0001104659-22-105357_1700461", "1700461", None);
+        r.published_at = Some(day.end_of_day());
+        let noon = Instant::parse("2022-10-03T12:00:00Z").unwrap();
+        assert!(!Cut::at(noon, VisibleBy::PublishedAt).sees(&r));
+        assert!(Cut::at(day.end_of_day(), VisibleBy::PublishedAt).sees(&r));
     }
 }

@@ -12,6 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::{Day, Instant};
 use crate::error::{Error, Result};
+use crate::manifest::ObjectEntry;
+use crate::store::CorpusStore;
 
 /// How long one observation keeps a pair placed when no newer observation exists: two weekly
 /// cadences of the ticker-file snapshots plus a day, so one missed weekly capture does not
@@ -515,6 +517,12 @@ pub fn update(
         tickers,
         names,
     }
+}
+
+/// Reads the identity file `e` names, hash-checked.
+pub async fn read_identity(store: &CorpusStore, e: &ObjectEntry) -> Result<IdentityFile> {
+    let bytes = crate::read::get_checked(store, &e.path, &e.sha256).await?;
+    IdentityFile::from_parquet(&e.path, bytes)
 }
 
 #[cfg(test)]

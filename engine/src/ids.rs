@@ -34,6 +34,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
+use std::sync::{Arc, LazyLock};
 
 use bytes::Bytes;
 use sha2::{Digest, Sha256};
@@ -41,6 +42,7 @@ use sha2::{Digest, Sha256};
 use crate::clock::{Day, Lane, SourceId};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, ObjectEntry};
+use crate::page_cache::{Cache, Weigh, bound_or};
 use crate::read::get_checked;
 use crate::store::{CorpusStore, sha256_hex};
 
@@ -180,9 +182,22 @@ async fn get_range(store: &CorpusStore, path: &str, range: Range<u64>) -> Result
         .ok_or_else(|| Error::integrity(path, "a range read answered nothing"))
 }
 
+/// What a record lookup needs of an id run, kept so a lookup does not read and hash-check
+/// the version's runs again: a small run's entries, or a large one's header and fences (its
+/// blocks are still read by range). Runs are content-addressed, so an entry is never stale
+/// (`ASOF_ID_RUN_CACHE_MB`, default 64).
+pub static ID_RUNS: LazyLock<Cache<Arc<RunIndex>>> =
+    LazyLock::new(|| Cache::new(bound_or("ASOF_ID_RUN_CACHE_MB", 64)));
+
+impl Weigh for Arc<RunIndex> {
+    fn weight(&self) -> usize {
+        RunIndex::weight(self)
+    }
+}
+
 /// What a lookup needs of one run before its blocks: a small run's entries (read whole and
 /// hash-checked), or a large run's entry count, block size and fences. Kept in
-/// [`crate::page_cache::ID_RUNS`], so the version's runs are read once, not per lookup.
+/// [`ID_RUNS`], so the version's runs are read once, not per lookup.
 #[derive(Debug)]
 pub enum RunIndex {
     Whole(Vec<IdEntry>),
@@ -203,7 +218,7 @@ impl RunIndex {
     }
 
     async fn load(store: &CorpusStore, e: &ObjectEntry) -> Result<std::sync::Arc<Self>> {
-        let cache = &crate::page_cache::ID_RUNS;
+        let cache = &ID_RUNS;
         let whole = 0..e.bytes;
         if let Some(i) = cache.get(&e.path, &whole) {
             return Ok(i);

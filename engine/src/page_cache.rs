@@ -1,6 +1,7 @@
 //! Bounded in-process caches keyed by immutable objects: compressed access-file blocks read
 //! from remote object stores (S3, GCS, Azure), rows decoded from access files and partitions,
-//! partition footers, and what record lookups need of id runs.
+//! and partition footers (the id-run cache, `ids::ID_RUNS`, is built from [`Cache`] beside
+//! what it holds).
 //!
 //! The index path reads a few pages of an access file per request. From a local directory
 //! those are positional reads the OS page cache answers in microseconds; from an object store
@@ -30,7 +31,9 @@ fn bound(var: &str) -> usize {
     bound_or(var, DEFAULT_MB)
 }
 
-fn bound_or(var: &str, default_mb: usize) -> usize {
+/// The bound `var` sets in MiB, else `default_mb` MiB (for caches declared beside their
+/// values, as `ids::ID_RUNS`).
+pub fn bound_or(var: &str, default_mb: usize) -> usize {
     std::env::var(var)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -56,12 +59,6 @@ pub static ROWS: LazyLock<Cache<Arc<RowBlock>>> =
 pub static FOOTERS: LazyLock<Cache<parquet::arrow::arrow_reader::ArrowReaderMetadata>> =
     LazyLock::new(|| Cache::new(bound_or("ASOF_FOOTER_CACHE_MB", 64)));
 
-/// What a record lookup needs of an id run (`crate::ids`), kept so a lookup does not read and
-/// hash-check the version's runs again: a small run's entries, or a large one's header and
-/// fences (its blocks are still read by range). Runs are content-addressed too.
-pub static ID_RUNS: LazyLock<Cache<Arc<crate::ids::RunIndex>>> =
-    LazyLock::new(|| Cache::new(bound_or("ASOF_ID_RUN_CACHE_MB", 64)));
-
 /// Byte ranges of stored objects.
 pub type PageCache = Cache<Bytes>;
 
@@ -79,12 +76,6 @@ impl Weigh for Bytes {
 impl Weigh for Arc<RowBlock> {
     fn weight(&self) -> usize {
         RowBlock::weight(self)
-    }
-}
-
-impl Weigh for Arc<crate::ids::RunIndex> {
-    fn weight(&self) -> usize {
-        crate::ids::RunIndex::weight(self)
     }
 }
 

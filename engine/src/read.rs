@@ -1,11 +1,11 @@
-//! Reading stored objects back: partitions (hash-checked) and the identity file.
+//! Reading stored objects back: partitions, hash-checked, and Parquet footers (the identity
+//! file reads itself with these, `identity::read_identity`).
 
 use bytes::Bytes;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 
 use crate::error::{Error, Result};
-use crate::identity::IdentityFile;
-use crate::manifest::{ObjectEntry, PartitionEntry};
+use crate::manifest::PartitionEntry;
 use crate::record::{NewsRow, from_batch};
 use crate::store::{CorpusStore, sha256_hex};
 
@@ -125,9 +125,4 @@ pub async fn download_checked(
         ));
     }
     Ok(file.into_inner().map_err(|e| e.into_error())?)
-}
-
-pub async fn read_identity(store: &CorpusStore, e: &ObjectEntry) -> Result<IdentityFile> {
-    let bytes = get_checked(store, &e.path, &e.sha256).await?;
-    IdentityFile::from_parquet(&e.path, bytes)
 }

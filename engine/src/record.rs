@@ -234,12 +234,6 @@ impl NewsRow {
         }
     }
 
-    /// Visibility rule of the whole service: the named clock is non-null and at or before
-    /// `as_of`. A null clock is never visible (fail closed).
-    pub fn visible_at(&self, as_of: Instant, by: VisibleBy) -> bool {
-        crate::cut::Cut::at(as_of, by).sees(self)
-    }
-
     /// The UTC day whose partition holds this row: the day of `published_at`, else of
     /// `available_at`, else of `committed_at`.
     pub fn partition_day(&self) -> Option<crate::clock::Day> {
@@ -450,7 +444,6 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<NewsRow>> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::clock::Day;
 
     /// A small EDGAR-like row for tests across the crate.
     pub fn row(id: &str, cik: &str, published: Option<&str>) -> NewsRow {
@@ -476,39 +469,6 @@ pub(crate) mod tests {
             payload: None,
         }
         .seal()
-    }
-
-    #[test]
-    fn a_null_clock_is_never_visible() {
-        let r = row("0000000000-26-000001_1", "1", None);
-        let far = Instant::parse("9999-12-31T23:59:59Z").unwrap();
-        assert!(!r.visible_at(far, VisibleBy::PublishedAt));
-        assert!(
-            !r.visible_at(far, VisibleBy::AvailableAt),
-            "available_at is never imputed"
-        );
-        assert!(r.visible_at(far, VisibleBy::CommittedAt));
-    }
-
-    #[test]
-    fn a_row_is_visible_exactly_at_its_clock_and_after() {
-        let r = row("0000000000-26-000001_1", "1", Some("2026-01-09T15:00:00Z"));
-        let at = Instant::parse("2026-01-09T15:00:00Z").unwrap();
-        assert!(r.visible_at(at, VisibleBy::PublishedAt));
-        assert!(!r.visible_at(
-            Instant::from_micros(at.micros() - 1),
-            VisibleBy::PublishedAt
-        ));
-    }
-
-    #[test]
-    fn intraday_cut_excludes_day_resolution_rows_of_that_date() {
-        let day: Day = "2022-10-03".parse().unwrap();
-        let mut r = row("0001104659-22-105357_1700461", "1700461", None);
-        r.published_at = Some(day.end_of_day());
-        let noon = Instant::parse("2022-10-03T12:00:00Z").unwrap();
-        assert!(!r.visible_at(noon, VisibleBy::PublishedAt));
-        assert!(r.visible_at(day.end_of_day(), VisibleBy::PublishedAt));
     }
 
     #[test]

@@ -156,7 +156,7 @@ pub struct Parsed {
     pub snapshot: Option<Snapshot>,
     /// A list too big to hold (a GLEIF golden copy), its entries sorted through temporary
     /// files; compared with the list state as a stream.
-    pub golden: Option<crate::sources::golden::GoldenCopy>,
+    pub golden: Option<SpilledSnapshot>,
     /// UTC days the files cover completely by their nature (a daily index is a whole day; a
     /// full list snapshot is the whole list on its capture day). The pipeline certifies them.
     pub whole_days: Vec<Day>,
@@ -165,6 +165,21 @@ pub struct Parsed {
     pub observations: Vec<Observation>,
     /// Company names with their validity the files show (submissions captures).
     pub names: Vec<ObservedName>,
+}
+
+/// The state of a list too big to hold at one instant (a GLEIF golden copy): its entries
+/// spilled to temporary files, sorted by key on the way out.
+#[derive(Debug)]
+pub struct SpilledSnapshot {
+    /// The instant the list was in this state (a golden copy's publish time).
+    pub captured_at: Instant,
+    /// True for the whole list (an entity held before and absent now was removed), false for
+    /// a delta (absence says nothing).
+    pub full: bool,
+    /// The entries, sorted by key on the way out.
+    pub entries: crate::entries::EntrySpill,
+    /// Records read (a key given twice, identically, counts twice).
+    pub records: u64,
 }
 
 /// The state of a list at one instant.

@@ -23,10 +23,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
 use asof_engine::identity::IdentityFile;
+use asof_engine::identity::read_identity;
 use asof_engine::lists::{self, ListObject, ListState, Listed, StateFileWriter};
 use asof_engine::manifest::{Certification, Evidence, SampleSet};
 use asof_engine::publish::{ChangeSet, Published, publish_onto, rebasing};
-use asof_engine::read::{read_identity, read_partition};
+use asof_engine::read::read_partition;
 use asof_engine::record::NewsRow;
 use asof_engine::store::CorpusStore;
 use serde_json::{Value, json};

@@ -20,13 +20,13 @@ use crate::http::middleware::{
 };
 use crate::http::route::RouteInfo;
 use crate::http::state::AppState;
-use crate::routes::TABLE;
+use crate::routes::{TABLE, TOOLS};
 use crate::state::audit::{AUDIT_HEADER, DROPPED_HEADER, NEXT_CURSOR_HEADER};
 
 /// The application for `state`: every route of the table behind the middleware stack.
 pub fn app(state: AppState) -> Router {
     let stack = stack(state);
-    let dispatch = crate::mcp::Dispatch::new(stack.clone(), TABLE);
+    let dispatch = crate::mcp::Dispatch::new(stack.clone(), TABLE, TOOLS);
     stack.layer(axum::Extension(dispatch))
 }
 

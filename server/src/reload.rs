@@ -133,7 +133,7 @@ mod tests {
     const MINUTE: i64 = 60_000_000;
 
     #[tokio::test]
-    async fn housekeeping_keeps_a_sign_in_window_until_it_ends_and_drops_expired_links_and_sessions()
+    async fn housekeeping_keeps_a_sign_in_window_until_the_next_one_ends_and_drops_expired_links_and_sessions()
      {
         let dir = tempfile::tempdir().unwrap();
         let store = crate::state::open(&format!("sqlite://{}/state.db", dir.path().display()))
@@ -146,8 +146,12 @@ mod tests {
         for _ in 0..5 {
             store.hit("signin-to:x", live).await.unwrap();
         }
-        // A window that ended two minutes ago.
-        let ended = now.micros() - 17 * MINUTE;
+        // A window that ended two minutes ago: the limits slide, so it still weighs on the
+        // window after it, and stays.
+        let previous = now.micros() - 17 * MINUTE;
+        store.hit("signin-to:z", previous).await.unwrap();
+        // A window whose next window ended too.
+        let ended = now.micros() - 32 * MINUTE;
         store.hit("signin-to:y", ended).await.unwrap();
         store
             .put_sign_in_link(&SignInLink::new(
@@ -182,9 +186,14 @@ mod tests {
             "a window still running keeps its count"
         );
         assert_eq!(
+            store.hit("signin-to:z", previous).await.unwrap(),
+            2,
+            "the window before the running one is kept"
+        );
+        assert_eq!(
             store.hit("signin-to:y", ended).await.unwrap(),
             1,
-            "an ended window is gone"
+            "a window two windows back is gone"
         );
         assert!(matches!(
             store.use_sign_in_link("expired", "b", now).await.unwrap(),

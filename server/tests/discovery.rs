@@ -5,7 +5,7 @@
 mod common;
 
 use asof_server::plan::Plan;
-use asof_server::routes::TABLE;
+use asof_server::routes::{TABLE, TOOLS};
 use axum::http::{Method, StatusCode, header};
 use common::{key_for, send, setup};
 use serde_json::{Value, json};
@@ -212,9 +212,16 @@ async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways
         }
     }
     // MCP: each tool's input schema is its routes' query parameters, both ways.
-    let tools = asof_server::mcp::tool_list(TABLE);
+    let tools = asof_server::mcp::tool_list(TABLE, TOOLS).unwrap();
     for tool in tools["tools"].as_array().unwrap() {
         let props = tool["inputSchema"]["properties"].as_object().unwrap();
+        // Only the metadata tool's routes take no parameters.
+        assert_eq!(
+            props.is_empty(),
+            tool["name"] == "svc_meta",
+            "{}: {props:?}",
+            tool["name"]
+        );
         let (keyed, sample) = match tool["name"].as_str().unwrap() {
             "svc_query" => ("/v1/news", "/v1/sample/news"),
             "svc_diff" => ("/v1/news/diff", "/v1/sample/diff"),
@@ -224,15 +231,9 @@ async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways
         };
         let mut route_params: Vec<String> = Vec::new();
         for path in [keyed, sample] {
-            for p in doc["paths"][path]["get"]["parameters"]
-                .as_array()
-                .into_iter()
-                .flatten()
-            {
-                if p["in"] == "query"
-                    && !route_params.contains(&p["name"].as_str().unwrap().to_owned())
-                {
-                    route_params.push(p["name"].as_str().unwrap().to_owned());
+            for (name, _) in common::query_parameters(&doc["paths"][path]["get"]) {
+                if !route_params.contains(&name) {
+                    route_params.push(name);
                 }
             }
         }
@@ -240,21 +241,14 @@ async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways
         tool_params.sort();
         route_params.sort();
         assert_eq!(tool_params, route_params, "{}", tool["name"]);
-        for p in doc["paths"][keyed]["get"]["parameters"]
-            .as_array()
-            .into_iter()
-            .flatten()
-        {
-            let name = p["name"].as_str().unwrap();
-            if p["in"] == "query" {
-                for k in ["pattern", "enum", "minimum", "maximum"] {
-                    assert_eq!(
-                        props[name].get(k),
-                        p["schema"].get(k),
-                        "{} {name} {k}",
-                        tool["name"]
-                    );
-                }
+        for (name, schema) in common::query_parameters(&doc["paths"][keyed]["get"]) {
+            for k in ["pattern", "enum", "minimum", "maximum"] {
+                assert_eq!(
+                    props[&name].get(k),
+                    schema.get(k),
+                    "{} {name} {k}",
+                    tool["name"]
+                );
             }
         }
     }
@@ -268,11 +262,7 @@ async fn every_documented_query_parameter_is_declared_by_its_route() {
     for (path, item) in doc["paths"].as_object().unwrap() {
         let Some(op) = item.get("get") else { continue };
         let base = concrete(&doc, path, &Method::GET);
-        for p in op["parameters"].as_array().into_iter().flatten() {
-            if p["in"] != "query" {
-                continue;
-            }
-            let name = p["name"].as_str().unwrap();
+        for (name, _) in common::query_parameters(op) {
             let r = send(
                 &t,
                 Method::GET,
@@ -467,6 +457,66 @@ async fn the_description_says_what_the_service_accepts_and_no_more() {
     assert_eq!(source["schema"]["enum"], json!(["sec.edgar"]));
 }
 
+// `ticker` with `cik` is refused (the contract), so the description offers them as one
+// parameter whose schema admits one or the other: a generator never sends both.
+#[tokio::test]
+async fn ticker_and_cik_are_described_as_one_filer_sent_as_either() {
+    let t = setup().await;
+    let doc = description(&t).await;
+    let desk = key_for(&t.store, "desk@example.com", Plan::Desk).await;
+    for path in ["/v1/news", "/v1/news/diff", "/v1/stream"] {
+        let params = doc["paths"][path]["get"]["parameters"].as_array().unwrap();
+        let names: Vec<&str> = params.iter().filter_map(|p| p["name"].as_str()).collect();
+        assert!(
+            !names.contains(&"ticker") && !names.contains(&"cik"),
+            "{path}: {names:?}"
+        );
+        let filer = params.iter().find(|p| p["name"] == "filer").unwrap();
+        assert_eq!(
+            (
+                &filer["in"],
+                &filer["style"],
+                &filer["explode"],
+                &filer["required"]
+            ),
+            (&json!("query"), &json!("form"), &json!(true), &json!(false)),
+            "{path}"
+        );
+        let members: Vec<Value> = filer["schema"]["oneOf"].as_array().unwrap().clone();
+        assert_eq!(members.len(), 2);
+        for (m, name) in members.iter().zip(["ticker", "cik"]) {
+            assert_eq!(m["required"], json!([name]), "{path}");
+            assert_eq!(m["additionalProperties"], false, "{path}");
+            assert!(
+                m["properties"][name]["pattern"].is_string(),
+                "{path} {name}"
+            );
+        }
+    }
+    // As described: one is answered, both refused.
+    let one = send(
+        &t,
+        Method::GET,
+        "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z",
+        Some(&desk),
+        &[],
+    )
+    .await;
+    assert_eq!(one.status, StatusCode::OK, "{}", one.json);
+    let both = send(
+        &t,
+        Method::GET,
+        "/v1/news?ticker=TSLA&cik=1318605&as_of=2026-01-29T12:00:00Z",
+        Some(&desk),
+        &[],
+    )
+    .await;
+    assert_eq!(both.status, StatusCode::BAD_REQUEST);
+    // The docs page lists the members, not the object.
+    let html = String::from_utf8(send(&t, Method::GET, "/docs", None, &[]).await.bytes).unwrap();
+    assert!(html.contains("<code>ticker</code> or <code>cik</code>"));
+}
+
 #[tokio::test]
 async fn health_is_never_rate_limited() {
     let t = setup().await;
@@ -644,4 +694,20 @@ async fn every_reference_in_the_description_resolves() {
             "{r} is not defined"
         );
     }
+}
+
+// A tool names its routes by their handlers; a table without one of them is refused by name
+// (the server would not start) rather than serving a tool with no parameters.
+#[test]
+fn a_tool_whose_route_is_not_in_the_table_is_refused_by_name() {
+    let without_news: Vec<_> = TABLE
+        .iter()
+        .filter(|r| r.path() != "/v1/news")
+        .cloned()
+        .collect();
+    let err = asof_server::mcp::tool_list(&without_news, TOOLS).unwrap_err();
+    assert!(
+        err.contains("svc_query") && err.contains("/v1/news"),
+        "{err}"
+    );
 }

@@ -61,18 +61,18 @@ fn ops_of(doc: &Value) -> Vec<Op> {
         let mut path_params = Vec::new();
         let mut query = Vec::new();
         for p in get["parameters"].as_array().into_iter().flatten() {
-            let name = p["name"].as_str().unwrap().to_owned();
-            let values: Vec<String> = p["schema"]["enum"]
+            if p["in"] == "path" {
+                path_params.push(p["name"].as_str().unwrap().to_owned());
+            }
+        }
+        for (name, schema) in common::query_parameters(get) {
+            let values: Vec<String> = schema["enum"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .filter_map(|v| v.as_str().map(str::to_owned))
                 .collect();
-            match p["in"].as_str() {
-                Some("path") => path_params.push(name),
-                Some("query") => query.push((name, values)),
-                _ => {}
-            }
+            query.push((name, values));
         }
         out.push(Op {
             path: path.clone(),

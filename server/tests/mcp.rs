@@ -214,6 +214,53 @@ async fn a_batch_gets_one_reply_per_request_in_order() {
     );
 }
 
+// Found by schemathesis once the body was described exactly (issue 43): what the schema
+// refuses the service refuses with 400, and what it admits is answered.
+#[tokio::test]
+async fn a_message_out_of_the_described_shape_is_refused_with_400() {
+    let t = setup().await;
+    let v = [("mcp-protocol-version", "2025-06-18")];
+    for (body, why) in [
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","extra":1}"#,
+            "extra",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":1,"method":"ping","params":[1]}"#,
+            "params",
+        ),
+        (r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#, "id"),
+        (r#"{"jsonrpc":"2.0","id":1,"method":5}"#, "method"),
+        (r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#, "jsonrpc"),
+    ] {
+        let r = post(&t, body, &v).await;
+        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{why}: {}", r.json);
+        assert_eq!(r.json["error"]["code"], -32600, "{why}");
+    }
+    // A batch none of whose elements could be taken is refused as a whole; one with an
+    // answerable element is answered element by element.
+    let old = [("mcp-protocol-version", "2025-03-26")];
+    let r = post(&t, "[null, 0]", &old).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
+    assert_eq!(r.json.as_array().unwrap().len(), 2);
+    let r = post(
+        &t,
+        r#"[null, {"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+        &old,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    // Any method name is admitted: an unknown one is answered (-32601), not refused.
+    let r = post(
+        &t,
+        r#"{"jsonrpc":"2.0","id":"x","method":"","params":{}}"#,
+        &v,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["error"]["code"], -32601);
+}
+
 /// Batches exist only in protocol 2025-03-26, and there hold at most 32 messages: a body of
 /// thousands of messages is refused whole, before any is answered or any key looked up.
 #[tokio::test]

@@ -123,7 +123,10 @@ impl FakeVendor {
 /// Weekdays of `[from, to]` (`YYYY-MM-DD`) with a price path derived from the ticker.
 fn days(ticker: &str, from: &str, to: &str) -> Option<Vec<(String, i64, [f64; 5])>> {
     let fmt = time::macros::format_description!("[year]-[month]-[day]");
-    let mut d = time::Date::parse(from, &fmt).ok()?;
+    // The stand-in's tickers have a history from 2000-01-03, as a real ticker's begins at its
+    // listing: a range reaching further back gets the bars there are.
+    let listed = time::macros::date!(2000 - 01 - 03);
+    let mut d = time::Date::parse(from, &fmt).ok()?.max(listed);
     let end = time::Date::parse(to, &fmt).ok()?;
     let base: f64 = match ticker {
         "AAPL" => 185.64,

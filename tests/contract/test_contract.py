@@ -2,10 +2,10 @@
 """Contract checks of the real binary against its own OpenAPI description.
 
 1. openapi-spec-validator validates the served description (OpenAPI 3.1).
-2. schemathesis runs as a user would: every check but one (`--checks all`: responses conform,
-   schema-violating requests are refused, headers, methods, auth; `positive_data_acceptance`
-   is still left out, see `schemathesis_cmd`), every phase (examples, coverage, fuzzing,
-   stateful), 20 examples per operation, a Desk key, on two servers:
+2. schemathesis runs as a user would: every check (`--checks all`: schema-valid requests are
+   accepted, schema-violating ones refused, responses conform, headers, methods, auth), every
+   phase (examples, coverage, fuzzing, stateful), 20 examples per operation, a Desk key, on
+   two servers:
    - the embedded default (`asof serve` over the shipped sample, nothing configured): every
      operation but those whose contract answer there is `503 *_not_configured` (sign-in,
      the billing processor routes, the connector), which
@@ -93,11 +93,6 @@ def schemathesis_cmd(server, key, out_dir, max_examples, seed, exclude_regex=Non
         server.base + "/v1/openapi.json",
         "--checks",
         "all",
-        # Left for issue 43: schema-valid requests some operations still refuse (`ticker` with
-        # `cik`, JSON-RPC and Delta Sharing bodies, webhook events, a backwards connector
-        # range); every other check, response and refusal, runs.
-        "--exclude-checks",
-        "positive_data_acceptance",
         "--header",
         f"Authorization: Bearer {key}",
         "--max-examples",

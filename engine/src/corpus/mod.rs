@@ -30,10 +30,10 @@ use crate::access::AccessIndex;
 use crate::clock::{Instant, Lane, SourceId};
 use crate::coverage::{DayTable, Scope, SourceCoverage};
 use crate::error::{Error, Result};
+use crate::identity::read_identity;
 use crate::identity::{IdentityFile, IdentityIndex};
 use crate::late::LateIndex;
 use crate::manifest::{Manifest, PartitionEntry};
-use crate::read::read_identity;
 use crate::record::schema;
 use crate::store::CorpusStore;
 

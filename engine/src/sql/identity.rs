@@ -42,7 +42,7 @@ impl Source {
         self.index
             .get_or_try_init(|| async {
                 let file = match &self.entry {
-                    Some(e) => crate::read::read_identity(&self.store, e).await,
+                    Some(e) => crate::identity::read_identity(&self.store, e).await,
                     None => Ok(IdentityFile::default()),
                 };
                 file.and_then(IdentityIndex::new)

@@ -17,7 +17,7 @@
 
 use asof_engine::clock::Instant;
 
-use crate::adapter::{Context, Input};
+use crate::adapter::{Context, Input, SpilledSnapshot};
 use crate::entries::{EntrySpill, Seen};
 use crate::error::{Error, Result};
 use crate::sources::gleif::{API_BASE, is_lei};
@@ -26,19 +26,6 @@ use crate::sources::gleif::{API_BASE, is_lei};
 pub const COL_LEI: &str = "LEI";
 /// The column holding the entity's legal name (the change row's title).
 pub const COL_NAME: &str = "Entity.LegalName";
-
-/// A golden copy as the pipeline compares it.
-#[derive(Debug)]
-pub struct GoldenCopy {
-    /// The publish instant of the golden copy (or `--captured-at`).
-    pub captured_at: Instant,
-    /// True for a whole golden copy, false for a delta file.
-    pub full: bool,
-    /// The LEI records, sorted by LEI on the way out.
-    pub entries: EntrySpill,
-    /// Records read (an LEI given twice, identically, counts twice).
-    pub records: u64,
-}
 
 /// True when the file starts like a golden copy CSV: its first header cell is `LEI`.
 pub fn is_golden_copy(head: &[u8]) -> bool {
@@ -75,7 +62,7 @@ pub fn named(name: &str) -> Option<(Instant, bool)> {
 }
 
 /// Reads one golden copy (or delta) file as a stream.
-pub fn parse(file: &Input, ctx: &Context) -> Result<GoldenCopy> {
+pub fn parse(file: &Input, ctx: &Context) -> Result<SpilledSnapshot> {
     let name = file.name();
     let (captured_at, full) = match (named(name), ctx.captured_at) {
         (Some((at, full)), None) => (at, full),
@@ -203,7 +190,7 @@ pub fn parse(file: &Input, ctx: &Context) -> Result<GoldenCopy> {
             "the golden copy holds no records (a failed or truncated download)",
         ));
     }
-    Ok(GoldenCopy {
+    Ok(SpilledSnapshot {
         captured_at,
         full,
         entries,
@@ -265,7 +252,7 @@ mod tests {
         .into()
     }
 
-    fn all(g: GoldenCopy) -> Vec<(String, Seen)> {
+    fn all(g: SpilledSnapshot) -> Vec<(String, Seen)> {
         g.entries
             .into_sorted()
             .unwrap()

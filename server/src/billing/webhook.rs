@@ -88,6 +88,27 @@ fn id_at(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(id_of)
 }
 
+/// The event object `POST /v1/billing/webhook` takes, as the description gives it: what
+/// [`read`] requires (`id`, `type`, `created`, `data.object`); the processor's other members
+/// are taken as sent.
+pub fn event_schema() -> Value {
+    serde_json::json!({
+        "type": "object",
+        "title": "Processor event",
+        "required": ["id", "type", "created", "data"],
+        "properties": {
+            "id": {"type": "string", "minLength": 1, "description": "The event id: each is applied once."},
+            "type": {"type": "string", "minLength": 1, "description": "The event type; types not acted on are recorded and ignored."},
+            "created": {"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX, "description": "Unix seconds."},
+            "data": {
+                "type": "object",
+                "required": ["object"],
+                "properties": {"object": {"type": "object", "description": "The checkout session, subscription or invoice."}},
+            },
+        },
+    })
+}
+
 /// Reads a verified payload into the event the store applies. A payload that is not an
 /// event object (no `id`, `type`, `created`, `data.object`) is an error message for the 400.
 pub fn read(payload: &[u8], billing: &Billing, received_at: i64) -> Result<BillingEvent, String> {

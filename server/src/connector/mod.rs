@@ -28,8 +28,6 @@ use crate::error::{ApiError, Error, Result};
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default of [`ConnectorConfig::call_timeout`] (under the request timeout).
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(15);
-/// Days one request may span (`end - start + 1`): ten years of daily bars.
-pub const MAX_SPAN_DAYS: i32 = 3_660;
 /// Upstream calls one API key may have in flight at once (beyond: `429`).
 pub const CALLS_PER_KEY: usize = 4;
 /// Pages of one vendor answer followed at most (vendor A pages with `next_url`).
@@ -292,6 +290,17 @@ impl Connector {
                 "ticker",
                 "ticker must begin with a letter or digit and hold only letters, digits, '.' or '-'",
             ));
+        }
+        // No day after today (UTC) has a bar yet, so the range ends today at the latest; a
+        // range that then ends before it starts holds no trading day and is answered empty
+        // without a vendor call. How far back bars go is the vendor's to say (a ticker's
+        // history): the answer is bounded by its page and size caps, not by a span rule.
+        let req = &BarsRequest {
+            end: req.end.min(asof_engine::Instant::now().day()),
+            ..req.clone()
+        };
+        if req.end < req.start {
+            return Ok(Vec::new());
         }
         let mut bars = match v {
             Vendor::VendorA => vendor_a::fetch(self, base, key, req).await?,

@@ -6,6 +6,9 @@
 //! store, so any replica sharing it verifies any replica's URLs. The signature is the only
 //! credential: it names one file until one instant, and the API key never appears in a URL.
 
+use std::time::Duration;
+
+use asof_engine::Instant;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
@@ -77,6 +80,40 @@ impl FileUrlSigner {
             )));
         }
         Ok(())
+    }
+}
+
+/// How one request's file URLs are signed: by the object store (a presigned URL), or by the
+/// service for the origin the client reached it at (`AppState::signing`).
+pub struct Signing<'a> {
+    pub(crate) signer: &'a FileUrlSigner,
+    pub(crate) ttl: Duration,
+    pub(crate) origin: String,
+}
+
+impl Signing<'_> {
+    /// A signed GET URL for the file `id` stored at `path`, its kind, and when it expires
+    /// (unix seconds): the object store's presigned URL, or the service's own.
+    pub async fn url(
+        &self,
+        store: &asof_engine::CorpusStore,
+        id: &str,
+        path: &str,
+    ) -> Result<(String, &'static str, i64), ApiError> {
+        let now = Instant::now().micros().div_euclid(1_000_000);
+        let expires = now + i64::try_from(self.ttl.as_secs()).unwrap_or(i64::MAX / 2);
+        Ok(match store.presigned_get(path, self.ttl).await? {
+            Some(u) => (u.to_string(), "presigned", expires),
+            None => (
+                format!(
+                    "{}/files/{id}?{}",
+                    self.origin,
+                    self.signer.query(id, expires)
+                ),
+                "service",
+                expires,
+            ),
+        })
     }
 }
 

@@ -159,8 +159,8 @@ async fn finish(
     if_none_match: Option<HeaderValue>,
     mut res: Response,
 ) -> Response {
-    let is_sample = path.starts_with("/v1/sample/");
     let route = res.extensions().get::<RouteInfo>().copied();
+    let is_sample = route.is_some_and(|r| r.sample);
     // 405 from the router (wrong method on a known path) becomes an envelope too.
     if res.status() == StatusCode::METHOD_NOT_ALLOWED
         && res.extensions().get::<ApiError>().is_none()
@@ -296,12 +296,13 @@ async fn audit_step(
     let audit = state.audit();
     audit.count_requested();
     let caller = res.extensions().get::<Caller>().cloned();
-    // An unknown `/v1` path (404) is in scope: it is answered, just not by a route.
-    let receipted_route = res
+    // The route's entry says (`Route::receipts`); an unknown `/v1` path (404) is in scope:
+    // it is answered, just not by a route.
+    let in_scope = res
         .extensions()
         .get::<RouteInfo>()
-        .is_none_or(|r| r.receipts);
-    let skip = if !path.starts_with("/v1/") || !receipted_route {
+        .map_or(path.starts_with("/v1/"), |r| r.receipts);
+    let skip = if !in_scope {
         Some(Skip::OutOfScope)
     } else {
         // Non-JSON replies (the description, SSE), 304 and HEAD carry no envelope bytes to

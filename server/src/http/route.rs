@@ -78,9 +78,18 @@ pub struct Route {
     pub access: Access,
     pub kind: Kind,
     /// Whether an answer may carry a decision audit receipt (`X-Service-Audit`): every `/v1`
-    /// route but those that read the audit log itself.
+    /// route but those that read the audit log itself; nothing outside `/v1` (the discovery
+    /// documents, the site, MCP, Delta Sharing, file bytes are marked `unreceipted`).
     pub receipts: bool,
+    /// The public sample tier (`/v1/sample/*`): answers from the shipped sample, watermarked
+    /// `sample: true`, publicly cacheable; its routes take the sample's one source and its
+    /// example ids (the description's enums), and MCP tool calls without a key go to them.
+    pub sample: bool,
     pub endpoint: fn() -> Endpoint,
+    /// The JSON schema of a request body the handler reads as a JSON value rather than
+    /// through a typed body (rules utoipa's schema types cannot hold: `not`, `null`-only
+    /// members, a value of any shape); the description gives it in place of the annotation's.
+    pub body: Option<fn() -> serde_json::Value>,
 }
 
 impl std::fmt::Debug for Route {
@@ -100,6 +109,8 @@ impl Route {
             kind: Kind::Envelope,
             receipts: true,
             endpoint,
+            sample: false,
+            body: None,
         }
     }
 
@@ -110,6 +121,8 @@ impl Route {
             kind: Kind::Envelope,
             receipts: true,
             endpoint,
+            sample: false,
+            body: None,
         }
     }
 
@@ -120,6 +133,8 @@ impl Route {
             kind: Kind::LiveEnvelope,
             receipts: true,
             endpoint,
+            sample: false,
+            body: None,
         }
     }
 
@@ -130,6 +145,8 @@ impl Route {
             kind: Kind::LiveEnvelope,
             receipts: true,
             endpoint,
+            sample: false,
+            body: None,
         }
     }
 
@@ -140,6 +157,8 @@ impl Route {
             kind: Kind::Redirect,
             receipts: false,
             endpoint,
+            sample: false,
+            body: None,
         }
     }
 
@@ -150,6 +169,8 @@ impl Route {
             kind: Kind::Envelope,
             receipts: true,
             endpoint,
+            sample: false,
+            body: None,
         }
     }
 
@@ -160,11 +181,29 @@ impl Route {
             kind: Kind::Bytes,
             receipts: false,
             endpoint,
+            sample: false,
+            body: None,
         }
     }
 
     pub const fn kind(self, kind: Kind) -> Self {
         Route { kind, ..self }
+    }
+
+    /// A route of the public sample tier (see [`Route::sample`]).
+    pub const fn sample(self) -> Self {
+        Route {
+            sample: true,
+            ..self
+        }
+    }
+
+    /// The request body's schema, given by the module that reads it (see [`Route::body`]).
+    pub const fn body(self, schema: fn() -> serde_json::Value) -> Self {
+        Route {
+            body: Some(schema),
+            ..self
+        }
     }
 
     /// Answers are never receipted (the audit log's own routes).
@@ -269,6 +308,7 @@ pub struct RouteInfo {
     pub access: Access,
     pub kind: Kind,
     pub receipts: bool,
+    pub sample: bool,
 }
 
 impl From<&Route> for RouteInfo {
@@ -277,6 +317,7 @@ impl From<&Route> for RouteInfo {
             access: r.access,
             kind: r.kind,
             receipts: r.receipts,
+            sample: r.sample,
         }
     }
 }

@@ -335,6 +335,33 @@ impl AppState {
         &self.inner.signer
     }
 
+    /// How this request's file URLs are signed: for the configured `--public-url`, else the
+    /// origin the client reached (its `Host`, and `https` only from a trusted proxy's
+    /// `X-Forwarded-Proto`).
+    pub fn signing(&self, headers: &axum::http::HeaderMap) -> crate::http::file_url::Signing<'_> {
+        let origin = match &self.options().public_url {
+            Some(u) => u.trim_end_matches('/').to_owned(),
+            None => {
+                let host = headers
+                    .get(axum::http::header::HOST)
+                    .and_then(|v| v.to_str().ok())
+                    .filter(|h| !h.is_empty() && !h.contains(['/', ' ', '?', '#', '@']))
+                    .unwrap_or("localhost");
+                let proto = headers
+                    .get("x-forwarded-proto")
+                    .and_then(|v| v.to_str().ok())
+                    .filter(|p| self.options().trust_forwarded_for && *p == "https")
+                    .unwrap_or("http");
+                format!("{proto}://{host}")
+            }
+        };
+        crate::http::file_url::Signing {
+            signer: self.file_urls(),
+            ttl: self.options().file_url_ttl,
+            origin,
+        }
+    }
+
     /// Signs and verifies the service's own file URLs (see [`FileUrlSigner`]).
     pub fn file_urls(&self) -> &FileUrlSigner {
         &self.inner.file_urls

@@ -24,7 +24,7 @@ use utoipa::openapi::Required;
 use utoipa::openapi::path::ParameterIn;
 
 use crate::error::ApiError;
-use crate::http::route::Route;
+use crate::http::route::{Endpoint, Route};
 use crate::http::state::{AppState, Ctx, SampleTier};
 
 /// Protocol revisions this endpoint speaks, newest first.
@@ -68,53 +68,57 @@ pub const REJECTED_KEY: i64 = -32001;
 /// Largest JSON-RPC body accepted.
 const MAX_BODY: usize = 1 << 20;
 
-/// One of the four tools: its REST route with a key, and its sample-tier route without one.
-/// Its input schema is derived from those two routes' typed queries (see [`input_schema`]).
-struct Tool {
-    name: &'static str,
-    title: &'static str,
-    description: &'static str,
-    keyed: &'static str,
-    sample: &'static str,
+/// One of the four tools: its REST route with a key, and its sample-tier route without one,
+/// named by their handlers (as the route table names them), so a tool cannot name a route
+/// the table lacks: [`Dispatch::new`] finds both entries and refuses to start otherwise. Its
+/// input schema is derived from those two routes' typed queries (see [`input_schema`]). The
+/// tools are declared beside the route table (`routes::TOOLS`).
+pub struct Tool {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: &'static str,
+    pub keyed: fn() -> Endpoint,
+    pub sample: fn() -> Endpoint,
 }
 
-const TOOLS: &[Tool] = &[
-    Tool {
-        name: "svc_query",
-        title: "As-of record query",
-        description: "Records (SEC filings and other public records) that were knowable at `as_of` by the chosen clock, oldest first, paged. Same answer as GET /v1/news. status `coverage_missing` (isError) means the corpus has a hole this cut depends on: that is NOT an empty answer; count 0 with status ok is a true empty answer. Without an API key it answers from the public sample (three companies, a few days) and takes only ticker (or example), as_of and visible_by.",
-        keyed: "/v1/news",
-        sample: "/v1/sample/news",
-    },
-    Tool {
-        name: "svc_diff",
-        title: "Became-knowable diff",
-        description: "Records that became knowable in the window (as_of_start, as_of_end]: visible at the end and not at the start. Same answer as GET /v1/news/diff. Without an API key: the public sample, taking only ticker (or example), as_of_start, as_of_end and visible_by.",
-        keyed: "/v1/news/diff",
-        sample: "/v1/sample/diff",
-    },
-    Tool {
-        name: "svc_coverage",
-        title: "Coverage certificates",
-        description: "Per source-day certificates: whether a day is certified complete, its row count (null for a missing day), and the evidence. Same answer as GET /v1/coverage. Without an API key: the public sample's certificates.",
-        keyed: "/v1/coverage",
-        sample: "/v1/sample/coverage",
-    },
-    Tool {
-        name: "svc_meta",
-        title: "Service metadata",
-        description: "The corpus version, clocks, lanes, plans, held sources with their certified spans and last partition dates. Same answer as GET /v1/meta (watermarked sample: true without an API key). Call it first to learn what can be asked.",
-        keyed: "/v1/meta",
-        sample: "/v1/meta",
-    },
-];
+/// A tool with its two table entries found: their paths and query parameters.
+struct Resolved {
+    tool: &'static Tool,
+    keyed: String,
+    sample: String,
+    /// The keyless route is of the sample tier (its calls map a ticker to an example id).
+    sample_tier: bool,
+    keyed_params: Vec<(String, Value, bool)>,
+    sample_params: Vec<(String, Value, bool)>,
+}
 
-/// The query parameters of the route at `path`: (name, JSON schema with its description,
-/// required).
-fn query_params(routes: &[Route], path: &str) -> Vec<(String, Value, bool)> {
-    let Some(route) = routes.iter().find(|r| r.path() == path) else {
-        return vec![];
-    };
+impl Resolved {
+    /// Finds `tool`'s entries in `routes`; the error names the tool and the missing path.
+    fn new(tool: &'static Tool, routes: &[Route]) -> Result<Self, String> {
+        let entry = |endpoint: fn() -> Endpoint| {
+            let (_, paths, _) = endpoint();
+            let path = paths.paths.keys().next().cloned().unwrap_or_default();
+            routes.iter().find(|r| r.path() == path).ok_or_else(|| {
+                format!(
+                    "MCP tool {} names {path}, which is not in the route table",
+                    tool.name
+                )
+            })
+        };
+        let (keyed, sample) = (entry(tool.keyed)?, entry(tool.sample)?);
+        Ok(Resolved {
+            tool,
+            keyed: keyed.path(),
+            sample: sample.path(),
+            sample_tier: sample.sample,
+            keyed_params: query_params(keyed),
+            sample_params: query_params(sample),
+        })
+    }
+}
+
+/// The query parameters of `route`: (name, JSON schema with its description, required).
+fn query_params(route: &Route) -> Vec<(String, Value, bool)> {
     let mut out = Vec::new();
     for (_, op) in route.operations() {
         for p in op.parameters.into_iter().flatten() {
@@ -140,20 +144,21 @@ fn query_params(routes: &[Route], path: &str) -> Vec<(String, Value, bool)> {
 /// the keyed one lacks (marked as keyless-only). Required: what the keyed route requires,
 /// and `as_of` wherever the keyed route takes it (the spec: with a key, `as_of` is a
 /// required tool argument).
-fn input_schema(tool: &Tool, routes: &[Route]) -> Value {
+fn input_schema(tool: &Resolved) -> Value {
     let mut props = serde_json::Map::new();
     let mut required: Vec<String> = Vec::new();
-    for (name, schema, req) in query_params(routes, tool.keyed) {
-        if req || name == "as_of" {
+    for (name, schema, req) in &tool.keyed_params {
+        if *req || name == "as_of" {
             required.push(name.clone());
         }
-        props.insert(name, schema);
+        props.insert(name.clone(), schema.clone());
     }
     if tool.sample != tool.keyed {
-        for (name, mut schema, _) in query_params(routes, tool.sample) {
-            if props.contains_key(&name) {
+        for (name, schema, _) in &tool.sample_params {
+            if props.contains_key(name) {
                 continue;
             }
+            let mut schema = schema.clone();
             if let Some(m) = schema.as_object_mut() {
                 let d = m
                     .get("description")
@@ -165,22 +170,32 @@ fn input_schema(tool: &Tool, routes: &[Route]) -> Value {
                     Value::String(format!("Without a key only: {d}").trim_end().to_owned()),
                 );
             }
-            props.insert(name, schema);
+            props.insert(name.clone(), schema);
         }
     }
     json!({"type": "object", "properties": props, "required": required, "additionalProperties": false})
 }
 
-/// The `tools/list` result for the route table `routes`.
-pub fn tool_list(routes: &[Route]) -> Value {
-    let tools: Vec<Value> = TOOLS
+/// The `tools/list` result of `tools` over the route table `routes`; an error names a tool
+/// whose route the table lacks.
+pub fn tool_list(routes: &[Route], tools: &'static [Tool]) -> Result<Value, String> {
+    let resolved = tools
         .iter()
-        .map(|t| {
+        .map(|t| Resolved::new(t, routes))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(list_of(&resolved))
+}
+
+fn list_of(tools: &[Resolved]) -> Value {
+    let tools: Vec<Value> = tools
+        .iter()
+        .map(|r| {
+            let t = r.tool;
             json!({
                 "name": t.name,
                 "title": t.title,
                 "description": t.description,
-                "inputSchema": input_schema(t, routes),
+                "inputSchema": input_schema(r),
                 "annotations": {
                     "title": t.title,
                     "readOnlyHint": true,
@@ -199,9 +214,8 @@ pub fn tool_list(routes: &[Route]) -> Value {
 #[derive(Clone)]
 pub struct Dispatch {
     router: axum::Router,
-    tools: Arc<Value>,
-    /// Which parameters each tool's keyed route requires, by tool name.
-    routes: &'static [Route],
+    list: Arc<Value>,
+    tools: Arc<Vec<Resolved>>,
 }
 
 impl std::fmt::Debug for Dispatch {
@@ -211,11 +225,21 @@ impl std::fmt::Debug for Dispatch {
 }
 
 impl Dispatch {
-    pub fn new(router: axum::Router, routes: &'static [Route]) -> Self {
+    /// The dispatch of `tools` through `router`, which serves the route table `routes`.
+    ///
+    /// # Panics
+    /// When a tool names a route the table lacks: the binary refuses to start rather than
+    /// serve a tool without parameters (a test holds the shipped table and tools together).
+    pub fn new(router: axum::Router, routes: &'static [Route], tools: &'static [Tool]) -> Self {
+        let resolved = tools
+            .iter()
+            .map(|t| Resolved::new(t, routes))
+            .collect::<Result<Vec<_>, _>>()
+            .unwrap_or_else(|e| panic!("{e}"));
         Dispatch {
             router,
-            tools: Arc::new(tool_list(routes)),
-            routes,
+            list: Arc::new(list_of(&resolved)),
+            tools: Arc::new(resolved),
         }
     }
 }
@@ -262,6 +286,29 @@ struct Call<'a> {
 /// call in it is a request of its own, so a batch is bounded like a burst of requests.
 pub const MAX_BATCH: usize = 32;
 
+/// The members a JSON-RPC 2.0 message may hold; any other is an invalid request.
+const MESSAGE_MEMBERS: &[&str] = &["jsonrpc", "id", "method", "params", "result", "error"];
+
+/// The request body `POST /mcp` takes, as the description gives it: one JSON-RPC 2.0 request
+/// (with `id`) or notification (without), `params` an object. A batch (2025-03-26 only) and a
+/// client's response to a server request (this server sends none) are taken too and described
+/// in words only: a schema admitting them could not say that a batch is refused under
+/// 2025-06-18, which is a header's matter.
+pub fn message_schema() -> Value {
+    json!({
+        "type": "object",
+        "title": "JSON-RPC message",
+        "required": ["jsonrpc", "method"],
+        "properties": {
+            "jsonrpc": {"type": "string", "enum": ["2.0"]},
+            "id": {"type": ["string", "integer"], "description": "Present on a request, absent on a notification."},
+            "method": {"type": "string", "description": "`initialize`, `ping`, `tools/list`, `tools/call`; notifications such as `notifications/initialized`. Another method is JSON-RPC error -32601."},
+            "params": {"type": "object"},
+        },
+        "additionalProperties": false,
+    })
+}
+
 /// MCP endpoint: JSON-RPC 2.0 over Streamable HTTP for AI agents.
 ///
 /// Protocol `2025-06-18` or `2025-03-26` (`MCP-Protocol-Version`); methods `initialize`,
@@ -272,7 +319,7 @@ pub const MAX_BATCH: usize = 32;
 /// sample. A refusal is a tool result with `isError: true` and the envelope as text; a rejected
 /// key is JSON-RPC error -32001. Answers are single JSON bodies (no SSE).
 #[utoipa::path(post, path = "/mcp", tag = "mcp", operation_id = "mcp",
-    request_body(content = Object, content_type = "application/json", description = "A JSON-RPC 2.0 request or notification (or, on 2025-03-26 only, a batch of at most 32; a batch is refused with -32600 on 2025-06-18)."),
+    request_body(content = Object, content_type = "application/json", description = "A JSON-RPC 2.0 request or notification (or, on 2025-03-26 only, a batch of at most 32; a batch is refused with -32600 on 2025-06-18). A member other than `jsonrpc`, `id`, `method`, `params` (`result`, `error` on a response) or `params` not an object is -32600 with 400."),
     params(
         ("MCP-Protocol-Version" = inline(Option<ProtocolVersion>), Header, description = "Protocol revision: `2025-06-18` or `2025-03-26` (assumed when absent); any other value is refused with 400."),
         ("Mcp-Session-Id" = Option<String>, Header, description = "The session id `initialize` returned; optional, verified by any replica."),
@@ -432,10 +479,16 @@ pub async fn post(
         // Only notifications or responses: accepted, no body.
         None => StatusCode::ACCEPTED.into_response(),
         Some(v) => {
-            let status = if v
-                .get("error")
-                .is_some_and(|e| e["code"] == -32600 || e["code"] == -32700)
-            {
+            // A message the server cannot take is an HTTP error (MCP's transport rule); so is
+            // a batch of which no element could be taken.
+            let refused = |v: &Value| {
+                v.get("error")
+                    .is_some_and(|e| e["code"] == -32600 || e["code"] == -32700)
+            };
+            let status = if match &v {
+                Value::Array(replies) => replies.iter().all(refused),
+                one => refused(one),
+            } {
                 StatusCode::BAD_REQUEST
             } else {
                 StatusCode::OK
@@ -468,6 +521,31 @@ impl Call<'_> {
             );
         };
         let id = obj.get("id").cloned();
+        if let Some(other) = obj.keys().find(|k| !MESSAGE_MEMBERS.contains(&k.as_str())) {
+            return (
+                Some(rpc_error(
+                    Value::Null,
+                    -32600,
+                    &format!(
+                        "invalid request: a JSON-RPC message has no member {other:?} (it holds {})",
+                        MESSAGE_MEMBERS.join(", ")
+                    ),
+                    None,
+                )),
+                None,
+            );
+        }
+        if obj.get("params").is_some_and(|p| !p.is_object()) {
+            return (
+                Some(rpc_error(
+                    Value::Null,
+                    -32600,
+                    "invalid request: params must be an object (MCP names its parameters)",
+                    None,
+                )),
+                None,
+            );
+        }
         if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
             return (
                 Some(rpc_error(
@@ -498,12 +576,13 @@ impl Call<'_> {
             // Notifications (`notifications/initialized`, cancellations...) need no answer.
             return (None, None);
         };
-        if !(id.is_string() || id.is_number()) {
+        // JSON-RPC: an id is a string or a number without a fraction.
+        if !(id.is_string() || id.is_i64() || id.is_u64()) {
             return (
                 Some(rpc_error(
                     Value::Null,
                     -32600,
-                    "invalid request: id must be a string or number",
+                    "invalid request: id must be a string or an integer",
                     None,
                 )),
                 None,
@@ -515,7 +594,7 @@ impl Call<'_> {
             "ping" => (Some(rpc_result(id, json!({}))), None),
             "tools/list" => match self.check_key().await {
                 Err(e) => (Some(rejected(id, &e)), None),
-                Ok(()) => (Some(rpc_result(id, (*self.dispatch.tools).clone())), None),
+                Ok(()) => (Some(rpc_result(id, (*self.dispatch.list).clone())), None),
             },
             "tools/call" => (Some(self.tools_call(id, &params).await), None),
             other => (
@@ -596,8 +675,8 @@ impl Call<'_> {
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return rpc_error(id, -32602, "invalid params: name is required", None);
         };
-        let Some(tool) = TOOLS.iter().find(|t| t.name == name) else {
-            let names: Vec<&str> = TOOLS.iter().map(|t| t.name).collect();
+        let Some(tool) = self.dispatch.tools.iter().find(|t| t.tool.name == name) else {
+            let names: Vec<&str> = self.dispatch.tools.iter().map(|t| t.tool.name).collect();
             return rpc_error(
                 id,
                 -32602,
@@ -651,7 +730,7 @@ impl Call<'_> {
 
     /// The GET a tool call becomes. Arguments pass through as query parameters, so the REST
     /// route applies its own rules (an unknown argument is refused naming it, as in REST).
-    fn uri(&self, tool: &Tool, keyed: bool, args: &serde_json::Map<String, Value>) -> String {
+    fn uri(&self, tool: &Resolved, keyed: bool, args: &serde_json::Map<String, Value>) -> String {
         let mut q = url::form_urlencoded::Serializer::new(String::new());
         let sample_set = (!keyed)
             .then(|| self.state.corpus().manifest().sample.clone())
@@ -664,7 +743,7 @@ impl Call<'_> {
             };
             // The sample routes name companies by example id; map a ticker or CIK to it.
             if let Some(set) = &sample_set
-                && tool.sample.starts_with("/v1/sample/")
+                && tool.sample_tier
                 && (k == "ticker" || k == "cik")
             {
                 let found = set.examples.iter().find(|e| {
@@ -679,20 +758,18 @@ impl Call<'_> {
             }
             q.append_pair(k, &v);
         }
-        let path = if keyed { tool.keyed } else { tool.sample };
+        let path = if keyed { &tool.keyed } else { &tool.sample };
         let q = q.finish();
         if q.is_empty() {
-            path.to_owned()
+            path.clone()
         } else {
             format!("{path}?{q}")
         }
     }
 
     /// Whether the tool's keyed route takes `as_of` (then a keyed call must give it).
-    fn takes_as_of(&self, tool: &Tool) -> bool {
-        query_params(self.dispatch.routes, tool.keyed)
-            .iter()
-            .any(|(name, ..)| name == "as_of")
+    fn takes_as_of(&self, tool: &Resolved) -> bool {
+        tool.keyed_params.iter().any(|(name, ..)| name == "as_of")
     }
 
     /// A refusal made here rather than by a route: the same envelope as a route's, as an

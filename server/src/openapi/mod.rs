@@ -101,11 +101,8 @@ pub fn document(corpus: &Corpus, routes: &[Route]) -> serde_json::Value {
         .map(|s| s.examples.iter().map(|e| e.id.clone()).collect())
         .unwrap_or_default();
     for (path, item) in doc.paths.paths.iter_mut() {
-        let Some(op) = item
-            .get
-            .as_mut()
-            .filter(|_| path.starts_with("/v1/sample/"))
-        else {
+        let sample = routes.iter().any(|r| r.sample && r.path() == *path);
+        let Some(op) = item.get.as_mut().filter(|_| sample) else {
             continue;
         };
         let sample_source = corpus.manifest().sample.as_ref().map(|s| s.source_id);
@@ -137,7 +134,98 @@ pub fn document(corpus: &Corpus, routes: &[Route]) -> serde_json::Value {
     headers_are_never_null(&mut json);
     bodies_take_declared_fields_only(&mut json);
     inline_single_one_of(&mut json);
+    one_filer_at_a_time(&mut json);
+    bodies_read_by_hand(&mut json, routes);
     json
+}
+
+/// Request bodies their handlers read as JSON values rather than through a typed body: the
+/// schema the route entry names ([`Route::body`]), given by the module that reads the body.
+fn bodies_read_by_hand(doc: &mut serde_json::Value, routes: &[Route]) {
+    for (path, item) in doc["paths"]
+        .as_object_mut()
+        .into_iter()
+        .flat_map(|m| m.iter_mut())
+    {
+        for (method, op) in item.as_object_mut().into_iter().flat_map(|m| m.iter_mut()) {
+            let Some(schema) = routes
+                .iter()
+                .find(|r| {
+                    r.path() == *path && r.methods().contains(&method.to_ascii_uppercase().as_str())
+                })
+                .and_then(|r| r.body)
+            else {
+                continue;
+            };
+            if let Some(content) = op["requestBody"]["content"]["application/json"].as_object_mut()
+            {
+                content.insert("schema".into(), schema());
+            }
+        }
+    }
+}
+
+/// `ticker` and `cik` exclude each other (the contract refuses both, `400 invalid_request`),
+/// which two separate optional parameters cannot say. Where an operation takes both, they
+/// become one optional object-valued query parameter, `filer`, exploded in form style (so it
+/// is sent as `ticker=…` or `cik=…`, as before) whose schema is `oneOf` the two one-member
+/// objects: a client generating requests from the description sends one or neither.
+fn one_filer_at_a_time(doc: &mut serde_json::Value) {
+    use serde_json::{Value, json};
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
+        return;
+    };
+    for op in paths
+        .values_mut()
+        .filter_map(Value::as_object_mut)
+        .flat_map(|item| item.values_mut())
+    {
+        let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) else {
+            continue;
+        };
+        let at = |name: &str| {
+            params
+                .iter()
+                .position(|p| p["in"] == "query" && p["name"] == name)
+        };
+        let (Some(t), Some(c)) = (at("ticker"), at("cik")) else {
+            continue;
+        };
+        let (ticker, cik) = (params[t].clone(), params[c].clone());
+        let member = |p: &Value, name: &str| {
+            json!({
+                "type": "object",
+                "title": name,
+                "properties": {name: p["schema"].clone()},
+                "required": [name],
+                "additionalProperties": false,
+            })
+        };
+        let text = |p: &Value| p["description"].as_str().unwrap_or("").trim().to_owned();
+        let mut filer = json!({
+            "name": "filer",
+            "in": "query",
+            "required": false,
+            "style": "form",
+            "explode": true,
+            "description": format!(
+                "The filer, sent as one of two query parameters, never both (`400 invalid_request`): \
+                 `ticker`: {} `cik`: {}",
+                text(&ticker),
+                text(&cik)
+            ),
+            "schema": {"oneOf": [member(&ticker, "ticker"), member(&cik, "cik")]},
+        });
+        if let Some(x) = ticker
+            .get("example")
+            .or_else(|| ticker["schema"].get("examples").and_then(|e| e.get(0)))
+        {
+            filer["example"] = json!({"ticker": x});
+        }
+        params.remove(t.max(c));
+        params.remove(t.min(c));
+        params.insert(t.min(c), filer);
+    }
 }
 
 /// A header is present with a value or absent: utoipa describes an optional header as

@@ -95,6 +95,11 @@ fn type_summary(s: &Value) -> String {
         let parts: Vec<String> = one.iter().map(type_summary).collect();
         return parts.join(" or ");
     }
+    // A one-member object (a member of the filer parameter): its member's rule.
+    if let Some(props) = s["properties"].as_object().filter(|p| p.len() == 1) {
+        let (k, v) = props.iter().next().expect("one member");
+        return format!("<code>{}</code>: {}", esc(k), type_summary(v));
+    }
     let mut parts = Vec::new();
     let ty = match &s["type"] {
         Value::String(t) => t.clone(),
@@ -149,10 +154,16 @@ pub fn example_request(op: &Value, method: &str, path: &str) -> String {
             .and_then(Value::as_str);
         match (p["in"].as_str(), example) {
             (Some("path"), Some(x)) => url = url.replace(&format!("{{{name}}}"), x),
-            (Some("query"), Some(x)) if p["required"] == true || name == "ticker" => {
-                query.push(format!("{name}={x}"))
-            }
+            (Some("query"), Some(x)) if p["required"] == true => query.push(format!("{name}={x}")),
             _ => {}
+        }
+        // An object-valued parameter (the filer) is sent as its members.
+        if p["in"] == "query"
+            && let Some(members) = p["example"].as_object()
+        {
+            for (k, v) in members {
+                query.push(format!("{k}={}", v.as_str().unwrap_or(&v.to_string())));
+            }
         }
     }
     if !query.is_empty() {
@@ -288,10 +299,25 @@ fn operation_html(h: &mut String, method: &str, path: &str, op: &Value) {
     if let Some(params) = op["parameters"].as_array().filter(|p| !p.is_empty()) {
         h.push_str("<table><tr><th>Parameter</th><th>In</th><th>Type and rule</th><th>Description</th></tr>");
         for p in params {
+            // An object-valued parameter is sent as its members (`ticker` or `cik`).
+            let members: Vec<String> = p["schema"]["oneOf"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|_| p["explode"] == true)
+                .filter_map(|m| m["properties"].as_object())
+                .flat_map(|m| m.keys())
+                .map(|k| format!("<code>{}</code>", esc(k)))
+                .collect();
+            let name = if members.is_empty() {
+                format!("<code>{}</code>", esc(p["name"].as_str().unwrap_or("")))
+            } else {
+                members.join(" or ")
+            };
             let _ = write!(
                 h,
-                "<tr><td><code>{}</code>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-                esc(p["name"].as_str().unwrap_or("")),
+                "<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                name,
                 if p["required"] == true {
                     " <span class=\"req\">required</span>"
                 } else {

@@ -458,7 +458,10 @@ async fn join_by_email(
     }
     let (binding, bind_cookie) = session::binding(headers, &state.options().sessions);
     let link = new_link(state, &to, &binding, Some(v.identity), now).await?;
-    if let Err(e) = mailer.send_link(&to, &link, Purpose::Join(name)).await {
+    if let Err(e) = mailer
+        .send_link(&to, &link, Purpose::Join(name.as_str()))
+        .await
+    {
         tracing::warn!(error = %e, "joining mail not sent");
         return Ok(failed("mail_unavailable", &[clear]));
     }

@@ -8,7 +8,7 @@ use axum::extract::{Extension, FromRequest, Path, State};
 use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 
-use crate::connector::{Bar, BarsRequest, MAX_SPAN_DAYS, Vendor, VendorKey};
+use crate::connector::{Bar, BarsRequest, Vendor, VendorKey};
 use crate::error::ApiError;
 use crate::http::body::{FromJson, Json, boolean, required_string};
 use crate::http::envelope::{Envelope, Origin};
@@ -31,7 +31,8 @@ pub struct BarsBody {
     /// First trading day wanted (`YYYY-MM-DD`).
     #[schema(value_type = String, format = Date, example = "2024-01-02")]
     pub start: Day,
-    /// Last trading day wanted (`YYYY-MM-DD`), on or after `start`, at most 3,660 days later.
+    /// Last trading day wanted (`YYYY-MM-DD`). Days after today hold no bars yet; a range that
+    /// ends before it starts holds none (an empty answer, without a vendor call).
     #[schema(value_type = String, format = Date, example = "2024-03-28")]
     pub end: Day,
     /// Split- and dividend-adjusted prices; default true.
@@ -62,15 +63,6 @@ impl FromJson for BarsBody {
             })
         };
         let (start, end) = (day("start")?, day("end")?);
-        if end < start {
-            return Err(ApiError::invalid("end", "end must be on or after start"));
-        }
-        if end.days() - start.days() + 1 > MAX_SPAN_DAYS {
-            return Err(ApiError::invalid(
-                "end",
-                format!("one request spans at most {MAX_SPAN_DAYS} days; split the range"),
-            ));
-        }
         Ok(BarsBody {
             ticker: t,
             start,

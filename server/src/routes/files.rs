@@ -17,6 +17,7 @@ use futures::TryStreamExt;
 use crate::error::ApiError;
 use crate::http::cursor::filter_digest;
 use crate::http::envelope::{Envelope, FileRecord};
+use crate::http::file_url::Signing;
 use crate::http::params::{Limit, NoQuery, Q, held_source, query};
 use crate::http::range::{Ranged, resolve};
 use crate::http::{AppState, Ctx, Reply, ok};
@@ -97,10 +98,10 @@ pub(crate) async fn files(
         after,
         limit: p.limit.0,
     });
-    let signing = Signing::new(&state, &headers);
+    let signing = state.signing(&headers);
     let mut records = Vec::with_capacity(entries.len());
     for e in entries {
-        records.push(signing.record(&ctx.corpus, e).await?);
+        records.push(record(&signing, &ctx.corpus, e).await?);
     }
     let next_cursor = next.map(|pos| state.signer().mint("files", &filters, version, &pos));
     Ok(ok(&ctx, records).next(next_cursor).into_response())
@@ -122,9 +123,7 @@ pub(crate) async fn file(
     _: Q<NoQuery>,
 ) -> Reply {
     let entry = lookup(&ctx.corpus, &id)?;
-    let record = Signing::new(&state, &headers)
-        .record(&ctx.corpus, entry)
-        .await?;
+    let record = record(&state.signing(&headers), &ctx.corpus, entry).await?;
     Ok(ok(&ctx, vec![record]).into_response())
 }
 
@@ -256,80 +255,31 @@ fn lookup(corpus: &Corpus, id: &str) -> Result<FileEntry, ApiError> {
     })
 }
 
-/// How this request's file URLs are signed: by the object store, or by the service for the
-/// origin the client reached it at.
-pub(crate) struct Signing<'a> {
-    state: &'a AppState,
-    origin: String,
-}
-
-impl<'a> Signing<'a> {
-    pub(crate) fn new(state: &'a AppState, headers: &HeaderMap) -> Self {
-        let origin = match &state.options().public_url {
-            Some(u) => u.trim_end_matches('/').to_owned(),
-            None => {
-                let host = headers
-                    .get(header::HOST)
-                    .and_then(|v| v.to_str().ok())
-                    .filter(|h| !h.is_empty() && !h.contains(['/', ' ', '?', '#', '@']))
-                    .unwrap_or("localhost");
-                let proto = headers
-                    .get("x-forwarded-proto")
-                    .and_then(|v| v.to_str().ok())
-                    .filter(|p| state.options().trust_forwarded_for && *p == "https")
-                    .unwrap_or("http");
-                format!("{proto}://{host}")
-            }
-        };
-        Signing { state, origin }
-    }
-
-    /// A signed GET URL for the file `id` stored at `path`, its kind, and when it expires
-    /// (unix seconds): the object store's presigned URL, or the service's own.
-    pub(crate) async fn url(
-        &self,
-        store: &asof_engine::CorpusStore,
-        id: &str,
-        path: &str,
-    ) -> Result<(String, &'static str, i64), ApiError> {
-        let ttl = self.state.options().file_url_ttl;
-        let now = Instant::now().micros().div_euclid(1_000_000);
-        let expires = now + i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX / 2);
-        Ok(match store.presigned_get(path, ttl).await? {
-            Some(u) => (u.to_string(), "presigned", expires),
-            None => (
-                format!(
-                    "{}/files/{id}?{}",
-                    self.origin,
-                    self.state.file_urls().query(id, expires)
-                ),
-                "service",
-                expires,
-            ),
-        })
-    }
-
-    async fn record(&self, corpus: &Corpus, e: FileEntry) -> Result<FileRecord, ApiError> {
-        let (url, url_kind, expires) = self.url(corpus.store(), &e.id, &e.path).await?;
-        Ok(FileRecord {
-            kind: "partition",
-            source_id: e.source_id.to_string(),
-            lane: e.lane.to_string(),
-            date: e.date.to_string(),
-            row_count: e.row_count,
-            bytes: e.bytes,
-            certified: e.certified_row_count.is_some(),
-            certified_row_count: e.certified_row_count,
-            coverage_key: e.coverage_key,
-            format: "parquet",
-            media_type: PARQUET,
-            path: e.path,
-            corpus_version: corpus.version().to_owned(),
-            url,
-            url_kind,
-            expires_at: Instant::from_micros(expires.saturating_mul(1_000_000)),
-            sha256: e.sha256,
-            id: e.id,
-        })
-    }
+/// A file's record, with its URL signed by `signing`.
+async fn record(
+    signing: &Signing<'_>,
+    corpus: &Corpus,
+    e: FileEntry,
+) -> Result<FileRecord, ApiError> {
+    let (url, url_kind, expires) = signing.url(corpus.store(), &e.id, &e.path).await?;
+    Ok(FileRecord {
+        kind: "partition",
+        source_id: e.source_id.to_string(),
+        lane: e.lane.to_string(),
+        date: e.date.to_string(),
+        row_count: e.row_count,
+        bytes: e.bytes,
+        certified: e.certified_row_count.is_some(),
+        certified_row_count: e.certified_row_count,
+        coverage_key: e.coverage_key,
+        format: "parquet",
+        media_type: PARQUET,
+        path: e.path,
+        corpus_version: corpus.version().to_owned(),
+        url,
+        url_kind,
+        expires_at: Instant::from_micros(expires.saturating_mul(1_000_000)),
+        sha256: e.sha256,
+        id: e.id,
+    })
 }

@@ -25,11 +25,48 @@ use utoipa_axum::routes;
 use crate::http::route::{Kind, Route};
 use crate::plan::Plan;
 
+/// The MCP endpoint's four read-only tools, each naming the table entries it calls (with a
+/// key, and the sample tier without one).
+pub static TOOLS: &[crate::mcp::Tool] = &[
+    crate::mcp::Tool {
+        name: "svc_query",
+        title: "As-of record query",
+        description: "Records (SEC filings and other public records) that were knowable at `as_of` by the chosen clock, oldest first, paged. Same answer as GET /v1/news. status `coverage_missing` (isError) means the corpus has a hole this cut depends on: that is NOT an empty answer; count 0 with status ok is a true empty answer. Without an API key it answers from the public sample (three companies, a few days) and takes only ticker (or example), as_of and visible_by.",
+        keyed: || routes!(data::news),
+        sample: || routes!(sample::sample_news),
+    },
+    crate::mcp::Tool {
+        name: "svc_diff",
+        title: "Became-knowable diff",
+        description: "Records that became knowable in the window (as_of_start, as_of_end]: visible at the end and not at the start. Same answer as GET /v1/news/diff. Without an API key: the public sample, taking only ticker (or example), as_of_start, as_of_end and visible_by.",
+        keyed: || routes!(data::diff),
+        sample: || routes!(sample::sample_diff),
+    },
+    crate::mcp::Tool {
+        name: "svc_coverage",
+        title: "Coverage certificates",
+        description: "Per source-day certificates: whether a day is certified complete, its row count (null for a missing day), and the evidence. Same answer as GET /v1/coverage. Without an API key: the public sample's certificates.",
+        keyed: || routes!(data::coverage),
+        sample: || routes!(sample::sample_coverage),
+    },
+    crate::mcp::Tool {
+        name: "svc_meta",
+        title: "Service metadata",
+        description: "The corpus version, clocks, lanes, plans, held sources with their certified spans and last partition dates. Same answer as GET /v1/meta (watermarked sample: true without an API key). Call it first to learn what can be asked.",
+        keyed: || routes!(discovery::meta),
+        sample: || routes!(discovery::meta),
+    },
+];
+
 /// The route table, in the order the description lists them.
 pub static TABLE: &[Route] = &[
-    Route::open(|| routes!(discovery::health)),
-    Route::open(|| routes!(discovery::llms_txt)).kind(Kind::Document),
-    Route::open(|| routes!(discovery::docs)).kind(Kind::Document),
+    Route::open(|| routes!(discovery::health)).unreceipted(),
+    Route::open(|| routes!(discovery::llms_txt))
+        .kind(Kind::Document)
+        .unreceipted(),
+    Route::open(|| routes!(discovery::docs))
+        .kind(Kind::Document)
+        .unreceipted(),
     Route::open(|| routes!(discovery::openapi_json)).kind(Kind::Document),
     Route::open(|| routes!(discovery::openapi_yaml)).kind(Kind::Document),
     Route::public(|| routes!(discovery::meta)),
@@ -67,14 +104,15 @@ pub static TABLE: &[Route] = &[
         .kind(Kind::Protocol)
         .unreceipted(),
     Route::key(Plan::Power, || routes!(sharing::table_query))
+        .body(sharing::query_body_schema)
         .kind(Kind::Protocol)
         .unreceipted(),
     // An open stream counts as one request; it has no envelope to receipt (counted `skipped`).
     Route::key(Plan::Researcher, || routes!(stream::stream)).kind(Kind::Stream),
-    Route::public(|| routes!(sample::sample_news)),
-    Route::public(|| routes!(sample::sample_diff)),
-    Route::public(|| routes!(sample::sample_coverage)),
-    Route::public(|| routes!(sample::sample_mapping)),
+    Route::public(|| routes!(sample::sample_news)).sample(),
+    Route::public(|| routes!(sample::sample_diff)).sample(),
+    Route::public(|| routes!(sample::sample_coverage)).sample(),
+    Route::public(|| routes!(sample::sample_mapping)).sample(),
     Route::redirect(|| routes!(auth::provider_a_start)),
     Route::redirect(|| routes!(auth::provider_a_callback)),
     Route::redirect(|| routes!(auth::provider_b_start)),
@@ -95,6 +133,7 @@ pub static TABLE: &[Route] = &[
     // The signature is the credential; never rate-limited (the processor retries on 429 and
     // its bursts would be refused) and never receipted (no key).
     Route::open(|| routes!(billing::webhook))
+        .body(crate::billing::webhook::event_schema)
         .kind(Kind::LiveEnvelope)
         .unreceipted(),
     // Third-party data for this caller alone: never cached (the answer says `no-store`).
@@ -105,15 +144,30 @@ pub static TABLE: &[Route] = &[
     Route::key(Plan::Desk, || routes!(audit::audit_stats))
         .kind(Kind::LiveEnvelope)
         .unreceipted(),
-    Route::open(|| routes!(crate::mcp::post)).kind(Kind::Rpc),
+    Route::open(|| routes!(crate::mcp::post))
+        .kind(Kind::Rpc)
+        .unreceipted()
+        .body(crate::mcp::message_schema),
     // The site: pages and their assets are documents; the beacon counts page views only.
-    Route::public(|| routes!(site::home)).kind(Kind::Document),
-    Route::public(|| routes!(site::sign_in)).kind(Kind::Document),
+    Route::public(|| routes!(site::home))
+        .kind(Kind::Document)
+        .unreceipted(),
+    Route::public(|| routes!(site::sign_in))
+        .kind(Kind::Document)
+        .unreceipted(),
     // Holds a live token: the handler marks it no-store and sends no Referer.
-    Route::public(|| routes!(site::sign_in_confirm)).kind(Kind::Document),
-    Route::public(|| routes!(site::account)).kind(Kind::Document),
-    Route::public(|| routes!(site::css)).kind(Kind::Document),
-    Route::public(|| routes!(site::js)).kind(Kind::Document),
+    Route::public(|| routes!(site::sign_in_confirm))
+        .kind(Kind::Document)
+        .unreceipted(),
+    Route::public(|| routes!(site::account))
+        .kind(Kind::Document)
+        .unreceipted(),
+    Route::public(|| routes!(site::css))
+        .kind(Kind::Document)
+        .unreceipted(),
+    Route::public(|| routes!(site::js))
+        .kind(Kind::Document)
+        .unreceipted(),
     Route::public(|| routes!(site::beacon))
         .kind(Kind::LiveEnvelope)
         .unreceipted(),

@@ -26,7 +26,6 @@ use crate::http::body::{FromJson, Json};
 use crate::http::middleware::X_CORPUS_VERSION;
 use crate::http::params::{NoQuery, Q, query};
 use crate::http::{AppState, Ctx, Reply};
-use crate::routes::files::Signing;
 
 /// The one share.
 pub const SHARE: &str = "asof";
@@ -51,7 +50,8 @@ query! {
     #[allow(non_snake_case)]
     pub struct VersionParams {
         /// The first table version committed at or after this instant (RFC 3339 UTC, `Z`);
-        /// the latest version when absent.
+        /// the latest version when absent. `404` when no version was committed since.
+        #[param(format = DateTime, pattern = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}([.][0-9]+)?Z$", example = "2026-01-31T00:00:00Z")]
         pub startingTimestamp: Option<String>,
     }
 }
@@ -309,7 +309,7 @@ fn parse_instant(param: &str, s: &str) -> Result<i64, ApiError> {
     responses(
         (status = 200, description = "Empty body; the version in `Delta-Table-Version` (Delta Sharing `QueryTableVersion`).",
             headers(("Delta-Table-Version" = u64, description = "The table version."))),
-        (status = 404, description = "`not_found`: no such share, schema or table.")))]
+        (status = 404, description = "`not_found`: no such share, schema or table, or no version committed at or after `startingTimestamp`.")))]
 pub(crate) async fn table_version(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
@@ -324,10 +324,9 @@ pub(crate) async fn table_version(
             with_log(&state, &ctx, t, latest, |log| log.version_from(at))
                 .await?
                 .ok_or_else(|| {
-                    ApiError::invalid(
-                        "startingTimestamp",
-                        format!("no version of {schema}.{name} was committed at or after {s}"),
-                    )
+                    ApiError::NotFound(format!(
+                        "no version of {schema}.{name} was committed at or after {s}"
+                    ))
                 })?
         }
     };
@@ -385,6 +384,51 @@ pub(crate) async fn table_metadata(
     Ok(answer(&ctx, "application/x-ndjson", body, Some(latest)))
 }
 
+/// The request body `POST .../query` takes, as the description gives it: the members of
+/// [`QueryBody::FIELDS`]; `version` or `timestamp`, not both; the unsupported paging and
+/// change-data members only as `null`; hints of any shape (accepted, not applied).
+pub fn query_body_schema() -> Value {
+    let mut properties = Map::new();
+    for name in QueryBody::FIELDS {
+        let schema = match *name {
+            "version" => {
+                json!({"type": ["integer", "null"], "minimum": 0, "maximum": u64::MAX, "description": "A table version; `404` past the latest."})
+            }
+            "timestamp" => {
+                json!({"type": ["string", "null"], "format": "date-time", "pattern": asof_engine::CLOCK_PATTERN,
+                "description": "The latest version committed at or before this instant (RFC 3339 UTC, `Z`); `404` before the first."})
+            }
+            n if UNSUPPORTED.contains(&n) => {
+                json!({"type": "null", "description": "Not supported by this server: any value but null is `400`."})
+            }
+            _ => {
+                json!({"description": "A hint: accepted, not applied (the protocol allows returning more)."})
+            }
+        };
+        properties.insert((*name).to_owned(), schema);
+    }
+    json!({
+        "type": "object",
+        "title": "QueryTable request",
+        "properties": properties,
+        "additionalProperties": false,
+        // Both given (not null) is refused.
+        "not": {
+            "required": ["version", "timestamp"],
+            "properties": {"version": {"type": "integer"}, "timestamp": {"type": "string"}},
+        },
+    })
+}
+
+/// Members of the Delta Sharing query body this server refuses (change data, paged queries).
+const UNSUPPORTED: &[&str] = &[
+    "startingVersion",
+    "endingVersion",
+    "maxFiles",
+    "pageToken",
+    "refreshToken",
+];
+
 /// Body of `POST .../query`.
 #[derive(Debug, Clone, Default)]
 pub struct QueryBody {
@@ -407,13 +451,7 @@ impl FromJson for QueryBody {
         "refreshToken",
     ];
     fn from_object(o: &Map<String, Value>) -> Result<Self, ApiError> {
-        for unsupported in [
-            "startingVersion",
-            "endingVersion",
-            "maxFiles",
-            "pageToken",
-            "refreshToken",
-        ] {
+        for &unsupported in UNSUPPORTED {
             if o.get(unsupported).is_some_and(|v| !v.is_null()) {
                 return Err(ApiError::invalid(
                     unsupported,
@@ -471,7 +509,7 @@ struct FileLine<'a> {
     responses(
         (status = 200, description = "NDJSON: `protocol`, `metaData`, then one `file` line per partition (Delta Sharing `QueryTable`).", content_type = "application/x-ndjson", body = String,
             headers(("Delta-Table-Version" = u64, description = "The table version answered."))),
-        (status = 404, description = "`not_found`: no such share, schema or table, or a version past the latest.")))]
+        (status = 404, description = "`not_found`: no such share, schema or table, a version past the latest, or a timestamp before the first version.")))]
 pub(crate) async fn table_query(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
@@ -496,13 +534,10 @@ pub(crate) async fn table_query(
     })
     .await?
     .ok_or_else(|| {
-        ApiError::invalid(
-            "timestamp",
-            format!(
-                "{schema}.{name} has no version committed at or before {}",
-                q.timestamp.as_deref().unwrap_or("")
-            ),
-        )
+        ApiError::NotFound(format!(
+            "{schema}.{name} has no version committed at or before {}",
+            q.timestamp.as_deref().unwrap_or("")
+        ))
     })?;
     let st = st.ok_or_else(|| {
         ApiError::NotFound(format!(
@@ -512,7 +547,7 @@ pub(crate) async fn table_query(
     })?;
     let size = st.files.values().map(|f| f.size).sum();
     let mut body = head_lines(&st.metadata, version, Some((size, st.files.len())));
-    let signing = Signing::new(&state, &headers);
+    let signing = state.signing(&headers);
     let root = delta::table_root(t.0, t.1);
     for add in st.files.values() {
         let id = file_id_of(add)?;

@@ -81,7 +81,11 @@ impl MailWindows {
             let g = len - (limit - 1) * len / current;
             len - elapsed + g
         };
-        Some(u64::try_from((wait + 999_999) / 1_000_000).unwrap_or(u64::MAX).max(1))
+        Some(
+            u64::try_from((wait + 999_999) / 1_000_000)
+                .unwrap_or(u64::MAX)
+                .max(1),
+        )
     }
 }
 
@@ -94,9 +98,9 @@ fn window_micros() -> i64 {
 pub enum Purpose {
     /// Asked for at `POST /v1/auth/email/start`.
     SignIn,
-    /// A sign-in with this provider found the address's account made another way: the link
-    /// proves the address and joins the provider to the account.
-    Join(crate::signin::oidc::ProviderName),
+    /// A sign-in with this provider (its name, `provider_a`) found the address's account
+    /// made another way: the link proves the address and joins the provider to the account.
+    Join(&'static str),
 }
 
 /// Where sign-in mail goes out: an SMTP server and the sender address.
@@ -185,7 +189,9 @@ mod tests {
     use super::*;
 
     fn at_second(s: i64) -> MailWindows {
-        MailWindows::at(asof_engine::Instant::from_micros(1_800_000_000_000_000 + s * 1_000_000))
+        MailWindows::at(asof_engine::Instant::from_micros(
+            1_800_000_000_000_000 + s * 1_000_000,
+        ))
     }
 
     #[test]
@@ -210,7 +216,11 @@ mod tests {
         assert_eq!(half.refusal(20, 10, 20), None);
         let wait = half.refusal(20, 11, 20).unwrap();
         assert_eq!(at_second(450 + wait as i64).refusal(20, 12, 20), None);
-        assert!(at_second(450 + wait as i64 - 2).refusal(20, 12, 20).is_some());
+        assert!(
+            at_second(450 + wait as i64 - 2)
+                .refusal(20, 12, 20)
+                .is_some()
+        );
     }
 
     #[test]

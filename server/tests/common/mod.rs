@@ -463,3 +463,32 @@ pub fn local(url: &str) -> String {
     let u = url::Url::parse(url).unwrap();
     format!("{}?{}", u.path(), u.query().unwrap())
 }
+
+/// The query parameters of a described operation as a client sends them, each with its schema:
+/// an object-valued parameter exploded in form style (the filer: `ticker` or `cik`) is sent as
+/// its members, so those are listed in its place.
+pub fn query_parameters(op: &serde_json::Value) -> Vec<(String, serde_json::Value)> {
+    let mut out = Vec::new();
+    for p in op["parameters"].as_array().into_iter().flatten() {
+        if p["in"] != "query" {
+            continue;
+        }
+        match p["schema"]["oneOf"]
+            .as_array()
+            .filter(|_| p["explode"] == true)
+        {
+            Some(members) => {
+                for m in members {
+                    for (name, schema) in m["properties"].as_object().into_iter().flatten() {
+                        out.push((name.clone(), schema.clone()));
+                    }
+                }
+            }
+            None => out.push((
+                p["name"].as_str().unwrap_or("").to_owned(),
+                p["schema"].clone(),
+            )),
+        }
+    }
+    out
+}
