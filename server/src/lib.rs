@@ -17,6 +17,7 @@ pub mod billing;
 pub mod connector;
 pub mod error;
 pub mod http;
+pub mod json;
 pub mod mcp;
 pub mod openapi;
 pub mod plan;

@@ -74,6 +74,30 @@ async fn unknown_source_lists_the_valid_set_and_a_held_one_is_answered() {
     assert_eq!(r.json["results"][0]["source_id"], "us.cftc.cot");
 }
 
+// Found by schemathesis's positive-data check (issue 43): a filer with another source was a
+// 400 the description could not say. Only EDGAR rows name filers, so the cut has none of
+// that source's rows; the source's own coverage still decides between 200 and 409.
+#[tokio::test]
+async fn a_filer_with_a_source_whose_rows_name_no_filer_is_an_empty_cut_of_that_source() {
+    let t = setup().await;
+    let r = get(
+        &t,
+        "/v1/news?as_of=2021-03-26T23:59:59Z&source=us.cftc.cot&cik=1318605",
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    assert_eq!(r.json["count"], 0);
+    // A cut before the source's first certified day is still a hole, filer or not.
+    let hole = get(&t, "/v1/news?as_of=1990-01-01T00:00:00Z&source=us.cftc.cot").await;
+    let filer = get(
+        &t,
+        "/v1/news?as_of=1990-01-01T00:00:00Z&source=us.cftc.cot&cik=1318605",
+    )
+    .await;
+    assert_eq!(filer.status, hole.status, "{}", filer.json);
+    assert_eq!(filer.json["coverage"], hole.json["coverage"]);
+}
+
 #[tokio::test]
 async fn ticker_with_cik_is_invalid_request() {
     let t = setup().await;

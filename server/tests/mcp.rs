@@ -250,6 +250,9 @@ async fn a_message_out_of_the_described_shape_is_refused_with_400() {
     )
     .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    // A whole number with a fraction is an integer id, as the description's schema says.
+    let r = post(&t, r#"{"jsonrpc":"2.0","id":3.0,"method":"ping"}"#, &v).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     // Any method name is admitted: an unknown one is answered (-32601), not refused.
     let r = post(
         &t,

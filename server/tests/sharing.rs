@@ -264,6 +264,16 @@ async fn bad_query_bodies_and_versions_past_the_latest_are_named() {
     )
     .await;
     assert_error(&r, StatusCode::NOT_FOUND, "not_found", None);
+    // A whole number written with a fraction is a version (JSON Schema's `integer`).
+    let r = query(&t, &key, CFTC, r#"{"version": 0.0}"#).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    let r = query(&t, &key, CFTC, r#"{"version": 0.5}"#).await;
+    assert_error(
+        &r,
+        StatusCode::BAD_REQUEST,
+        "invalid_request",
+        Some("version"),
+    );
     // Paging and change-data members are taken as null only.
     let r = query(&t, &key, CFTC, r#"{"maxFiles": null, "version": null}"#).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);

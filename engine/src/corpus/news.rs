@@ -135,6 +135,15 @@ impl Corpus {
         if !coverage.is_complete() {
             return Ok(Answer::Hole { coverage });
         }
+        // A filer filter on a source whose rows carry no CIK matches nothing: a complete cut
+        // with no rows, without walking the source to find none.
+        if ciks.is_some() && !q.source.names_filers() {
+            return Ok(Answer::Page {
+                rows: Vec::new(),
+                next: None,
+                coverage,
+            });
+        }
         let mut rows = match (self.access(), &ciks, scope) {
             (Some(a), Some(ciks), Scope::Corpus) if a.covers(q.source, q.lane) => {
                 self.fetch_indexed(a, q, ciks).await?

@@ -120,7 +120,7 @@ pub fn read(payload: &[u8], billing: &Billing, received_at: i64) -> Result<Billi
         .to_owned();
     let created = v
         .get("created")
-        .and_then(Value::as_i64)
+        .and_then(crate::json::whole_i64)
         .ok_or("the event has no created time")?;
     let object = v
         .get("data")
@@ -425,6 +425,11 @@ mod tests {
     fn payloads_that_are_not_events_are_refused_and_other_types_are_ignored() {
         assert!(read(b"not json", &billing(), 1).is_err());
         assert!(read(br#"{"id":"evt_1","type":"x","created":1}"#, &billing(), 1).is_err());
+        // `created` as JSON Schema's integer admits it (schemathesis sent 14750183.0).
+        let whole = br#"{"id":"evt_2","type":"x","created":14750183.0,"data":{"object":{}}}"#;
+        assert_eq!(read(whole, &billing(), 1).unwrap().created, 14750183);
+        let half = br#"{"id":"evt_3","type":"x","created":1.5,"data":{"object":{}}}"#;
+        assert!(read(half, &billing(), 1).is_err());
         let e = read(
             &event("customer.created", serde_json::json!({"id": "cus_1"})),
             &billing(),

@@ -577,7 +577,7 @@ impl Call<'_> {
             return (None, None);
         };
         // JSON-RPC: an id is a string or a number without a fraction.
-        if !(id.is_string() || id.is_i64() || id.is_u64()) {
+        if !(id.is_string() || crate::json::whole_i64(&id).is_some() || id.is_u64()) {
             return (
                 Some(rpc_error(
                     Value::Null,

@@ -22,7 +22,8 @@ query! {
     pub struct NewsParams {
         /// Exchange ticker of an SEC filer, resolved to CIKs through the identity intervals
         /// valid at `as_of` (never a current ticker file). Send `ticker` or `cik`, not both;
-        /// with neither, every row of `source`.
+        /// with neither, every row of `source`. Only `sec.edgar` rows name filers: with another
+        /// source a filer matches no row.
         #[param(inline)]
         pub ticker: Option<Ticker>,
         /// SEC Central Index Key of the filer, with or without leading zeros.
@@ -133,7 +134,7 @@ impl NewsParams {
             as_of: self.as_of,
             visible_by: self.visible_by,
             lane: self.lane,
-            source: news_source(self.source, corpus, &entity)?,
+            source: news_source(self.source, corpus)?,
             start: None,
             entity,
             after: None,
@@ -151,7 +152,7 @@ impl DiffParams {
             start: Some(self.as_of_start),
             visible_by: self.visible_by,
             lane: self.lane,
-            source: news_source(self.source, corpus, &entity)?,
+            source: news_source(self.source, corpus)?,
             entity,
             after: None,
             limit: self.limit.0,
@@ -235,29 +236,16 @@ pub(crate) async fn run_news(
     }
 }
 
-/// `source` for a news query: the given one, else `sec.edgar`; ticker/cik select EDGAR filers.
-fn news_source(
-    source: Option<SourceId>,
-    corpus: &Corpus,
-    entity: &Entity,
-) -> Result<SourceId, ApiError> {
+/// `source` for a news query: the given one, else `sec.edgar`. A ticker or CIK with another
+/// source is answered, not refused: its rows carry no CIK, so the cut has none of them (the
+/// engine answers `count: 0`, the source's coverage still applying).
+fn news_source(source: Option<SourceId>, corpus: &Corpus) -> Result<SourceId, ApiError> {
     let held = corpus.held_sources();
     let source = held_source(source, &held)?.unwrap_or(SourceId::SecEdgar);
     if !held.contains(&source) {
         return Err(ApiError::invalid(
             "source",
             "this deployment holds no sec.edgar rows; name a source from /v1/meta",
-        ));
-    }
-    if source != SourceId::SecEdgar && *entity != Entity::All {
-        let param = if matches!(entity, Entity::Ticker(_)) {
-            "ticker"
-        } else {
-            "cik"
-        };
-        return Err(ApiError::invalid(
-            param,
-            format!("ticker and cik select sec.edgar filers; source {source} rows carry no CIK"),
         ));
     }
     Ok(source)

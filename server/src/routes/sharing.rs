@@ -464,7 +464,7 @@ impl FromJson for QueryBody {
         // Hints are hints: a server may return more than they ask for, never less.
         let version = match o.get("version") {
             None | Some(Value::Null) => None,
-            Some(v) => Some(v.as_u64().ok_or_else(|| {
+            Some(v) => Some(crate::json::whole_number(v).ok_or_else(|| {
                 ApiError::invalid(
                     "version",
                     "version must be a non-negative integer table version",
