@@ -340,7 +340,7 @@ impl AppState {
     /// `X-Forwarded-Proto`).
     pub fn signing(&self, headers: &axum::http::HeaderMap) -> crate::http::file_url::Signing<'_> {
         let origin = match &self.options().public_url {
-            Some(u) => u.trim_end_matches('/').to_owned(),
+            Some(_) => self.own_origin(),
             None => {
                 let host = headers
                     .get(axum::http::header::HOST)
