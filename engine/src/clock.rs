@@ -396,6 +396,22 @@ vocabulary!(
     VisibleBy { PublishedAt = "published_at", AvailableAt = "available_at", CommittedAt = "committed_at" }
 );
 vocabulary!(
+    /// Every clock a row may carry.
+    Clock {
+        EventAt = "event_at",
+        PublishedAt = "published_at",
+        AvailableAt = "available_at",
+        AcceptanceAt = "acceptance_at",
+        CommittedAt = "committed_at",
+    }
+);
+vocabulary!(
+    /// How a row's `available_at` is known: `unknown` (the source says nothing of when the
+    /// row could first be read), or `local_first_seen` (the fetch minute a live poller first
+    /// saw it: forward-lane rows).
+    AvailabilityBasis { Unknown = "unknown", LocalFirstSeen = "local_first_seen" }
+);
+vocabulary!(
     /// Corpus lanes; never mixed in one answer.
     Lane { CertifiedPit = "certified_pit", ForwardFirstSeen = "forward_first_seen" }
 );
@@ -426,6 +442,12 @@ impl SourceId {
 impl Default for VisibleBy {
     fn default() -> Self {
         VisibleBy::PublishedAt
+    }
+}
+#[allow(clippy::derivable_impls)]
+impl Default for AvailabilityBasis {
+    fn default() -> Self {
+        AvailabilityBasis::Unknown
     }
 }
 #[allow(clippy::derivable_impls)]

@@ -17,7 +17,7 @@ use datafusion::prelude::{Expr, SessionContext, col, lit};
 
 use crate::clock::{Instant, Lane, VisibleBy};
 use crate::error::Result;
-use crate::record::NewsRow;
+use crate::record::{NewsRow, ts};
 
 /// One cut (or diff window): instant, clock, lane and revision policy.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,14 +153,6 @@ impl Cut {
 
 /// The column of the stale-revision table [`Cut::apply`] anti-joins.
 const STALE_COLUMN: &str = "stale_revision_id";
-
-/// A timestamp literal in the partitions' type (microseconds, UTC).
-pub fn ts(t: Instant) -> Expr {
-    lit(datafusion::scalar::ScalarValue::TimestampMicrosecond(
-        Some(t.micros()),
-        Some("UTC".into()),
-    ))
-}
 
 #[cfg(test)]
 mod tests {

@@ -10,6 +10,7 @@ pub mod corpus;
 pub mod coverage;
 pub mod cut;
 pub mod delta;
+pub mod encode;
 pub mod error;
 pub mod identity;
 pub mod ids;
@@ -27,7 +28,9 @@ pub mod sql;
 pub mod store;
 pub mod verify;
 
-pub use clock::{CLOCK_PATTERN, DAY_PATTERN, Day, Instant, Lane, SourceId, VisibleBy};
+pub use clock::{
+    AvailabilityBasis, CLOCK_PATTERN, Clock, DAY_PATTERN, Day, Instant, Lane, SourceId, VisibleBy,
+};
 pub use corpus::{
     Answer, Certificate, Corpus, CoverageQuery, Entity, FileEntry, FilePosition, FilesQuery,
     NewsQuery, Position, RecordLookup, normalize_cik,

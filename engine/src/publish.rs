@@ -12,23 +12,17 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use parquet::arrow::ArrowWriter;
-use parquet::basic::Compression;
-use parquet::file::properties::{EnabledStatistics, WriterProperties};
-use parquet::schema::types::ColumnPath;
 
 use crate::access;
 use crate::clock::{Day, Instant, Lane, SourceId};
+use crate::encode::{encode_partition, put_partition};
 use crate::error::{Error, Result};
 use crate::identity::IdentityFile;
 use crate::ids;
 use crate::late;
 use crate::lists::{self, ListObject};
-use crate::manifest::{
-    Certification, FORMAT, Manifest, ObjectEntry, PartitionClocks, PartitionEntry, SampleSet,
-    derive_spans,
-};
-use crate::record::{NewsRow, partition_order, to_batch};
+use crate::manifest::{Certification, FORMAT, Manifest, ObjectEntry, SampleSet, derive_spans};
+use crate::record::NewsRow;
 use crate::spill::{RowSpill, SortedRows};
 use crate::store::{CorpusStore, sha256_hex};
 
@@ -141,6 +135,12 @@ impl Rebase for Error {
 /// objects and the manifest, then moves the pointer from `parent_version` to the new version
 /// by compare-and-swap; [`Error::PointerMoved`] when another publisher moved it first (the
 /// objects written stay unreferenced and are reused by the rebased attempt).
+///
+/// The steps, each a function below: [`survey`] the rows added (pass 1), [`read_held`] what
+/// of the parent they touch, [`decide`] each row against it (pass 2), then step 1 writes the
+/// objects ([`write_id_runs`], [`write_partitions`] (pass 3), the access, late, list and
+/// identity objects), step 2 the manifest, step 3 moves the pointer, step 4 writes the
+/// version's Delta commits.
 pub async fn publish_onto(
     store: &CorpusStore,
     parent_version: Option<&str>,
@@ -152,7 +152,127 @@ pub async fn publish_onto(
         Some(v) => Some((v.to_owned(), store.manifest(v).await?)),
         None => None,
     };
-    let mut manifest = match &parent {
+    let parent_manifest = parent.as_ref().map(|(_, m)| m);
+    let mut manifest = next_manifest(parent.as_ref(), created_at);
+    let ChangeSet {
+        rows,
+        spilled,
+        certifications,
+        identity,
+        sample,
+        lists,
+        notes,
+    } = changes;
+
+    // The rows this publish adds, in arrival order: a large ingest's spilled rows, then the
+    // in-memory ones. Each pass reads them one flush at a time (`crate::spill`), so a publish
+    // holds ids and hashes of every row but the rows themselves only a chunk or a partition
+    // at a time.
+    let mut local = RowSpill::new();
+    local.extend(rows);
+    let inputs: Vec<&RowSpill> = spilled.as_deref().into_iter().chain([&local]).collect();
+
+    let arrivals = survey(&inputs)?;
+    let held = match parent_manifest {
+        Some(pm) => read_held(store, pm, &arrivals.wanted).await?,
+        None => Held::default(),
+    };
+    let decided = decide(&inputs, held.heads, &arrivals.repeated)?;
+    drop((arrivals, local));
+
+    // Step 1: partitions, id runs, access files, late rows, lists and identity objects.
+    write_id_runs(store, &mut manifest, decided.fresh_ids, held.unindexed).await?;
+    // A group that will be derived whole from its partitions needs no copy of its added
+    // rows: copies of a big ingest's rows would double what it holds while the partitions
+    // are written.
+    let mut derive_whole: HashSet<(SourceId, Lane, i32)> = decided
+        .added_per_group
+        .into_iter()
+        .filter(|(g, n)| access::derives_whole(&manifest, *g, *n))
+        .map(|(g, _)| g)
+        .collect();
+    let written = write_partitions(
+        store,
+        &mut manifest,
+        parent_manifest,
+        decided.rows,
+        &derive_whole,
+    )
+    .await?;
+    derive_whole.extend(groups_without_access_files(&manifest));
+    access::update(store, &mut manifest, written.added_by_group, &derive_whole).await?;
+    // Only a publish that adds rows changes them (an identical re-ingest of a corpus written
+    // before late objects existed still publishes nothing).
+    if decided.added > 0 {
+        late::update(store, &mut manifest, parent_manifest, written.late).await?;
+    }
+    for (source, lane, state) in &lists {
+        lists::write(store, &mut manifest, *source, *lane, state).await?;
+    }
+    if let Some(identity) = identity {
+        manifest.identity = vec![write_identity(store, &identity).await?];
+    }
+    hook(PublishStep::PartitionsWritten)?;
+
+    // Step 2: the manifest.
+    for c in certifications {
+        if !manifest.certifications.contains(&c) {
+            manifest.certifications.push(c);
+        }
+    }
+    canonical_order(&mut manifest);
+    if sample.is_some() {
+        manifest.sample = sample;
+    }
+    manifest.notes.extend(notes);
+    // Nothing new (identical re-ingest): keep the parent; no version is written.
+    if let Some((v, m)) = &parent
+        && decided.added == 0
+        && *m
+            == (Manifest {
+                parent: m.parent.clone(),
+                created_at: m.created_at,
+                ..manifest.clone()
+            })
+    {
+        // Nothing to publish, but the log of the current version may be behind (a publisher
+        // stopped after its pointer): the same run finishes it.
+        sync_delta(store, v).await;
+        return Ok(Published {
+            version: v.clone(),
+            changed: false,
+            rows_added: 0,
+            rows_unchanged: decided.unchanged,
+        });
+    }
+    // The Delta table versions this corpus version is (`crate::delta`), recorded in it.
+    let parent_tables = match &parent {
+        Some((v, m)) => Some((m, crate::delta::versions_of(store, v, m).await?)),
+        None => None,
+    };
+    manifest.delta = Some(crate::delta::next_versions(
+        parent_tables.as_ref().map(|(m, t)| (*m, t)),
+        &manifest,
+    ));
+    let version = store.put_manifest(&manifest).await?;
+    hook(PublishStep::ManifestWritten)?;
+
+    // Step 3: move the pointer, if it still names the parent.
+    store.swap_pointer(parent_version, &version).await?;
+    // Step 4: the Delta commits of the version, which name it (so they follow the pointer).
+    sync_delta(store, &version).await;
+    Ok(Published {
+        version,
+        changed: true,
+        rows_added: decided.added,
+        rows_unchanged: decided.unchanged,
+    })
+}
+
+/// The manifest a publish starts from: the parent's, re-parented and re-dated, or an empty
+/// first one.
+fn next_manifest(parent: Option<&(String, Manifest)>, created_at: Instant) -> Manifest {
+    match parent {
         Some((v, m)) => Manifest {
             parent: Some(v.clone()),
             created_at,
@@ -171,27 +291,26 @@ pub async fn publish_onto(
             sample: None,
             delta: None,
         },
-    };
+    }
+}
 
-    // The rows this publish adds, in arrival order: a large ingest's spilled rows, then the
-    // in-memory ones. Each pass below reads them one flush at a time (`crate::spill`), so a
-    // publish holds ids and hashes of every row but the rows themselves only a chunk or a
-    // partition at a time.
-    let mut local = RowSpill::new();
-    local.extend(changes.rows);
-    let inputs: Vec<&RowSpill> = changes
-        .spilled
-        .as_deref()
-        .into_iter()
-        .chain([&local])
-        .collect();
+/// A (source, lane, id) key: ids are unique within a source-lane only (the forward and
+/// certified lanes of EDGAR share accession ids).
+type RowKey = (SourceId, Lane, String);
 
-    // Pass 1: per source-lane, the ids added and the days their rows land on; and the ids
-    // that arrive more than once (whose later rows are compared with the earlier ones).
-    type Wanted = BTreeMap<(SourceId, Lane), (HashSet<String>, BTreeSet<Day>)>;
-    let mut wanted: Wanted = BTreeMap::new();
-    let mut repeated: HashSet<(SourceId, Lane, String)> = HashSet::new();
-    for_each_row(&inputs, |r| {
+/// What pass 1 learns of the rows added.
+struct Arrivals {
+    /// Per source-lane, the ids added and the days their rows land on.
+    wanted: BTreeMap<(SourceId, Lane), (HashSet<String>, BTreeSet<Day>)>,
+    /// The ids that arrive more than once (whose later rows are compared with the earlier).
+    repeated: HashSet<RowKey>,
+}
+
+/// Pass 1: what the added rows are, before anything of the parent is read.
+fn survey(inputs: &[&RowSpill]) -> Result<Arrivals> {
+    let mut wanted: BTreeMap<(SourceId, Lane), (HashSet<String>, BTreeSet<Day>)> = BTreeMap::new();
+    let mut repeated = HashSet::new();
+    for_each_row(inputs, |r| {
         let (ids, days) = wanted.entry((r.source_id, r.lane)).or_default();
         days.extend(r.partition_day());
         if !ids.insert(r.id.clone()) {
@@ -199,91 +318,133 @@ pub async fn publish_onto(
         }
         Ok(())
     })?;
+    Ok(Arrivals { wanted, repeated })
+}
 
-    // What of the parent this publish reads: for each source-lane it adds rows to, the
-    // partitions of the days those rows land on (rewritten with them, read again then) and of
-    // the days the id runs say hold a revision of one of its ids; nothing of other
-    // source-lanes. A source-lane without runs (a corpus written before them) is read whole
-    // once, and indexed below.
-    // (source, lane, id) -> (current revision, content), for the ids this publish adds (and,
-    // below, the ids it adds more than once): ids are unique within a source-lane only (the
-    // forward and certified lanes of EDGAR share accession ids).
-    let mut current: HashMap<(SourceId, Lane, String), (String, String)> = HashMap::new();
-    // (source, lane, id) -> the revisions of it already superseded (held, or replaced earlier
-    // in this publish). A revision id is a hash of the content, so a row equal to one of them
-    // would bring back a revision the record's history already holds, under the same id:
-    // the cut's supersession map (keyed by revision id) would then hide the record from the
-    // first supersession on. Such a row (an older capture ingested after a newer one) is
-    // taken as already held.
-    let mut history: HashMap<(SourceId, Lane, String), HashSet<String>> = HashMap::new();
-    let mut unindexed: HashMap<(SourceId, Lane), Vec<ids::IdEntry>> = HashMap::new();
-    if let Some((_, pm)) = &parent {
-        for ((source, lane), (ids, days)) in &wanted {
-            let (source, lane) = (*source, *lane);
-            let mut days = days.clone();
-            let whole =
-                match ids::days_holding(store, pm, source, lane, ids.iter().map(String::as_str))
-                    .await?
-                {
-                    Some(held) => {
-                        days.extend(held);
-                        false
-                    }
-                    None => {
-                        days.extend(
-                            pm.partitions
-                                .iter()
-                                .filter(|p| p.source_id == source && p.lane == lane)
-                                .map(|p| p.date),
-                        );
-                        true
-                    }
-                };
-            let mut superseded = HashSet::new();
-            let mut heads: Vec<(String, String, String)> = Vec::new();
-            for p in pm
-                .partitions
-                .iter()
-                .filter(|p| p.source_id == source && p.lane == lane && days.contains(&p.date))
-            {
-                // Streamed: the day's partition may be a golden copy's millions of rows.
-                for r in crate::read::partition_rows(store, p).await? {
-                    let r = r?;
-                    if whole && let Some(d) = r.partition_day() {
-                        unindexed
-                            .entry((source, lane))
-                            .or_default()
-                            .push(ids::entry(&r.id, d));
-                    }
-                    if let Some(s) = r.supersedes {
-                        superseded.insert(s);
-                    }
-                    if ids.contains(&r.id) {
-                        heads.push((r.id, r.revision_id, r.content_sha256));
-                    }
-                }
+/// The parent's side of the ids a publish adds.
+#[derive(Default)]
+struct Heads {
+    /// key -> (current revision, content).
+    current: HashMap<RowKey, (String, String)>,
+    /// key -> the revisions of it already superseded (held, or replaced earlier in this
+    /// publish). A revision id is a hash of the content, so a row equal to one of them would
+    /// bring back a revision the record's history already holds, under the same id: the
+    /// cut's supersession map (keyed by revision id) would then hide the record from the
+    /// first supersession on. Such a row (an older capture ingested after a newer one) is
+    /// taken as already held.
+    history: HashMap<RowKey, HashSet<String>>,
+}
+
+/// What [`read_held`] finds in the parent.
+#[derive(Default)]
+struct Held {
+    heads: Heads,
+    /// Id entries of every row of the source-lanes that had no id runs (read whole).
+    unindexed: HashMap<(SourceId, Lane), Vec<ids::IdEntry>>,
+}
+
+/// Reads what of the parent this publish touches: for each source-lane it adds rows to, the
+/// partitions of the days those rows land on (rewritten with them, read again then) and of
+/// the days the id runs say hold a revision of one of its ids; nothing of other
+/// source-lanes. A source-lane without runs (a corpus written before them) is read whole
+/// once, and indexed on the way.
+async fn read_held(
+    store: &CorpusStore,
+    pm: &Manifest,
+    wanted: &BTreeMap<(SourceId, Lane), (HashSet<String>, BTreeSet<Day>)>,
+) -> Result<Held> {
+    let mut held = Held::default();
+    for ((source, lane), (ids, days)) in wanted {
+        let (source, lane) = (*source, *lane);
+        let mut days = days.clone();
+        let whole = match ids::days_holding(store, pm, source, lane, ids.iter().map(String::as_str))
+            .await?
+        {
+            Some(found) => {
+                days.extend(found);
+                false
             }
-            // Every revision of a wanted id is in a partition read (the runs name each day
-            // holding one), so its chain is whole here.
-            for (id, rev, content) in heads {
-                if superseded.contains(&rev) {
-                    history.entry((source, lane, id)).or_default().insert(rev);
-                } else {
-                    current.insert((source, lane, id), (rev, content));
+            None => {
+                days.extend(
+                    pm.partitions
+                        .iter()
+                        .filter(|p| p.source_id == source && p.lane == lane)
+                        .map(|p| p.date),
+                );
+                true
+            }
+        };
+        let mut superseded = HashSet::new();
+        let mut heads: Vec<(String, String, String)> = Vec::new();
+        for p in pm
+            .partitions
+            .iter()
+            .filter(|p| p.source_id == source && p.lane == lane && days.contains(&p.date))
+        {
+            // Streamed: the day's partition may be a golden copy's millions of rows.
+            for r in crate::read::partition_rows(store, p).await? {
+                let r = r?;
+                if whole && let Some(d) = r.partition_day() {
+                    held.unindexed
+                        .entry((source, lane))
+                        .or_default()
+                        .push(ids::entry(&r.id, d));
+                }
+                if let Some(s) = r.supersedes {
+                    superseded.insert(s);
+                }
+                if ids.contains(&r.id) {
+                    heads.push((r.id, r.revision_id, r.content_sha256));
                 }
             }
         }
+        // Every revision of a wanted id is in a partition read (the runs name each day
+        // holding one), so its chain is whole here.
+        for (id, rev, content) in heads {
+            if superseded.contains(&rev) {
+                held.heads
+                    .history
+                    .entry((source, lane, id))
+                    .or_default()
+                    .insert(rev);
+            } else {
+                held.heads
+                    .current
+                    .insert((source, lane, id), (rev, content));
+            }
+        }
     }
-    drop(wanted);
+    Ok(held)
+}
 
-    // Pass 2, in arrival order: seal each row and decide it against what is current (the
-    // parent's head, or an earlier row of this publish with the same id).
-    let (mut added, mut unchanged) = (0usize, 0usize);
-    let mut decided = RowSpill::new();
-    let mut fresh_ids: HashMap<(SourceId, Lane), Vec<ids::IdEntry>> = HashMap::new();
-    // Rows added per access group (sources clustered by CIK), for their delta files.
-    let mut added_per_group: BTreeMap<(SourceId, Lane, i32), u64> = BTreeMap::new();
-    for_each_row(&inputs, |row| {
+/// What pass 2 decided.
+struct Decided {
+    /// The rows to write, sealed, each with the revision it supersedes.
+    rows: RowSpill,
+    added: usize,
+    unchanged: usize,
+    /// The id entries of the rows added, per source-lane.
+    fresh_ids: HashMap<(SourceId, Lane), Vec<ids::IdEntry>>,
+    /// Rows added per access group (sources clustered by CIK), for their delta files.
+    added_per_group: BTreeMap<(SourceId, Lane, i32), u64>,
+}
+
+/// Pass 2, in arrival order: seals each row and decides it against what is current (the
+/// parent's head, or an earlier row of this publish with the same id): unchanged, new, or a
+/// revision superseding the current one.
+fn decide(inputs: &[&RowSpill], heads: Heads, repeated: &HashSet<RowKey>) -> Result<Decided> {
+    let Heads {
+        mut current,
+        mut history,
+    } = heads;
+    let mut d = Decided {
+        rows: RowSpill::new(),
+        added: 0,
+        unchanged: 0,
+        fresh_ids: HashMap::new(),
+        added_per_group: BTreeMap::new(),
+    };
+    for_each_row(inputs, |row| {
         if row.committed_at.is_none() {
             return Err(Error::invalid(
                 "rows",
@@ -296,12 +457,12 @@ pub async fn publish_onto(
             .get(&key)
             .is_some_and(|h| h.contains(&row.revision_id))
         {
-            unchanged += 1;
+            d.unchanged += 1;
             return Ok(());
         }
         match current.get(&key) {
             Some((_, content)) if *content == row.content_sha256 => {
-                unchanged += 1;
+                d.unchanged += 1;
                 return Ok(());
             }
             Some((rev, _)) => row.supersedes = Some(rev.clone()),
@@ -319,22 +480,28 @@ pub async fn publish_onto(
             }
             current.insert(key, (row.revision_id.clone(), row.content_sha256.clone()));
         }
-        fresh_ids
+        d.fresh_ids
             .entry((row.source_id, row.lane))
             .or_default()
             .push(ids::entry(&row.id, day));
         if let Some(g) = access::group_of_day(row.source_id, row.lane, day) {
-            *added_per_group.entry(g).or_default() += 1;
+            *d.added_per_group.entry(g).or_default() += 1;
         }
-        decided.push(row);
-        added += 1;
+        d.rows.push(row);
+        d.added += 1;
         Ok(())
     })?;
-    drop((current, history, repeated, local));
+    Ok(d)
+}
 
-    // Step 1: partitions, id runs, access files and identity objects.
-    // A source-lane read whole because it had no runs gets a run of all its rows, once it
-    // changes (an identical re-ingest still publishes nothing).
+/// Adds the id runs of the rows added. A source-lane read whole because it had no runs gets
+/// a run of all its rows, once it changes (an identical re-ingest still publishes nothing).
+async fn write_id_runs(
+    store: &CorpusStore,
+    manifest: &mut Manifest,
+    mut fresh_ids: HashMap<(SourceId, Lane), Vec<ids::IdEntry>>,
+    unindexed: HashMap<(SourceId, Lane), Vec<ids::IdEntry>>,
+) -> Result<()> {
     for (lane, all) in unindexed {
         if let Some(fresh) = fresh_ids.get_mut(&lane) {
             fresh.extend(all);
@@ -343,19 +510,32 @@ pub async fn publish_onto(
     let mut fresh_ids: Vec<_> = fresh_ids.into_iter().collect();
     fresh_ids.sort_by_key(|(k, _)| *k);
     for ((source, lane), entries) in fresh_ids {
-        ids::add(store, &mut manifest, source, lane, entries).await?;
+        ids::add(store, manifest, source, lane, entries).await?;
     }
-    // A group that will be derived whole from its partitions needs no copy of its added
-    // rows: copies of a big ingest's rows would double what it holds while the partitions
-    // are written.
-    let mut derive_whole: HashSet<(SourceId, Lane, i32)> = added_per_group
-        .into_iter()
-        .filter(|(g, n)| access::derives_whole(&manifest, *g, *n))
-        .map(|(g, _)| g)
-        .collect();
-    let mut added_by_group: BTreeMap<(SourceId, Lane, i32), Vec<NewsRow>> = BTreeMap::new();
-    let mut fresh_late: HashMap<String, Vec<late::LateRow>> = HashMap::new();
-    // Pass 3, one partition at a time: its added rows with the parent's rows of that day.
+    Ok(())
+}
+
+/// What pass 3 leaves for the derived objects.
+struct Written {
+    /// The added rows of each access group not derived whole, for its delta file.
+    added_by_group: BTreeMap<(SourceId, Lane, i32), Vec<NewsRow>>,
+    /// Each new partition's late rows, by its path.
+    late: HashMap<String, Vec<late::LateRow>>,
+}
+
+/// Pass 3, one partition at a time: a day's added rows merged with the parent's rows of
+/// that day into the day's new partition, which replaces the old one in `manifest`.
+async fn write_partitions(
+    store: &CorpusStore,
+    manifest: &mut Manifest,
+    parent: Option<&Manifest>,
+    decided: RowSpill,
+    derive_whole: &HashSet<(SourceId, Lane, i32)>,
+) -> Result<Written> {
+    let mut out = Written {
+        added_by_group: BTreeMap::new(),
+        late: HashMap::new(),
+    };
     for key in decided.keys() {
         let (source, lane, Some(day)) = key else {
             return Err(Error::integrity("row spill", "a decided row without a day"));
@@ -365,8 +545,8 @@ pub async fn publish_onto(
         // millions of rows); the added rows of an access group are copied on the way.
         let mut copies = access::group_of_day(source, lane, day)
             .filter(|g| !derive_whole.contains(g))
-            .map(|g| added_by_group.entry(g).or_default());
-        let held = parent.as_ref().and_then(|(_, pm)| {
+            .map(|g| out.added_by_group.entry(g).or_default());
+        let held = parent.and_then(|pm| {
             pm.partitions
                 .iter()
                 .find(|p| p.source_id == source && p.lane == lane && p.date == day)
@@ -393,102 +573,31 @@ pub async fn publish_onto(
         });
         let encoded = encode_partition(rows)?;
         let entry = put_partition(store, source, lane, day, encoded).await?;
-        fresh_late.insert(entry.path.clone(), finder.finish());
+        out.late.insert(entry.path.clone(), finder.finish());
         manifest
             .partitions
             .retain(|p| !(p.source_id == source && p.lane == lane && p.date == day));
         manifest.partitions.push(entry);
     }
-    drop(decided);
     manifest
         .partitions
         .sort_by_key(|p| (p.source_id, p.lane, p.date));
-    // Years with partitions and no access file of the current layout (a corpus published
-    // before access files existed, or before their layout changed) are derived whole on this
-    // publish, as are the groups whose added rows would push their deltas past a quarter of
-    // their base (`derive_whole` above).
-    for p in &manifest.partitions {
-        if let Some((s, l, y)) = access::group_of(p)
-            && !manifest.access.iter().any(|e| {
+    Ok(out)
+}
+
+/// Years with partitions and no access file of the current layout (a corpus published before
+/// access files existed, or before their layout changed): derived whole on this publish.
+fn groups_without_access_files(manifest: &Manifest) -> Vec<(SourceId, Lane, i32)> {
+    manifest
+        .partitions
+        .iter()
+        .filter_map(access::group_of)
+        .filter(|&(s, l, y)| {
+            !manifest.access.iter().any(|e| {
                 e.kind == access::KIND_CLUSTERED && e.path.starts_with(&access::group_dir(s, l, y))
             })
-        {
-            derive_whole.insert((s, l, y));
-        }
-    }
-    access::update(store, &mut manifest, added_by_group, &derive_whole).await?;
-    // Only a publish that adds rows changes them (an identical re-ingest of a corpus written
-    // before late objects existed still publishes nothing).
-    if added > 0 {
-        late::update(
-            store,
-            &mut manifest,
-            parent.as_ref().map(|(_, m)| m),
-            fresh_late,
-        )
-        .await?;
-    }
-    for (source, lane, state) in &changes.lists {
-        lists::write(store, &mut manifest, *source, *lane, state).await?;
-    }
-    if let Some(identity) = changes.identity {
-        manifest.identity = vec![write_identity(store, &identity).await?];
-    }
-    hook(PublishStep::PartitionsWritten)?;
-
-    // Step 2: the manifest.
-    for c in changes.certifications {
-        if !manifest.certifications.contains(&c) {
-            manifest.certifications.push(c);
-        }
-    }
-    canonical_order(&mut manifest);
-    if changes.sample.is_some() {
-        manifest.sample = changes.sample;
-    }
-    manifest.notes.extend(changes.notes);
-    // Nothing new (identical re-ingest): keep the parent; no version is written.
-    if let Some((v, m)) = &parent
-        && added == 0
-        && *m
-            == (Manifest {
-                parent: m.parent.clone(),
-                created_at: m.created_at,
-                ..manifest.clone()
-            })
-    {
-        // Nothing to publish, but the log of the current version may be behind (a publisher
-        // stopped after its pointer): the same run finishes it.
-        sync_delta(store, v).await;
-        return Ok(Published {
-            version: v.clone(),
-            changed: false,
-            rows_added: 0,
-            rows_unchanged: unchanged,
-        });
-    }
-    // The Delta table versions this corpus version is (`crate::delta`), recorded in it.
-    let parent_tables = match &parent {
-        Some((v, m)) => Some((m, crate::delta::versions_of(store, v, m).await?)),
-        None => None,
-    };
-    manifest.delta = Some(crate::delta::next_versions(
-        parent_tables.as_ref().map(|(m, t)| (*m, t)),
-        &manifest,
-    ));
-    let version = store.put_manifest(&manifest).await?;
-    hook(PublishStep::ManifestWritten)?;
-
-    // Step 3: move the pointer, if it still names the parent.
-    store.swap_pointer(parent_version, &version).await?;
-    // Step 4: the Delta commits of the version, which name it (so they follow the pointer).
-    sync_delta(store, &version).await;
-    Ok(Published {
-        version,
-        changed: true,
-        rows_added: added,
-        rows_unchanged: unchanged,
-    })
+        })
+        .collect()
 }
 
 /// The last two publish steps for writers that store their objects themselves (the bench
@@ -572,192 +681,12 @@ fn canonical_order(manifest: &mut Manifest) {
     manifest.access.sort_by(|a, b| a.path.cmp(&b.path));
 }
 
-/// Low-cardinality columns: the only ones written with dictionaries (unique columns read
-/// slower with them and grow the files).
-pub const DICTIONARY_COLUMNS: [&str; 6] = [
-    "source_id",
-    "lane",
-    "form",
-    "availability_basis",
-    "cik",
-    "entity_id",
-];
-
-/// Turns dictionaries on for [`DICTIONARY_COLUMNS`] only.
-fn with_dictionaries(
-    b: parquet::file::properties::WriterPropertiesBuilder,
-) -> parquet::file::properties::WriterPropertiesBuilder {
-    DICTIONARY_COLUMNS
-        .iter()
-        .fold(b.set_dictionary_enabled(false), |b, c| {
-            b.set_column_dictionary_enabled(ColumnPath::from(*c), true)
-        })
-}
-
-/// Rows of a partition's data pages: every page of every column holds [`PAGE_ROWS`] rows from
-/// a multiple of it (the last page of a row group fewer), so a block of the ordered walk
-/// (`corpus/walk.rs`, the same size) is one page of each column read and decompressed, and
-/// the page index (each page's clock range) tells which blocks a cut needs before any is read.
-pub const PAGE_ROWS: usize = 1024;
-
-/// Parquet writer settings shared by partitions: snappy, statistics per page, the offset index,
-/// pages of [`PAGE_ROWS`] rows, and dictionaries only on low-cardinality columns (unique
-/// columns read slower with them).
-///
-/// Why pages are cut by rows alone: the writer decides a page boundary after each mini-batch of
-/// `write_batch_size` values, and closes a page at `data_page_row_count_limit` rows or at the
-/// byte limit, whichever comes first. Both counts are [`PAGE_ROWS`] and the byte limit is far
-/// above what 1,024 rows of any column hold, so pages start at multiples of [`PAGE_ROWS`] (row
-/// groups close between batches of [`PARTITION_BATCH`], a multiple of it).
-pub fn writer_properties() -> WriterProperties {
-    with_dictionaries(
-        WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .set_statistics_enabled(EnabledStatistics::Page)
-            .set_write_batch_size(PAGE_ROWS)
-            .set_data_page_row_count_limit(PAGE_ROWS)
-            .set_data_page_size_limit(64 << 20)
-            .set_created_by("asof".into()),
-    )
-    .build()
-}
-
 /// Calls `f` with every row of `inputs`, one after the other, in arrival order.
 fn for_each_row(inputs: &[&RowSpill], mut f: impl FnMut(NewsRow) -> Result<()>) -> Result<()> {
     for spill in inputs {
         spill.for_each(&mut f)?;
     }
     Ok(())
-}
-
-/// Sorts rows by `(published_at, id)` (nulls last; revisions of one id by commit time) and
-/// writes them as one content-addressed Parquet object.
-pub async fn write_partition(
-    store: &CorpusStore,
-    source: SourceId,
-    lane: Lane,
-    day: Day,
-    mut rows: Vec<NewsRow>,
-) -> Result<PartitionEntry> {
-    rows.sort_by(partition_order);
-    let encoded = encode_partition(rows.into_iter().map(Ok))?;
-    put_partition(store, source, lane, day, encoded).await
-}
-
-/// Rows handed to the Parquet writer at a time: a multiple of its 1,024-value mini-batches,
-/// at which it decides page boundaries, so a partition's bytes are those of one write of all
-/// its rows whatever the batches.
-const PARTITION_BATCH: usize = 8 * PAGE_ROWS;
-
-/// A partition encoded to a temporary file, with what its manifest entry says of it.
-pub struct EncodedPartition {
-    file: crate::store::HashedFile,
-    rows: u64,
-    clocks: PartitionClocks,
-    commits: Option<Vec<Instant>>,
-    available_hours: Option<Vec<Instant>>,
-}
-
-/// Encodes rows already in partition order ([`partition_order`], checked) as one partition, a
-/// batch at a time into a temporary file: memory holds one batch, not the partition.
-pub fn encode_partition(rows: impl Iterator<Item = Result<NewsRow>>) -> Result<EncodedPartition> {
-    encode_partition_bounded(rows, crate::store::ROW_GROUP_BYTES)
-}
-
-/// [`encode_partition`] closing row groups at `row_group_bytes` (tests use small ones).
-fn encode_partition_bounded(
-    rows: impl Iterator<Item = Result<NewsRow>>,
-    row_group_bytes: usize,
-) -> Result<EncodedPartition> {
-    let mut writer = ArrowWriter::try_new(
-        crate::store::HashingFile::new()?,
-        crate::record::schema(),
-        Some(writer_properties()),
-    )?;
-    let mut clocks = PartitionClocks::EMPTY;
-    let mut commits = crate::manifest::Marks::commits();
-    let mut hours = crate::manifest::Marks::available_hours();
-    let mut batch: Vec<NewsRow> = Vec::with_capacity(PARTITION_BATCH);
-    let mut last: Option<NewsRow> = None;
-    let mut count = 0u64;
-    let mut flush = |batch: &mut Vec<NewsRow>, last: &mut Option<NewsRow>| -> Result<()> {
-        if batch.is_empty() {
-            return Ok(());
-        }
-        let first_ok = last
-            .as_ref()
-            .is_none_or(|l| partition_order(l, &batch[0]).is_lt());
-        if !first_ok
-            || batch
-                .windows(2)
-                .any(|w| !partition_order(&w[0], &w[1]).is_lt())
-        {
-            return Err(Error::integrity(
-                "partition",
-                "rows to write are not in partition order (or a revision repeats)",
-            ));
-        }
-        writer.write(&to_batch(batch)?)?;
-        // A row group is held encoded in memory until it is closed: close it at a size, so
-        // a day of millions of rows (a golden copy's) is written in bounded memory. Cut
-        // between batches only, so the bytes still depend on the rows alone.
-        if writer.in_progress_size() >= row_group_bytes {
-            writer.flush()?;
-        }
-        *last = batch.pop();
-        batch.clear();
-        Ok(())
-    };
-    for row in rows {
-        let row = row?;
-        clocks.add(&row);
-        commits.add(row.committed_at);
-        hours.add(row.available_at);
-        count += 1;
-        batch.push(row);
-        if batch.len() >= PARTITION_BATCH {
-            flush(&mut batch, &mut last)?;
-        }
-    }
-    flush(&mut batch, &mut last)?;
-    let file = writer.into_inner()?.finish()?;
-    Ok(EncodedPartition {
-        file,
-        rows: count,
-        clocks,
-        commits: commits.listed(),
-        available_hours: hours.listed(),
-    })
-}
-
-/// Stores an encoded partition at its content address; its manifest entry.
-pub async fn put_partition(
-    store: &CorpusStore,
-    source: SourceId,
-    lane: Lane,
-    day: Day,
-    p: EncodedPartition,
-) -> Result<PartitionEntry> {
-    let f = p.file;
-    let path = format!(
-        "snapshots/partitions/{source}/{lane}/{day}/{}.parquet",
-        f.sha256
-    );
-    store
-        .put_immutable_file(&path, f.file, f.len, &f.sha256)
-        .await?;
-    Ok(PartitionEntry {
-        source_id: source,
-        lane,
-        date: day,
-        path,
-        row_count: p.rows,
-        bytes: f.len,
-        sha256: f.sha256,
-        clocks: p.clocks,
-        commits: p.commits,
-        available_hours: p.available_hours,
-    })
 }
 
 async fn write_identity(store: &CorpusStore, identity: &IdentityFile) -> Result<ObjectEntry> {
@@ -1187,126 +1116,6 @@ mod tests {
         // Unchanged repeat: counted once.
         rows.push(rows[5].clone());
         rows
-    }
-
-    #[test]
-    fn a_partition_is_written_only_from_rows_in_partition_order() {
-        let row = |i: u32| {
-            edgar(
-                &format!("0000000001-26-{i:06}"),
-                "1",
-                Some("2026-01-05T09:00:00Z"),
-                "2026-01-06T00:00:00Z",
-            )
-            .seal()
-        };
-        // More rows than one write batch, so the order is checked across batches too.
-        let mut rows: Vec<NewsRow> = (0..20_000).map(row).collect();
-        rows.sort_by(partition_order);
-        let whole = encode_partition(rows.clone().into_iter().map(Ok)).unwrap();
-        assert_eq!(whole.rows, 20_000);
-        assert_eq!(whole.clocks, PartitionClocks::from_rows(&rows));
-        rows.swap(10_000, 10_001);
-        let err = encode_partition(rows.clone().into_iter().map(Ok))
-            .err()
-            .unwrap();
-        assert!(err.to_string().contains("not in partition order"), "{err}");
-        rows.swap(10_000, 10_001);
-        rows.swap(8_191, 8_192);
-        let err = encode_partition(rows.into_iter().map(Ok)).err().unwrap();
-        assert!(
-            err.to_string().contains("not in partition order"),
-            "across batches: {err}"
-        );
-    }
-
-    #[test]
-    fn a_big_partition_is_written_in_row_groups_of_bounded_size_and_reads_back_whole() {
-        use std::io::{Read, Seek};
-        let mut rows: Vec<NewsRow> = (0..30_000u32)
-            .map(|i| {
-                let mut r = edgar(
-                    &format!("0000000001-26-{i:06}"),
-                    "1",
-                    Some("2026-01-05T09:00:00Z"),
-                    "2026-01-06T00:00:00Z",
-                );
-                r.payload = Some(format!(
-                    r#"{{"n":{i},"pad":"{}"}}"#,
-                    "x".repeat(i as usize % 97)
-                ));
-                r.seal()
-            })
-            .collect();
-        rows.sort_by(partition_order);
-        let mut p = encode_partition_bounded(rows.clone().into_iter().map(Ok), 64 << 10).unwrap();
-        let mut bytes = Vec::new();
-        p.file.file.rewind().unwrap();
-        p.file.file.read_to_end(&mut bytes).unwrap();
-        let bytes = Bytes::from(bytes);
-        let meta = parquet::file::metadata::ParquetMetaDataReader::new()
-            .parse_and_finish(&bytes)
-            .unwrap();
-        assert!(
-            meta.num_row_groups() > 1,
-            "{} row groups",
-            meta.num_row_groups()
-        );
-        assert_eq!(crate::read::decode_parquet("p", bytes).unwrap(), rows);
-    }
-
-    #[test]
-    fn every_page_of_a_partition_holds_the_1024_rows_of_one_walk_block() {
-        use parquet::file::metadata::{PageIndexPolicy, ParquetMetaDataReader};
-        use std::io::{Read, Seek};
-        // Payloads of up to 3 KB: 1,024 of them pass the writer's default page byte limit,
-        // which must not cut a page inside a block.
-        let mut rows: Vec<NewsRow> = (0..20_000u32)
-            .map(|i| {
-                let mut r = edgar(
-                    &format!("0000000001-26-{i:06}"),
-                    &(i % 37).to_string(),
-                    (i % 11 != 0).then_some("2026-01-05T09:00:00Z"),
-                    "2026-01-06T00:00:00Z",
-                );
-                r.payload = Some(format!(
-                    r#"{{"n":{i},"pad":"{}"}}"#,
-                    "x".repeat(i as usize * 7 % 3_000)
-                ));
-                r.seal()
-            })
-            .collect();
-        rows.sort_by(partition_order);
-        for group_bytes in [crate::store::ROW_GROUP_BYTES, 64 << 10] {
-            let mut p =
-                encode_partition_bounded(rows.clone().into_iter().map(Ok), group_bytes).unwrap();
-            let mut bytes = Vec::new();
-            p.file.file.rewind().unwrap();
-            p.file.file.read_to_end(&mut bytes).unwrap();
-            let meta = ParquetMetaDataReader::new()
-                .with_page_index_policy(PageIndexPolicy::Required)
-                .parse_and_finish(&Bytes::from(bytes))
-                .unwrap();
-            let offsets = meta.offset_index().expect("an offset index");
-            let groups = meta.row_groups();
-            for (g, group) in groups.iter().enumerate() {
-                let n = group.num_rows() as usize;
-                if g + 1 < groups.len() {
-                    assert_eq!(n % PAGE_ROWS, 0, "row group {g} of {n} rows");
-                }
-                for (c, column) in offsets[g].iter().enumerate() {
-                    let firsts: Vec<i64> = column
-                        .page_locations()
-                        .iter()
-                        .map(|l| l.first_row_index)
-                        .collect();
-                    let want: Vec<i64> = (0..n.div_ceil(PAGE_ROWS))
-                        .map(|k| (k * PAGE_ROWS) as i64)
-                        .collect();
-                    assert_eq!(firsts, want, "row group {g} column {c} ({group_bytes})");
-                }
-            }
-        }
     }
 
     #[tokio::test]

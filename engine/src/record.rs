@@ -10,11 +10,12 @@ use arrow::array::{
     TimestampMicrosecondBuilder,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use datafusion::prelude::{Expr, col, lit};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use sha2::{Digest, Sha256};
 
-use crate::clock::{Instant, Lane, SourceId, VisibleBy};
+use crate::clock::{AvailabilityBasis, Instant, Lane, SourceId, VisibleBy};
 use crate::error::{Error, Result};
 
 /// One revision of one record. `id` is stable across revisions; `revision_id` is not.
@@ -32,7 +33,7 @@ pub struct NewsRow {
     pub available_at: Option<Instant>,
     pub acceptance_at: Option<Instant>,
     pub committed_at: Option<Instant>,
-    pub availability_basis: String,
+    pub availability_basis: AvailabilityBasis,
     pub revision_id: String,
     pub supersedes: Option<String>,
     pub content_sha256: String,
@@ -185,7 +186,6 @@ impl NewsRow {
         let opt = |s: &Option<String>| s.as_ref().map_or(0, String::capacity);
         self.id.capacity()
             + self.title.capacity()
-            + self.availability_basis.capacity()
             + self.revision_id.capacity()
             + self.content_sha256.capacity()
             + self.source_locator.capacity()
@@ -213,7 +213,7 @@ impl NewsRow {
             published_at: self.published_at.map(|i| i.to_string()),
             available_at: self.available_at.map(|i| i.to_string()),
             acceptance_at: self.acceptance_at.map(|i| i.to_string()),
-            availability_basis: &self.availability_basis,
+            availability_basis: self.availability_basis.as_str(),
             source_locator: &self.source_locator,
             entity_id: &self.entity_id,
             payload: &self.payload,
@@ -270,6 +270,29 @@ impl Position {
             (None, None) => r.id > self.id,
         }
     }
+
+    /// [`Position::precedes`] as a DataFusion predicate over the partitions' columns, for
+    /// the reference scan (a test holds the two equal on every row).
+    pub fn precedes_expr(&self) -> Expr {
+        let p = col("published_at");
+        let later_id = col("id").gt(lit(self.id.clone()));
+        match self.published_at {
+            Some(at) => p
+                .clone()
+                .gt(ts(at))
+                .or(p.clone().eq(ts(at)).and(later_id))
+                .or(p.is_null()),
+            None => p.is_null().and(later_id),
+        }
+    }
+}
+
+/// A timestamp literal in the partitions' type (microseconds, UTC).
+pub fn ts(t: Instant) -> Expr {
+    lit(datafusion::scalar::ScalarValue::TimestampMicrosecond(
+        Some(t.micros()),
+        Some("UTC".into()),
+    ))
 }
 
 /// The order of rows inside a partition: the answer order [`NewsRow::sort_key`], then
@@ -429,7 +452,12 @@ pub fn from_batch(batch: &RecordBatch) -> Result<Vec<NewsRow>> {
                 available_at: opt_t(available, i),
                 acceptance_at: opt_t(acceptance, i),
                 committed_at: opt_t(committed, i),
-                availability_basis: basis.value(i).to_owned(),
+                availability_basis: basis.value(i).parse().map_err(|()| {
+                    Error::integrity(
+                        "batch",
+                        format!("unknown availability_basis {}", basis.value(i)),
+                    )
+                })?,
                 revision_id: revision.value(i).to_owned(),
                 supersedes: opt_s(supersedes, i),
                 content_sha256: content.value(i).to_owned(),
@@ -460,7 +488,7 @@ pub(crate) mod tests {
             available_at: None,
             acceptance_at: published.map(|p| Instant::parse(p).unwrap()),
             committed_at: Some(Instant::parse("2026-02-03T12:07:02Z").unwrap()),
-            availability_basis: "unknown".into(),
+            availability_basis: AvailabilityBasis::Unknown,
             revision_id: String::new(),
             supersedes: None,
             content_sha256: String::new(),
@@ -469,6 +497,64 @@ pub(crate) mod tests {
             payload: None,
         }
         .seal()
+    }
+
+    /// The keyset predicate in both its forms keeps the same rows, for positions on dated
+    /// and undated rows, ties on `published_at` broken by id.
+    #[tokio::test]
+    async fn a_position_and_its_datafusion_predicate_keep_the_same_rows() {
+        use datafusion::prelude::SessionContext;
+        let rows = vec![
+            row("a_1", "1", Some("2026-01-09T15:00:00Z")),
+            row("b_1", "1", Some("2026-01-09T15:00:00Z")),
+            row("c_1", "1", Some("2026-01-10T15:00:00Z")),
+            row("d_1", "1", None),
+            row("e_1", "1", None),
+            row("f_1", "1", Some("2026-01-08T00:00:00Z")),
+        ];
+        let ctx = SessionContext::new();
+        ctx.register_batch("r", to_batch(&rows).unwrap()).unwrap();
+        let mut positions: Vec<Position> = rows
+            .iter()
+            .map(|r| Position {
+                published_at: r.published_at,
+                id: r.id.clone(),
+            })
+            .collect();
+        positions.push(Position {
+            published_at: Some(Instant::parse("2026-01-09T15:00:00Z").unwrap()),
+            id: "a_0".into(),
+        });
+        for pos in positions {
+            let mut want: Vec<String> = rows
+                .iter()
+                .filter(|r| pos.precedes(r))
+                .map(|r| r.id.clone())
+                .collect();
+            want.sort();
+            let batches = ctx
+                .table("r")
+                .await
+                .unwrap()
+                .filter(pos.precedes_expr())
+                .unwrap()
+                .select_columns(&["id"])
+                .unwrap()
+                .collect()
+                .await
+                .unwrap();
+            let mut got: Vec<String> = batches
+                .iter()
+                .flat_map(|b| {
+                    let ids = b.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+                    (0..b.num_rows())
+                        .map(|i| ids.value(i).to_owned())
+                        .collect::<Vec<_>>()
+                })
+                .collect();
+            got.sort();
+            assert_eq!(got, want, "after {pos:?}");
+        }
     }
 
     #[test]

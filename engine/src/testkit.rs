@@ -30,7 +30,7 @@ pub fn edgar(accession: &str, cik: &str, published: Option<&str>, committed: &st
         available_at: None,
         acceptance_at: published.map(t),
         committed_at: Some(t(committed)),
-        availability_basis: "unknown".into(),
+        availability_basis: crate::clock::AvailabilityBasis::Unknown,
         revision_id: String::new(),
         supersedes: None,
         content_sha256: String::new(),
@@ -176,7 +176,7 @@ pub async fn random_corpus(
             1 | 2 => {
                 r.lane = Lane::ForwardFirstSeen;
                 r.available_at = Some(Instant::from_micros(published.micros() + 60_000_000));
-                r.availability_basis = "local_first_seen".into();
+                r.availability_basis = crate::clock::AvailabilityBasis::LocalFirstSeen;
             }
             _ => {}
         }

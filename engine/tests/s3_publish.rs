@@ -117,7 +117,7 @@ fn filing(cik: &str, n: usize, minute: usize) -> NewsRow {
     r.published_at = Some(published);
     r.acceptance_at = Some(published);
     r.committed_at = Some(at("2025-03-01T00:00:00Z"));
-    r.availability_basis = "unknown".into();
+    r.availability_basis = asof_engine::AvailabilityBasis::Unknown;
     r.source_locator =
         format!("https://www.sec.gov/Archives/edgar/data/{cik}/{accession}-index.htm");
     r.entity_id = Some(cik.into());

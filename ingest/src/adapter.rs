@@ -314,7 +314,7 @@ pub fn base_row(
         available_at: None,
         acceptance_at: None,
         committed_at: None,
-        availability_basis: "unknown".into(),
+        availability_basis: asof_engine::AvailabilityBasis::Unknown,
         revision_id: String::new(),
         supersedes: None,
         content_sha256: String::new(),

@@ -138,7 +138,10 @@ fn atom_feed_entries_are_forward_lane_rows_first_seen_at_the_fetch_minute() {
         "11:27:39-05:00 in UTC"
     );
     assert_eq!(r.available_at, Some(t("2026-01-12T16:28:00Z")));
-    assert_eq!(r.availability_basis, "local_first_seen");
+    assert_eq!(
+        r.availability_basis,
+        asof_engine::AvailabilityBasis::LocalFirstSeen
+    );
     assert_eq!(r.title, "13F-HR - Ryan Investment Management, Inc. (Filer)");
     // One accession, two parties: two rows.
     assert!(

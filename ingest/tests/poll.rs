@@ -67,7 +67,10 @@ async fn a_poll_publishes_exactly_the_new_filings_first_seen_at_the_fetch_minute
     assert_eq!(got, want);
     for row in &rows {
         assert_eq!(row.available_at, Some(minute(r.fetched_at)), "{}", row.id);
-        assert_eq!(row.availability_basis, "local_first_seen");
+        assert_eq!(
+            row.availability_basis,
+            asof_engine::AvailabilityBasis::LocalFirstSeen
+        );
         assert!(row.committed_at.is_some_and(|c| c >= r.fetched_at));
     }
     // A second poll: the listing answers 304, nothing is published.

@@ -14,10 +14,9 @@ use axum::http::{HeaderName, Method, StatusCode, header};
 use axum::middleware;
 
 use crate::error::ApiError;
-use crate::http::middleware::{
-    X_CORPUS_VERSION, X_REQUEST_ID, context, guard, plain_options, request_id, request_id_of,
-    trailing_slash,
-};
+use crate::http::guard::guard;
+use crate::http::middleware::{context, plain_options, request_id, request_id_of, trailing_slash};
+use crate::http::response::{X_CORPUS_VERSION, X_REQUEST_ID};
 use crate::http::route::RouteInfo;
 use crate::http::state::AppState;
 use crate::routes::{TABLE, TOOLS};

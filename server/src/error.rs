@@ -158,6 +158,28 @@ impl ApiError {
         }
     }
 
+    /// Seconds a client should wait before trying again (`Retry-After`), for the refusals
+    /// that pass.
+    pub fn retry_after(&self) -> Option<u64> {
+        match self {
+            ApiError::RateLimited { retry_after }
+            | ApiError::Overloaded { retry_after }
+            | ApiError::VendorRateLimited { retry_after } => Some(*retry_after),
+            ApiError::ConnectorBusy { .. } | ApiError::Timeout { .. } => Some(1),
+            ApiError::StateUnavailable
+            | ApiError::StorageUnavailable
+            | ApiError::TooManyStreams { .. } => Some(5),
+            ApiError::MailUnavailable
+            | ApiError::ProviderUnavailable(_)
+            | ApiError::ProcessorUnavailable => Some(60),
+            // Only an operator can change this; a day is as good a guess as any.
+            ApiError::SignInNotConfigured(_)
+            | ApiError::BillingNotConfigured(_)
+            | ApiError::ConnectorNotConfigured(_) => Some(86_400),
+            _ => None,
+        }
+    }
+
     /// The stable `error.code` of each case (documented in the OpenAPI description).
     pub fn code(&self) -> &'static str {
         match self {

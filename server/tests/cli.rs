@@ -280,6 +280,15 @@ fn query_after_the_certified_span_is_a_hole_with_exit_code_3() {
     assert_eq!(v["count"], Value::Null);
     assert_eq!(v["coverage"]["missing"][0], "sec.edgar/2026-02-08");
     assert_eq!(v["coverage"]["missing_total"], 22);
+    // The API's own error envelope: the same code, message and members.
+    assert_eq!(v["error"]["code"], "coverage_missing");
+    assert_eq!(v["results"], serde_json::json!([]));
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty())
+    );
+    assert_eq!(v["as_of"], "2026-03-01T00:00:00Z");
 }
 
 #[test]

@@ -497,7 +497,7 @@ async fn a_reload_to_a_version_with_a_corrupt_or_missing_object_is_refused_and_t
         available_at: None,
         acceptance_at: None,
         committed_at: Some(asof_engine::Instant::now()),
-        availability_basis: "unknown".into(),
+        availability_basis: asof_engine::AvailabilityBasis::Unknown,
         revision_id: String::new(),
         supersedes: None,
         content_sha256: String::new(),

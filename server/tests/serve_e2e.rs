@@ -309,7 +309,7 @@ fn serve_on_postgres_accepts_keys_created_in_the_same_database() {
         }
         let _ = writeln!(
             std::io::stderr(),
-            "SKIPPED: serve_on_postgres_accepts_keys_created_in_the_same_database (no PostgreSQL at {url}: {e})"
+            "SKIPPED: serve_on_postgres_accepts_keys_created_in_the_same_database (no PostgreSQL at {url}: {e}) (start PostgreSQL at 127.0.0.1:5432 with a database `test`, or set ASOF_TEST_POSTGRES_URL; ASOF_REQUIRE_POSTGRES=1 makes this a failure)"
         );
         return;
     }

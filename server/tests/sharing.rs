@@ -57,7 +57,7 @@ async fn the_share_lists_one_schema_per_source_and_one_table_per_lane_in_pages()
     assert_eq!(shares.status, StatusCode::OK, "{}", shares.json);
     assert_eq!(shares.json["items"][0]["name"], "asof");
     assert_eq!(
-        shares.headers[asof_server::http::middleware::X_CORPUS_VERSION.as_str()],
+        shares.headers[asof_server::http::response::X_CORPUS_VERSION.as_str()],
         t.state.corpus().version()
     );
     assert_eq!(
@@ -294,7 +294,7 @@ fn ofac_row(id: &str, day: u8) -> NewsRow {
         available_at: None,
         acceptance_at: None,
         committed_at: Some(at("2026-01-05T00:00:00Z")),
-        availability_basis: "capture".into(),
+        availability_basis: asof_engine::AvailabilityBasis::Unknown,
         revision_id: String::new(),
         supersedes: None,
         content_sha256: String::new(),

@@ -74,7 +74,7 @@ fn seen(n: u32, cik: &str, minute: &str) -> NewsRow {
         available_at: Some(at),
         acceptance_at: None,
         committed_at: Some(Instant::now()),
-        availability_basis: "local_first_seen".into(),
+        availability_basis: asof_engine::AvailabilityBasis::LocalFirstSeen,
         revision_id: String::new(),
         supersedes: None,
         content_sha256: String::new(),

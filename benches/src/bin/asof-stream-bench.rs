@@ -80,7 +80,7 @@ fn seen(n: usize) -> NewsRow {
         available_at: Some(minute),
         acceptance_at: None,
         committed_at: Some(now),
-        availability_basis: "local_first_seen".into(),
+        availability_basis: asof_engine::AvailabilityBasis::LocalFirstSeen,
         revision_id: String::new(),
         supersedes: None,
         content_sha256: String::new(),

@@ -80,7 +80,7 @@ fn revisions(gens: &[Gen]) -> Vec<(usize, NewsRow)> {
                 // First seen between publication and the first commit, whatever the revision.
                 row.lane = Lane::ForwardFirstSeen;
                 row.available_at = Some(minute(g.published.unwrap_or(0) + g.commit_delay / 2));
-                row.availability_basis = "local_first_seen".into();
+                row.availability_basis = crate::clock::AvailabilityBasis::LocalFirstSeen;
             }
             row.title = format!("rev{round}");
             out.push((round, row));

@@ -12,7 +12,7 @@ use super::{Corpus, ReadPath};
 use crate::access::{AccessIndex, Bounds};
 use crate::clock::{Instant, Lane, SourceId, VisibleBy};
 use crate::coverage::{Coverage, Scope};
-use crate::cut::{Cut, ts};
+use crate::cut::Cut;
 use crate::error::Result;
 use crate::identity::ticker_hole_key;
 pub use crate::record::Position;
@@ -331,15 +331,7 @@ impl Corpus {
                 pred.and(col("cik").in_list(ciks.iter().map(|c| lit(c.clone())).collect(), false));
         }
         if let Some(pos) = &q.after {
-            let p = col("published_at");
-            pred = pred.and(match pos.published_at {
-                Some(at) => p
-                    .clone()
-                    .gt(ts(at))
-                    .or(p.clone().eq(ts(at)).and(col("id").gt(lit(pos.id.clone()))))
-                    .or(p.is_null()),
-                None => p.is_null().and(col("id").gt(lit(pos.id.clone()))),
-            });
+            pred = pred.and(pos.precedes_expr());
         }
         let ctx = self.ctx.clone();
         let cut = q.cut();
@@ -489,7 +481,7 @@ mod tests {
         );
         fwd.lane = Lane::ForwardFirstSeen;
         fwd.available_at = Some(t("2026-01-05T09:01:00Z"));
-        fwd.availability_basis = "local_first_seen".into();
+        fwd.availability_basis = crate::clock::AvailabilityBasis::LocalFirstSeen;
         let rows = vec![
             edgar(
                 "0000000001-26-000001",

@@ -53,9 +53,9 @@ use crate::store::CorpusStore;
 
 /// Rows decoded at a time from a partition: small enough that a page of 100 rows decodes about
 /// a thousand, large enough that a block's fixed costs (a read, a batch) stay small per row.
-/// The writer's page size ([`crate::publish::PAGE_ROWS`]): a block of a partition written
+/// The writer's page size ([`crate::encode::PAGE_ROWS`]): a block of a partition written
 /// since is one page of each column, and the page index describes each block.
-pub(crate) const BLOCK_ROWS: u64 = crate::publish::PAGE_ROWS as u64;
+pub(crate) const BLOCK_ROWS: u64 = crate::encode::PAGE_ROWS as u64;
 
 /// One page of a walk: everything it needs, owned, so it can run on the scan pool.
 #[derive(Debug, Clone)]
@@ -890,7 +890,7 @@ mod tests {
             if i % 3 == 0 {
                 r.lane = Lane::ForwardFirstSeen;
                 r.available_at = Some(t(&minute(day * 1440 + 1_450 + i % 40)));
-                r.availability_basis = "local_first_seen".into();
+                r.availability_basis = crate::clock::AvailabilityBasis::LocalFirstSeen;
             }
             out.push(r);
         }
@@ -1234,7 +1234,7 @@ mod tests {
             );
             r.lane = Lane::ForwardFirstSeen;
             r.available_at = r.committed_at;
-            r.availability_basis = "local_first_seen".into();
+            r.availability_basis = crate::clock::AvailabilityBasis::LocalFirstSeen;
             r.title = format!("8-K read on {clock:?}");
             r
         };

@@ -201,7 +201,7 @@ mod tests {
         );
         forward.lane = Lane::ForwardFirstSeen;
         forward.available_at = Some(t("2026-01-06T10:01:00Z"));
-        forward.availability_basis = "local_first_seen".into();
+        forward.availability_basis = crate::clock::AvailabilityBasis::LocalFirstSeen;
         let rows = vec![
             edgar(
                 "0000000001-26-000001",

@@ -28,7 +28,7 @@ pub fn row(publisher: usize, n: usize) -> NewsRow {
         available_at: None,
         acceptance_at: None,
         committed_at: Some(at("2026-01-05T00:00:00Z")),
-        availability_basis: "capture".into(),
+        availability_basis: asof_engine::AvailabilityBasis::Unknown,
         revision_id: String::new(),
         supersedes: None,
         content_sha256: String::new(),

@@ -24,8 +24,9 @@
 use std::collections::BTreeMap;
 
 use asof_engine::clock::{Day, Instant, Lane, SourceId};
+use asof_engine::encode::write_partition;
 use asof_engine::manifest::{Certification, Evidence, FORMAT, Manifest};
-use asof_engine::publish::{publish_manifest, write_partition};
+use asof_engine::publish::publish_manifest;
 use asof_engine::record::NewsRow;
 use asof_engine::store::CorpusStore;
 use asof_engine::{access, ids, late};
@@ -196,7 +197,7 @@ fn forward_copy(row: &NewsRow, seen: Instant) -> NewsRow {
     let mut f = row.clone();
     f.lane = Lane::ForwardFirstSeen;
     f.available_at = Some(seen);
-    f.availability_basis = "local_first_seen".into();
+    f.availability_basis = asof_engine::AvailabilityBasis::LocalFirstSeen;
     f.supersedes = None;
     f.seal()
 }
@@ -247,7 +248,7 @@ fn day_lanes(
             available_at: None,
             acceptance_at: Some(accepted),
             committed_at: Some(captured),
-            availability_basis: "unknown".into(),
+            availability_basis: asof_engine::AvailabilityBasis::Unknown,
             revision_id: String::new(),
             supersedes: None,
             content_sha256: String::new(),

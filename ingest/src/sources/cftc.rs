@@ -495,7 +495,10 @@ mod tests {
         assert_eq!(r.available_at, None);
         assert_eq!(r.acceptance_at, None);
         assert_eq!(r.committed_at, None);
-        assert_eq!(r.availability_basis, "unknown");
+        assert_eq!(
+            r.availability_basis,
+            asof_engine::AvailabilityBasis::Unknown
+        );
         assert_eq!((r.cik.as_deref(), r.accession.as_deref()), (None, None));
         assert_eq!(r.lane, Lane::CertifiedPit);
         assert_eq!(r.source_id, SourceId::CftcCot);
@@ -572,7 +575,10 @@ mod tests {
             (r.available_at, r.acceptance_at, r.committed_at),
             (None, None, None)
         );
-        assert_eq!(r.availability_basis, "unknown");
+        assert_eq!(
+            r.availability_basis,
+            asof_engine::AvailabilityBasis::Unknown
+        );
         let v = payload(r);
         assert_eq!(v.as_object().unwrap().len(), 191);
         assert_eq!(v["As_of_Date_In_Form_YYMMDD"], "210316");

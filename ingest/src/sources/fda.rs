@@ -603,7 +603,7 @@ mod tests {
                 && r.available_at.is_none()
                 && r.acceptance_at.is_none()
                 && r.committed_at.is_none()
-                && r.availability_basis == "unknown"
+                && r.availability_basis == asof_engine::AvailabilityBasis::Unknown
                 && r.source_id == source));
         }
         // 989 records, two of them numbered D-1442-2016 (see the next test).

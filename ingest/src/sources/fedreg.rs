@@ -451,7 +451,10 @@ mod tests {
         assert_eq!(r.available_at, None);
         assert_eq!(r.acceptance_at, None);
         assert_eq!(r.committed_at, None);
-        assert_eq!(r.availability_basis, "unknown");
+        assert_eq!(
+            r.availability_basis,
+            asof_engine::AvailabilityBasis::Unknown
+        );
         assert_eq!((r.cik.as_deref(), r.accession.as_deref()), (None, None));
         assert_eq!(
             r.source_locator,
@@ -632,7 +635,10 @@ mod tests {
         assert_eq!(r.available_at, None);
         assert_eq!(r.acceptance_at, None);
         assert_eq!(r.committed_at, None);
-        assert_eq!(r.availability_basis, "unknown");
+        assert_eq!(
+            r.availability_basis,
+            asof_engine::AvailabilityBasis::Unknown
+        );
         assert_eq!(
             r.source_locator,
             "https://www.federalregister.gov/public-inspection/2026-19958/meetings-sunshine-act"

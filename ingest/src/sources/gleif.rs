@@ -735,7 +735,10 @@ mod tests {
         assert_eq!(r.available_at, None);
         assert_eq!(r.acceptance_at, None);
         assert_eq!(r.committed_at, None);
-        assert_eq!(r.availability_basis, "unknown");
+        assert_eq!(
+            r.availability_basis,
+            asof_engine::AvailabilityBasis::Unknown
+        );
         assert_eq!((r.cik.as_deref(), r.accession.as_deref()), (None, None));
         assert_eq!(r.entity_id.as_deref(), Some("21380068P1DRHMJ8KU70"));
         assert_eq!(

@@ -13,8 +13,9 @@ pub mod webhook;
 
 use sha2::{Digest, Sha256};
 
-use crate::error::{Error, Result};
+use crate::error::{ApiError, Error, Result};
 use crate::plan::Plan;
+use crate::state::{StateStore, User};
 
 /// Version of the internal-use statement a checkout attests to; stored with each attestation
 /// so the text a user agreed to can always be told apart from later wording.
@@ -144,6 +145,92 @@ impl Billing {
     pub fn plan_of_price(&self, price: &str) -> Option<Plan> {
         Plan::ALL.into_iter().find(|p| self.price_of(*p) == price)
     }
+
+    /// Starts a checkout of `plan` for `user`, who affirmed the internal-use statement: `409
+    /// subscription_active` when the user already pays; else the attestation is recorded
+    /// first (with the statement's version and hash), then the processor's checkout session
+    /// is created for the user's customer, returning to `origin`'s account page either way.
+    pub async fn start_checkout(
+        &self,
+        store: &dyn StateStore,
+        user: &User,
+        plan: Plan,
+        origin: &str,
+    ) -> Result<StartedCheckout, ApiError> {
+        if let Some(sub) = store.subscription(&user.id).await?
+            && sub.is_live()
+        {
+            return Err(ApiError::SubscriptionActive {
+                plan: sub.plan.to_string(),
+            });
+        }
+        let now = asof_engine::Instant::now();
+        let attestation = store
+            .record_attestation(
+                &user.id,
+                plan,
+                ATTESTATION_VERSION,
+                &attestation_sha256(),
+                now,
+            )
+            .await?;
+        let customer = self.customer_of(store, user).await?;
+        let session = self
+            .processor
+            .create_checkout_session(&processor::CheckoutRequest {
+                customer: &customer,
+                price: self.price_of(plan),
+                user_id: &user.id,
+                plan: plan.as_str(),
+                attestation_id: &attestation.id,
+                success_url: &format!("{origin}/account?checkout=success"),
+                cancel_url: &format!("{origin}/account?checkout=cancelled"),
+                idempotency_key: &format!("checkout-{}", attestation.id),
+            })
+            .await?;
+        tracing::info!(user_id = %user.id, %plan, checkout = %session.id, "checkout started");
+        Ok(StartedCheckout {
+            session,
+            attestation_id: attestation.id,
+        })
+    }
+
+    /// Opens the processor's customer portal for `user`, returning to `origin`'s account page.
+    pub async fn open_portal(
+        &self,
+        store: &dyn StateStore,
+        user: &User,
+        origin: &str,
+    ) -> Result<processor::PortalSession, ApiError> {
+        let customer = self.customer_of(store, user).await?;
+        Ok(self
+            .processor
+            .create_portal_session(&customer, &format!("{origin}/account"))
+            .await?)
+    }
+
+    /// The user's customer at the processor: the one kept, else a new one (its creation is
+    /// idempotent per user at the processor, and the store keeps the first of two racing).
+    async fn customer_of(&self, store: &dyn StateStore, user: &User) -> Result<String, ApiError> {
+        if let Some(c) = store.billing_customer(&user.id).await? {
+            return Ok(c);
+        }
+        let made = self
+            .processor
+            .create_customer(&user.email, &user.id, &format!("customer-{}", user.id))
+            .await?;
+        Ok(store
+            .put_billing_customer(&user.id, &made.id, asof_engine::Instant::now())
+            .await?)
+    }
+}
+
+/// A checkout [`Billing::start_checkout`] started: the processor's session and the recorded
+/// attestation's id.
+#[derive(Debug)]
+pub struct StartedCheckout {
+    pub session: processor::CheckoutSession,
+    pub attestation_id: String,
 }
 
 #[cfg(test)]

@@ -16,7 +16,8 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio::io::AsyncWriteExt;
 
-use super::{CliResult, CorpusArg, Format, open};
+use super::flags::{CorpusArg, Format};
+use super::{CliResult, open};
 
 #[derive(Debug, Args)]
 pub struct FilesArgs {

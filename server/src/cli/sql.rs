@@ -14,9 +14,68 @@ use asof_engine::CorpusStore;
 use asof_engine::manifest::Manifest;
 use futures::TryStreamExt;
 
-use super::{CliResult, SqlArgs, SqlFormat, SqlProgress};
+use super::CliResult;
+use super::flags::CorpusArg;
+use clap::{Args, ValueEnum};
+use std::path::PathBuf;
 
 type Fallible<T = ()> = Result<T, Box<dyn std::error::Error>>;
+
+#[derive(Debug, Args)]
+pub struct SqlArgs {
+    #[command(flatten)]
+    pub corpus: CorpusArg,
+    /// A read-only SELECT (DDL, DML and other statements are refused). Without one, statements
+    /// are read from standard input: at a terminal, a prompt (end each statement with `;`,
+    /// `.quit` to leave; arrow keys recall earlier statements, kept in `ASOF_SQL_HISTORY`,
+    /// by default `~/.asof_sql_history`); otherwise a script, each statement's answer in turn.
+    pub sql: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: SqlFormat,
+    /// Write the answer to this file instead of standard output, streamed in bounded memory
+    /// (required for parquet). The file appears only once the answer is whole: a failed query
+    /// leaves no partial file and never replaces an existing one.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// After the answer, print to standard error the rows written, the wall time and the
+    /// process's peak resident memory (where the system reports it).
+    #[arg(long)]
+    pub stats: bool,
+    /// Mebibytes the query's sorts, joins and aggregations may hold before they spill to
+    /// temporary files.
+    #[arg(
+        long = "memory-limit-mb",
+        env = "ASOF_SQL_MEMORY_MB",
+        default_value_t = (asof_engine::sql::MEMORY_POOL_BYTES >> 20) as u64,
+        value_parser = clap::value_parser!(u64).range(16..)
+    )]
+    pub memory_limit_mb: u64,
+    /// Progress of a query that runs longer than a second, on standard error: time, bytes
+    /// read, rows answered. `auto`: a live line when standard error is a terminal; `always`:
+    /// also a line a second, and a last one, when it is not (a log); `never`.
+    #[arg(long, value_enum, default_value = "auto")]
+    pub progress: SqlProgress,
+}
+
+/// When `asof sql` shows a query's progress.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SqlProgress {
+    Auto,
+    Always,
+    Never,
+}
+
+/// How `asof sql` writes its answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SqlFormat {
+    /// A text table (reads the whole answer first, to size its columns).
+    Table,
+    Csv,
+    /// One JSON array of objects.
+    Json,
+    /// A Parquet file (with --out), Snappy-compressed, the answer's Arrow schema.
+    Parquet,
+}
 
 pub(super) async fn run(a: SqlArgs) -> CliResult {
     if a.format == SqlFormat::Parquet && a.out.is_none() {

@@ -33,7 +33,7 @@ impl<T: FromJson, S: Send + Sync> FromRequest<S> for Json<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
-        if !sent_as(&req, "application/json") {
+        if !sent_as(req.headers(), "application/json") {
             return Err(bad(
                 "the body must be JSON, sent with Content-Type: application/json",
             ));
@@ -49,8 +49,8 @@ impl<T: FromJson, S: Send + Sync> FromRequest<S> for Json<T> {
 }
 
 /// Whether a request's `Content-Type` is `media_type` (parameters such as `charset` aside).
-fn sent_as(req: &Request, media_type: &str) -> bool {
-    req.headers()
+pub fn sent_as(headers: &axum::http::HeaderMap, media_type: &str) -> bool {
+    headers
         .get(header::CONTENT_TYPE)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.split(';').next())
@@ -81,7 +81,7 @@ impl<T: FromJson, S: Send + Sync> FromRequest<S> for Form<T> {
     type Rejection = ApiError;
 
     async fn from_request(req: Request, _: &S) -> Result<Self, ApiError> {
-        if !sent_as(&req, "application/x-www-form-urlencoded") {
+        if !sent_as(req.headers(), "application/x-www-form-urlencoded") {
             return Err(bad(
                 "the body must be a form, sent with Content-Type: application/x-www-form-urlencoded",
             ));

@@ -144,9 +144,9 @@ pub struct NewsRecord {
     pub acceptance_at: Option<Instant>,
     /// When this revision entered the corpus.
     pub committed_at: Option<Instant>,
-    /// How `available_at` is known: `unknown` or `local_first_seen`.
-    #[schema(examples("unknown", "local_first_seen"))]
-    pub availability_basis: String,
+    /// How `available_at` is known: `unknown` or `local_first_seen` (forward-lane rows: the
+    /// fetch minute a live poller first saw the row).
+    pub availability_basis: asof_engine::AvailabilityBasis,
     pub revision_id: String,
     /// The revision this one corrects, if any.
     pub supersedes: Option<String>,
@@ -238,7 +238,7 @@ pub struct NewsRecordRef<'a> {
     pub available_at: Option<Instant>,
     pub acceptance_at: Option<Instant>,
     pub committed_at: Option<Instant>,
-    pub availability_basis: &'a str,
+    pub availability_basis: asof_engine::AvailabilityBasis,
     pub revision_id: &'a str,
     pub supersedes: Option<&'a str>,
     pub content_sha256: &'a str,
@@ -266,7 +266,7 @@ impl<'a> NewsRecordRef<'a> {
             available_at: r.available_at,
             acceptance_at: r.acceptance_at,
             committed_at: r.committed_at,
-            availability_basis: &r.availability_basis,
+            availability_basis: r.availability_basis,
             revision_id: &r.revision_id,
             supersedes: r.supersedes.as_deref(),
             content_sha256: &r.content_sha256,
@@ -421,7 +421,7 @@ mod tests {
             available_at: at("2026-01-05T09:31:00Z"),
             acceptance_at: at("2026-01-05T09:29:59.123456Z"),
             committed_at: at("2026-01-06T00:00:00Z"),
-            availability_basis: "local_first_seen".into(),
+            availability_basis: asof_engine::AvailabilityBasis::LocalFirstSeen,
             revision_id: "r".repeat(64),
             supersedes: Some("s".repeat(64)),
             content_sha256: "c".repeat(64),

@@ -3,13 +3,16 @@
 //! middleware, and the live stream's shared log. It knows no individual route (those are in `crate::routes`).
 
 pub mod body;
+pub mod caching;
 pub mod cursor;
 pub mod envelope;
 pub mod file_url;
+pub mod guard;
 pub mod limits;
 pub mod middleware;
 pub mod params;
 pub mod range;
+pub mod receipts;
 pub mod response;
 pub mod route;
 pub mod state;

@@ -1,14 +1,20 @@
-//! Building successful answers: the envelope builder handlers finish with, and the response
-//! extensions that tell the `context` middleware how to cache an answer.
+//! Building answers: the envelope builder handlers finish with, the response extensions that
+//! tell the `context` middleware how to cache an answer, and every error response (the one
+//! place an `ApiError` becomes an envelope).
 
 use asof_engine::{Coverage, Instant, VisibleBy};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
 use crate::error::ApiError;
-use crate::http::envelope::{CoverageBody, Envelope, Origin, Status};
+use crate::http::envelope::{CoverageBody, Envelope, ErrorBody, ErrorEnvelope, Origin, Status};
 use crate::http::state::Ctx;
+
+/// The request id every answer carries (the client's, when it sent a UUID).
+pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// The corpus version an answer was made from.
+pub const X_CORPUS_VERSION: HeaderName = HeaderName::from_static("x-corpus-version");
 
 /// What every handler returns.
 pub type Reply = Result<Response, ApiError>;
@@ -185,4 +191,67 @@ mod tests {
         assert!(out.ends_with(b"y\"}\n"));
         assert_eq!(encode(&small), b"{\"rows\":[]}\n");
     }
+}
+
+/// The error envelope of `err` (the one place errors become JSON).
+pub fn error_envelope(ctx: &Ctx, err: &ApiError, sample: bool) -> ErrorEnvelope {
+    let (coverage, as_of, visible_by, status) = match err {
+        ApiError::CoverageMissing {
+            coverage,
+            as_of,
+            visible_by,
+        } => (
+            CoverageBody::from(coverage.clone()),
+            *as_of,
+            visible_by.clone(),
+            Status::CoverageMissing,
+        ),
+        _ => (CoverageBody::default(), None, None, Status::Error),
+    };
+    ErrorEnvelope {
+        request_id: ctx.request_id.clone(),
+        corpus_version: ctx.corpus.version().to_owned(),
+        as_of,
+        visible_by,
+        status,
+        results: [],
+        next_cursor: None,
+        count: None,
+        coverage,
+        error: ErrorBody {
+            code: err.code().into(),
+            message: err.message(),
+            param: err.param(),
+        },
+        sample: sample.then_some(true),
+    }
+}
+
+/// Renders every error response: the envelope, `no-store`, and `Allow`/`Retry-After` where
+/// the status calls for them.
+pub fn error_response(ctx: &Ctx, err: &ApiError, sample: bool) -> Response {
+    let env = error_envelope(ctx, err, sample);
+    let mut r = envelope_response(err.status(), &env, CacheKind::Live);
+    let h = r.headers_mut();
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    if let Some(after) = err.retry_after() {
+        h.insert(header::RETRY_AFTER, HeaderValue::from(after));
+    }
+    match err {
+        ApiError::MethodNotAllowed { allow } => {
+            h.insert(
+                header::ALLOW,
+                HeaderValue::from_str(allow)
+                    .unwrap_or(HeaderValue::from_static("GET, HEAD, OPTIONS")),
+            );
+        }
+        ApiError::RangeNotSatisfiable { size } => {
+            h.insert(
+                header::CONTENT_RANGE,
+                HeaderValue::from_str(&format!("bytes */{size}")).expect("ascii"),
+            );
+        }
+        _ => {}
+    }
+    r
 }

@@ -23,6 +23,7 @@ use asof_engine::{CorpusStore, Instant, Lane, Manifest, NewsRow, SourceId};
 use bytes::Bytes;
 use serde::Serialize;
 use tokio::sync::watch;
+use tokio::time::Instant as Clock;
 
 use crate::http::envelope::NewsRecord;
 
@@ -480,6 +481,175 @@ fn bulk_event(version: &str, parent: Option<String>, lane: Lane, rows_added: u64
         cik: None,
         at: None,
         bulk: true,
+    }
+}
+
+/// Which events a connection sends (its ticker or CIK filter, decided by the route).
+pub type EventFilter = Box<dyn Fn(&Event) -> bool + Send + Sync>;
+
+/// Why [`Hub::connect`] opened no stream.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    /// The key already holds its open streams on this process.
+    #[error("the key holds its {limit} open streams")]
+    TooManyStreams { limit: usize },
+    /// The corpus chain a `Last-Event-ID` replay reads could not be read.
+    #[error("cannot read the corpus chain to replay: {0}")]
+    Replay(#[from] asof_engine::Error),
+}
+
+impl Hub {
+    /// Opens a stream of `lane` for the key `key_id`, from `last_event_id` (a replay, or a
+    /// `reset` event and live when the id lies outside the replay window) or from now: the
+    /// frames to send, a preamble first (the reconnect delay and the version served,
+    /// `corpus_version`). The key's slot is held until the frames are dropped.
+    pub async fn connect(
+        &self,
+        store: &CorpusStore,
+        corpus_version: &str,
+        key_id: &str,
+        lane: Lane,
+        last_event_id: Option<&str>,
+        filter: EventFilter,
+    ) -> Result<impl futures::Stream<Item = Bytes> + Send + use<>, Refused> {
+        let slot = self.open_slot(key_id).ok_or(Refused::TooManyStreams {
+            limit: self.options().max_per_key,
+        })?;
+        let mut pending = VecDeque::new();
+        pending.push_back(Bytes::from(format!(
+            "retry: 3000\n: asof stream of lane {lane}, corpus_version {corpus_version}\n\n"
+        )));
+        let head = self.head_receiver();
+        let connected_head = *head.borrow();
+        let start = match last_event_id {
+            None => self.live_position(),
+            Some(id) => match self.resume(store, id).await? {
+                Resume::At(p) => p,
+                Resume::Unavailable => {
+                    let notice = ResetNotice {
+                        code: "replay_unavailable",
+                        message: "the last event id names a version outside the replay window (or not of this corpus); the stream continues live from here: read the gap with /v1/news/diff on visible_by=committed_at".into(),
+                        last_event_id: id,
+                        replay_window_seconds: self.options().replay_window.as_secs(),
+                        corpus_version,
+                    };
+                    pending.push_back(Bytes::from(format!(
+                        "event: reset\nid: {corpus_version}:reset\ndata: {}\n\n",
+                        serde_json::to_string(&notice).expect("a notice serialises")
+                    )));
+                    self.live_position()
+                }
+            },
+        };
+        let conn = Conn {
+            filter,
+            lane,
+            // A replaying client starts behind by its backlog; it is too slow only when it
+            // falls further behind than that.
+            allowed_lag: (connected_head - start.seq).max(0) as usize
+                + self.options().max_lag_steps,
+            pos: start,
+            keep_alive_at: Clock::now() + self.options().keep_alive,
+            shutdown: self.shutdown_receiver(),
+            head,
+            pending,
+            done: false,
+            hub: self.clone(),
+            _slot: slot,
+        };
+        Ok(futures::stream::unfold(conn, |mut c| async move {
+            let frame = c.next().await?;
+            Some((frame, c))
+        }))
+    }
+}
+
+/// The data of a `reset` event.
+#[derive(Debug, Serialize)]
+struct ResetNotice<'a> {
+    code: &'static str,
+    message: String,
+    last_event_id: &'a str,
+    replay_window_seconds: u64,
+    corpus_version: &'a str,
+}
+
+/// One open stream.
+struct Conn {
+    hub: Hub,
+    filter: EventFilter,
+    lane: Lane,
+    pos: Position,
+    allowed_lag: usize,
+    head: watch::Receiver<i64>,
+    shutdown: watch::Receiver<bool>,
+    keep_alive_at: Clock,
+    pending: VecDeque<Bytes>,
+    done: bool,
+    _slot: Slot,
+}
+
+impl Conn {
+    /// The next frame to send; `None` ends the response.
+    async fn next(&mut self) -> Option<Bytes> {
+        loop {
+            if let Some(f) = self.pending.pop_front() {
+                return Some(f);
+            }
+            if self.done {
+                return None;
+            }
+            if *self.shutdown.borrow() {
+                return self.last(
+                    ": the server is shutting down; reconnect with Last-Event-ID to resume\n\n",
+                );
+            }
+            let head = *self.head.borrow_and_update();
+            match self.hub.at(self.pos.seq) {
+                At::Step(step, _) => {
+                    if self.pos.index == 0
+                        && usize::try_from(head - self.pos.seq).unwrap_or(0) > self.allowed_lag
+                    {
+                        tracing::info!(
+                            behind = head - self.pos.seq,
+                            "stream: closing a client too far behind"
+                        );
+                        return self.last(": this client fell too far behind the stream and is disconnected; reconnect with Last-Event-ID to resume\n\n");
+                    }
+                    if let Some(events) = step.lanes.get(&self.lane) {
+                        while let Some(e) = events.get(self.pos.index) {
+                            self.pos.index += 1;
+                            if (self.filter)(e) {
+                                self.keep_alive_at = Clock::now() + self.hub.options().keep_alive;
+                                return Some(e.frame.clone());
+                            }
+                        }
+                    }
+                    self.pos = Position {
+                        seq: self.pos.seq + 1,
+                        index: 0,
+                    };
+                }
+                At::Evicted => {
+                    return self.last(": the stream's log no longer holds this client's position; reconnect with Last-Event-ID\n\n");
+                }
+                At::Head => {
+                    tokio::select! {
+                        changed = self.head.changed() => if changed.is_err() { self.done = true; },
+                        _ = self.shutdown.changed() => {},
+                        () = tokio::time::sleep_until(self.keep_alive_at) => {
+                            self.keep_alive_at = Clock::now() + self.hub.options().keep_alive;
+                            return Some(Bytes::from_static(b": keep-alive\n\n"));
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn last(&mut self, comment: &'static str) -> Option<Bytes> {
+        self.done = true;
+        Some(Bytes::from_static(comment.as_bytes()))
     }
 }
 

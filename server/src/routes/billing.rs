@@ -8,9 +8,7 @@ use axum::http::HeaderMap;
 use axum::response::IntoResponse;
 use serde::Serialize;
 
-use crate::billing::{
-    ATTESTATION_TEXT, ATTESTATION_VERSION, attestation_sha256, processor, webhook,
-};
+use crate::billing::{ATTESTATION_TEXT, ATTESTATION_VERSION, webhook};
 use crate::error::ApiError;
 use crate::http::body::{FromJson, Json, boolean, required_string};
 use crate::http::envelope::Envelope;
@@ -153,73 +151,30 @@ pub(crate) async fn checkout(
             .unwrap_or_else(|| format!("{}/#licensing", state.own_origin()));
         return Err(ApiError::CommercialLicenseRequired { contact });
     }
-    let billing = state.billing()?;
-    let user = &session.user;
-    if let Some(sub) = state.store().subscription(&user.id).await?
-        && sub.is_live()
-    {
-        return Err(ApiError::SubscriptionActive {
-            plan: sub.plan.to_string(),
-        });
-    }
-    let now = Instant::now();
-    let attestation = state
-        .store()
-        .record_attestation(
-            &user.id,
+    let started = state
+        .billing()?
+        .start_checkout(
+            &**state.store(),
+            &session.user,
             body.plan_id,
-            ATTESTATION_VERSION,
-            &attestation_sha256(),
-            now,
+            &state.own_origin(),
         )
         .await?;
-    let customer = customer_of(&state, user).await?;
-    let origin = state.own_origin();
-    let s = billing
-        .processor()
-        .create_checkout_session(&processor::CheckoutRequest {
-            customer: &customer,
-            price: billing.price_of(body.plan_id),
-            user_id: &user.id,
-            plan: body.plan_id.as_str(),
-            attestation_id: &attestation.id,
-            success_url: &format!("{origin}/account?checkout=success"),
-            cancel_url: &format!("{origin}/account?checkout=cancelled"),
-            idempotency_key: &format!("checkout-{}", attestation.id),
-        })
-        .await?;
-    tracing::info!(user_id = %user.id, plan = %body.plan_id, checkout = %s.id, "checkout started");
     Ok(ok(
         &ctx,
         vec![CheckoutAnswer {
-            checkout_session_id: s.id,
-            url: s.url,
+            checkout_session_id: started.session.id,
+            url: started.session.url,
             plan_id: body.plan_id,
-            expires_at: s
+            expires_at: started
+                .session
                 .expires_at
                 .map(|t| Instant::from_micros(t.saturating_mul(1_000_000))),
-            attestation_id: attestation.id,
+            attestation_id: started.attestation_id,
             statement_version: ATTESTATION_VERSION,
         }],
     )
     .into_response())
-}
-
-/// The user's customer at the processor: the one kept, else a new one (its creation is
-/// idempotent per user at the processor, and the store keeps the first of two racing).
-async fn customer_of(state: &AppState, user: &crate::state::User) -> Result<String, ApiError> {
-    if let Some(c) = state.store().billing_customer(&user.id).await? {
-        return Ok(c);
-    }
-    let billing = state.billing()?;
-    let made = billing
-        .processor()
-        .create_customer(&user.email, &user.id, &format!("customer-{}", user.id))
-        .await?;
-    Ok(state
-        .store()
-        .put_billing_customer(&user.id, &made.id, Instant::now())
-        .await?)
 }
 
 /// `results[0]` of `POST /v1/billing/portal`.
@@ -251,11 +206,9 @@ pub(crate) async fn portal(
     Extension(session): Extension<Session>,
     Q(_): Q<NoQuery>,
 ) -> Reply {
-    let billing = state.billing()?;
-    let customer = customer_of(&state, &session.user).await?;
-    let p = billing
-        .processor()
-        .create_portal_session(&customer, &format!("{}/account", state.own_origin()))
+    let p = state
+        .billing()?
+        .open_portal(&**state.store(), &session.user, &state.own_origin())
         .await?;
     Ok(ok(
         &ctx,

@@ -10,8 +10,8 @@
 use asof_engine::{Corpus, Day, FileEntry, FilePosition, FilesQuery, Instant, SourceId};
 use axum::body::Body;
 use axum::extract::{Extension, Path, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::http::{HeaderMap, Method};
+use axum::response::IntoResponse;
 use futures::TryStreamExt;
 
 use crate::error::ApiError;
@@ -19,7 +19,7 @@ use crate::http::cursor::filter_digest;
 use crate::http::envelope::{Envelope, FileRecord};
 use crate::http::file_url::Signing;
 use crate::http::params::{Limit, NoQuery, Q, held_source, query};
-use crate::http::range::{Ranged, resolve};
+use crate::http::range::{Asked, FileResponse};
 use crate::http::{AppState, Ctx, Reply, ok};
 
 /// The media type of every file.
@@ -167,76 +167,37 @@ pub(crate) async fn file_bytes(
             .ok_or(ApiError::NotFound(m))?,
         Err(e) => return Err(e),
     };
-    let size = entry.bytes;
-    let etag = format!("\"{}\"", entry.sha256);
-    let header_str = |name: header::HeaderName| headers.get(name).and_then(|v| v.to_str().ok());
-    if header_str(header::IF_NONE_MATCH)
-        .is_some_and(|v| v.split(',').any(|t| t.trim() == etag || t.trim() == "*"))
-    {
-        return Ok((
-            StatusCode::NOT_MODIFIED,
-            [
-                (header::ETAG, etag),
-                (header::CACHE_CONTROL, "private".to_owned()),
-            ],
-        )
-            .into_response());
-    }
-    // A range applies only while the client's copy is this file (`If-Range`).
-    let range_header = match header_str(header::IF_RANGE) {
-        Some(v) if v.trim() != etag => None,
-        _ => header_str(header::RANGE),
-    };
-    let (status, start, end) = match resolve(range_header, size) {
-        Ranged::Whole => (StatusCode::OK, 0, size),
-        Ranged::Part { start, end } => (StatusCode::PARTIAL_CONTENT, start, end),
-        Ranged::Unsatisfiable => return Err(ApiError::RangeNotSatisfiable { size }),
-    };
+    // Cacheable by the one client holding the URL, and no longer than the URL lives.
     let expires: i64 = p.expires.as_deref().unwrap_or("0").parse().unwrap_or(0);
-    let mut res = if method == Method::HEAD {
-        Response::new(Body::empty())
+    let file = FileResponse {
+        etag: format!("\"{}\"", entry.sha256),
+        size: entry.bytes,
+        content_type: PARQUET,
+        cache_control: format!("private, max-age={}", (expires - now).max(0)),
+        disposition: Some(format!(
+            "attachment; filename=\"{}_{}_{}.parquet\"",
+            entry.source_id, entry.lane, entry.date
+        )),
+    };
+    let range = match file.asked(&headers)? {
+        Asked::NotModified => return Ok(file.not_modified()),
+        Asked::Bytes(range) => range,
+    };
+    let body = if method == Method::HEAD {
+        Body::empty()
     } else {
-        let range = (status == StatusCode::PARTIAL_CONTENT).then_some(start..end);
         let got = ctx
             .corpus
             .store()
-            .get_range(&entry.path, range.map(Into::into))
+            .get_range(&entry.path, range.clone().map(Into::into))
             .await?;
-        if got.meta.size != size {
-            tracing::error!(path = %entry.path, stored = got.meta.size, listed = size, "file size differs from the manifest");
+        if got.meta.size != entry.bytes {
+            tracing::error!(path = %entry.path, stored = got.meta.size, listed = entry.bytes, "file size differs from the manifest");
             return Err(ApiError::Internal);
         }
-        Response::new(Body::from_stream(
-            got.into_stream().map_err(std::io::Error::other),
-        ))
+        Body::from_stream(got.into_stream().map_err(std::io::Error::other))
     };
-    *res.status_mut() = status;
-    let h = res.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(PARQUET));
-    h.insert(header::CONTENT_LENGTH, HeaderValue::from(end - start));
-    h.insert(header::ACCEPT_RANGES, HeaderValue::from_static("bytes"));
-    h.insert(header::ETAG, HeaderValue::from_str(&etag).expect("hex"));
-    // Cacheable by the one client holding the URL, and no longer than the URL lives.
-    let max_age = (expires - now).max(0);
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_str(&format!("private, max-age={max_age}")).expect("ascii"),
-    );
-    h.insert(
-        header::CONTENT_DISPOSITION,
-        HeaderValue::from_str(&format!(
-            "attachment; filename=\"{}_{}_{}.parquet\"",
-            entry.source_id, entry.lane, entry.date
-        ))
-        .expect("ascii"),
-    );
-    if status == StatusCode::PARTIAL_CONTENT {
-        h.insert(
-            header::CONTENT_RANGE,
-            HeaderValue::from_str(&format!("bytes {start}-{}/{size}", end - 1)).expect("ascii"),
-        );
-    }
-    Ok(res)
+    Ok(file.respond(range, body))
 }
 
 /// The file `id` of the served version, or 404 (400 when `id` cannot be a file id).

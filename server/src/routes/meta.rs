@@ -1,7 +1,7 @@
 //! The meta record (`results[0]` of `/v1/meta`): vocabularies, plans, limits and the corpus.
 
 use asof_engine::manifest::Manifest;
-use asof_engine::{Corpus, Day, Instant, Lane, SourceId, VisibleBy};
+use asof_engine::{AvailabilityBasis, Clock, Corpus, Day, Instant, Lane, SourceId, VisibleBy};
 use serde::Serialize;
 
 use crate::http::params::{DEFAULT_LIMIT, MAX_LIMIT, TICKER_MAX_LENGTH};
@@ -179,16 +179,10 @@ pub fn meta_record(
         })
         .collect();
     MetaRecord {
-        clocks: vec![
-            "event_at",
-            "published_at",
-            "available_at",
-            "acceptance_at",
-            "committed_at",
-        ],
+        clocks: Clock::ALL.iter().map(|c| c.as_str()).collect(),
         visible_by: VisibleBy::ALL.iter().map(|v| v.as_str()).collect(),
         lanes: Lane::ALL.iter().map(|l| l.as_str()).collect(),
-        availability_basis: vec!["unknown", "local_first_seen"],
+        availability_basis: AvailabilityBasis::ALL.iter().map(|b| b.as_str()).collect(),
         plans,
         limits: Limits {
             limit_default: DEFAULT_LIMIT,

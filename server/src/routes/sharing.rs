@@ -12,7 +12,7 @@
 
 use std::collections::BTreeMap;
 
-use asof_engine::delta::{self, Add, DeltaLog, MetaData, TableVersions};
+use asof_engine::delta::{self, Add, DeltaLog, MetaData, TableState, TableVersions};
 use asof_engine::{Corpus, Instant, Lane, SourceId};
 use axum::body::Body;
 use axum::extract::{Extension, Path, State};
@@ -23,8 +23,9 @@ use serde_json::{Map, Value, json};
 
 use crate::error::ApiError;
 use crate::http::body::{FromJson, Json};
-use crate::http::middleware::X_CORPUS_VERSION;
+use crate::http::file_url::Signing;
 use crate::http::params::{NoQuery, Q, query};
+use crate::http::response::X_CORPUS_VERSION;
 use crate::http::{AppState, Ctx, Reply};
 
 /// The one share.
@@ -519,12 +520,26 @@ pub(crate) async fn table_query(
     Json(q): Json<QueryBody>,
 ) -> Reply {
     let (t, latest) = table(&ctx, &share, &schema, &name).await?;
+    let (version, st) = snapshot(&state, &ctx, (t, latest), (&schema, &name), &q).await?;
+    let body = snapshot_lines(&state.signing(&headers), &ctx, t, version, &st).await?;
+    Ok(answer(&ctx, "application/x-ndjson", body, Some(version)))
+}
+
+/// The table version a query asks for (`version`, else the last committed at or before
+/// `timestamp`, else the latest) and its state; `404` when there is none.
+async fn snapshot(
+    state: &AppState,
+    ctx: &Ctx,
+    (t, latest): ((SourceId, Lane), u64),
+    (schema, name): (&str, &str),
+    q: &QueryBody,
+) -> Result<(u64, TableState), ApiError> {
     let at = q
         .timestamp
         .as_deref()
         .map(|s| parse_instant("timestamp", s))
         .transpose()?;
-    let (version, st) = with_log(&state, &ctx, t, latest, |log| {
+    let (version, st) = with_log(state, ctx, t, latest, |log| {
         let version = match (q.version, at) {
             (Some(v), _) => Some(v),
             (None, Some(ms)) => log.version_at(ms),
@@ -545,9 +560,20 @@ pub(crate) async fn table_query(
             ctx.corpus.version()
         ))
     })?;
+    Ok((version, st))
+}
+
+/// A query's answer body: the protocol and metadata lines, then one line per file of the
+/// snapshot with its URL signed by `signing`.
+async fn snapshot_lines(
+    signing: &Signing<'_>,
+    ctx: &Ctx,
+    t: (SourceId, Lane),
+    version: u64,
+    st: &TableState,
+) -> Result<String, ApiError> {
     let size = st.files.values().map(|f| f.size).sum();
     let mut body = head_lines(&st.metadata, version, Some((size, st.files.len())));
-    let signing = state.signing(&headers);
     let root = delta::table_root(t.0, t.1);
     for add in st.files.values() {
         let id = file_id_of(add)?;
@@ -565,7 +591,7 @@ pub(crate) async fn table_query(
         body.push_str(&json!({"file": line}).to_string());
         body.push('\n');
     }
-    Ok(answer(&ctx, "application/x-ndjson", body, Some(version)))
+    Ok(body)
 }
 
 fn file_id_of(add: &Add) -> Result<String, ApiError> {

@@ -1,11 +1,12 @@
 //! `GET /v1/stream`: new records as server-sent events, read from the shared log of
 //! `crate::stream` at the connection's own position.
 //!
-//! A connection is cheap on purpose: its state is a position in the log, its filters and a
+//! The route reads the request (filters, `Last-Event-ID`) and answers the frames
+//! `Hub::connect` gives; a connection's state machine lives beside the log it reads. A
+//! connection is cheap on purpose: its state is a position in the log, its filters and a
 //! stream slot of its key; the frames it sends are the log's own `Bytes`. It never holds a
 //! lock while it waits for the client, so a client that stops reading slows nobody.
 
-use std::collections::VecDeque;
 use std::convert::Infallible;
 
 use asof_engine::{Entity, Lane, normalize_cik};
@@ -14,14 +15,12 @@ use axum::extract::{Extension, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::IntoResponse;
 use bytes::Bytes;
-use serde::Serialize;
-use tokio::sync::watch;
-use tokio::time::Instant as Clock;
+use futures::StreamExt;
 
 use crate::error::ApiError;
-use crate::http::middleware::X_CORPUS_VERSION;
 use crate::http::params::{self, Cik, Q, Ticker, query};
-use crate::http::stream::{At, Event, Hub, Position, Resume, Slot, parse_event_id};
+use crate::http::response::X_CORPUS_VERSION;
+use crate::http::stream::{Event, Refused, parse_event_id};
 use crate::http::{AppState, Caller, Ctx, Reply};
 
 query! {
@@ -44,16 +43,6 @@ query! {
         #[param(inline, required = false, default = "forward_first_seen")]
         pub lane: Option<Lane>,
     }
-}
-
-/// The data of a `reset` event.
-#[derive(Debug, Serialize)]
-struct ResetNotice<'a> {
-    code: &'static str,
-    message: String,
-    last_event_id: &'a str,
-    replay_window_seconds: u64,
-    corpus_version: &'a str,
 }
 
 /// New records as server-sent events (`text/event-stream`).
@@ -113,67 +102,29 @@ pub(crate) async fn stream(
             Some(id.to_owned())
         }
     };
-    let hub = state.stream().clone();
-    let slot = hub
-        .open_slot(&caller.key.id)
-        .ok_or(ApiError::TooManyStreams {
-            limit: hub.options().max_per_key,
-        })?;
-    let mut pending = VecDeque::new();
-    pending.push_back(Bytes::from(format!(
-        "retry: 3000\n: asof stream of lane {lane}, corpus_version {}\n\n",
-        ctx.corpus.version()
-    )));
-    let head = hub.head_receiver();
-    let connected_head = *head.borrow();
-    let start = match &last_id {
-        None => hub.live_position(),
-        Some(id) => match hub.resume(ctx.corpus.store(), id).await {
-            Ok(Resume::At(p)) => p,
-            Ok(Resume::Unavailable) => {
-                let live = hub.live_position();
-                let notice = ResetNotice {
-                    code: "replay_unavailable",
-                    message: "the last event id names a version outside the replay window (or not of this corpus); the stream continues live from here: read the gap with /v1/news/diff on visible_by=committed_at".into(),
-                    last_event_id: id,
-                    replay_window_seconds: hub.options().replay_window.as_secs(),
-                    corpus_version: ctx.corpus.version(),
-                };
-                pending.push_back(Bytes::from(format!(
-                    "event: reset\nid: {}:reset\ndata: {}\n\n",
-                    ctx.corpus.version(),
-                    serde_json::to_string(&notice).expect("a notice serialises")
-                )));
-                live
-            }
-            Err(e) => {
+    let filter = Filter {
+        entity,
+        state: state.clone(),
+    };
+    let frames = state
+        .stream()
+        .connect(
+            ctx.corpus.store(),
+            ctx.corpus.version(),
+            &caller.key.id,
+            lane,
+            last_id.as_deref(),
+            Box::new(move |e: &Event| filter.matches(e)),
+        )
+        .await
+        .map_err(|e| match e {
+            Refused::TooManyStreams { limit } => ApiError::TooManyStreams { limit },
+            Refused::Replay(e) => {
                 tracing::error!(error = %e, "stream: cannot read the corpus chain to replay");
-                return Err(ApiError::Internal);
+                ApiError::Internal
             }
-        },
-    };
-    let conn = Conn {
-        filter: Filter {
-            entity,
-            state: state.clone(),
-        },
-        lane,
-        // A replaying client starts behind by its backlog; it is too slow only when it falls
-        // further behind than that.
-        allowed_lag: (connected_head - start.seq).max(0) as usize + hub.options().max_lag_steps,
-        pos: start,
-        keep_alive_at: Clock::now() + hub.options().keep_alive,
-        shutdown: hub.shutdown_receiver(),
-        head,
-        pending,
-        done: false,
-        hub,
-        _slot: slot,
-    };
-    let body = futures::stream::unfold(conn, |mut c| async move {
-        let frame = c.next().await?;
-        Some((Ok::<Bytes, Infallible>(frame), c))
-    });
+        })?;
+    let body = frames.map(Ok::<Bytes, Infallible>);
     let mut res = (StatusCode::OK, Body::from_stream(body)).into_response();
     let h = res.headers_mut();
     h.insert(
@@ -218,84 +169,5 @@ impl Filter {
                     .any(|m| normalize_cik(&m.cik).as_ref() == Some(cik))
             }
         }
-    }
-}
-
-/// One open stream.
-struct Conn {
-    hub: Hub,
-    filter: Filter,
-    lane: Lane,
-    pos: Position,
-    allowed_lag: usize,
-    head: watch::Receiver<i64>,
-    shutdown: watch::Receiver<bool>,
-    keep_alive_at: Clock,
-    pending: VecDeque<Bytes>,
-    done: bool,
-    _slot: Slot,
-}
-
-impl Conn {
-    /// The next frame to send; `None` ends the response.
-    async fn next(&mut self) -> Option<Bytes> {
-        loop {
-            if let Some(f) = self.pending.pop_front() {
-                return Some(f);
-            }
-            if self.done {
-                return None;
-            }
-            if *self.shutdown.borrow() {
-                return self.last(
-                    ": the server is shutting down; reconnect with Last-Event-ID to resume\n\n",
-                );
-            }
-            let head = *self.head.borrow_and_update();
-            match self.hub.at(self.pos.seq) {
-                At::Step(step, _) => {
-                    if self.pos.index == 0
-                        && usize::try_from(head - self.pos.seq).unwrap_or(0) > self.allowed_lag
-                    {
-                        tracing::info!(
-                            behind = head - self.pos.seq,
-                            "stream: closing a client too far behind"
-                        );
-                        return self.last(": this client fell too far behind the stream and is disconnected; reconnect with Last-Event-ID to resume\n\n");
-                    }
-                    if let Some(events) = step.lanes.get(&self.lane) {
-                        while let Some(e) = events.get(self.pos.index) {
-                            self.pos.index += 1;
-                            if self.filter.matches(e) {
-                                self.keep_alive_at = Clock::now() + self.hub.options().keep_alive;
-                                return Some(e.frame.clone());
-                            }
-                        }
-                    }
-                    self.pos = Position {
-                        seq: self.pos.seq + 1,
-                        index: 0,
-                    };
-                }
-                At::Evicted => {
-                    return self.last(": the stream's log no longer holds this client's position; reconnect with Last-Event-ID\n\n");
-                }
-                At::Head => {
-                    tokio::select! {
-                        changed = self.head.changed() => if changed.is_err() { self.done = true; },
-                        _ = self.shutdown.changed() => {},
-                        () = tokio::time::sleep_until(self.keep_alive_at) => {
-                            self.keep_alive_at = Clock::now() + self.hub.options().keep_alive;
-                            return Some(Bytes::from_static(b": keep-alive\n\n"));
-                        }
-                    }
-                }
-            }
-        }
-    }
-
-    fn last(&mut self, comment: &'static str) -> Option<Bytes> {
-        self.done = true;
-        Some(Bytes::from_static(comment.as_bytes()))
     }
 }

@@ -765,7 +765,8 @@ macro_rules! sql_state_store {
             }
 
             async fn identity_sign_in(&self, identity: &Identity, email: &str, now: asof_engine::Instant) -> Result<IdentitySignIn> {
-                let mut tx = self.pool.begin().await?;
+                // Reads, then writes: see `PoolDb::BEGIN_WRITE`.
+                let mut tx = self.pool.begin_with(<$pool as PoolDb>::BEGIN_WRITE).await?;
                 let known = sqlx::query("SELECT u.id, u.email, u.plan FROM identities i JOIN users u ON u.id = i.user_id WHERE i.issuer = $1 AND i.subject = $2")
                     .bind(&identity.issuer)
                     .bind(&identity.subject)
@@ -1119,12 +1120,20 @@ macro_rules! sql_state_store {
 /// Maps a pool type to its database (lets the macro name the row type).
 pub trait PoolDb {
     type Db: sqlx::Database;
+    /// Opens a transaction that reads before it writes. SQLite's plain `BEGIN` takes the
+    /// write lock only at the first write, and refuses it at once, without waiting out the
+    /// busy timeout, when another connection committed since the transaction's first read;
+    /// `BEGIN IMMEDIATE` takes the lock first, waiting as any write does. PostgreSQL locks
+    /// rows as they are written, so a plain `BEGIN` serves.
+    const BEGIN_WRITE: &'static str;
 }
 impl PoolDb for sqlx::SqlitePool {
     type Db = sqlx::Sqlite;
+    const BEGIN_WRITE: &'static str = "BEGIN IMMEDIATE";
 }
 impl PoolDb for sqlx::PgPool {
     type Db = sqlx::Postgres;
+    const BEGIN_WRITE: &'static str = "BEGIN";
 }
 
 sql_state_store!(SqliteStore, sqlx::SqlitePool, "sqlite");

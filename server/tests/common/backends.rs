@@ -57,7 +57,10 @@ pub async fn postgres_reachable(test: &str) -> bool {
                 "PostgreSQL required but unreachable: {e}"
             );
             use std::io::Write;
-            let _ = writeln!(std::io::stderr(), "SKIPPED: postgres::{test} ({e})");
+            let _ = writeln!(
+                std::io::stderr(),
+                "SKIPPED: postgres::{test} ({e}){HOW_TO_RUN_POSTGRES}"
+            );
             false
         }
     }
@@ -106,3 +109,6 @@ macro_rules! on_both {
         }
     };
 }
+
+/// What a PostgreSQL test's skip message adds: how to run it.
+pub const HOW_TO_RUN_POSTGRES: &str = " (start PostgreSQL at 127.0.0.1:5432 with a database `test`, or set ASOF_TEST_POSTGRES_URL; ASOF_REQUIRE_POSTGRES=1 makes this a failure)";

@@ -1,0 +1,458 @@
+//! `asof serve`: its flags (listening, state, limits, sign-in ways, billing, connectors) and
+//! how they become the server's configuration.
+
+use std::process::ExitCode;
+
+use clap::Args;
+
+use super::CliResult;
+use super::flags::CorpusArg;
+
+/// The default state store: a SQLite file in `.asof-state/` of the working directory.
+pub(crate) const DEFAULT_DATABASE_URL: &str = "sqlite://.asof-state/asof.db";
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    #[arg(long, env = "ASOF_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: String,
+    #[command(flatten)]
+    pub corpus: CorpusArg,
+    /// State store: sqlite://PATH (default) or postgres://...
+    #[arg(
+        long = "database-url",
+        env = "ASOF_DATABASE_URL",
+        default_value = DEFAULT_DATABASE_URL,
+        hide_env_values = true
+    )]
+    pub database_url: String,
+    /// Seconds between checks of the corpus pointer, decimals allowed (0.1 at least): one
+    /// small read; a new version is then verified (its new objects only) and loaded, and its
+    /// new rows reach /v1/stream. It bounds how late a stream client learns of a publish.
+    #[arg(
+        long = "reload-interval",
+        env = "ASOF_RELOAD_INTERVAL",
+        default_value = "1",
+        value_parser = interval_seconds
+    )]
+    pub reload_interval: std::time::Duration,
+    /// Take the client address from X-Forwarded-For (only behind proxies you run): the entry
+    /// --trusted-proxies places from the right, never one the client wrote.
+    #[arg(long = "trust-forwarded-for", env = "ASOF_TRUST_FORWARDED_FOR")]
+    pub trust_forwarded_for: bool,
+    /// How many proxies in front of the service append to X-Forwarded-For (a load balancer
+    /// alone: 1; a CDN then a load balancer: 2).
+    #[arg(
+        long = "trusted-proxies",
+        env = "ASOF_TRUSTED_PROXIES",
+        default_value_t = 1,
+        value_parser = clap::value_parser!(u64).range(1..=16)
+    )]
+    pub trusted_proxies: u64,
+    /// Requests per minute one client address may make to the public rate-limited routes
+    /// (`/v1/meta`, `/v1/sample/*`).
+    #[arg(
+        long = "public-rate-limit",
+        env = "ASOF_PUBLIC_RATE_LIMIT",
+        default_value_t = asof_server::plan::PUBLIC_REQUESTS_PER_MINUTE,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub public_rate_limit: u32,
+    /// Seconds a request may take before it is answered `503 timeout`.
+    #[arg(
+        long = "request-timeout",
+        env = "ASOF_REQUEST_TIMEOUT",
+        default_value_t = 30,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub request_timeout: u64,
+    /// Walks and scans (pages the access index cannot answer: all rows of a source, the
+    /// sample) allowed at once; more wait up to --scan-wait-ms, then get `503 overloaded`
+    /// with Retry-After.
+    #[arg(
+        long = "max-scans",
+        env = "ASOF_MAX_SCANS",
+        default_value_t = 8,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_scans: u64,
+    /// Milliseconds a scan waits for a free slot.
+    #[arg(
+        long = "scan-wait-ms",
+        env = "ASOF_SCAN_WAIT_MS",
+        default_value_t = 2000
+    )]
+    pub scan_wait_ms: u64,
+    /// Threads running walks and scans, at a lower priority than the serving threads
+    /// (0: half the cores, at least one).
+    #[arg(long = "scan-threads", env = "ASOF_SCAN_THREADS", default_value_t = 0)]
+    pub scan_threads: u64,
+    /// The share of the machine's cores the scan threads may keep busy together, in (0, 1]:
+    /// past it a walk pauses between blocks, so broad questions cannot take the cores the
+    /// by-filer path serves from (1: bounded only by --scan-threads).
+    #[arg(
+        long = "scan-cpu-share",
+        env = "ASOF_SCAN_CPU_SHARE",
+        default_value_t = asof_server::http::state::DEFAULT_SCAN_CPU_SHARE,
+        value_parser = parse_share
+    )]
+    pub scan_cpu_share: f64,
+    /// Rows one walk or scan may look at; a page that would read more is answered
+    /// `400 query_too_broad`.
+    #[arg(
+        long = "max-walk-rows",
+        env = "ASOF_MAX_WALK_ROWS",
+        default_value_t = asof_engine::scan_pool::DEFAULT_MAX_ROWS,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_walk_rows: u64,
+    /// Seconds a file URL from /v1/files stays valid (the object store's presigned URL, or
+    /// the service's own for a local corpus).
+    #[arg(
+        long = "file-url-ttl",
+        env = "ASOF_FILE_URL_TTL",
+        default_value_t = 900,
+        value_parser = clap::value_parser!(u64).range(1..=604_800)
+    )]
+    pub file_url_ttl: u64,
+    /// Requests per minute one client address may make to the service's signed file URLs.
+    #[arg(
+        long = "file-rate-limit",
+        env = "ASOF_FILE_RATE_LIMIT",
+        default_value_t = asof_server::http::state::FILE_REQUESTS_PER_MINUTE,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub file_rate_limit: u32,
+    /// The origin clients reach the service at (e.g. https://api.example.com), used in the
+    /// file URLs it signs; default: the request's Host.
+    #[arg(long = "public-url", env = "ASOF_PUBLIC_URL")]
+    pub public_url: Option<String>,
+    /// Streams (/v1/stream) one API key may hold open at once on this process.
+    #[arg(
+        long = "max-streams-per-key",
+        env = "ASOF_MAX_STREAMS_PER_KEY",
+        default_value_t = 4,
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_streams_per_key: u64,
+    /// Seconds the process waits, after SIGTERM, for open connections to finish before it
+    /// exits anyway (streams end at once; this bounds clients that stopped reading).
+    #[arg(
+        long = "shutdown-grace",
+        env = "ASOF_SHUTDOWN_GRACE",
+        default_value_t = 10
+    )]
+    pub shutdown_grace: u64,
+    /// Seconds a client may take to send a request's headers (counted from the connection's
+    /// start, or from the end of its previous response, so it also closes idle keep-alive
+    /// connections); a slower client's connection is closed.
+    #[arg(
+        long = "header-read-timeout",
+        env = "ASOF_HEADER_READ_TIMEOUT",
+        default_value_t = 10,
+        value_parser = clap::value_parser!(u64).range(1..=3600)
+    )]
+    pub header_read_timeout: u64,
+    /// Connections served at once by this process; more wait in the listen backlog.
+    #[arg(
+        long = "max-connections",
+        env = "ASOF_MAX_CONNECTIONS",
+        default_value_t = 2048,
+        value_parser = clap::value_parser!(u64).range(1..=1_000_000)
+    )]
+    pub max_connections: u64,
+    /// E-mail sign-in: the SMTP server sign-in links go out through, in lettre's form
+    /// `smtp://[user:pass@]host[:port]` (add `?tls=required` for STARTTLS) or `smtps://...`;
+    /// needs --mail-from and --public-url. Unset: e-mail sign-in answers 503.
+    #[arg(
+        long = "smtp-url",
+        env = "ASOF_SMTP_URL",
+        requires = "mail_from",
+        hide_env_values = true
+    )]
+    pub smtp_url: Option<String>,
+    /// The sender of sign-in e-mail, e.g. "asof <no-reply@example.com>".
+    #[arg(long = "mail-from", env = "ASOF_MAIL_FROM", requires = "smtp_url")]
+    pub mail_from: Option<String>,
+    #[command(flatten)]
+    pub provider_a: ProviderAArgs,
+    #[command(flatten)]
+    pub provider_b: ProviderBArgs,
+    /// Send the session cookie without `Secure`: only for a local deployment over plain HTTP
+    /// on a host other than localhost (browsers drop Secure cookies set over plain HTTP).
+    #[arg(long = "insecure-cookies", env = "ASOF_INSECURE_COOKIES")]
+    pub insecure_cookies: bool,
+    #[command(flatten)]
+    pub billing: BillingArgs,
+    #[command(flatten)]
+    pub connector: ConnectorArgs,
+}
+
+/// Bring-your-own-key daily bars (`/v1/connectors/{vendor}/bars`): each vendor is off (503)
+/// until its base URL is given.
+#[derive(Debug, Args)]
+pub struct ConnectorArgs {
+    /// Vendor A's API base URL (an aggregates API: /v2/aggs/ticker/...).
+    #[arg(long = "vendor-a-url", env = "ASOF_VENDOR_A_URL")]
+    pub vendor_a_url: Option<String>,
+    /// The license class in force for vendor A's data, named in each answer's origin.
+    #[arg(
+        long = "vendor-a-license-class",
+        env = "ASOF_VENDOR_A_LICENSE_CLASS",
+        default_value = "caller_licensed_internal_use"
+    )]
+    pub vendor_a_license_class: String,
+    /// Vendor B's API base URL (a daily-prices API: /daily/{ticker}/prices).
+    #[arg(long = "vendor-b-url", env = "ASOF_VENDOR_B_URL")]
+    pub vendor_b_url: Option<String>,
+    /// The license class in force for vendor B's data, named in each answer's origin.
+    #[arg(
+        long = "vendor-b-license-class",
+        env = "ASOF_VENDOR_B_LICENSE_CLASS",
+        default_value = "caller_licensed_internal_use"
+    )]
+    pub vendor_b_license_class: String,
+}
+
+/// Payment processing (Stripe's API shape). All settings or none: with any missing, checkout,
+/// portal and webhook answer 503 billing_not_configured. Needs --public-url.
+#[derive(Debug, Args)]
+pub struct BillingArgs {
+    /// The processor's API base URL, e.g. https://api.stripe.com.
+    #[arg(long = "billing-api-url", env = "ASOF_BILLING_API_URL")]
+    pub api_url: Option<String>,
+    /// The processor's secret API key (prefer the environment variable).
+    #[arg(
+        long = "billing-secret-key",
+        env = "ASOF_BILLING_SECRET_KEY",
+        hide_env_values = true
+    )]
+    pub secret_key: Option<String>,
+    /// The signing secret of the webhook endpoint <public-url>/v1/billing/webhook (prefer the
+    /// environment variable).
+    #[arg(
+        long = "billing-webhook-secret",
+        env = "ASOF_BILLING_WEBHOOK_SECRET",
+        hide_env_values = true
+    )]
+    pub webhook_secret: Option<String>,
+    /// The processor's price id of the researcher plan.
+    #[arg(
+        long = "billing-price-researcher",
+        env = "ASOF_BILLING_PRICE_RESEARCHER"
+    )]
+    pub price_researcher: Option<String>,
+    /// The processor's price id of the power plan.
+    #[arg(long = "billing-price-power", env = "ASOF_BILLING_PRICE_POWER")]
+    pub price_power: Option<String>,
+    /// The processor's price id of the desk plan.
+    #[arg(long = "billing-price-desk", env = "ASOF_BILLING_PRICE_DESK")]
+    pub price_desk: Option<String>,
+    /// Where to ask for a commercial license (URL or mailto:), named when a checkout comes
+    /// without the internal-use attestation; default: <public-url>/#licensing.
+    #[arg(long = "license-contact", env = "ASOF_LICENSE_CONTACT")]
+    pub license_contact: Option<String>,
+}
+
+/// OpenID Connect settings of sign-in provider A.
+#[derive(Debug, Args)]
+pub struct ProviderAArgs {
+    /// Provider A: the issuer URL (its /.well-known/openid-configuration is read);
+    /// unset: provider A sign-in answers 503.
+    #[arg(
+        id = "provider_a_issuer",
+        long = "provider-a-issuer",
+        env = "ASOF_PROVIDER_A_ISSUER",
+        requires = "provider_a_client_id"
+    )]
+    pub issuer: Option<String>,
+    /// Provider A: the client id registered with the provider.
+    #[arg(
+        id = "provider_a_client_id",
+        long = "provider-a-client-id",
+        env = "ASOF_PROVIDER_A_CLIENT_ID"
+    )]
+    pub client_id: Option<String>,
+    /// Provider A: the client secret (prefer the environment variable).
+    #[arg(
+        id = "provider_a_client_secret",
+        long = "provider-a-client-secret",
+        env = "ASOF_PROVIDER_A_CLIENT_SECRET",
+        hide_env_values = true
+    )]
+    pub client_secret: Option<String>,
+    /// Provider A: the redirect URL registered with the provider; default
+    /// <public-url>/v1/auth/provider_a/callback.
+    #[arg(
+        id = "provider_a_redirect_url",
+        long = "provider-a-redirect-url",
+        env = "ASOF_PROVIDER_A_REDIRECT_URL"
+    )]
+    pub redirect_url: Option<String>,
+}
+
+/// OpenID Connect settings of sign-in provider B.
+#[derive(Debug, Args)]
+pub struct ProviderBArgs {
+    /// Provider B: the issuer URL (its /.well-known/openid-configuration is read);
+    /// unset: provider B sign-in answers 503.
+    #[arg(
+        id = "provider_b_issuer",
+        long = "provider-b-issuer",
+        env = "ASOF_PROVIDER_B_ISSUER",
+        requires = "provider_b_client_id"
+    )]
+    pub issuer: Option<String>,
+    /// Provider B: the client id registered with the provider.
+    #[arg(
+        id = "provider_b_client_id",
+        long = "provider-b-client-id",
+        env = "ASOF_PROVIDER_B_CLIENT_ID"
+    )]
+    pub client_id: Option<String>,
+    /// Provider B: the client secret (prefer the environment variable).
+    #[arg(
+        id = "provider_b_client_secret",
+        long = "provider-b-client-secret",
+        env = "ASOF_PROVIDER_B_CLIENT_SECRET",
+        hide_env_values = true
+    )]
+    pub client_secret: Option<String>,
+    /// Provider B: the redirect URL registered with the provider; default
+    /// <public-url>/v1/auth/provider_b/callback.
+    #[arg(
+        id = "provider_b_redirect_url",
+        long = "provider-b-redirect-url",
+        env = "ASOF_PROVIDER_B_REDIRECT_URL"
+    )]
+    pub redirect_url: Option<String>,
+}
+
+/// A share of the cores: a decimal in (0, 1].
+pub(crate) fn parse_share(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= 1.0 => Ok(v),
+        _ => Err(format!(
+            "a share of the cores in (0, 1], such as 0.25, not {s:?}"
+        )),
+    }
+}
+
+/// A `--reload-interval`: decimal seconds, at least 0.1 (a pointer check is cheap, but a
+/// tighter loop would only burn a core).
+pub(crate) fn interval_seconds(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds (e.g. 1 or 0.25)"))?;
+    if !(0.1..=86_400.0).contains(&secs) {
+        return Err(format!(
+            "`{s}`: the interval must lie between 0.1 and 86400 seconds"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
+pub(crate) async fn serve(a: ServeArgs) -> CliResult {
+    let cfg =
+        asof_server::serve::ServeConfig {
+            listen: a.listen,
+            corpus: a.corpus.corpus,
+            database_url: a.database_url,
+            reload_interval: a.reload_interval,
+            trust_forwarded_for: a.trust_forwarded_for,
+            trusted_proxies: a.trusted_proxies as usize,
+            public_requests_per_minute: a.public_rate_limit,
+            request_timeout: std::time::Duration::from_secs(a.request_timeout),
+            max_concurrent_scans: a.max_scans as usize,
+            scan_wait: std::time::Duration::from_millis(a.scan_wait_ms),
+            scan_threads: a.scan_threads as usize,
+            scan_cpu_share: a.scan_cpu_share,
+            max_walk_rows: a.max_walk_rows,
+            file_url_ttl: std::time::Duration::from_secs(a.file_url_ttl),
+            file_requests_per_minute: a.file_rate_limit,
+            public_url: a.public_url.clone(),
+            max_streams_per_key: a.max_streams_per_key as usize,
+            shutdown_grace: std::time::Duration::from_secs(a.shutdown_grace),
+            header_read_timeout: std::time::Duration::from_secs(a.header_read_timeout),
+            max_connections: a.max_connections as usize,
+            sign_in: asof_server::signin::SignInConfig {
+                mail: a.smtp_url.zip(a.mail_from),
+                provider_a: provider(
+                    "provider_a",
+                    a.provider_a.issuer,
+                    a.provider_a.client_id,
+                    a.provider_a.client_secret,
+                    a.provider_a.redirect_url,
+                    a.public_url.as_deref(),
+                )?,
+                provider_b: provider(
+                    "provider_b",
+                    a.provider_b.issuer,
+                    a.provider_b.client_id,
+                    a.provider_b.client_secret,
+                    a.provider_b.redirect_url,
+                    a.public_url.as_deref(),
+                )?,
+            },
+            secure_cookies: !a.insecure_cookies,
+            billing: asof_server::billing::BillingConfig {
+                api_url: a.billing.api_url,
+                secret_key: a.billing.secret_key,
+                webhook_secret: a.billing.webhook_secret,
+                prices: [
+                    a.billing.price_researcher,
+                    a.billing.price_power,
+                    a.billing.price_desk,
+                ],
+                license_contact: a.billing.license_contact,
+            },
+            connector: asof_server::connector::ConnectorConfig {
+                vendor_a: a.connector.vendor_a_url.map(|url| {
+                    asof_server::connector::VendorConfig {
+                        url,
+                        license_class: a.connector.vendor_a_license_class,
+                    }
+                }),
+                vendor_b: a.connector.vendor_b_url.map(|url| {
+                    asof_server::connector::VendorConfig {
+                        url,
+                        license_class: a.connector.vendor_b_license_class,
+                    }
+                }),
+                ..Default::default()
+            },
+        };
+    asof_server::serve::serve(cfg).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// One provider's settings from its flags: none without an issuer; the redirect URL defaults
+/// to the public URL's callback path.
+pub(crate) fn provider(
+    slot: &str,
+    issuer: Option<String>,
+    client_id: Option<String>,
+    client_secret: Option<String>,
+    redirect_url: Option<String>,
+    public_url: Option<&str>,
+) -> Result<Option<asof_server::signin::oidc::ProviderConfig>, Box<dyn std::error::Error>> {
+    let Some(issuer) = issuer else {
+        return Ok(None);
+    };
+    let flag = slot.replace('_', "-");
+    let client_id = client_id.ok_or_else(|| format!("--{flag}-issuer needs --{flag}-client-id"))?;
+    let redirect_url = match (redirect_url, public_url) {
+        (Some(r), _) => r,
+        (None, Some(p)) => format!("{}/v1/auth/{slot}/callback", p.trim_end_matches('/')),
+        (None, None) => {
+            return Err(
+                format!("--{flag}-issuer needs --{flag}-redirect-url or --public-url").into(),
+            );
+        }
+    };
+    Ok(Some(asof_server::signin::oidc::ProviderConfig {
+        issuer,
+        client_id,
+        client_secret,
+        redirect_url,
+    }))
+}

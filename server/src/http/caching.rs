@@ -1,0 +1,155 @@
+//! What every answer carries on its way out: error envelopes for the errors handlers and
+//! layers raised, `X-Request-Id` and `X-Corpus-Version`, `Cache-Control`, the ETag and a 304
+//! for a matching `If-None-Match`.
+
+use axum::http::{HeaderName, HeaderValue, Method, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+
+use crate::error::ApiError;
+use crate::http::response::error_response;
+use crate::http::response::{CacheKind, JsonEnvelope};
+use crate::http::response::{X_CORPUS_VERSION, X_REQUEST_ID};
+use crate::http::route::{Kind, RouteInfo};
+use crate::http::state::{AppState, Caller, Ctx};
+
+/// Error envelopes, request id, corpus version, Cache-Control, ETag and 304.
+pub(crate) async fn finish(
+    state: &AppState,
+    ctx: &Ctx,
+    method: &Method,
+    path: &str,
+    query: Option<&str>,
+    if_none_match: Option<HeaderValue>,
+    mut res: Response,
+) -> Response {
+    let route = res.extensions().get::<RouteInfo>().copied();
+    let is_sample = route.is_some_and(|r| r.sample);
+    // 405 from the router (wrong method on a known path) becomes an envelope too.
+    if res.status() == StatusCode::METHOD_NOT_ALLOWED
+        && res.extensions().get::<ApiError>().is_none()
+    {
+        let allow = res
+            .headers()
+            .get(header::ALLOW)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("GET, HEAD, OPTIONS")
+            .to_owned();
+        res.extensions_mut()
+            .insert(ApiError::MethodNotAllowed { allow });
+    }
+    // The timeout layer answers a bare 503 when the handler ran out of time.
+    if res.status() == StatusCode::SERVICE_UNAVAILABLE
+        && res.extensions().get::<ApiError>().is_none()
+        && res.extensions().get::<JsonEnvelope>().is_none()
+    {
+        let after = state.options().request_timeout.as_secs().max(1);
+        tracing::warn!(after_secs = after, "request timed out");
+        res.extensions_mut()
+            .insert(ApiError::Timeout { after_secs: after });
+    }
+    if let Some(err) = res.extensions().get::<ApiError>().cloned() {
+        let kept: Vec<(HeaderName, HeaderValue)> = res
+            .headers()
+            .iter()
+            .filter(|(k, _)| k.as_str().starts_with("x-ratelimit-"))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let caller = res.extensions().get::<Caller>().cloned();
+        res = error_response(ctx, &err, is_sample);
+        res.headers_mut().extend(kept);
+        if let Some(c) = caller {
+            res.extensions_mut().insert(c);
+        }
+        if let Some(r) = route {
+            res.extensions_mut().insert(r);
+        }
+    }
+    res.headers_mut().insert(
+        &X_REQUEST_ID,
+        HeaderValue::from_str(&ctx.request_id).expect("uuid is a header value"),
+    );
+    let kind = route.map(|r| r.kind);
+    let document = kind == Some(Kind::Document);
+    if res.extensions().get::<JsonEnvelope>().is_none() && !document {
+        return res;
+    }
+    res.headers_mut().insert(
+        &X_CORPUS_VERSION,
+        HeaderValue::from_str(ctx.corpus.version()).expect("version is a header value"),
+    );
+    if res.status() != StatusCode::OK {
+        res.headers_mut()
+            .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        return res;
+    }
+    let visibility = if is_sample || document {
+        "public"
+    } else {
+        "private"
+    };
+    let cache = match res.extensions().get::<CacheKind>() {
+        Some(CacheKind::Historical) => format!("{visibility}, max-age=300"),
+        Some(CacheKind::NoStore) => "no-store".to_owned(),
+        _ => format!("{visibility}, max-age=0, must-revalidate"),
+    };
+    let etag_basis = if matches!(kind, Some(Kind::Document | Kind::LiveEnvelope)) {
+        let (parts, body) = res.into_parts();
+        let bytes = axum::body::to_bytes(body, usize::MAX)
+            .await
+            .unwrap_or_default();
+        let basis = Sha256::digest(&bytes).to_vec();
+        res = Response::from_parts(parts, axum::body::Body::from(bytes));
+        basis
+    } else {
+        format!(
+            "{}\n{} {}?{}",
+            ctx.corpus.version(),
+            method,
+            path,
+            query.unwrap_or("")
+        )
+        .into_bytes()
+    };
+    let etag = format!("\"{}\"", &hex::encode(Sha256::digest(&etag_basis))[..40]);
+    let h = res.headers_mut();
+    h.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_str(&cache).expect("ascii"),
+    );
+    h.insert(header::ETAG, HeaderValue::from_str(&etag).expect("ascii"));
+    if if_none_match
+        .as_ref()
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| etag_matches(v, &etag))
+    {
+        let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
+        for (k, v) in res.headers().iter().filter(|(k, _)| {
+            [
+                header::ETAG,
+                header::CACHE_CONTROL,
+                X_REQUEST_ID,
+                X_CORPUS_VERSION,
+            ]
+            .contains(k)
+                || k.as_str().starts_with("x-ratelimit-")
+        }) {
+            not_modified.headers_mut().insert(k.clone(), v.clone());
+        }
+        if let Some(c) = res.extensions().get::<Caller>().cloned() {
+            not_modified.extensions_mut().insert(c);
+        }
+        if let Some(r) = route {
+            not_modified.extensions_mut().insert(r);
+        }
+        return not_modified;
+    }
+    res
+}
+
+/// Whether an `If-None-Match` value names `etag` (one of its comma-separated tags, or `*`).
+pub fn etag_matches(if_none_match: &str, etag: &str) -> bool {
+    if_none_match
+        .split(',')
+        .any(|t| t.trim() == etag || t.trim() == "*")
+}
