@@ -512,6 +512,18 @@ async fn a_rejected_key_is_json_rpc_error_32001() {
     }
 }
 
+/// Waits, when the current one-minute rate window is more than `within_s` seconds old, for
+/// the next one to begin.
+async fn early_in_a_window(within_s: i64) {
+    let into = asof_engine::Instant::now().micros().rem_euclid(60_000_000);
+    if into > within_s * 1_000_000 {
+        tokio::time::sleep(std::time::Duration::from_micros(
+            (60_000_000 - into) as u64 + 50_000,
+        ))
+        .await;
+    }
+}
+
 #[tokio::test]
 async fn each_tool_call_counts_once_against_the_keys_rate_limit() {
     let t = setup().await;
@@ -525,13 +537,7 @@ async fn each_tool_call_counts_once_against_the_keys_rate_limit() {
     };
     // The counts below must fall in one fixed one-minute window: start early in one (the
     // test takes seconds in a debug build; a window rolling over mid-test reset the count).
-    let into = asof_engine::Instant::now().micros().rem_euclid(60_000_000);
-    if into > 30_000_000 {
-        tokio::time::sleep(std::time::Duration::from_micros(
-            (60_000_000 - into) as u64 + 50_000,
-        ))
-        .await;
-    }
+    early_in_a_window(30).await;
     let before = get(&t, "/v1/coverage?date=2026-01-29").await;
     let left: i64 = before.headers["x-ratelimit-remaining"]
         .to_str()
@@ -554,8 +560,20 @@ async fn each_tool_call_counts_once_against_the_keys_rate_limit() {
     // 429 envelope. Should the spending still outlast the window, the window must have rolled
     // over (its reset moved on) and the spending starts again at the new window's start.
     let reset = |r: &Res| r.headers["x-ratelimit-reset"].to_str().unwrap().to_owned();
-    let (mut remaining, mut window) = (now, reset(&after));
-    for attempt in 0..2 {
+    let mut remaining = now;
+    for attempt in 0..3 {
+        if attempt > 0 {
+            // The last attempt's window rolled over: start the next one at a window's start.
+            early_in_a_window(5).await;
+            let probe = get(&t, "/v1/coverage?date=2026-01-29").await;
+            remaining = probe.headers["x-ratelimit-remaining"]
+                .to_str()
+                .unwrap()
+                .parse()
+                .unwrap();
+        }
+        let window = reset(&get(&t, "/v1/coverage?date=2026-01-29").await);
+        remaining -= 1;
         for _ in 0..remaining {
             let spent = get(&t, "/v1/me").await;
             assert_eq!(spent.status, StatusCode::OK, "{}", spent.json);
@@ -571,14 +589,8 @@ async fn each_tool_call_counts_once_against_the_keys_rate_limit() {
             window,
             "attempt {attempt}: the window's last call was let through within the window"
         );
-        window = reset(&probe);
-        remaining = probe.headers["x-ratelimit-remaining"]
-            .to_str()
-            .unwrap()
-            .parse()
-            .unwrap();
     }
-    panic!("two windows rolled over while spending one: the machine is too slow for this test");
+    panic!("three windows rolled over while spending one: the machine is too slow for this test");
 }
 
 #[tokio::test]
