@@ -117,8 +117,8 @@ pub(crate) async fn query(a: QueryArgs) -> CliResult {
     let corpus = Arc::new(open(&a.corpus.corpus).await?);
     let q = query_of(&a, &corpus).map_err(flag_error)?;
     let (as_of, visible_by) = (q.as_of, q.visible_by);
-    let rows = match corpus.news(&q, Scope::Corpus).await? {
-        Answer::Page { rows, .. } => rows,
+    let (rows, coverage) = match corpus.news(&q, Scope::Corpus).await? {
+        Answer::Page { rows, coverage, .. } => (rows, coverage),
         Answer::Hole { coverage } => {
             // The API's own error envelope, rendered where every error is.
             let err = ApiError::CoverageMissing {
@@ -155,7 +155,7 @@ pub(crate) async fn query(a: QueryArgs) -> CliResult {
                 count: Some(records.len()),
                 results: records,
                 next_cursor: None,
-                coverage: CoverageBody::default(),
+                coverage: CoverageBody::from(coverage),
                 error: None,
                 sample: None,
                 origin: None,
