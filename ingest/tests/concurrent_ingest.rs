@@ -2,23 +2,14 @@
 //! a poller, or several ingests at once) keep every record: each one that finds the pointer
 //! moved re-compares against the new version and publishes again.
 
+mod common;
+
+use common::file;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 
 use asof_engine::read::read_partition;
 use asof_engine::{CorpusStore, Instant, Lane, SourceId};
-use asof_ingest::adapter::InputFile;
 use asof_ingest::pipeline::{Request, ingest};
-
-fn file(rel: &str) -> InputFile {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../snapshots/sources")
-        .join(rel);
-    InputFile {
-        name: rel.rsplit('/').next().unwrap().to_owned(),
-        bytes: std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-    }
-}
 
 /// The FDA exports held in the repository, each its own ingest (as in the field: one export
 /// per download), plus a device and a food file.

@@ -1,14 +1,17 @@
 //! GLEIF golden copies through `asof ingest`: a real-derived LEI-CDF CSV read from disk as a
 //! stream, compared with the list state as a stream, answers read back through the engine.
 
+mod common;
+
+use common::{at, run};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use asof_engine::corpus::RecordLookup;
 use asof_engine::lists::KIND_LIST;
-use asof_engine::{Corpus, CorpusStore, Instant, Lane, SourceId, VisibleBy};
+use asof_engine::{Corpus, CorpusStore, Lane, SourceId, VisibleBy};
 use asof_ingest::adapter::InputFile;
-use asof_ingest::pipeline::{Outcome, Request, ingest, read_files};
+use asof_ingest::pipeline::{Request, read_files};
 use asof_ingest::sources::gleif::is_lei;
 
 const DIR: &str = "../snapshots/sources/gleif.lei/golden_copy_from_api";
@@ -16,10 +19,6 @@ const MORNING: &str = "20250515-0000-gleif-goldencopy-lei2-golden-copy.csv";
 const SHELL: &str = "21380068P1DRHMJ8KU70";
 /// The first record of the file, dropped from the afternoon's copy.
 const DROPPED: &str = "2138004VFYZFYLELHT92";
-
-fn at(s: &str) -> Instant {
-    Instant::parse(s).unwrap()
-}
 
 fn morning_path() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -89,10 +88,6 @@ fn request(files: &[PathBuf]) -> Request {
         options: Default::default(),
         files: read_files(files).unwrap(),
     }
-}
-
-async fn run(store: &CorpusStore, req: Request) -> asof_ingest::Result<Outcome> {
-    ingest(store, req, &|_| {}).await
 }
 
 fn kinds(pairs: &[(&str, usize)]) -> BTreeMap<String, usize> {

@@ -2,11 +2,14 @@
 //! ticker intervals (`/v1/mapping`, ticker resolution of news) answering from them before,
 //! between and after the captures.
 
+mod common;
+
+use common::{at, file, request};
 use std::path::PathBuf;
 
 use asof_engine::corpus::{Entity, NewsQuery};
 use asof_engine::coverage::Scope;
-use asof_engine::{Answer, Corpus, CorpusStore, Instant, Lane, SourceId, VisibleBy};
+use asof_engine::{Answer, Corpus, CorpusStore, Lane, SourceId, VisibleBy};
 use asof_ingest::adapter::InputFile;
 use asof_ingest::pipeline::{Request, ingest};
 
@@ -15,30 +18,12 @@ const WEEKLY: &str = "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch";
 const FIRST: &str = "2026-01-18T06:01:04Z";
 const SECOND: &str = "2026-02-01T06:12:17Z";
 
-fn at(s: &str) -> Instant {
-    Instant::parse(s).unwrap()
-}
-
-fn file(rel: &str) -> InputFile {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../snapshots/sources")
-        .join(rel);
-    InputFile {
-        name: rel.rsplit('/').next().unwrap().to_owned(),
-        bytes: std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-    }
-}
-
 fn list(captured: &str, name: &str) -> Request {
-    Request {
-        source: SourceId::SecEdgar,
-        lane: Lane::CertifiedPit,
-        commit_time: at(captured),
-        captured_at: Some(at(captured)),
-        certify: None,
-        options: Default::default(),
-        files: vec![file(&format!("{WEEKLY}/{name}")).into()],
-    }
+    request(
+        SourceId::SecEdgar,
+        captured,
+        vec![file(&format!("{WEEKLY}/{name}"))],
+    )
 }
 
 /// The CIKs `ticker` names at `when`; `None` for an identity hole.

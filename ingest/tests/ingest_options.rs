@@ -2,52 +2,25 @@
 //! `--identity-only`) or add what its files cannot say (`--note`, `--sample-set`), through the
 //! library on real files.
 
-use std::path::{Path, PathBuf};
+mod common;
+
+use common::{day, file, run};
 
 use asof_engine::manifest::{SampleExample, SampleSet};
-use asof_engine::{Corpus, CorpusStore, Day, Instant, Lane, SourceId};
-use asof_ingest::adapter::InputFile;
-use asof_ingest::pipeline::{Options, Outcome, Request, ingest};
-
-fn sources() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../snapshots/sources")
-}
-
-fn file(rel: &str) -> InputFile {
-    let path = sources().join(rel);
-    InputFile {
-        name: rel.rsplit('/').next().unwrap().to_owned(),
-        bytes: std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-    }
-}
-
-fn at(s: &str) -> Instant {
-    Instant::parse(s).unwrap()
-}
-
-fn day(s: &str) -> Day {
-    s.parse().unwrap()
-}
+use asof_engine::{Corpus, CorpusStore, Lane, SourceId};
+use asof_ingest::pipeline::{Options, Request};
 
 const ALZAMEND: &str = "sec.edgar/submissions/CIK0001677077__20260310T195209Z.json";
 const INDEX: &str = "sec.edgar/daily-index/company.20221003.idx";
 const PLAIN_LIST: &str = "sec.edgar.ticker_history/company_tickers_weekly_hvcwatch/company_tickers_2026-01-18T0601Z.json";
 const EXCHANGE_LIST: &str = "sec.edgar.ticker_history/company_tickers_exchange_snapshots_edgartools/company_tickers_exchange_committed_2026-01-29.csv";
 
+/// An EDGAR ingest of one file, committed at `commit`, with `options`.
 fn request(commit: &str, rel: &str, options: Options) -> Request {
     Request {
-        source: SourceId::SecEdgar,
-        lane: Lane::CertifiedPit,
-        commit_time: at(commit),
-        captured_at: Some(at(commit)),
-        certify: None,
-        files: vec![file(rel).into()],
         options,
+        ..common::request(SourceId::SecEdgar, commit, vec![file(rel)])
     }
-}
-
-async fn run(store: &CorpusStore, req: Request) -> asof_ingest::Result<Outcome> {
-    ingest(store, req, &|_| {}).await
 }
 
 fn store() -> (tempfile::TempDir, CorpusStore) {

@@ -1,46 +1,17 @@
 //! `asof ingest` end to end through the library: real files in, corpus versions out, answers
 //! read back through the engine.
 
+mod common;
+
+use common::{at, file, request, run};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use asof_engine::corpus::{Entity, NewsQuery, RecordLookup};
 use asof_engine::coverage::Scope;
-use asof_engine::{Answer, Corpus, CorpusStore, Day, Instant, Lane, SourceId, VisibleBy};
+use asof_engine::{Answer, Corpus, CorpusStore, Day, Lane, SourceId, VisibleBy};
 use asof_ingest::adapter::InputFile;
-use asof_ingest::pipeline::{Outcome, Request, ingest};
-
-fn sources() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../snapshots/sources")
-}
-
-fn file(rel: &str) -> InputFile {
-    let path = sources().join(rel);
-    InputFile {
-        name: rel.rsplit('/').next().unwrap().to_owned(),
-        bytes: std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())),
-    }
-}
-
-fn at(s: &str) -> Instant {
-    Instant::parse(s).unwrap()
-}
-
-fn request(source: SourceId, commit: &str, files: Vec<InputFile>) -> Request {
-    Request {
-        source,
-        lane: Lane::CertifiedPit,
-        commit_time: at(commit),
-        captured_at: Some(at(commit)),
-        certify: None,
-        options: Default::default(),
-        files: files.into_iter().map(Into::into).collect(),
-    }
-}
-
-async fn run(store: &CorpusStore, req: Request) -> asof_ingest::Result<Outcome> {
-    ingest(store, req, &|_| {}).await
-}
+use asof_ingest::pipeline::{Outcome, Request};
 
 /// Every object under the corpus directory with its bytes, to prove nothing changed.
 fn tree(dir: &Path) -> BTreeMap<String, Vec<u8>> {

@@ -10,7 +10,8 @@
 //! - `openapi`: the description, generated from route entries;
 //! - `mcp`: the MCP endpoint, re-dispatching tool calls through the router;
 //! - `routes`: the route table and the handlers, by area;
-//! - `app`, `serve`, `reload`: the application, the listening process and its corpus reloads.
+//! - `app`, `serve`, `reload`: the application, the listening process and its corpus reloads;
+//! - `local`: the data routes answered in-process (the Python package's `asof.open()`).
 
 pub mod app;
 pub mod billing;
@@ -18,6 +19,7 @@ pub mod connector;
 pub mod error;
 pub mod http;
 pub mod json;
+pub mod local;
 pub mod mcp;
 pub mod openapi;
 pub mod plan;

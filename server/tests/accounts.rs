@@ -9,7 +9,7 @@ mod common;
 use asof_engine::Instant;
 use asof_server::Options;
 use asof_server::plan::Plan;
-use asof_server::signin::{SignInConfig, session};
+use asof_server::signin::session;
 use asof_server::state::hash_key;
 use asof_server::state::store::SignInLink;
 use axum::body::Body;
@@ -26,23 +26,7 @@ async fn with_dead_mail() -> T {
 
 /// `base` with e-mail sign-in configured towards a port nothing listens on.
 async fn dead_mail(base: Options) -> T {
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
-    let opts = Options {
-        public_url: Some("https://asof.example".into()),
-        sign_in: SignInConfig {
-            mail: Some((
-                format!("smtp://127.0.0.1:{port}"),
-                "asof <no-reply@example.com>".into(),
-            )),
-            ..SignInConfig::default()
-        },
-        ..base
-    };
-    on_backend(opts).await
+    on_backend(common::dead_mail(base)).await
 }
 
 /// `POST /v1/auth/email/confirm` with a form body, as the confirmation page's button sends it.

@@ -6,13 +6,9 @@ mod common;
 
 use asof_server::plan::Plan;
 use axum::http::{Method, StatusCode, header};
-use common::{T, assert_error, key_for, local, send, setup, sqlite_store};
+use common::{T, assert_error, key_for, local, power_key, send, setup, sqlite_store};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-
-async fn power(t: &T) -> String {
-    key_for(&t.store, "power@example.com", Plan::Power).await
-}
 
 async fn listing(t: &T, key: &str, query: &str) -> Value {
     let r = send(t, Method::GET, &format!("/v1/files{query}"), Some(key), &[]).await;
@@ -27,7 +23,7 @@ async fn first_file(t: &T, key: &str) -> Value {
 #[tokio::test]
 async fn a_file_object_names_a_partition_of_the_served_version_with_a_signed_url() {
     let t = setup().await;
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let all = listing(&t, &key, "?limit=1000").await;
     let m = t.state.corpus().manifest().clone();
     assert_eq!(all["count"], m.partitions.len());
@@ -69,7 +65,7 @@ async fn a_file_object_names_a_partition_of_the_served_version_with_a_signed_url
 #[tokio::test]
 async fn pages_of_files_walk_to_the_same_files_as_one_large_page() {
     let t = setup().await;
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let ids = |v: &Value| -> Vec<String> {
         v["results"]
             .as_array()
@@ -111,7 +107,7 @@ async fn pages_of_files_walk_to_the_same_files_as_one_large_page() {
 async fn a_source_and_a_day_range_select_files_and_bad_ones_are_refused_a_backwards_range_is_empty()
 {
     let t = setup().await;
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let page = listing(
         &t,
         &key,
@@ -153,7 +149,7 @@ async fn a_source_and_a_day_range_select_files_and_bad_ones_are_refused_a_backwa
 #[tokio::test]
 async fn a_files_cursor_is_refused_on_news_and_a_news_cursor_on_files() {
     let t = setup().await;
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let files_cursor = listing(&t, &key, "?limit=1").await["next_cursor"]
         .as_str()
         .unwrap()
@@ -215,7 +211,7 @@ async fn a_files_cursor_is_refused_on_news_and_a_news_cursor_on_files() {
 #[tokio::test]
 async fn a_files_cursor_after_a_reload_is_cursor_expired() {
     let t = setup().await;
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let c = listing(&t, &key, "?limit=1").await["next_cursor"]
         .as_str()
         .unwrap()
@@ -270,7 +266,7 @@ async fn files_need_the_power_plan_and_a_researcher_gets_403() {
 #[tokio::test]
 async fn an_unknown_file_id_is_404_and_a_malformed_one_400() {
     let t = setup().await;
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let r = send(
         &t,
         Method::GET,
@@ -292,7 +288,7 @@ async fn an_unknown_file_id_is_404_and_a_malformed_one_400() {
 #[tokio::test]
 async fn a_signed_url_serves_the_exact_bytes_without_a_key() {
     let t = setup().await;
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let f = first_file(&t, &key).await;
     let r = send(
         &t,
@@ -339,7 +335,7 @@ async fn a_signed_url_serves_the_exact_bytes_without_a_key() {
 #[tokio::test]
 async fn range_and_suffix_range_answers_are_byte_exact() {
     let t = setup().await;
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let f = first_file(&t, &key).await;
     let url = local(f["url"].as_str().unwrap());
     let whole = send(&t, Method::GET, &url, None, &[]).await.bytes;
@@ -408,7 +404,7 @@ async fn range_and_suffix_range_answers_are_byte_exact() {
 #[tokio::test]
 async fn expired_tampered_and_cross_file_signatures_are_403() {
     let t = setup().await;
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let files = listing(&t, &key, "?limit=2").await["results"].clone();
     let (a, b) = (
         files[0]["id"].as_str().unwrap(),
@@ -476,7 +472,7 @@ async fn two_replicas_sharing_one_state_store_verify_each_others_urls() {
         Default::default(),
     )
     .await;
-    let key = power(&a).await;
+    let key = power_key(&a).await;
     let f = first_file(&a, &key).await;
     let r = send(
         &b,
@@ -514,7 +510,7 @@ async fn the_public_url_option_names_the_origin_of_signed_urls() {
         ..Default::default()
     };
     let t = common::setup_with(dir, store, opts).await;
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let f = first_file(&t, &key).await;
     assert!(
         f["url"]
@@ -547,7 +543,7 @@ async fn a_browser_may_read_a_file_url_by_range_across_origins() {
         .unwrap()
         .to_ascii_lowercase();
     assert!(allowed.contains("range"), "{allowed}");
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let f = first_file(&t, &key).await;
     let r = send(
         &t,

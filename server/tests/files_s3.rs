@@ -14,28 +14,9 @@ use axum::http::{Method, StatusCode};
 use common::{key_for, send, sqlite_store};
 use sha2::{Digest, Sha256};
 
-/// The shipped sample corpus, copied object by object into `dst` (same version).
-async fn publish_sample_into(dst: &CorpusStore) {
-    let src = CorpusStore::open(common::repo().to_str().unwrap()).unwrap();
-    let (version, m) = src.current().await.unwrap();
-    for p in m
-        .partitions
-        .iter()
-        .map(|p| p.path.clone())
-        .chain(m.identity.iter().map(|e| e.path.clone()))
-        .chain(m.access.iter().map(|e| e.path.clone()))
-    {
-        dst.put_immutable(&p, src.get(&p).await.unwrap())
-            .await
-            .unwrap();
-    }
-    dst.put_manifest(&m).await.unwrap();
-    dst.swap_pointer(None, &version).await.unwrap();
-}
-
 async fn served(s3: &S3, ttl: std::time::Duration) -> common::T {
     let store = CorpusStore::open_with_options(&s3.url("served"), s3.options()).unwrap();
-    publish_sample_into(&store).await;
+    common::copy_sample_corpus(&store).await;
     let dir = tempfile::tempdir().unwrap();
     let state_store = sqlite_store(dir.path()).await;
     let opts = asof_server::Options {
@@ -214,7 +195,7 @@ async fn with_the_object_store_gone_reads_are_503_storage_unavailable_and_recove
 async fn asof_sql_answers_from_a_corpus_in_s3_what_it_answers_from_the_directory() {
     let Some(s3) = S3::start() else { return };
     let store = CorpusStore::open_with_options(&s3.url("sql"), s3.options()).unwrap();
-    publish_sample_into(&store).await;
+    common::copy_sample_corpus(&store).await;
     let q = "SELECT form, count(*) AS n FROM news_asof('2026-01-29T12:00:00Z') \
              GROUP BY form ORDER BY n DESC, form";
     // The bucket is reached through the usual AWS_* variables, as an analyst's shell has them.

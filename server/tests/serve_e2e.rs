@@ -296,25 +296,16 @@ fn keys_and_query_strings_never_reach_the_logs_even_at_debug() {
 
 #[test]
 fn serve_on_postgres_accepts_keys_created_in_the_same_database() {
-    let url = std::env::var("ASOF_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let schema = format!("asof_e2e_{}", uuid::Uuid::new_v4().simple());
     let rt = tokio::runtime::Runtime::new().unwrap();
-    // The schema is made (and migrated) here so the test leaves the shared database clean.
-    if let Err(e) = rt.block_on(asof_server::state::store::open_postgres_schema(
-        &url, &schema,
-    )) {
-        if std::env::var("ASOF_REQUIRE_POSTGRES").is_ok() {
-            panic!("PostgreSQL required (ASOF_REQUIRE_POSTGRES) but unreachable: {e}");
-        }
-        let _ = writeln!(
-            std::io::stderr(),
-            "SKIPPED: serve_on_postgres_accepts_keys_created_in_the_same_database (no PostgreSQL at {url}: {e}) (start PostgreSQL at 127.0.0.1:5432 with a database `test`, or set ASOF_TEST_POSTGRES_URL; ASOF_REQUIRE_POSTGRES=1 makes this a failure)"
-        );
+    // A schema of the test's own (the binaries make its tables), dropped at the end, so the
+    // test leaves the shared database clean.
+    let Some(schema) = rt.block_on(common::backends::PgSchema::make_for(
+        "serve_on_postgres_accepts_keys_created_in_the_same_database",
+        "asof_e2e",
+    )) else {
         return;
-    }
-    let sep = if url.contains('?') { '&' } else { '?' };
-    let db = format!("{url}{sep}options=-c%20search_path%3D{schema}");
+    };
+    let db = schema.url();
     let (child, addr) = start(&db);
     let mut guard = Guard(child);
     let key = keys_create(&db, "pg@example.com", "researcher");
@@ -328,10 +319,7 @@ fn serve_on_postgres_accepts_keys_created_in_the_same_database() {
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"name\":\"e2e\""), "{body}");
     assert!(guard.terminate().success());
-    rt.block_on(asof_server::state::store::drop_postgres_schema(
-        &url, &schema,
-    ))
-    .unwrap();
+    rt.block_on(schema.drop());
 }
 
 fn health_version(addr: &str) -> String {

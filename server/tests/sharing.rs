@@ -11,15 +11,11 @@ use asof_server::http::{AppState, Options};
 use asof_server::plan::Plan;
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use common::{T, assert_error, key_for, local, respond, send, setup, sqlite_store};
+use common::{T, assert_error, key_for, local, power_key, respond, send, setup, sqlite_store};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 const CFTC: &str = "/delta-sharing/shares/asof/schemas/us_cftc_cot/tables/certified_pit";
-
-async fn power(t: &T) -> String {
-    key_for(&t.store, "power@example.com", Plan::Power).await
-}
 
 async fn query(t: &T, key: &str, table: &str, body: &str) -> common::Res {
     let req = Request::builder()
@@ -51,7 +47,7 @@ fn table_version(r: &common::Res) -> u64 {
 #[tokio::test]
 async fn the_share_lists_one_schema_per_source_and_one_table_per_lane_in_pages() {
     let t = setup().await;
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let get = |uri: &'static str| send(&t, Method::GET, uri, Some(&key), &[]);
     let shares = get("/delta-sharing/shares").await;
     assert_eq!(shares.status, StatusCode::OK, "{}", shares.json);
@@ -155,7 +151,7 @@ async fn delta_sharing_takes_a_power_key_like_flat_files() {
 #[tokio::test]
 async fn a_query_lists_the_tables_partitions_with_signed_urls_that_serve_their_bytes() {
     let t = setup().await;
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let r = query(&t, &key, CFTC, "{}").await;
     assert_eq!(
         r.status,
@@ -223,7 +219,7 @@ async fn a_query_lists_the_tables_partitions_with_signed_urls_that_serve_their_b
 #[tokio::test]
 async fn bad_query_bodies_and_versions_past_the_latest_are_named() {
     let t = setup().await;
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let r = query(&t, &key, CFTC, r#"{"version": 1}"#).await;
     assert_error(&r, StatusCode::NOT_FOUND, "not_found", None);
     for (body, param) in [
@@ -339,7 +335,7 @@ async fn a_snapshot_shared_at_an_older_version_serves_files_the_current_version_
         store: state_store,
     };
     assert_eq!(t.state.corpus().version(), v2);
-    let key = power(&t).await;
+    let key = power_key(&t).await;
     let table = "/delta-sharing/shares/asof/schemas/us_ofac_sdn/tables/certified_pit";
     let old = query(&t, &key, table, r#"{"version": 0}"#).await;
     assert_eq!((old.status, table_version(&old)), (StatusCode::OK, 0));

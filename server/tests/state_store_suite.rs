@@ -2,7 +2,11 @@
 //! (`ASOF_TEST_POSTGRES_URL`, default postgres://postgres@127.0.0.1:5432/test). Without a
 //! reachable server the PostgreSQL test prints that it is SKIPPED, by name.
 
+mod common;
+
 use std::sync::Arc;
+
+use common::backends::PgSchema;
 
 use asof_engine::Instant;
 use asof_server::plan::Plan;
@@ -810,23 +814,9 @@ async fn sqlite_state_store_suite() {
 
 #[tokio::test]
 async fn postgres_state_store_suite() {
-    let url = std::env::var("ASOF_TEST_POSTGRES_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".into());
-    let schema = format!("asof_test_{}", uuid::Uuid::new_v4().simple());
-    let store = match store::open_postgres_schema(&url, &schema).await {
-        Ok(s) => s,
-        Err(e) if std::env::var("ASOF_REQUIRE_POSTGRES").is_err() => {
-            // Straight to the process's stderr, past libtest's capture, so the skip is
-            // reported by name in every run instead of passing silently.
-            use std::io::Write;
-            let _ = writeln!(
-                std::io::stderr(),
-                "SKIPPED: postgres_state_store_suite (no PostgreSQL at {url}: {e}) (start PostgreSQL at 127.0.0.1:5432 with a database `test`, or set ASOF_TEST_POSTGRES_URL; ASOF_REQUIRE_POSTGRES=1 makes this a failure)"
-            );
-            return;
-        }
-        Err(e) => panic!("PostgreSQL required (ASOF_REQUIRE_POSTGRES) but unreachable: {e}"),
+    let Some(schema) = PgSchema::make_for("postgres_state_store_suite", "asof_test").await else {
+        return;
     };
-    suite(store).await;
-    store::drop_postgres_schema(&url, &schema).await.unwrap();
+    suite(schema.store().await).await;
+    schema.drop().await;
 }

@@ -15,7 +15,10 @@ use crate::record::{NewsRow, to_batch};
 use crate::store::{CorpusStore, sha256_hex};
 
 use super::blocks;
-use super::layout::*;
+use super::layout::{
+    BLOCK_ROWS, DATA_SUFFIX, DELTA_PREFIX, DELTA_RATIO, KIND_CLUSTERED, KIND_SIDECAR, MAX_DELTAS,
+    SIDECAR_SUFFIX, Slot, access_order, cik_key, encode_sidecar, group_dir, group_of, slots_of,
+};
 
 /// Writes the clustered file and sidecar of one group from all its rows; returns both manifest
 /// entries (data first). Deterministic: the same rows give the same bytes and paths.

@@ -19,7 +19,10 @@ use crate::record::{NewsRow, RowBlock, SharedRow};
 use crate::store::CorpusStore;
 
 use super::blocks;
-use super::layout::*;
+use super::layout::{
+    BLOCK_ROWS, Bounds, DATA_SUFFIX, KIND_CLUSTERED, KIND_SIDECAR, SIDECAR_SUFFIX, Slot, SlotKey,
+    access_order, decode_sidecar, group_of, group_of_path,
+};
 
 /// A clustered file ready to read: where it is and where each of its blocks begins.
 pub(super) struct AccessFile {

@@ -18,14 +18,39 @@
 //! a few rows of a block shared with other filers. Compressed blocks from a remote store are
 //! kept in [`crate::page_cache::REMOTE`]: the unit cached there is the unit read.
 //!
-//! Access files are derived at publish time from the partitions of their year and listed,
-//! hash-checked, in the manifest's `access` list. A later publish that adds rows to a year
-//! writes them as a small delta file (`delta-<sha>.parquet` and its sidecar, same layout) next
-//! to the year's base file instead of deriving the year again, so a daily ingest costs its own
-//! rows, not the year's; the read path merges runs whose spans overlap (a base and its deltas).
-//! The year is derived whole again when its deltas reach a quarter of its base ([`update`]). They are never authoritative: the
-//! DataFusion scan over partitions answers the same queries, and a differential test holds the
-//! two to the same answers.
+//! Why blocks and not Parquet: a Parquet row group stores each column apart, so a page of a
+//! hundred rows was twenty scattered ranges and, from S3, megabytes of column chunks. The data
+//! file ([`blocks`]) is an Arrow IPC file of 128-row record batches, each column buffer
+//! zstd-compressed, without the columns its path fixes (`source_id`, `lane`, restored when a
+//! block is decoded); compressed per block, the files are smaller than the partitions they
+//! are derived from (`engine/tests/s3_publish.rs` counts a cold page's GETs).
+//!
+//! Reading (`index.rs`): [`AccessIndex`] loads only the sidecars at open, sixteen at a time (a
+//! replica starts from a bucket in a few round trips; a reload reads only the sidecars it does
+//! not hold), never a data file's footer, and merges a CIK's runs whose spans overlap (a base
+//! and its deltas). From object storage a page first reads what it will need of every yearly
+//! run at once: one round trip, however many years a filer's rows span. Keeping whole blocks
+//! in the row cache made a small filer's page (one run a year) hold thousands of rows, and the
+//! cache thrashed at 20M rows (BENCHMARKS.md); by run, a hot filer's first page decodes
+//! nothing, and its rows are handed out shared with the cache (`record::SharedRow`, via
+//! `Corpus::news_shared`), never copied. The news routes encode a keyed record once per cached
+//! row and keep the bytes beside it (`SharedRow::json`, counted in the cache's bound), so a hot
+//! page is copied out, not encoded again. A record lookup reads only the blocks of the CIK's
+//! runs on the days the id runs name.
+//!
+//! Writing (`derive.rs`): access files are derived at publish time from the partitions of
+//! their year and listed, hash-checked, in the manifest's `access` list. A later publish that
+//! adds rows to a year writes them as a small delta file (`delta-<sha>`, same layout, with its
+//! sidecar) next to the year's base instead of deriving the year again, so a daily ingest
+//! costs its own rows, not the year's; the year is derived whole again when its deltas reach a
+//! quarter of its base ([`update`]). A derive holds at most about 131k rows in memory: a
+//! bigger year is read in runs of whole CIKs (its partitions once more per run) and written as
+//! it goes, with the bytes of a derive of all rows at once.
+//!
+//! Access files are never authoritative: the DataFusion scan over partitions answers the same
+//! queries, and a differential test holds the two to the same answers. Files of the first
+//! layout (`access.cik_clustered/1`, Parquet) are ignored: until the next publish derives
+//! every group again, their lanes are answered by the walk.
 
 pub(crate) mod blocks;
 mod derive;

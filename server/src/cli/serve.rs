@@ -253,79 +253,79 @@ pub struct BillingArgs {
     pub license_contact: Option<String>,
 }
 
-/// OpenID Connect settings of sign-in provider A.
-#[derive(Debug, Args)]
-pub struct ProviderAArgs {
-    /// Provider A: the issuer URL (its /.well-known/openid-configuration is read);
-    /// unset: provider A sign-in answers 503.
-    #[arg(
-        id = "provider_a_issuer",
-        long = "provider-a-issuer",
-        env = "ASOF_PROVIDER_A_ISSUER",
-        requires = "provider_a_client_id"
-    )]
-    pub issuer: Option<String>,
-    /// Provider A: the client id registered with the provider.
-    #[arg(
-        id = "provider_a_client_id",
-        long = "provider-a-client-id",
-        env = "ASOF_PROVIDER_A_CLIENT_ID"
-    )]
-    pub client_id: Option<String>,
-    /// Provider A: the client secret (prefer the environment variable).
-    #[arg(
-        id = "provider_a_client_secret",
-        long = "provider-a-client-secret",
-        env = "ASOF_PROVIDER_A_CLIENT_SECRET",
-        hide_env_values = true
-    )]
-    pub client_secret: Option<String>,
-    /// Provider A: the redirect URL registered with the provider; default
-    /// <public-url>/v1/auth/provider_a/callback.
-    #[arg(
-        id = "provider_a_redirect_url",
-        long = "provider-a-redirect-url",
-        env = "ASOF_PROVIDER_A_REDIRECT_URL"
-    )]
-    pub redirect_url: Option<String>,
+/// The OpenID Connect flags of one sign-in provider slot. clap takes each flag's id, long
+/// name and variable as a whole string, so the two slots' structs come from one macro rather
+/// than from one struct flattened twice (which would give both the same flag names).
+macro_rules! provider_args {
+    ($ty:ident, $name:literal, $slot:literal, $flag:literal, $env:literal) => {
+        #[doc = concat!("OpenID Connect settings of sign-in provider ", $name, ".")]
+        #[derive(Debug, Args)]
+        pub struct $ty {
+            #[arg(
+                id = concat!($slot, "_issuer"),
+                long = concat!($flag, "-issuer"),
+                env = concat!($env, "_ISSUER"),
+                requires = concat!($slot, "_client_id"),
+                help = concat!("Provider ", $name, ": the issuer URL (its /.well-known/openid-configuration is read); unset: provider ", $name, " sign-in answers 503")
+            )]
+            pub issuer: Option<String>,
+            #[arg(
+                id = concat!($slot, "_client_id"),
+                long = concat!($flag, "-client-id"),
+                env = concat!($env, "_CLIENT_ID"),
+                help = concat!("Provider ", $name, ": the client id registered with the provider")
+            )]
+            pub client_id: Option<String>,
+            #[arg(
+                id = concat!($slot, "_client_secret"),
+                long = concat!($flag, "-client-secret"),
+                env = concat!($env, "_CLIENT_SECRET"),
+                hide_env_values = true,
+                help = concat!("Provider ", $name, ": the client secret (prefer the environment variable)")
+            )]
+            pub client_secret: Option<String>,
+            #[arg(
+                id = concat!($slot, "_redirect_url"),
+                long = concat!($flag, "-redirect-url"),
+                env = concat!($env, "_REDIRECT_URL"),
+                help = concat!("Provider ", $name, ": the redirect URL registered with the provider; default <public-url>/v1/auth/", $slot, "/callback")
+            )]
+            pub redirect_url: Option<String>,
+        }
+
+        impl $ty {
+            /// The slot's provider, `None` when no issuer is set.
+            fn config(
+                self,
+                public_url: Option<&str>,
+            ) -> Result<Option<asof_server::signin::oidc::ProviderConfig>, Box<dyn std::error::Error>> {
+                provider(
+                    $slot,
+                    self.issuer,
+                    self.client_id,
+                    self.client_secret,
+                    self.redirect_url,
+                    public_url,
+                )
+            }
+        }
+    };
 }
 
-/// OpenID Connect settings of sign-in provider B.
-#[derive(Debug, Args)]
-pub struct ProviderBArgs {
-    /// Provider B: the issuer URL (its /.well-known/openid-configuration is read);
-    /// unset: provider B sign-in answers 503.
-    #[arg(
-        id = "provider_b_issuer",
-        long = "provider-b-issuer",
-        env = "ASOF_PROVIDER_B_ISSUER",
-        requires = "provider_b_client_id"
-    )]
-    pub issuer: Option<String>,
-    /// Provider B: the client id registered with the provider.
-    #[arg(
-        id = "provider_b_client_id",
-        long = "provider-b-client-id",
-        env = "ASOF_PROVIDER_B_CLIENT_ID"
-    )]
-    pub client_id: Option<String>,
-    /// Provider B: the client secret (prefer the environment variable).
-    #[arg(
-        id = "provider_b_client_secret",
-        long = "provider-b-client-secret",
-        env = "ASOF_PROVIDER_B_CLIENT_SECRET",
-        hide_env_values = true
-    )]
-    pub client_secret: Option<String>,
-    /// Provider B: the redirect URL registered with the provider; default
-    /// <public-url>/v1/auth/provider_b/callback.
-    #[arg(
-        id = "provider_b_redirect_url",
-        long = "provider-b-redirect-url",
-        env = "ASOF_PROVIDER_B_REDIRECT_URL"
-    )]
-    pub redirect_url: Option<String>,
-}
+provider_args!(
+    ProviderAArgs,
+    "A",
+    "provider_a",
+    "provider-a",
+    "ASOF_PROVIDER_A"
+);
+provider_args!(
+    ProviderBArgs,
+    "B",
+    "provider_b",
+    "provider-b",
+    "ASOF_PROVIDER_B"
+);
 
 /// A share of the cores: a decimal in (0, 1].
 pub(crate) fn parse_share(s: &str) -> Result<f64, String> {
@@ -376,22 +376,8 @@ pub(crate) async fn serve(a: ServeArgs) -> CliResult {
             max_connections: a.max_connections as usize,
             sign_in: asof_server::signin::SignInConfig {
                 mail: a.smtp_url.zip(a.mail_from),
-                provider_a: provider(
-                    "provider_a",
-                    a.provider_a.issuer,
-                    a.provider_a.client_id,
-                    a.provider_a.client_secret,
-                    a.provider_a.redirect_url,
-                    a.public_url.as_deref(),
-                )?,
-                provider_b: provider(
-                    "provider_b",
-                    a.provider_b.issuer,
-                    a.provider_b.client_id,
-                    a.provider_b.client_secret,
-                    a.provider_b.redirect_url,
-                    a.public_url.as_deref(),
-                )?,
+                provider_a: a.provider_a.config(a.public_url.as_deref())?,
+                provider_b: a.provider_b.config(a.public_url.as_deref())?,
             },
             secure_cookies: !a.insecure_cookies,
             billing: asof_server::billing::BillingConfig {

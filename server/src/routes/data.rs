@@ -10,7 +10,7 @@ use axum::extract::{Extension, Path, State};
 use axum::response::IntoResponse;
 
 use crate::error::ApiError;
-use crate::http::cursor::filter_digest;
+use crate::http::cursor::{CursorSigner, filter_digest};
 use crate::http::envelope::{
     CertificateRecord, Envelope, MappingRecord, NewsRecord, NewsRecordRef, Record,
 };
@@ -191,7 +191,7 @@ fn news_filters(q: &NewsQuery) -> String {
 /// Shared body of the news and diff routes (and their sample forms): opens the cursor, asks
 /// the engine once, mints the next cursor.
 pub(crate) async fn run_news(
-    state: &AppState,
+    signer: &CursorSigner,
     ctx: &Ctx,
     op: &str,
     q: NewsQuery,
@@ -202,7 +202,7 @@ pub(crate) async fn run_news(
     let filters = news_filters(&q);
     let version = ctx.corpus.version();
     let after: Option<Position> = cursor
-        .map(|c| state.signer().open(c, op, &filters, version))
+        .map(|c| signer.open(c, op, &filters, version))
         .transpose()?;
     let q = NewsQuery { after, ..q };
     match ctx.corpus.news_shared(&q, scope).await? {
@@ -212,7 +212,7 @@ pub(crate) async fn run_news(
             next,
             coverage,
         } => {
-            let next_cursor = next.map(|p| state.signer().mint(op, &filters, version, &p));
+            let next_cursor = next.map(|p| signer.mint(op, &filters, version, &p));
             // Encoded straight from the rows the engine shares with its cache; a keyed
             // record's encoding is kept with the cached row (the sample tier's rows carry
             // `sample: true` and are encoded each time).
@@ -269,17 +269,14 @@ pub(crate) async fn news(
     Extension(ctx): Extension<Ctx>,
     Q(p): Q<NewsParams>,
 ) -> Reply {
+    news_answer(state.signer(), &ctx, &p).await
+}
+
+/// The answer of `/v1/news` (also `asof.open()`'s, through `crate::local`).
+pub(crate) async fn news_answer(signer: &CursorSigner, ctx: &Ctx, p: &NewsParams) -> Reply {
     let query = p.to_query(&ctx.corpus)?;
-    run_news(
-        &state,
-        &ctx,
-        "news",
-        query,
-        p.cursor.as_deref(),
-        Scope::Corpus,
-        false,
-    )
-    .await
+    let cursor = p.cursor.as_deref();
+    run_news(signer, ctx, "news", query, cursor, Scope::Corpus, false).await
 }
 
 /// Became-knowable diff: rows visible at `as_of_end` and not at `as_of_start`.
@@ -297,17 +294,14 @@ pub(crate) async fn diff(
     Extension(ctx): Extension<Ctx>,
     Q(p): Q<DiffParams>,
 ) -> Reply {
+    diff_answer(state.signer(), &ctx, &p).await
+}
+
+/// The answer of `/v1/news/diff`.
+pub(crate) async fn diff_answer(signer: &CursorSigner, ctx: &Ctx, p: &DiffParams) -> Reply {
     let query = p.to_query(&ctx.corpus)?;
-    run_news(
-        &state,
-        &ctx,
-        "diff",
-        query,
-        p.cursor.as_deref(),
-        Scope::Corpus,
-        false,
-    )
-    .await
+    let cursor = p.cursor.as_deref();
+    run_news(signer, ctx, "diff", query, cursor, Scope::Corpus, false).await
 }
 
 /// One record as knowable at `as_of`.
@@ -326,14 +320,19 @@ pub(crate) async fn record(
     Path(id): Path<String>,
     Q(p): Q<RecordParams>,
 ) -> Reply {
+    record_answer(&ctx, &id, &p).await
+}
+
+/// The answer of `/v1/news/{id}`.
+pub(crate) async fn record_answer(ctx: &Ctx, id: &str, p: &RecordParams) -> Reply {
     let (as_of, visible_by) = (p.as_of, p.visible_by);
-    match ctx.corpus.record(&id, as_of, visible_by).await? {
+    match ctx.corpus.record(id, as_of, visible_by).await? {
         RecordLookup::Visible(r) => {
             let mut cov = Coverage::default();
             if let Some(d) = r.partition_day() {
                 cov.touch(asof_engine::coverage::day_key(r.source_id, d));
             }
-            Ok(ok(&ctx, vec![NewsRecord::from_row(*r, false)])
+            Ok(ok(ctx, vec![NewsRecord::from_row(*r, false)])
                 .at(Some(as_of), Some(visible_by))
                 .coverage(cov)
                 .into_response())
@@ -363,6 +362,11 @@ pub(crate) async fn coverage(
     Extension(ctx): Extension<Ctx>,
     Q(p): Q<CoverageParams>,
 ) -> Reply {
+    coverage_answer(state.signer(), &ctx, &p)
+}
+
+/// The answer of `/v1/coverage`.
+pub(crate) fn coverage_answer(signer: &CursorSigner, ctx: &Ctx, p: &CoverageParams) -> Reply {
     let held = ctx.corpus.held_sources();
     let source = held_source(p.source, &held)?;
     let lane = p.lane;
@@ -376,7 +380,7 @@ pub(crate) async fn coverage(
     let after = p
         .cursor
         .as_deref()
-        .map(|c| state.signer().open(c, "coverage", &filters, version))
+        .map(|c| signer.open(c, "coverage", &filters, version))
         .transpose()?;
     let (certs, next) = ctx.corpus.coverage(&CoverageQuery {
         source,
@@ -395,8 +399,8 @@ pub(crate) async fn coverage(
             cov.missing_total += 1;
         }
     }
-    let next_cursor = next.map(|pos| state.signer().mint("coverage", &filters, version, &pos));
-    Ok(ok(&ctx, certs)
+    let next_cursor = next.map(|pos| signer.mint("coverage", &filters, version, &pos));
+    Ok(ok(ctx, certs)
         .at(p.as_of, None)
         .coverage(cov)
         .next(next_cursor)
@@ -420,8 +424,13 @@ pub(crate) async fn mapping_ticker(
     Path(ticker): Path<String>,
     Q(p): Q<MappingParams>,
 ) -> Reply {
-    let ticker = params::ticker(&ticker, "ticker")?;
-    mapping_answer(&ctx, &ticker, p.as_of, false)
+    mapping_ticker_answer(&ctx, &ticker, &p)
+}
+
+/// The answer of `/v1/mapping/ticker/{ticker}`, for the path's `ticker` as sent.
+pub(crate) fn mapping_ticker_answer(ctx: &Ctx, ticker: &str, p: &MappingParams) -> Reply {
+    let ticker = params::ticker(ticker, "ticker")?;
+    mapping_answer(ctx, &ticker, p.as_of, false)
 }
 
 /// The mapping answer for a ticker (also the sample's).
@@ -461,12 +470,17 @@ pub(crate) async fn mapping_cik(
     Path(cik): Path<String>,
     Q(p): Q<MappingParams>,
 ) -> Reply {
-    let cik = params::cik(&cik, "cik")?;
+    mapping_cik_answer(&ctx, &cik, &p)
+}
+
+/// The answer of `/v1/mapping/cik/{cik}`, for the path's `cik` as sent.
+pub(crate) fn mapping_cik_answer(ctx: &Ctx, cik: &str, p: &MappingParams) -> Reply {
+    let cik = params::cik(cik, "cik")?;
     if !ctx.corpus.identity().knows_cik(&cik) {
         return Err(ApiError::NotFound(format!(
             "no identity evidence for CIK {cik}"
         )));
     }
     let m = ctx.corpus.mapping_cik(&cik, p.as_of);
-    Ok(ok(&ctx, m).at(Some(p.as_of), None).into_response())
+    Ok(ok(ctx, m).at(Some(p.as_of), None).into_response())
 }

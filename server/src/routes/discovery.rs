@@ -50,15 +50,15 @@ pub(crate) async fn meta(
     sample: Option<Extension<SampleTier>>,
     Q(_): Q<NoQuery>,
 ) -> Reply {
-    let record = crate::routes::meta::meta_record(
-        &ctx.corpus,
-        super::TABLE,
-        state.public_requests_per_minute(),
-    );
     // The keyless MCP tier answers from the sample, and says so.
-    Ok(ok(&ctx, vec![record])
-        .sample(sample.is_some())
-        .into_response())
+    meta_answer(&ctx, state.public_requests_per_minute(), sample.is_some())
+}
+
+/// The answer of `/v1/meta`, naming `public_requests_per_minute` as the public allowance.
+pub(crate) fn meta_answer(ctx: &Ctx, public_requests_per_minute: u32, sample: bool) -> Reply {
+    let record =
+        crate::routes::meta::meta_record(&ctx.corpus, super::TABLE, public_requests_per_minute);
+    Ok(ok(ctx, vec![record]).sample(sample).into_response())
 }
 
 /// Answers one rendering of the description for the request's corpus version. The

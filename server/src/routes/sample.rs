@@ -150,7 +150,7 @@ pub(crate) async fn sample_news(
     let as_of = p.as_of.unwrap_or_else(|| sample_latest(&set));
     let query = sample_query(&set, ex, p.visible_by, None, as_of);
     run_news(
-        &state,
+        state.signer(),
         &ctx,
         "sample.news",
         query,
@@ -178,7 +178,7 @@ pub(crate) async fn sample_diff(
     let ex = example(&set, p.example.as_deref())?;
     let query = sample_query(&set, ex, p.visible_by, Some(p.as_of_start), p.as_of_end);
     run_news(
-        &state,
+        state.signer(),
         &ctx,
         "sample.diff",
         query,

@@ -3,8 +3,10 @@
 //! own, dropped when the test passes; skipped with a notice when PostgreSQL is unreachable,
 //! a failure under `ASOF_REQUIRE_POSTGRES`).
 
+use std::sync::Arc;
+
 use asof_server::Options;
-use asof_server::state::store;
+use asof_server::state::store::{self, StateStore};
 
 use super::{T, setup_with, sqlite_store};
 
@@ -33,14 +35,65 @@ pub async fn on_backend(opts: Options) -> T {
     let store = match BACKEND.get() {
         Backend::Sqlite => sqlite_store(dir.path()).await,
         Backend::Postgres => {
-            let schema = format!("asof_accounts_{}", uuid::Uuid::new_v4().simple());
-            SCHEMAS.with(|s| s.borrow_mut().push(schema.clone()));
-            store::open_postgres_schema(&postgres_url(), &schema)
-                .await
-                .unwrap()
+            let schema = PgSchema::make("asof_accounts").await;
+            SCHEMAS.with(|s| s.borrow_mut().push(schema.name.clone()));
+            schema.store().await
         }
     };
     setup_with(dir, store, opts).await
+}
+
+/// A PostgreSQL schema of a test's own on the shared server, so tests neither see nor leave
+/// each other's rows; dropped by [`PgSchema::drop`] when the test passes.
+#[derive(Debug)]
+pub struct PgSchema {
+    pub name: String,
+}
+
+impl PgSchema {
+    /// A fresh schema named `{prefix}_{uuid}`.
+    pub async fn make(prefix: &str) -> PgSchema {
+        let name = format!("{prefix}_{}", uuid::Uuid::new_v4().simple());
+        admin(&format!("CREATE SCHEMA \"{name}\"")).await;
+        PgSchema { name }
+    }
+
+    /// A fresh schema for `test`, or `None` (with the skip notice) when PostgreSQL does not
+    /// answer and is not required.
+    pub async fn make_for(test: &str, prefix: &str) -> Option<PgSchema> {
+        if !postgres_reachable(test).await {
+            return None;
+        }
+        Some(Self::make(prefix).await)
+    }
+
+    /// The server's URL with every connection's `search_path` set to this schema (what
+    /// `asof serve --database-url` and `state::store::open` take).
+    pub fn url(&self) -> String {
+        let url = postgres_url();
+        let sep = if url.contains('?') { '&' } else { '?' };
+        format!("{url}{sep}options=-c%20search_path%3D{}", self.name)
+    }
+
+    /// The state store in this schema, its tables made.
+    pub async fn store(&self) -> Arc<dyn StateStore> {
+        store::open(&self.url()).await.unwrap()
+    }
+
+    pub async fn drop(self) {
+        admin(&format!("DROP SCHEMA IF EXISTS \"{}\" CASCADE", self.name)).await;
+    }
+}
+
+/// Runs one statement on the shared server outside any test schema. The statements are
+/// built from generated names only (identifiers cannot be bound).
+async fn admin(statement: &str) {
+    let pool = sqlx::PgPool::connect(&postgres_url()).await.unwrap();
+    sqlx::query(sqlx::AssertSqlSafe(statement.to_owned()))
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
 }
 
 /// Whether PostgreSQL answers; without it the `postgres::` tests say they are skipped (in CI,
@@ -92,10 +145,8 @@ macro_rules! on_both {
                     }
                     let test = async {
                         $body;
-                        for schema in SCHEMAS.with(|s| s.take()) {
-                            asof_server::state::store::drop_postgres_schema(&postgres_url(), &schema)
-                                .await
-                                .unwrap();
+                        for name in SCHEMAS.with(|s| s.take()) {
+                            PgSchema { name }.drop().await;
                         }
                     };
                     SCHEMAS

@@ -5,6 +5,9 @@
 #[macro_use]
 pub mod backends;
 
+use asof_server::state::store::{
+    AccountStore, BillingStore, ReceiptStore, SignInStore, UsageStore, WindowStore,
+};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -51,9 +54,16 @@ pub async fn sample_corpus() -> Corpus {
 
 /// A writable copy of the shipped corpus (same version) in `dir`.
 pub async fn copy_of_sample_corpus_into(dir: &Path) -> CorpusStore {
+    let dst = CorpusStore::local(dir).unwrap();
+    copy_sample_corpus(&dst).await;
+    dst
+}
+
+/// The shipped sample corpus, copied object by object into `dst` (same version): its
+/// partitions, identity and access files, then its manifest and pointer.
+pub async fn copy_sample_corpus(dst: &CorpusStore) {
     let src = CorpusStore::open(repo().to_str().unwrap()).unwrap();
     let (version, m) = src.current().await.unwrap();
-    let dst = CorpusStore::local(dir).unwrap();
     for p in m
         .partitions
         .iter()
@@ -67,7 +77,27 @@ pub async fn copy_of_sample_corpus_into(dir: &Path) -> CorpusStore {
     }
     dst.put_manifest(&m).await.unwrap();
     dst.swap_pointer(None, &version).await.unwrap();
-    dst
+}
+
+/// `base` with e-mail sign-in configured towards a port nothing listens on (each link's
+/// sending fails after every limit has passed).
+pub fn dead_mail(base: Options) -> Options {
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    Options {
+        public_url: Some("https://asof.example".into()),
+        sign_in: asof_server::signin::SignInConfig {
+            mail: Some((
+                format!("smtp://127.0.0.1:{port}"),
+                "asof <no-reply@example.com>".into(),
+            )),
+            ..Default::default()
+        },
+        ..base
+    }
 }
 
 pub async fn sqlite_store(dir: &Path) -> Arc<dyn StateStore> {
@@ -94,6 +124,11 @@ pub async fn setup_with(dir: tempfile::TempDir, store: Arc<dyn StateStore>, opts
         store,
         key,
     }
+}
+
+/// A key of a `power` plan user (flat files, Delta Sharing).
+pub async fn power_key(t: &T) -> String {
+    key_for(&t.store, "power@example.com", Plan::Power).await
 }
 
 /// A raw key for a (new or existing) user on `plan`.
@@ -211,10 +246,7 @@ impl Gated {
 }
 
 #[async_trait::async_trait]
-impl StateStore for Gated {
-    fn backend(&self) -> &'static str {
-        "gated"
-    }
+impl AccountStore for Gated {
     async fn upsert_user(&self, email: &str, plan: Plan) -> Result<User> {
         self.inner.upsert_user(email, plan).await
     }
@@ -244,55 +276,15 @@ impl StateStore for Gated {
     async fn list_keys(&self, user_id: &str) -> Result<Vec<KeyRecord>> {
         self.inner.list_keys(user_id).await
     }
+    async fn keys_used(&self, key_ids: &[String], at: Instant) -> Result<()> {
+        self.inner.keys_used(key_ids, at).await
+    }
     async fn revoke_key(&self, user_id: &str, key_id: &str, at: Instant) -> Result<bool> {
         self.inner.revoke_key(user_id, key_id, at).await
     }
-    async fn secret(&self, name: &str) -> Result<String> {
-        self.inner.secret(name).await
-    }
-    async fn hit_n(&self, bucket: &str, window_start: i64, n: i64) -> Result<i64> {
-        if self.fail_hits.load(Ordering::SeqCst) {
-            return Err(Error::Config(INJECTED_FAULT.into()));
-        }
-        if self.stall_hits.load(Ordering::SeqCst) {
-            std::future::pending::<()>().await;
-        }
-        self.inner.hit_n(bucket, window_start, n).await
-    }
-    async fn hit_many(&self, hits: &[WindowHits]) -> Result<Vec<WindowHits>> {
-        if self.fail_hits.load(Ordering::SeqCst) {
-            return Err(Error::Config(INJECTED_FAULT.into()));
-        }
-        if self.stall_hits.load(Ordering::SeqCst) {
-            std::future::pending::<()>().await;
-        }
-        self.inner.hit_many(hits).await
-    }
-    async fn purge_windows(&self, before: i64) -> Result<u64> {
-        self.inner.purge_windows(before).await
-    }
-    async fn append_receipt(&self, r: &StoredReceipt) -> Result<()> {
-        self.permits.acquire().await.unwrap().forget();
-        if self.fail.load(Ordering::SeqCst) {
-            return Err(Error::Config("injected receipt write failure".into()));
-        }
-        self.inner.append_receipt(r).await
-    }
-    async fn receipts(
-        &self,
-        key_id: &str,
-        from_ms: i64,
-        to_ms: i64,
-        after: Option<(i64, String)>,
-        limit: i64,
-    ) -> Result<Vec<StoredReceipt>> {
-        self.inner
-            .receipts(key_id, from_ms, to_ms, after, limit)
-            .await
-    }
-    async fn receipt_count(&self, key_id: &str) -> Result<i64> {
-        self.inner.receipt_count(key_id).await
-    }
+}
+#[async_trait::async_trait]
+impl SignInStore for Gated {
     async fn sign_in_user(&self, email: &str) -> Result<User> {
         self.inner.sign_in_user(email).await
     }
@@ -355,15 +347,58 @@ impl StateStore for Gated {
     async fn purge_sign_ins(&self, before: Instant) -> Result<u64> {
         self.inner.purge_sign_ins(before).await
     }
-    async fn count_page_view(&self, path: &str, day: &str) -> Result<()> {
-        self.inner.count_page_view(path, day).await
+}
+#[async_trait::async_trait]
+impl WindowStore for Gated {
+    async fn hit_n(&self, bucket: &str, window_start: i64, n: i64) -> Result<i64> {
+        if self.fail_hits.load(Ordering::SeqCst) {
+            return Err(Error::Config(INJECTED_FAULT.into()));
+        }
+        if self.stall_hits.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.inner.hit_n(bucket, window_start, n).await
     }
-    async fn page_views(&self, from_day: &str, to_day: &str) -> Result<Vec<(String, String, i64)>> {
-        self.inner.page_views(from_day, to_day).await
+    async fn hit_many(&self, hits: &[WindowHits]) -> Result<Vec<WindowHits>> {
+        if self.fail_hits.load(Ordering::SeqCst) {
+            return Err(Error::Config(INJECTED_FAULT.into()));
+        }
+        if self.stall_hits.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        self.inner.hit_many(hits).await
     }
-    async fn keys_used(&self, key_ids: &[String], at: Instant) -> Result<()> {
-        self.inner.keys_used(key_ids, at).await
+    async fn purge_windows(&self, before: i64) -> Result<u64> {
+        self.inner.purge_windows(before).await
     }
+}
+#[async_trait::async_trait]
+impl ReceiptStore for Gated {
+    async fn append_receipt(&self, r: &StoredReceipt) -> Result<()> {
+        self.permits.acquire().await.unwrap().forget();
+        if self.fail.load(Ordering::SeqCst) {
+            return Err(Error::Config("injected receipt write failure".into()));
+        }
+        self.inner.append_receipt(r).await
+    }
+    async fn receipts(
+        &self,
+        key_id: &str,
+        from_ms: i64,
+        to_ms: i64,
+        after: Option<(i64, String)>,
+        limit: i64,
+    ) -> Result<Vec<StoredReceipt>> {
+        self.inner
+            .receipts(key_id, from_ms, to_ms, after, limit)
+            .await
+    }
+    async fn receipt_count(&self, key_id: &str) -> Result<i64> {
+        self.inner.receipt_count(key_id).await
+    }
+}
+#[async_trait::async_trait]
+impl UsageStore for Gated {
     async fn add_usage(&self, counts: &[UsageCount]) -> Result<()> {
         self.inner.add_usage(counts).await
     }
@@ -375,6 +410,15 @@ impl StateStore for Gated {
     ) -> Result<Vec<(String, String, String, i64)>> {
         self.inner.usage(user_id, from_day, to_day).await
     }
+    async fn count_page_view(&self, path: &str, day: &str) -> Result<()> {
+        self.inner.count_page_view(path, day).await
+    }
+    async fn page_views(&self, from_day: &str, to_day: &str) -> Result<Vec<(String, String, i64)>> {
+        self.inner.page_views(from_day, to_day).await
+    }
+}
+#[async_trait::async_trait]
+impl BillingStore for Gated {
     async fn record_attestation(
         &self,
         user_id: &str,
@@ -411,6 +455,15 @@ impl StateStore for Gated {
     }
     async fn plan_changes(&self, user_id: &str) -> Result<Vec<PlanChange>> {
         self.inner.plan_changes(user_id).await
+    }
+}
+#[async_trait::async_trait]
+impl StateStore for Gated {
+    fn backend(&self) -> &'static str {
+        "gated"
+    }
+    async fn secret(&self, name: &str) -> Result<String> {
+        self.inner.secret(name).await
     }
 }
 

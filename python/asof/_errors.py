@@ -1,0 +1,104 @@
+"""The exceptions of the asof package: each names an answer the service gives, so a failure can
+never be mistaken for data (a coverage hole is CoverageMissing, never an empty frame)."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, List, Optional
+
+
+class AsofError(Exception):
+    """An error envelope: the HTTP status, the contract's ``error.code``, its message and, where
+    one parameter is at fault, ``param``. ``envelope`` is the whole answer as sent."""
+
+    def __init__(self, status: int, envelope: Dict[str, Any]) -> None:
+        error = envelope.get("error") or {}
+        self.status: int = status
+        self.code: str = str(error.get("code", "unknown"))
+        self.message: str = str(error.get("message", ""))
+        self.param: Optional[str] = error.get("param")
+        self.request_id: Optional[str] = envelope.get("request_id")
+        self.corpus_version: Optional[str] = envelope.get("corpus_version")
+        self.envelope: Dict[str, Any] = envelope
+        where = f" ({self.param})" if self.param else ""
+        super().__init__(f"{status} {self.code}{where}: {self.message}")
+
+
+class CoverageMissing(AsofError):
+    """The answer depends on a source-day the corpus does not certify (or a ticker no identity
+    interval places): a hole, not an empty answer. ``missing`` lists the coverage keys (at most
+    the contract's bound; ``missing_total`` counts them all)."""
+
+    def __init__(self, status: int, envelope: Dict[str, Any]) -> None:
+        super().__init__(status, envelope)
+        coverage = envelope.get("coverage") or {}
+        self.missing: List[str] = list(coverage.get("missing") or [])
+        self.missing_total: int = int(coverage.get("missing_total") or len(self.missing))
+
+
+class CursorExpired(AsofError):
+    """The corpus moved since the walk began: start again from the first page, or walk with
+    ``consistent=True``."""
+
+
+class InvalidRequest(AsofError):
+    """A parameter the service refuses; ``param`` names it, ``message`` says why."""
+
+
+class InvalidClock(InvalidRequest):
+    """An instant the contract refuses: a bare date, an offset other than ``Z``, a naive
+    ``datetime``, or a malformed string."""
+
+
+class Unauthorized(AsofError):
+    """No key, or a key the service does not accept (unknown, revoked, expired)."""
+
+
+class PlanRequired(AsofError):
+    """The key's plan does not include this route (``403 forbidden``)."""
+
+
+class NotFound(AsofError):
+    """No such record, route or identity evidence."""
+
+
+class RateLimited(AsofError):
+    """Too many requests; ``retry_after`` is the wait the service asked for, in seconds."""
+
+    def __init__(self, status: int, envelope: Dict[str, Any], retry_after: Optional[float] = None) -> None:
+        super().__init__(status, envelope)
+        self.retry_after: Optional[float] = retry_after
+
+
+class Unavailable(AsofError):
+    """The service (or its store) cannot answer now: overloaded, storage or state unavailable."""
+
+
+class CorpusError(Exception):
+    """A corpus on disk (or in object storage) that cannot be opened: nothing there, an unknown
+    ``version``, a store error."""
+
+
+_BY_CODE = {
+    "coverage_missing": CoverageMissing,
+    "cursor_expired": CursorExpired,
+    "invalid_request": InvalidRequest,
+    "invalid_clock": InvalidClock,
+    "query_too_broad": InvalidRequest,
+    "unauthorized": Unauthorized,
+    "forbidden": PlanRequired,
+    "not_found": NotFound,
+    "rate_limited": RateLimited,
+    "overloaded": Unavailable,
+    "storage_unavailable": Unavailable,
+    "state_unavailable": Unavailable,
+    "timeout": Unavailable,
+}
+
+
+def error_of(status: int, envelope: Dict[str, Any], retry_after: Optional[float] = None) -> AsofError:
+    """The exception an error envelope stands for."""
+    code = str((envelope.get("error") or {}).get("code", ""))
+    cls = _BY_CODE.get(code, AsofError)
+    if cls is RateLimited:
+        return RateLimited(status, envelope, retry_after)
+    return cls(status, envelope)

@@ -1,0 +1,143 @@
+//! The in-process API (`asof_server::local`, what `asof.open()` in Python calls) answers what
+//! the HTTP routes answer for the same corpus: the same envelopes but for the request id and
+//! the cursors (each signed with its own key), the same refusals, the same pages when walked.
+
+mod common;
+
+use asof_server::local::{LOCAL_ROUTES, LocalApi};
+use axum::http::StatusCode;
+use common::{get, sample_corpus, setup};
+use serde_json::Value;
+
+/// An envelope without what differs by design: its request id, and the cursor's bytes (only
+/// whether there is a next page is compared).
+fn comparable(mut v: Value) -> Value {
+    let o = v.as_object_mut().unwrap();
+    o.remove("request_id");
+    if let Some(c) = o.get_mut("next_cursor") {
+        *c = Value::Bool(!c.is_null());
+    }
+    v
+}
+
+fn split(uri: &str) -> (&str, Option<&str>) {
+    match uri.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (uri, None),
+    }
+}
+
+#[tokio::test]
+async fn every_data_route_answers_in_process_what_it_answers_over_http() {
+    let t = setup().await;
+    let local = LocalApi::new(sample_corpus().await);
+    assert_eq!(local.version(), t.state.corpus().version());
+    let uris = [
+        "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z",
+        "/v1/news?cik=0001318605&as_of=2026-01-29T12:00:00Z&limit=3",
+        "/v1/news?as_of=2026-01-29T12:00:00Z&limit=5",
+        "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z&visible_by=committed_at",
+        "/v1/news?source=us.ofac.sdn&as_of=2026-03-01T00:00:00Z&limit=4",
+        "/v1/news/diff?ticker=TSLA&as_of_start=2026-01-01T00:00:00Z&as_of_end=2026-01-29T12:00:00Z",
+        "/v1/news/0001628280-26-003952_1318605?as_of=2026-03-01T00:00:00Z",
+        "/v1/news/0001628280-26-003952_1318605?as_of=2000-01-01T00:00:00Z",
+        "/v1/news/no-such-id?as_of=2026-03-01T00:00:00Z",
+        "/v1/coverage?source=sec.edgar&limit=3",
+        "/v1/coverage?source=sec.edgar&date=1999-01-04",
+        "/v1/mapping/ticker/TSLA?as_of=2026-01-29T12:00:00Z",
+        "/v1/mapping/ticker/NOSUCHTICKER?as_of=2026-01-29T12:00:00Z",
+        "/v1/mapping/cik/1318605?as_of=2026-01-29T12:00:00Z",
+        "/v1/meta",
+        // Refusals: the same codes, messages and params.
+        "/v1/news?ticker=TSLA&as_of=2026-01-29",
+        "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00%2B01:00",
+        "/v1/news?ticker=TSLA",
+        "/v1/news?ticker=TSLA&cik=1318605&as_of=2026-01-29T12:00:00Z",
+        "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z&limit=0",
+        "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z&colour=blue",
+        "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z&cursor=forged",
+        "/v1/news?ticker=TSLA&as_of=2099-01-01T00:00:00Z",
+        "/v1/meta?x=1",
+    ];
+    for uri in uris {
+        let http = get(&t, uri).await;
+        let (path, query) = split(uri);
+        let answer = local.get(path, query).await;
+        assert_eq!(answer.status, http.status.as_u16(), "{uri}");
+        let body: Value = serde_json::from_slice(&answer.body).unwrap();
+        assert_eq!(comparable(body), comparable(http.json.clone()), "{uri}");
+    }
+}
+
+#[tokio::test]
+async fn a_walk_of_small_pages_in_process_gives_the_ids_of_one_large_page() {
+    let local = LocalApi::new(sample_corpus().await);
+    let query = "as_of=2026-01-29T12:00:00Z";
+    let whole = local
+        .get("/v1/news", Some(&format!("{query}&limit=60")))
+        .await;
+    let whole: Value = serde_json::from_slice(&whole.body).unwrap();
+    let want: Vec<Value> = whole["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["id"].clone())
+        .collect();
+    assert_eq!(want.len(), 60);
+    let mut got = Vec::new();
+    let mut cursor: Option<String> = None;
+    while got.len() < 60 {
+        let q = match &cursor {
+            Some(c) => format!("{query}&limit=7&cursor={c}"),
+            None => format!("{query}&limit=7"),
+        };
+        let page = local.get("/v1/news", Some(&q)).await;
+        assert_eq!(page.status, 200);
+        let page: Value = serde_json::from_slice(&page.body).unwrap();
+        got.extend(
+            page["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["id"].clone()),
+        );
+        cursor = page["next_cursor"].as_str().map(str::to_owned);
+    }
+    got.truncate(60);
+    assert_eq!(got, want);
+}
+
+#[tokio::test]
+async fn a_cursor_of_another_process_is_refused_and_an_unknown_path_is_404() {
+    let a = LocalApi::new(sample_corpus().await);
+    let b = LocalApi::new(sample_corpus().await);
+    let query = "as_of=2026-01-29T12:00:00Z&limit=2";
+    let page: Value = serde_json::from_slice(&a.get("/v1/news", Some(query)).await.body).unwrap();
+    let cursor = page["next_cursor"].as_str().unwrap();
+    let again = b
+        .get("/v1/news", Some(&format!("{query}&cursor={cursor}")))
+        .await;
+    assert_eq!(again.status, StatusCode::BAD_REQUEST.as_u16());
+    let again: Value = serde_json::from_slice(&again.body).unwrap();
+    assert_eq!(again["error"]["param"], "cursor");
+    for path in ["/v1/keys", "/v1/news/a/b", "news", "/v1/files"] {
+        let r = a.get(path, None).await;
+        assert_eq!(r.status, 404, "{path}");
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        assert_eq!(v["error"]["code"], "not_found", "{path}");
+        assert_eq!(v["count"], Value::Null);
+    }
+    assert!(LOCAL_ROUTES.contains(&"/v1/news/{id}"));
+}
+
+#[tokio::test]
+async fn an_older_version_opens_by_its_corpus_version_and_an_unknown_one_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = common::copy_of_sample_corpus_into(dir.path()).await;
+    let (version, _) = store.current().await.unwrap();
+    let path = dir.path().to_str().unwrap();
+    let pinned = LocalApi::open(path, Some(&version)).await.unwrap();
+    assert_eq!(pinned.version(), version);
+    let unknown = format!("sha256:{}", "0".repeat(64));
+    assert!(LocalApi::open(path, Some(&unknown)).await.is_err());
+}
