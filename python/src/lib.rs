@@ -1,12 +1,20 @@
 //! `asof._native`, the Python package's native module: `LocalCorpus` opens a corpus directory or
 //! object-store URL in-process and answers the data routes through `asof_server::local` (the
 //! routes' own parameter parsing, engine calls and envelopes), so `asof.open()` answers what
-//! `asof.connect()` answers for the same corpus. Everything above the envelope (pages,
-//! exceptions, frames) is the package's Python code, shared by both.
+//! `asof.connect()` answers for the same corpus; and runs `asof sql`'s read-only SQL, handing
+//! the answer's Arrow batches to pyarrow through the Arrow C stream interface (no copy, no
+//! serialisation). Everything above the envelope (pages, exceptions, frames) is the package's
+//! Python code, shared by both backends.
 
 use std::sync::OnceLock;
 
+use arrow::array::{RecordBatch, RecordBatchReader};
+use arrow::datatypes::SchemaRef;
+use arrow::error::ArrowError;
+use arrow::pyarrow::IntoPyArrow;
+use asof_engine::sql::{RecordBatchStream, SendableRecordBatchStream};
 use asof_server::local::LocalApi;
+use futures::StreamExt;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -17,6 +25,14 @@ create_exception!(
     CorpusError,
     PyException,
     "The corpus could not be opened or read (no corpus there, an unknown version, a store error)."
+);
+
+create_exception!(
+    _native,
+    SqlError,
+    PyException,
+    "A SQL query that cannot run: not valid SQL, not a read-only query, an unknown table or \
+     column, or a failure while reading (it says which)."
 );
 
 /// One runtime for every corpus a process opens: the engine's reads are async, and a Python
@@ -68,11 +84,67 @@ impl LocalCorpus {
         let answer = py.detach(|| runtime().block_on(self.api.get(path, query)));
         (answer.status, PyBytes::new(py, &answer.body))
     }
+
+    /// Plans `query` (read-only SQL over this version, as `asof sql` runs it) and answers a
+    /// `pyarrow.RecordBatchReader` over its batches: each is computed when pyarrow asks for
+    /// it, so an answer larger than memory can be read a batch at a time. Sorts, joins and
+    /// aggregations hold at most `memory_mb` MiB before they spill to disk.
+    #[pyo3(signature = (query, memory_mb=None))]
+    fn sql<'py>(
+        &self,
+        py: Python<'py>,
+        query: &str,
+        memory_mb: Option<u64>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let memory = memory_mb.map_or(asof_engine::sql::MEMORY_POOL_BYTES, |mb| {
+            usize::try_from(mb.max(16) << 20).unwrap_or(usize::MAX)
+        });
+        let corpus = self.api.corpus();
+        let stream = py
+            .detach(|| {
+                runtime().block_on(asof_engine::sql::stream_on(
+                    corpus.store(),
+                    corpus.manifest(),
+                    query,
+                    memory,
+                ))
+            })
+            .map_err(|e| SqlError::new_err(e.to_string()))?;
+        let reader: Box<dyn RecordBatchReader + Send> = Box::new(Batches {
+            schema: stream.schema(),
+            stream,
+        });
+        reader.into_pyarrow(py)
+    }
+}
+
+/// A running query's answer as an Arrow `RecordBatchReader`: pyarrow pulls each batch through
+/// the C stream interface, and the pull drives the query on the runtime until the next batch.
+struct Batches {
+    schema: SchemaRef,
+    stream: SendableRecordBatchStream,
+}
+
+impl Iterator for Batches {
+    type Item = Result<RecordBatch, ArrowError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        runtime()
+            .block_on(self.stream.next())
+            .map(|batch| batch.map_err(|e| ArrowError::ExternalError(Box::new(e))))
+    }
+}
+
+impl RecordBatchReader for Batches {
+    fn schema(&self) -> SchemaRef {
+        self.schema.clone()
+    }
 }
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LocalCorpus>()?;
     m.add("CorpusError", m.py().get_type::<CorpusError>())?;
+    m.add("SqlError", m.py().get_type::<SqlError>())?;
     Ok(())
 }

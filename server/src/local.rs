@@ -81,6 +81,11 @@ impl LocalApi {
         self.corpus.version()
     }
 
+    /// The opened version itself (its store and manifest: what `asof_engine::sql` reads).
+    pub fn corpus(&self) -> &Corpus {
+        &self.corpus
+    }
+
     /// The answer to `GET path?query` (`path` percent-encoded as in a URL, `query` without its
     /// `?`), as the service's route would give it: a 200 envelope or an error envelope.
     pub async fn get(&self, path: &str, query: Option<&str>) -> LocalAnswer {

@@ -23,7 +23,7 @@ use datafusion::datasource::MemTable;
 use datafusion::execution::context::SQLOptions;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::execution::{SendableRecordBatchStream, TaskContext};
+use datafusion::execution::TaskContext;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::TryStreamExt;
@@ -39,6 +39,8 @@ mod lazy;
 mod table;
 
 pub use table::NewsTable;
+/// The answer's batch stream (DataFusion's), for callers that hand it on (the Python module).
+pub use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream};
 
 /// Memory the operators of one query may hold by default before they spill (sorts, hash joins
 /// and aggregations); decoding buffers are bounded by the batch size and partitions instead.
