@@ -3,6 +3,7 @@
 //! Column names are the spec's News record fields, plus `entity_id` and `payload` for sources
 //! other than `sec.edgar` (see docs/sources.md). Clocks are `Timestamp(µs, UTC)`, nullable.
 
+use std::borrow::Borrow;
 use std::sync::{Arc, OnceLock};
 
 use arrow::array::{
@@ -145,6 +146,12 @@ impl SharedRow {
     pub fn json(&self, encode: impl FnOnce(&NewsRow) -> Box<RawValue>) -> &RawValue {
         let i = self.index as usize;
         self.block.json[i].get_or_init(|| encode(&self.block.rows[i]))
+    }
+}
+
+impl Borrow<NewsRow> for SharedRow {
+    fn borrow(&self) -> &NewsRow {
+        &self.block.rows[self.index as usize]
     }
 }
 
@@ -345,19 +352,23 @@ pub fn schema() -> SchemaRef {
     ]))
 }
 
-/// Rows to one Arrow batch in schema order.
-pub fn to_batch(rows: &[NewsRow]) -> Result<RecordBatch> {
-    fn strs<'a>(rows: &'a [NewsRow], f: impl Fn(&'a NewsRow) -> Option<&'a str>) -> ArrayRef {
+/// Rows to one Arrow batch in schema order: owned rows, or the [`SharedRow`]s of an answer
+/// (what the Python package hands to pyarrow).
+pub fn to_batch<R: Borrow<NewsRow>>(rows: &[R]) -> Result<RecordBatch> {
+    fn strs<'a, R: Borrow<NewsRow>>(
+        rows: &'a [R],
+        f: impl Fn(&'a NewsRow) -> Option<&'a str>,
+    ) -> ArrayRef {
         let mut b = StringBuilder::with_capacity(rows.len(), rows.len() * 16);
         for r in rows {
-            b.append_option(f(r));
+            b.append_option(f(r.borrow()));
         }
         Arc::new(b.finish())
     }
-    fn times(rows: &[NewsRow], f: impl Fn(&NewsRow) -> Option<Instant>) -> ArrayRef {
+    fn times<R: Borrow<NewsRow>>(rows: &[R], f: impl Fn(&NewsRow) -> Option<Instant>) -> ArrayRef {
         let mut b = TimestampMicrosecondBuilder::with_capacity(rows.len()).with_timezone("UTC");
         for r in rows {
-            b.append_option(f(r).map(Instant::micros));
+            b.append_option(f(r.borrow()).map(Instant::micros));
         }
         Arc::new(b.finish())
     }

@@ -4,28 +4,36 @@
 answers from a corpus on disk (or in object storage) in-process, with the service's own engine.
 Both offer the same queries (``news``, ``diff``, ``record``, ``coverage``, ``mapping``,
 ``meta``), return the same results, and raise the same exceptions: a coverage hole is
-:class:`CoverageMissing`, never an empty answer."""
+:class:`CoverageMissing`, never an empty answer. A deployment adds flat files
+(``files``, ``download``), the live stream (``stream``) and audit receipts (``audit_log``,
+``verify_receipt``); a corpus on disk adds ``sql``."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from ._api import Result
+from ._api import Response, Result
+from ._audit import canonical_query, params_digest, verify_receipt
 from ._errors import (
     AsofError,
     CorpusError,
     CoverageMissing,
     CursorExpired,
+    IntegrityError,
     InvalidClock,
     InvalidRequest,
     NotFound,
     PlanRequired,
     RateLimited,
+    ReceiptMismatch,
+    SqlError,
+    StreamGap,
     Unauthorized,
     Unavailable,
 )
 from ._http import Client
-from ._local import Corpus
+from ._local import Corpus, SqlResult
+from ._stream import Stream
 
 __all__ = [
     "AsofError",
@@ -34,16 +42,26 @@ __all__ = [
     "CorpusError",
     "CoverageMissing",
     "CursorExpired",
+    "IntegrityError",
     "InvalidClock",
     "InvalidRequest",
     "NotFound",
     "PlanRequired",
     "RateLimited",
+    "ReceiptMismatch",
+    "Response",
     "Result",
+    "SqlError",
+    "SqlResult",
+    "Stream",
+    "StreamGap",
     "Unauthorized",
     "Unavailable",
+    "canonical_query",
     "connect",
     "open",
+    "params_digest",
+    "verify_receipt",
 ]
 
 
@@ -54,11 +72,14 @@ def connect(
     timeout: float = 60.0,
     retries: int = 3,
     max_wait: float = 60.0,
+    audit: bool = False,
 ) -> Client:
     """A deployment of the service at ``base_url``, asked with ``key`` (a ``svc_live_…`` API
     key). ``timeout``: seconds per request; ``retries``: how many ``429`` answers are waited out
-    (``Retry-After``, at most ``max_wait`` seconds each) before :class:`RateLimited`."""
-    return Client(base_url, key, timeout=timeout, retries=retries, max_wait=max_wait)
+    (``Retry-After``, at most ``max_wait`` seconds each) before :class:`RateLimited`;
+    ``audit``: ask a decision audit receipt for every request and keep every page's bytes
+    (``Result.responses``) to check them against."""
+    return Client(base_url, key, timeout=timeout, retries=retries, max_wait=max_wait, audit=audit)
 
 
 def open(location: str, version: Optional[str] = None) -> Corpus:  # noqa: A001 - the API's name

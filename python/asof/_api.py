@@ -6,6 +6,7 @@ pandas and Polars, written once over the contract's envelopes. A backend only se
 from __future__ import annotations
 
 import datetime as _dt
+import importlib
 import json
 import urllib.parse
 from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
@@ -32,14 +33,72 @@ Params = Dict[str, Optional[str]]
 
 
 class Answer:
-    """One envelope: ``status`` and its decoded JSON (``envelope``)."""
+    """One envelope: ``status``, its decoded JSON (``envelope``) and, where the backend keeps
+    them, the exact bytes sent (``body``) and the request's id (``request_id``)."""
 
-    __slots__ = ("status", "envelope", "retry_after")
+    __slots__ = ("status", "envelope", "retry_after", "body", "request_id")
 
-    def __init__(self, status: int, envelope: Dict[str, Any], retry_after: Optional[float] = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        envelope: Dict[str, Any],
+        retry_after: Optional[float] = None,
+        body: Optional[bytes] = None,
+        request_id: Optional[str] = None,
+    ) -> None:
         self.status = status
         self.envelope = envelope
         self.retry_after = retry_after
+        self.body = body
+        self.request_id = request_id
+
+
+class Response:
+    """One page exactly as the service sent it: what a receipt of the audit log is checked
+    against (:meth:`asof.Client.verify_receipt`). ``query`` is the query string asked, ``body``
+    the envelope's bytes, ``request_id`` its ``X-Request-Id``."""
+
+    __slots__ = ("path", "query", "status", "body", "request_id")
+
+    def __init__(self, path: str, query: str, status: int, body: bytes, request_id: Optional[str]) -> None:
+        self.path = path
+        self.query = query
+        self.status = status
+        self.body = body
+        self.request_id = request_id
+
+    def __repr__(self) -> str:
+        return f"<asof.Response {self.status} {self.path}?{self.query} {self.request_id}>"
+
+
+class Page:
+    """One page of a walk: its envelope and its records, as dicts (``envelope["results"]``) or,
+    from a corpus opened in-process, as an Arrow batch (``batch``, the envelope's ``results``
+    empty) whose dicts are asked for only if the page is iterated."""
+
+    __slots__ = ("envelope", "params", "batch", "_records")
+
+    def __init__(
+        self,
+        envelope: Dict[str, Any],
+        params: Params,
+        records: Optional[List[Dict[str, Any]]],
+        batch: Any = None,
+    ) -> None:
+        self.envelope = envelope
+        self.params = params
+        self.batch = batch
+        self._records = records
+
+    def __len__(self) -> int:
+        if self._records is not None:
+            return len(self._records)
+        return int(self.batch.num_rows)
+
+    def records(self, api: "Api", path: str) -> List[Dict[str, Any]]:
+        if self._records is None:
+            self._records = list(api._one(path, self.params)["results"])
+        return self._records
 
 
 class Api:
@@ -51,6 +110,15 @@ class Api:
 
     def _send(self, path: str, query: str) -> Answer:  # pragma: no cover - abstract
         raise NotImplementedError
+
+    def _page(self, path: str, params: Params, kept: Optional[List["Response"]] = None) -> Page:
+        """One page of a walk (a backend with a faster form of pages overrides it)."""
+        envelope = self._one(path, params, kept)
+        return Page(envelope, params, list(envelope.get("results") or []))
+
+    #: Whether results keep every page's bytes (``Result.responses``): a client asking for
+    #: audit receipts does, to check them against.
+    _keep_responses = False
 
     # -- queries ----------------------------------------------------------------------------
 
@@ -111,7 +179,8 @@ class Api:
         """One record as knowable at ``as_of`` (``NotFound`` when it is not knowable yet)."""
         path = "/v1/news/" + urllib.parse.quote(id, safe="")
         params = {"as_of": _instants.text(as_of), "visible_by": visible_by}
-        return self._one(path, params)["results"][0]
+        record: Dict[str, Any] = self._one(path, params)["results"][0]
+        return record
 
     def coverage(
         self,
@@ -151,12 +220,16 @@ class Api:
 
     def meta(self) -> Dict[str, Any]:
         """The deployment's (or the corpus's) meta record: vocabularies, limits, sources held."""
-        return self._one("/v1/meta", {})["results"][0]
+        meta: Dict[str, Any] = self._one("/v1/meta", {})["results"][0]
+        return meta
 
     # -- plumbing ---------------------------------------------------------------------------
 
-    def _one(self, path: str, params: Params) -> Dict[str, Any]:
-        answer = self._send(path, encode(params))
+    def _one(self, path: str, params: Params, kept: Optional[List[Response]] = None) -> Dict[str, Any]:
+        query = encode(params)
+        answer = self._send(path, query)
+        if kept is not None and answer.body is not None:
+            kept.append(Response(path, query, answer.status, answer.body, answer.request_id))
         if answer.status != 200:
             raise error_of(answer.status, answer.envelope, answer.retry_after)
         return answer.envelope
@@ -199,60 +272,69 @@ class Result:
         self._limit = limit
         self._consistent = consistent
         self.touched: List[str] = []
+        #: Every page as sent (bytes and request id), kept when the client asks for audit
+        #: receipts (``asof.connect(..., audit=True)``); empty otherwise.
+        self.responses: List[Response] = []
+        self._kept: Optional[List[Response]] = self.responses if api._keep_responses else None
         self._first = self._fetch(None)
-        self.corpus_version: str = self._first["corpus_version"]
-        self.as_of: Optional[str] = self._first.get("as_of")
-        self.visible_by: Optional[str] = self._first.get("visible_by")
-        self._records: Optional[List[Dict[str, Any]]] = None
+        self.corpus_version: str = self._first.envelope["corpus_version"]
+        self.as_of: Optional[str] = self._first.envelope.get("as_of")
+        self.visible_by: Optional[str] = self._first.envelope.get("visible_by")
+        self._pinned: Optional[List[Tuple[Page, int]]] = None
         if consistent:
-            self._records = self._walk_pinned()
+            self._pinned = self._walk_pinned()
 
     def _page_size(self, taken: int) -> str:
         if self._limit is None:
             return str(self._page_max)
         return str(max(1, min(self._page_max, self._limit - taken)))
 
-    def _fetch(self, cursor: Optional[str], taken: int = 0) -> Dict[str, Any]:
+    def _fetch(self, cursor: Optional[str], taken: int = 0) -> Page:
         params = dict(self._params)
         params["limit"] = self._page_size(taken)
         params["cursor"] = cursor
-        page = self._api._one(self._path, params)
-        for key in (page.get("coverage") or {}).get("touched") or []:
+        page = self._api._page(self._path, params, self._kept)
+        for key in (page.envelope.get("coverage") or {}).get("touched") or []:
             if key not in self.touched:
                 self.touched.append(key)
         return page
 
-    def _pages(self, first: Dict[str, Any]) -> Iterator[Dict[str, Any]]:
+    def _walk(self, first: Page) -> Iterator[Tuple[Page, int]]:
+        """The walk's pages from ``first``, each with how many of its rows are the result's
+        (all, but at the end of a ``limit``)."""
         page = first
         taken = 0
         while True:
-            results = page["results"]
+            n = len(page)
             if self._limit is not None:
-                results = results[: self._limit - taken]
-            for record in results:
-                yield record
-            taken += len(results)
-            cursor = page.get("next_cursor")
+                n = min(n, self._limit - taken)
+            yield page, n
+            taken += n
+            cursor = page.envelope.get("next_cursor")
             if cursor is None or (self._limit is not None and taken >= self._limit):
                 return
             page = self._fetch(cursor, taken)
 
-    def _walk_pinned(self) -> List[Dict[str, Any]]:
+    def _walk_pinned(self) -> List[Tuple[Page, int]]:
         first = self._first
         for attempt in (1, 2):
             try:
-                return list(self._pages(first))
+                return list(self._walk(first))
             except CursorExpired:
                 if attempt == 2:
                     raise
                 first = self._fetch(None)
-                self.corpus_version = first["corpus_version"]
+                self.corpus_version = first.envelope["corpus_version"]
         raise AssertionError("unreachable")
 
+    def _pages(self) -> Iterator[Tuple[Page, int]]:
+        if self._pinned is not None:
+            return iter(self._pinned)
+        return self._walk(self._first)
+
     def __iter__(self) -> Iterator[Dict[str, Any]]:
-        if self._records is not None:
-            return iter(self._records)
-        return self._pages(self._first)
+        for page, n in self._pages():
+            yield from page.records(self._api, self._path)[:n]
 
     def records(self) -> List[Dict[str, Any]]:
         """Every record, as dicts shaped like the REST record."""
@@ -262,12 +344,12 @@ class Result:
         """A ``pyarrow.Table``: news records with the contract's columns (instants as
         ``timestamp[us, UTC]``, nulls kept, ``payload`` as JSON text); other answers as their
         fields."""
-        import pyarrow as pa
-
-        rows = self.records()
-        if self._path.startswith("/v1/news"):
-            return news_table(rows)
-        return pa.Table.from_pylist(rows)
+        if self._path in ("/v1/news", "/v1/news/diff"):
+            pages = list(self._pages())
+            if all(page.batch is not None for page, _ in pages):
+                return news_table_of_batches([(page.batch, n) for page, n in pages])
+            return news_table([r for page, n in pages for r in page.records(self._api, self._path)[:n]])
+        return _module("pyarrow").Table.from_pylist(self.records())
 
     def to_pandas(self) -> Any:
         """A ``pandas.DataFrame`` (instants ``datetime64[us, UTC]``, missing instants ``NaT``)."""
@@ -275,17 +357,44 @@ class Result:
 
     def to_polars(self) -> Any:
         """A ``polars.DataFrame`` (instants ``Datetime("us", "UTC")``)."""
-        import polars as pl
-
-        return pl.from_arrow(self.to_arrow())
+        return _module("polars").from_arrow(self.to_arrow())
 
     def __repr__(self) -> str:
         return f"<asof.Result {self._path} {self.corpus_version}>"
 
 
+def news_schema() -> Any:
+    """The ``pyarrow`` schema of news records as ``to_arrow()`` gives them."""
+    pa = _module("pyarrow")
+    return pa.schema(
+        [
+            pa.field(
+                name,
+                pa.timestamp("us", tz="UTC")
+                if name in INSTANT_FIELDS
+                else pa.bool_()
+                if name == "as_of_visible"
+                else pa.string(),
+            )
+            for name in NEWS_FIELDS
+        ]
+    )
+
+
+def news_table_of_batches(batches: Sequence[Tuple[Any, int]]) -> Any:
+    """Pages the engine answered as Arrow batches (the stored record's columns; each with the
+    rows of it the result holds) as one table of :func:`news_schema`: the batches' buffers are
+    imported through the Arrow PyCapsule interface and kept, not copied; ``as_of_visible``
+    (true on every row of a cut) is added."""
+    pa = _module("pyarrow")
+    table = pa.Table.from_batches([pa.record_batch(b).slice(0, n) for b, n in batches])
+    table = table.append_column("as_of_visible", pa.repeat(pa.scalar(True), table.num_rows))
+    return table.cast(news_schema())
+
+
 def news_table(rows: Sequence[Dict[str, Any]]) -> Any:
     """News records as a ``pyarrow.Table`` with one fixed schema, whatever the rows."""
-    import pyarrow as pa
+    pa = _module("pyarrow")
 
     columns = {}
     fields = []
@@ -302,7 +411,7 @@ def news_table(rows: Sequence[Dict[str, Any]]) -> Any:
         elif name == "payload":
             ty = pa.string()
             array = pa.array(
-                [None if v is None else json.dumps(v, separators=(",", ":")) for v in values],
+                [None if v is None else json.dumps(v, separators=(",", ":"), ensure_ascii=False) for v in values],
                 type=ty,
             )
         else:
@@ -311,3 +420,13 @@ def news_table(rows: Sequence[Dict[str, Any]]) -> Any:
         columns[name] = array
         fields.append(pa.field(name, ty))
     return pa.Table.from_arrays(list(columns.values()), schema=pa.schema(fields))
+
+
+def _module(name: str) -> Any:
+    """An optional dependency (pyarrow, polars), imported when a conversion first needs it, with
+    a message naming the extra that installs it."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as e:
+        extra = "polars" if name == "polars" else "arrow"
+        raise ImportError(f"{name} is needed for this conversion: pip install 'asof[{extra}]'") from e

@@ -73,6 +73,49 @@ class Unavailable(AsofError):
     """The service (or its store) cannot answer now: overloaded, storage or state unavailable."""
 
 
+class ReceiptMismatch(Exception):
+    """An audit receipt that does not describe the response it is checked against: ``field``
+    names the receipt's field that differs (``envelope_sha256`` for a body that is not the one
+    sent, ``params_digest``, ``corpus_version``, ``request_id``), ``expected`` is the receipt's
+    value and ``found`` the response's."""
+
+    def __init__(self, field: str, expected: str, found: str) -> None:
+        self.field = field
+        self.expected = expected
+        self.found = found
+        super().__init__(f"the receipt's {field} is {expected}, the response gives {found}")
+
+
+class IntegrityError(Exception):
+    """A downloaded file whose bytes are not the ones listed (``sha256`` or size differ). Nothing
+    is kept: the partial download is removed and no file is left at ``path``."""
+
+    def __init__(self, path: str, expected: str, found: str) -> None:
+        self.path = path
+        self.expected = expected
+        self.found = found
+        super().__init__(f"{path}: expected sha256 {expected}, the bytes received hash to {found}")
+
+
+class StreamGap(Exception):
+    """The stream could not send some records one by one: a ``bulk`` notice (a version added
+    more rows than the stream sends singly) or a ``reset`` (the replay asked for by
+    ``Last-Event-ID`` is no longer available). ``event`` is ``"bulk"`` or ``"reset"``, ``data``
+    the notice, ``last_event_id`` the id to resume from; read the gap with ``diff(...,
+    visible_by="committed_at")``."""
+
+    def __init__(self, event: str, data: Dict[str, Any], last_event_id: Optional[str]) -> None:
+        self.event = event
+        self.data = data
+        self.last_event_id = last_event_id
+        super().__init__(f"stream {event}: {data}")
+
+
+class SqlError(Exception):
+    """A SQL query of ``asof.open(...).sql`` that cannot run: not valid SQL, not a read-only
+    query, an unknown table or column (the message says which)."""
+
+
 class CorpusError(Exception):
     """A corpus on disk (or in object storage) that cannot be opened: nothing there, an unknown
     ``version``, a store error."""

@@ -141,3 +141,66 @@ async fn an_older_version_opens_by_its_corpus_version_and_an_unknown_one_is_refu
     let unknown = format!("sha256:{}", "0".repeat(64));
     assert!(LocalApi::open(path, Some(&unknown)).await.is_err());
 }
+
+#[tokio::test]
+async fn an_arrow_page_holds_the_records_and_envelope_of_the_json_page() {
+    use arrow::array::{Array, AsArray};
+    let local = LocalApi::new(sample_corpus().await);
+    for uri in [
+        "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z&limit=40",
+        "/v1/news?as_of=2026-01-29T12:00:00Z&limit=7",
+        "/v1/news?source=us.ofac.sdn&as_of=2019-01-04T23:59:59Z&limit=9",
+        "/v1/news/diff?ticker=TSLA&as_of_start=2026-01-01T00:00:00Z&as_of_end=2026-01-29T12:00:00Z",
+        "/v1/news?cik=1&as_of=2026-01-29T12:00:00Z",
+    ] {
+        let (path, query) = split(uri);
+        let json = local.get(path, query).await;
+        let arrow = local.get_batch(path, query).await;
+        assert_eq!((arrow.status, json.status), (200, 200), "{uri}");
+        let json: Value = serde_json::from_slice(&json.body).unwrap();
+        let mut head: Value = serde_json::from_slice(&arrow.head).unwrap();
+        let batch = arrow.batch.expect("a 200 page has its batch");
+        assert_eq!(head["results"], Value::Array(vec![]), "{uri}");
+        assert_eq!(head["count"], json["count"], "{uri}");
+        head["results"] = json["results"].clone();
+        assert_eq!(comparable(head), comparable(json.clone()), "{uri}");
+        let ids = batch.column_by_name("id").unwrap().as_string::<i32>();
+        let want: Vec<&str> = json["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["id"].as_str().unwrap())
+            .collect();
+        let got: Vec<&str> = (0..ids.len()).map(|i| ids.value(i)).collect();
+        assert_eq!(got, want, "{uri}");
+        let published = batch.column_by_name("published_at").unwrap();
+        assert_eq!(published.null_count(), 0, "{uri}");
+    }
+}
+
+#[tokio::test]
+async fn an_arrow_page_refuses_and_reports_holes_as_the_json_page_does() {
+    let local = LocalApi::new(sample_corpus().await);
+    for uri in [
+        "/v1/news?ticker=TSLA&as_of=2099-01-01T00:00:00Z",
+        "/v1/news?ticker=TSLA&as_of=2026-01-29",
+        "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z&cursor=forged",
+        "/v1/coverage?source=sec.edgar",
+    ] {
+        let (path, query) = split(uri);
+        let json = local.get(path, query).await;
+        let arrow = local.get_batch(path, query).await;
+        assert!(arrow.batch.is_none(), "{uri}");
+        let head: Value = serde_json::from_slice(&arrow.head).unwrap();
+        if path == "/v1/coverage" {
+            assert_eq!(
+                (arrow.status, head["error"]["code"].as_str()),
+                (404, Some("not_found"))
+            );
+            continue;
+        }
+        let json_body: Value = serde_json::from_slice(&json.body).unwrap();
+        assert_eq!(arrow.status, json.status, "{uri}");
+        assert_eq!(comparable(head), comparable(json_body), "{uri}");
+    }
+}

@@ -20,10 +20,10 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch, StringArray, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::datasource::MemTable;
+use datafusion::execution::TaskContext;
 use datafusion::execution::context::SQLOptions;
 use datafusion::execution::memory_pool::FairSpillPool;
 use datafusion::execution::runtime_env::RuntimeEnvBuilder;
-use datafusion::execution::TaskContext;
 use datafusion::physical_plan::{ExecutionPlan, execute_stream};
 use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::TryStreamExt;
@@ -38,9 +38,9 @@ mod identity;
 mod lazy;
 mod table;
 
-pub use table::NewsTable;
 /// The answer's batch stream (DataFusion's), for callers that hand it on (the Python module).
 pub use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream};
+pub use table::NewsTable;
 
 /// Memory the operators of one query may hold by default before they spill (sorts, hash joins
 /// and aggregations); decoding buffers are bounded by the batch size and partitions instead.

@@ -2,6 +2,7 @@
 //! coverage certificates and identity as of an instant.
 
 use asof_engine::coverage::Scope;
+use asof_engine::record::SharedRow;
 use asof_engine::{
     Answer, Corpus, Coverage, CoverageQuery, Day, Entity, Instant, Lane, NewsQuery, Position,
     RecordLookup, SourceId, VisibleBy,
@@ -188,17 +189,25 @@ fn news_filters(q: &NewsQuery) -> String {
     ])
 }
 
+/// One page of a news or diff walk as the engine answered it, before it is encoded.
+pub(crate) struct NewsPage {
+    pub rows: Vec<SharedRow>,
+    pub next_cursor: Option<String>,
+    pub coverage: Coverage,
+    pub as_of: Instant,
+    pub visible_by: VisibleBy,
+}
+
 /// Shared body of the news and diff routes (and their sample forms): opens the cursor, asks
-/// the engine once, mints the next cursor.
-pub(crate) async fn run_news(
+/// the engine once, mints the next cursor. A hole is the error it is on the wire.
+pub(crate) async fn news_page(
     signer: &CursorSigner,
     ctx: &Ctx,
     op: &str,
     q: NewsQuery,
     cursor: Option<&str>,
     scope: Scope<'_>,
-    sample: bool,
-) -> Reply {
+) -> Result<NewsPage, ApiError> {
     let filters = news_filters(&q);
     let version = ctx.corpus.version();
     let after: Option<Position> = cursor
@@ -211,29 +220,47 @@ pub(crate) async fn run_news(
             rows,
             next,
             coverage,
-        } => {
-            let next_cursor = next.map(|p| signer.mint(op, &filters, version, &p));
-            // Encoded straight from the rows the engine shares with its cache; a keyed
-            // record's encoding is kept with the cached row (the sample tier's rows carry
-            // `sample: true` and are encoded each time).
-            let records: Vec<Record<'_>> = rows
-                .iter()
-                .map(|r| {
-                    if sample {
-                        Record::Fields(Box::new(NewsRecordRef::of(r, true)))
-                    } else {
-                        Record::Encoded(r.json(crate::http::envelope::keyed_record_json))
-                    }
-                })
-                .collect();
-            Ok(ok(ctx, records)
-                .at(Some(q.as_of), Some(q.visible_by))
-                .coverage(coverage)
-                .next(next_cursor)
-                .sample(sample)
-                .into_response())
-        }
+        } => Ok(NewsPage {
+            rows,
+            next_cursor: next.map(|p| signer.mint(op, &filters, version, &p)),
+            coverage,
+            as_of: q.as_of,
+            visible_by: q.visible_by,
+        }),
     }
+}
+
+/// [`news_page`], encoded as the route answers it.
+pub(crate) async fn run_news(
+    signer: &CursorSigner,
+    ctx: &Ctx,
+    op: &str,
+    q: NewsQuery,
+    cursor: Option<&str>,
+    scope: Scope<'_>,
+    sample: bool,
+) -> Reply {
+    let page = news_page(signer, ctx, op, q, cursor, scope).await?;
+    // Encoded straight from the rows the engine shares with its cache; a keyed record's
+    // encoding is kept with the cached row (the sample tier's rows carry `sample: true` and
+    // are encoded each time).
+    let records: Vec<Record<'_>> = page
+        .rows
+        .iter()
+        .map(|r| {
+            if sample {
+                Record::Fields(Box::new(NewsRecordRef::of(r, true)))
+            } else {
+                Record::Encoded(r.json(crate::http::envelope::keyed_record_json))
+            }
+        })
+        .collect();
+    Ok(ok(ctx, records)
+        .at(Some(page.as_of), Some(page.visible_by))
+        .coverage(page.coverage)
+        .next(page.next_cursor)
+        .sample(sample)
+        .into_response())
 }
 
 /// `source` for a news query: the given one, else `sec.edgar`. A ticker or CIK with another
@@ -279,6 +306,24 @@ pub(crate) async fn news_answer(signer: &CursorSigner, ctx: &Ctx, p: &NewsParams
     run_news(signer, ctx, "news", query, cursor, Scope::Corpus, false).await
 }
 
+/// The page `/v1/news` answers, not yet encoded (`asof.open()`'s Arrow pages).
+pub(crate) async fn news_page_of(
+    signer: &CursorSigner,
+    ctx: &Ctx,
+    p: &NewsParams,
+) -> Result<NewsPage, ApiError> {
+    let query = p.to_query(&ctx.corpus)?;
+    news_page(
+        signer,
+        ctx,
+        "news",
+        query,
+        p.cursor.as_deref(),
+        Scope::Corpus,
+    )
+    .await
+}
+
 /// Became-knowable diff: rows visible at `as_of_end` and not at `as_of_start`.
 ///
 /// The window is `(as_of_start, as_of_end]` on the same clock (not an `event_at` window).
@@ -302,6 +347,24 @@ pub(crate) async fn diff_answer(signer: &CursorSigner, ctx: &Ctx, p: &DiffParams
     let query = p.to_query(&ctx.corpus)?;
     let cursor = p.cursor.as_deref();
     run_news(signer, ctx, "diff", query, cursor, Scope::Corpus, false).await
+}
+
+/// The page `/v1/news/diff` answers, not yet encoded.
+pub(crate) async fn diff_page_of(
+    signer: &CursorSigner,
+    ctx: &Ctx,
+    p: &DiffParams,
+) -> Result<NewsPage, ApiError> {
+    let query = p.to_query(&ctx.corpus)?;
+    news_page(
+        signer,
+        ctx,
+        "diff",
+        query,
+        p.cursor.as_deref(),
+        Scope::Corpus,
+    )
+    .await
 }
 
 /// One record as knowable at `as_of`.
