@@ -108,13 +108,13 @@ def main():
     measure("open: big filer first page, native page alone",
             lambda c: native.get_batch("/v1/news", f"cik={cik}&as_of={c}&limit=1000"))
     measure("open: big filer first page -> to_arrow()",
-            lambda c: local.news(cik=cik, as_of=c).to_arrow())
+            lambda c: local.news(cik=cik, as_of=c, limit=1000).to_arrow())
     measure("open: big filer first page -> records() (dicts)",
-            lambda c: local.news(cik=cik, as_of=c).records())
+            lambda c: local.news(cik=cik, as_of=c, limit=1000).records())
     measure("open: all rows first page, native page alone",
             lambda c: native.get_batch("/v1/news", f"as_of={c}&limit=1000"))
     measure("open: all rows first page -> to_arrow()",
-            lambda c: local.news(as_of=c).to_arrow())
+            lambda c: local.news(as_of=c, limit=1000).to_arrow())
 
     def frame(api):
         df = api.news(cik=cik, as_of=late, limit=100_000).to_pandas()
@@ -139,9 +139,9 @@ def main():
             measure("connect: /health round trip (HTTP floor)",
                     lambda c: urllib.request.urlopen(server.base + "/health").read())
             measure("connect: big filer first page -> to_arrow()",
-                    lambda c: svc().news(cik=cik, as_of=c).to_arrow())
+                    lambda c: svc().news(cik=cik, as_of=c, limit=1000).to_arrow())
             measure("connect: all rows first page -> to_arrow()",
-                    lambda c: svc().news(as_of=c).to_arrow())
+                    lambda c: svc().news(as_of=c, limit=1000).to_arrow())
             secs = [timed(lambda: frame(svc()))[0] for _ in range(5)]
             rows.append(summary("connect: 100,000-row pandas frame (100 pages)", secs))
         finally:

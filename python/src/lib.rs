@@ -14,7 +14,7 @@ use arrow::datatypes::SchemaRef;
 use arrow::error::ArrowError;
 use arrow::ffi::to_ffi;
 use arrow::ffi_stream::FFI_ArrowArrayStream;
-use asof_engine::sql::{RecordBatchStream, SendableRecordBatchStream};
+use asof_engine::sql::SendableRecordBatchStream;
 use asof_server::local::LocalApi;
 use futures::StreamExt;
 use pyo3::create_exception;

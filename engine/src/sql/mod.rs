@@ -39,7 +39,7 @@ mod lazy;
 mod table;
 
 /// The answer's batch stream (DataFusion's), for callers that hand it on (the Python module).
-pub use datafusion::execution::{RecordBatchStream, SendableRecordBatchStream};
+pub use datafusion::execution::SendableRecordBatchStream;
 pub use table::NewsTable;
 
 /// Memory the operators of one query may hold by default before they spill (sorts, hash joins
