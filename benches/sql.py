@@ -58,6 +58,15 @@ def queries(corpus):
          f"WHERE published_at >= TIMESTAMP '{start} 00:00:00' AND published_at < TIMESTAMP '{end} 00:00:00' "
          f"GROUP BY day ORDER BY day", None),
         ("top filers", "SELECT cik, count(*) AS n FROM news GROUP BY cik ORDER BY n DESC, cik LIMIT 10", None),
+        ("forms by filer",
+         "SELECT cik, form, count(*) AS n FROM news WHERE cik IN ('5', '7', '11') "
+         "GROUP BY cik, form ORDER BY cik, n DESC, form", None),
+        ("8-Ks of one week",
+         f"SELECT count(*) AS n FROM news WHERE form = '8-K' "
+         f"AND published_at >= TIMESTAMP '{start} 00:00:00' AND published_at < TIMESTAMP '{start} 00:00:00' + INTERVAL '7 days'",
+         None),
+        ("corrections joined to what they correct",
+         "SELECT count(*) AS n FROM news AS a JOIN news AS b ON a.supersedes = b.revision_id", None),
         ("forms at a cut (news_asof)",
          f"SELECT form, count(*) AS n FROM news_asof('{cut}') GROUP BY form ORDER BY n DESC, form LIMIT 5",
          duck_cut),
