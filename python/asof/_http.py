@@ -18,7 +18,7 @@ from typing import Any, Callable, Dict, List, Mapping, Optional, Tuple, Union
 from . import _audit, _files
 from ._api import PAGE_MAX, Answer, Api, Result, encode
 from ._errors import StreamGap
-from ._stream import IDLE_TIMEOUT, Stream
+from ._stream import IDLE_TIMEOUT, Stream, _seconds
 
 #: Pages kept for ``If-None-Match`` (their ETag and bytes), least recently used dropped first.
 ETAG_PAGES = 256
@@ -217,9 +217,3 @@ class _Unaudited(Api):
     def _send(self, path: str, query: str) -> Answer:
         return self._client._get(path, query, audit=False)
 
-
-def _seconds(value: Optional[str]) -> Optional[float]:
-    try:
-        return None if value is None else max(0.0, float(value))
-    except ValueError:
-        return None
