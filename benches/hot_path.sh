@@ -13,7 +13,9 @@
 #   3. wrk -t1 -c1 (one keep-alive connection, sequential): big filers limit=100, big filers
 #      limit=1, small filers limit=100
 #   4. the server's resident and peak resident memory after all of it
-# With ASOF_PERF_OUT=FILE, step 2 is also profiled (perf, from Debian's linux-perf).
+# With ASOF_PERF_OUT=FILE, step 2 is also profiled (perf, from Debian's linux-perf). With
+# ASOF_METRICS=1 the server keeps metrics (--metrics-listen) and they are scraped every second
+# during the runs, harsher than Prometheus's usual 15 s (benches/metrics_overhead.sh).
 # Needs a release build of `asof` (ASOF_BIN, default <target>/release/asof) and wrk (installed
 # from Debian's packages when missing). 512 desk keys share the load so the per-key limit
 # (1,200 a minute) is never what a run measures. Prints a Markdown table, then one JSON line.
@@ -35,8 +37,13 @@ for i in $(seq 1 "$keys"); do
   "$bin" keys create --database-url "$db" --email "hot$i@example.com" --plan desk 2>/dev/null | tail -1
 done >"$work/keys.txt"
 
+metrics=()
+if [ "${ASOF_METRICS:-0}" = 1 ]; then
+  mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  metrics=(--metrics-listen "127.0.0.1:$mport")
+fi
 ASOF_LOG=warn "$bin" serve --corpus "$corpus" --listen "127.0.0.1:$port" --database-url "$db" \
-  2>"$work/serve.log" &
+  "${metrics[@]}" 2>"$work/serve.log" &
 server=$!
 for _ in $(seq 1 600); do
   curl -fs "http://127.0.0.1:$port/health" >/dev/null 2>&1 && break
@@ -87,6 +94,12 @@ run() { # name threads connections seconds
   PATHS="$work/$1.txt" wrk -t"$2" -c"$3" -d"$4s" -s "$work/load.lua" \
     "http://127.0.0.1:$port" | tail -1 >"$work/$1-$3.json"
 }
+if [ ${#metrics[@]} -gt 0 ]; then
+  ( while kill -0 "$server" 2>/dev/null; do
+      curl -fs "http://127.0.0.1:$mport/metrics" -o /dev/null || true
+      sleep 1
+    done ) &
+fi
 # Warm-up: every drawn cut once or more, as a serving process would have seen them.
 PATHS="$work/all.txt" wrk -t2 -c16 -d5s -s "$work/load.lua" "http://127.0.0.1:$port" >/dev/null
 half=$(( duration / 2 > 1 ? duration / 2 : 1 ))

@@ -38,6 +38,12 @@ use crate::error::{Error, Result};
 /// thread at worst, far above what any page of a walk reads on the corpora we measure.
 pub const DEFAULT_MAX_ROWS: u64 = 4_000_000;
 
+/// Metric names the pool records (described by the server's `obs`): the wait for a slot,
+/// refusals by reason (`busy`, `too_broad`), rows looked at.
+pub const METRIC_WAIT: &str = "asof_scan_wait_seconds";
+pub const METRIC_REJECTED: &str = "asof_scan_rejected_total";
+pub const METRIC_ROWS: &str = "asof_scan_rows_read_total";
+
 /// Shared by every corpus version a process serves (clone it; threads and slots are shared).
 #[derive(Debug, Clone)]
 pub struct ScanPool {
@@ -49,6 +55,9 @@ struct Inner {
     /// `None` only while being dropped.
     runtime: Option<tokio::runtime::Runtime>,
     slots: Arc<Semaphore>,
+    /// Slots in all, and tasks waiting for one now (for the queue-depth gauge).
+    slot_count: usize,
+    queued: std::sync::atomic::AtomicUsize,
     wait: Duration,
     max_rows: u64,
     threads: usize,
@@ -81,7 +90,9 @@ impl Budget {
     /// Counts `rows` more rows looked at; refuses past the limit.
     pub fn spend(&mut self, rows: u64) -> Result<()> {
         self.used += rows;
+        metrics::counter!(METRIC_ROWS).increment(rows);
         if self.used > self.limit {
+            metrics::counter!(METRIC_REJECTED, "reason" => "too_broad").increment(1);
             return Err(Error::TooBroad { limit: self.limit });
         }
         Ok(())
@@ -118,6 +129,8 @@ impl ScanPool {
             inner: Arc::new(Inner {
                 runtime: Some(runtime),
                 slots: Arc::new(Semaphore::new(slots.max(1))),
+                slot_count: slots.max(1),
+                queued: std::sync::atomic::AtomicUsize::new(0),
                 wait,
                 max_rows,
                 threads,
@@ -153,6 +166,13 @@ impl ScanPool {
         self.inner.threads
     }
 
+    /// Tasks waiting for a slot and tasks running now: `(queued, running)`.
+    pub fn load(&self) -> (usize, usize) {
+        use std::sync::atomic::Ordering;
+        let running = self.inner.slot_count - self.inner.slots.available_permits();
+        (self.inner.queued.load(Ordering::Relaxed), running)
+    }
+
     /// Runs `task` on the pool once a slot is free (refused [`Error::Busy`] past the wait) and
     /// returns its output. Dropping the returned future aborts the task.
     pub async fn run<T, F>(&self, task: F) -> Result<T>
@@ -160,14 +180,23 @@ impl ScanPool {
         F: Future<Output = Result<T>> + Send + 'static,
         T: Send + 'static,
     {
-        let permit =
-            match tokio::time::timeout(self.inner.wait, self.inner.slots.clone().acquire_owned())
-                .await
-            {
-                Ok(Ok(p)) => p,
-                // Closed never happens (the semaphore is never closed); a timeout is "busy".
-                Ok(Err(_)) | Err(_) => return Err(Error::Busy),
-            };
+        use std::sync::atomic::Ordering;
+        let asked = std::time::Instant::now();
+        self.inner.queued.fetch_add(1, Ordering::Relaxed);
+        // Counted out however the wait ends, a caller that went away included.
+        let in_queue = Queued(&self.inner.queued);
+        let acquired =
+            tokio::time::timeout(self.inner.wait, self.inner.slots.clone().acquire_owned()).await;
+        drop(in_queue);
+        metrics::histogram!(METRIC_WAIT).record(asked.elapsed());
+        let permit = match acquired {
+            Ok(Ok(p)) => p,
+            // Closed never happens (the semaphore is never closed); a timeout is "busy".
+            Ok(Err(_)) | Err(_) => {
+                metrics::counter!(METRIC_REJECTED, "reason" => "busy").increment(1);
+                return Err(Error::Busy);
+            }
+        };
         let runtime = self
             .inner
             .runtime
@@ -191,6 +220,15 @@ impl ScanPool {
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
             Err(_) => Err(Error::Busy),
         }
+    }
+}
+
+/// One task counted in the queue until dropped.
+struct Queued<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for Queued<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -384,6 +422,35 @@ mod tests {
             p.run(async { Ok(()) }).await.is_ok(),
             "a freed slot is taken"
         );
+    }
+
+    #[tokio::test]
+    async fn the_load_counts_running_and_waiting_tasks_and_forgets_a_waiter_that_left() {
+        let p = pool(1, 5_000);
+        assert_eq!(p.load(), (0, 0));
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let q = p.clone();
+        let held = tokio::spawn(async move {
+            q.run(async move {
+                let _ = rx.await;
+                Ok(())
+            })
+            .await
+        });
+        let q = p.clone();
+        let waiter = tokio::spawn(async move { q.run(async { Ok(()) }).await });
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        while p.load() != (1, 1) {
+            assert!(std::time::Instant::now() < deadline, "load {:?}", p.load());
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // The waiter's caller goes away: it is no longer counted as queued.
+        waiter.abort();
+        let _ = waiter.await;
+        assert_eq!(p.load(), (0, 1));
+        tx.send(()).unwrap();
+        held.await.unwrap().unwrap();
+        assert_eq!(p.load(), (0, 0));
     }
 
     #[tokio::test]

@@ -236,7 +236,21 @@ pub struct Poller {
     /// By URL.
     validators: HashMap<String, Validators>,
     last_request: Option<std::time::Instant>,
+    /// Ids the feed listed at the previous poll, `None` before the first: a filing listed now
+    /// and not then is one this poller sees for the first time, and its lag since acceptance
+    /// is measured. The first poll after a start measures none (it cannot tell old from new).
+    listed: Option<std::collections::HashSet<String>>,
 }
+
+/// Metric names of the poller (described by the server's `obs`): rounds by outcome, the time
+/// of the last good round, filings first seen and their lag since acceptance, days certified,
+/// and backoffs after EDGAR refused or failed a request.
+pub const METRIC_ROUNDS: &str = "asof_poll_rounds_total";
+pub const METRIC_LAST_SUCCESS: &str = "asof_poll_last_success_timestamp_seconds";
+pub const METRIC_FIRST_SEEN: &str = "asof_poll_filings_first_seen_total";
+pub const METRIC_LAG: &str = "asof_poll_first_sight_lag_seconds";
+pub const METRIC_CERTIFIED_DAYS: &str = "asof_poll_certified_days_total";
+pub const METRIC_BACKOFFS: &str = "asof_poll_backoffs_total";
 
 enum Page {
     Body(Vec<u8>),
@@ -262,6 +276,7 @@ impl Poller {
             client,
             validators: HashMap::new(),
             last_request: None,
+            listed: None,
         })
     }
 
@@ -359,6 +374,7 @@ impl Poller {
             // Retry-After when the server names it (never less), else exponential backoff;
             // jitter so many pollers do not retry in step.
             let base = wait.unwrap_or(self.cfg.backoff * 2u32.pow(attempt - 1));
+            metrics::counter!(METRIC_BACKOFFS).increment(1);
             let jitter = rand::rng().random_range(0..=base.as_millis() as u64 / 4 + 1);
             tokio::time::sleep(base + Duration::from_millis(jitter)).await;
         }
@@ -575,6 +591,8 @@ impl Poller {
         let fetched_at = Instant::now();
         let mut files = Vec::new();
         let mut unchanged = 0;
+        // Every filing the pages list, with its acceptance instant.
+        let mut listed: Vec<(String, Option<Instant>)> = Vec::new();
         for page in 0..self.cfg.max_pages {
             let start = page * PAGE_SIZE;
             match self.fetch(self.cfg.page_url(start)).await? {
@@ -593,7 +611,9 @@ impl Poller {
                 }
                 Page::Body(bytes) => {
                     let name = format!("{}#start={start}", self.cfg.base_url);
-                    let entries = crate::sources::edgar::parse_atom(&name, &bytes)?.rows.len();
+                    let rows = crate::sources::edgar::parse_atom(&name, &bytes)?.rows;
+                    let entries = rows.len();
+                    listed.extend(rows.into_iter().map(|r| (r.id, r.published_at)));
                     files.push(InputFile { name, bytes });
                     if entries < PAGE_SIZE {
                         break;
@@ -625,6 +645,8 @@ impl Poller {
             .published
             .changed
             .then(|| outcome.published.version.clone());
+        metrics::counter!(METRIC_FIRST_SEEN).increment(outcome.published.rows_added as u64);
+        self.measure_first_sights(&listed, fetched_at);
         Ok(Report {
             fetched_at,
             pages,
@@ -632,6 +654,22 @@ impl Poller {
             new_rows: outcome.published.rows_added,
             published,
         })
+    }
+
+    /// Records, for each filing listed now and not at the previous poll, the time from its
+    /// acceptance to this fetch; then remembers what is listed now.
+    fn measure_first_sights(&mut self, listed: &[(String, Option<Instant>)], fetched_at: Instant) {
+        if let Some(before) = &self.listed {
+            for (id, accepted) in listed {
+                if let Some(at) = accepted
+                    && !before.contains(id)
+                {
+                    let lag = (fetched_at.micros() - at.micros()).max(0) as f64 / 1e6;
+                    metrics::histogram!(METRIC_LAG).record(lag);
+                }
+            }
+        }
+        self.listed = Some(listed.iter().map(|(id, _)| id.clone()).collect());
     }
 
     /// Polls both lanes every `interval` until `stop` resolves (the certified lane through
@@ -645,7 +683,9 @@ impl Poller {
     ) {
         tokio::pin!(stop);
         loop {
-            match self.poll_once(store).await {
+            let forward = self.poll_once(store).await;
+            let forward_ok = forward.is_ok();
+            match forward {
                 Ok(r) => match &r.published {
                     Some(v) => {
                         tracing::info!(new = r.new_rows, pages = r.pages, version = %v, "published new filings")
@@ -657,8 +697,17 @@ impl Poller {
                 }
             }
             let yesterday = Instant::now().day().prev();
-            match self.poll_certified(store, yesterday).await {
+            let certified = self.poll_certified(store, yesterday).await;
+            let ok = forward_ok && certified.is_ok();
+            metrics::counter!(METRIC_ROUNDS, "outcome" => if ok { "ok" } else { "failed" })
+                .increment(1);
+            if ok {
+                metrics::gauge!(METRIC_LAST_SUCCESS).set(Instant::now().micros() as f64 / 1e6);
+            }
+            match certified {
                 Ok(c) => {
+                    metrics::counter!(METRIC_CERTIFIED_DAYS)
+                        .increment((c.indexed.len() + c.empty.len()) as u64);
                     if let Some(v) = &c.published {
                         tracing::info!(indexed = ?c.indexed, empty = ?c.empty, version = %v, "certified days");
                     } else if !c.waiting.is_empty() {

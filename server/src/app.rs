@@ -35,10 +35,10 @@ fn stack(state: AppState) -> Router {
     // the path does not have is a 405 naming every method it has, before any credential is
     // asked for: the method is wrong whoever sends it.
     let mut paths: Vec<(String, axum::routing::MethodRouter<AppState>)> = Vec::new();
-    for route in TABLE {
+    for (route, pattern) in TABLE.iter().zip(crate::routes::paths()) {
         let (_, described, method_router) = (route.endpoint)();
         let method_router = method_router.layer(middleware::from_fn_with_state(
-            (state.clone(), RouteInfo::from(route)),
+            (state.clone(), RouteInfo::new(route, pattern)),
             guard,
         ));
         for path in described.paths.keys() {
@@ -127,6 +127,9 @@ fn stack(state: AppState) -> Router {
                 ]),
         )
         .layer(middleware::from_fn_with_state(allows, plain_options))
+        // Inside the request's span, so the access line carries its request id; outside
+        // everything else, so the latency is the whole answer's.
+        .layer(middleware::from_fn(crate::ops::observe::observe))
         .layer(
             tower_http::trace::TraceLayer::new_for_http().make_span_with(|r: &Request| {
                 // The request id is in every line logged while the request is served. Path

@@ -56,6 +56,11 @@ pub enum ApiError {
     Timeout { after_secs: u64 },
     #[error("overloaded")]
     Overloaded { retry_after: u64 },
+    /// The replica is not ready for traffic (`GET /ready`, and every request while the
+    /// corpus is still loading): starting, draining before a shutdown, or its state store
+    /// not answering. Another replica can answer.
+    #[error("not ready")]
+    NotReady { reason: &'static str },
     /// The question would read more rows than one request may (`--max-walk-rows`): the same
     /// request would be refused again, so it is a 400, not a retryable 503.
     #[error("query too broad")]
@@ -145,6 +150,7 @@ impl ApiError {
             | ApiError::ConnectorBusy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Timeout { .. }
             | ApiError::Overloaded { .. }
+            | ApiError::NotReady { .. }
             | ApiError::SignInNotConfigured(_)
             | ApiError::MailUnavailable
             | ApiError::ProviderUnavailable(_)
@@ -165,7 +171,9 @@ impl ApiError {
             ApiError::RateLimited { retry_after }
             | ApiError::Overloaded { retry_after }
             | ApiError::VendorRateLimited { retry_after } => Some(*retry_after),
-            ApiError::ConnectorBusy { .. } | ApiError::Timeout { .. } => Some(1),
+            ApiError::ConnectorBusy { .. }
+            | ApiError::Timeout { .. }
+            | ApiError::NotReady { .. } => Some(1),
             ApiError::StateUnavailable
             | ApiError::StorageUnavailable
             | ApiError::TooManyStreams { .. } => Some(5),
@@ -199,6 +207,7 @@ impl ApiError {
             ApiError::TooManyStreams { .. } => "too_many_streams",
             ApiError::Timeout { .. } => "timeout",
             ApiError::Overloaded { .. } => "overloaded",
+            ApiError::NotReady { .. } => "not_ready",
             ApiError::TooBroad { .. } => "query_too_broad",
             ApiError::SignInNotConfigured(_) => "sign_in_not_configured",
             ApiError::MailUnavailable => "mail_unavailable",
@@ -242,6 +251,7 @@ impl ApiError {
             ApiError::TooManyStreams { limit } => format!("this key already holds {limit} open streams on this server; close one (or wait for it to end) and retry"),
             ApiError::Timeout { after_secs } => format!("the answer took longer than {after_secs} s and was abandoned; retry, or narrow the query (a ticker, cik or limit)"),
             ApiError::Overloaded { retry_after } => format!("too many queries are scanning the corpus right now; retry after {retry_after} s"),
+            ApiError::NotReady { reason } => format!("this replica is not ready for traffic: {reason}; retry in a second (a load balancer sends it elsewhere)"),
             ApiError::TooBroad { limit } => format!("answering this page would read more than {limit} rows of the corpus, more than one request may; narrow the question (a ticker or cik, a shorter diff window, a clock whose rows are dense at this cut) or download the partitions (/v1/files) and query them locally"),
             ApiError::MailUnavailable => "the sign-in e-mail could not be sent just now; retry in a minute".into(),
             ApiError::ProviderUnavailable(p) => format!("{p} could not be reached just now; retry in a minute, or sign in another way"),

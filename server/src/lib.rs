@@ -1,7 +1,7 @@
 //! asof server library: the HTTP service over the as-of engine, laid out by area, each layer
 //! using only the ones below it:
 //!
-//! - `error`, `plan`: the server's error type and the data plans;
+//! - `error`, `plan`, `obs`: the server's error type, the data plans, and the metrics' names;
 //! - `state`: the state store and the in-process layers in front of it;
 //! - `signin`: e-mail links, OpenID Connect providers and browser sessions;
 //! - `billing`: the payment processor (outbound calls, signed inbound notifications);
@@ -11,6 +11,7 @@
 //! - `mcp`: the MCP endpoint, re-dispatching tool calls through the router;
 //! - `routes`: the route table and the handlers, by area;
 //! - `app`, `serve`, `reload`: the application, the listening process and its corpus reloads;
+//! - `ops`: the metrics listener, the per-request metrics and access log;
 //! - `local`: the data routes answered in-process (the Python package's `asof.open()`).
 
 pub mod app;
@@ -21,7 +22,9 @@ pub mod http;
 pub mod json;
 pub mod local;
 pub mod mcp;
+pub mod obs;
 pub mod openapi;
+pub mod ops;
 pub mod plan;
 pub mod reload;
 pub mod routes;

@@ -13,6 +13,7 @@ pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String
     let version = match store.current_version().await {
         Ok(Some(v)) => v,
         Ok(None) => {
+            refused("pointer_missing");
             tracing::error!(
                 corpus = store.display(),
                 "corpus pointer vanished; keeping {}",
@@ -21,6 +22,7 @@ pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String
             return None;
         }
         Err(e) => {
+            refused("pointer_unreadable");
             tracing::error!(error = %e, "cannot read the corpus pointer; keeping {}", current.version());
             return None;
         }
@@ -33,6 +35,7 @@ pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String
     let manifest = match store.manifest(&version).await {
         Ok(m) => m,
         Err(e) => {
+            refused("manifest");
             tracing::error!(error = %e, new = %version, kept = %current.version(), "REFUSED corpus reload: cannot read the new manifest");
             return None;
         }
@@ -44,6 +47,7 @@ pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String
         asof_engine::verify::verify_manifest(store, &version, &manifest, Some(current.manifest()))
             .await
     {
+        refused("verification");
         tracing::error!(error = %e, new = %version, kept = %current.version(), "REFUSED corpus reload: new version failed verification");
         return None;
     }
@@ -54,6 +58,8 @@ pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String
         Ok(c) => {
             let manifest = c.manifest().clone();
             state.swap_corpus(c);
+            metrics::counter!(crate::obs::CORPUS_RELOADS).increment(1);
+            metrics::histogram!(crate::obs::CORPUS_RELOAD_DURATION).record(started.elapsed());
             // Both durations, so an operator sees what a publish costs each replica.
             tracing::info!(
                 from = %current.version(),
@@ -77,10 +83,16 @@ pub async fn reload_once(state: &AppState, store: &CorpusStore) -> Option<String
             Some(version)
         }
         Err(e) => {
+            refused("open");
             tracing::error!(error = %e, new = %version, "REFUSED corpus reload: cannot load new version");
             None
         }
     }
+}
+
+/// Counts a pointer check or a new version refused, by why (`crate::obs`).
+fn refused(reason: &'static str) {
+    metrics::counter!(crate::obs::CORPUS_RELOAD_FAILURES, "reason" => reason).increment(1);
 }
 
 /// Polls every `interval` until the process ends; about once a minute also runs
@@ -115,10 +127,16 @@ const LONGEST_WINDOW: Duration = crate::signin::mail::MAIL_WINDOW;
 pub async fn housekeeping(store: &dyn StateStore, now: asof_engine::Instant) {
     let longest = i64::try_from(LONGEST_WINDOW.as_micros()).unwrap_or(i64::MAX);
     let cutoff = now.micros() - 2 * longest - 60_000_000;
-    if let Err(e) = store.purge_windows(cutoff).await {
+    let started = std::time::Instant::now();
+    let purged = store.purge_windows(cutoff).await;
+    crate::obs::state_op("housekeeping", started, &purged);
+    if let Err(e) = purged {
         tracing::warn!(error = %e, "could not purge old rate-limit windows");
     }
-    match store.purge_sign_ins(now).await {
+    let started = std::time::Instant::now();
+    let purged = store.purge_sign_ins(now).await;
+    crate::obs::state_op("housekeeping", started, &purged);
+    match purged {
         Ok(n) if n > 0 => tracing::debug!(purged = n, "expired sign-in links and sessions dropped"),
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "could not purge expired sign-in links and sessions"),

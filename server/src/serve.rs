@@ -1,5 +1,11 @@
-//! `asof serve`: bind, load corpus and state, serve until SIGTERM/Ctrl-C, finish in-flight
-//! requests, exit.
+//! `asof serve`: bind, load corpus and state, serve until SIGTERM/Ctrl-C, drain, finish
+//! in-flight requests, exit.
+//!
+//! The listener is bound first and answers every request `503 not_ready` while the corpus
+//! and the state store load (a large corpus takes seconds), so a balancer's check of `/ready`
+//! sees "not yet" rather than a refused connection it may count as a crash. On `SIGTERM`,
+//! `/ready` turns 503 at once while every other request is still served for `--drain-delay`
+//! seconds: the balancer takes the replica out before its listener closes.
 //!
 //! The connection loop is the service's own, on hyper, rather than `axum::serve`, which sets
 //! no header-read timeout: a client that opens connections and sends its headers a byte at a
@@ -59,9 +65,45 @@ pub struct ServeConfig {
     pub billing: crate::billing::BillingConfig,
     /// The connector's vendors.
     pub connector: crate::connector::ConnectorConfig,
+    /// Where to serve Prometheus metrics (loopback only); `None`: no metrics kept.
+    pub metrics_listen: Option<String>,
+    /// How long after the shutdown signal the replica keeps serving with `/ready` at 503.
+    pub drain_delay: Duration,
 }
 
 pub async fn serve(cfg: ServeConfig) -> Result<()> {
+    let exporter = match &cfg.metrics_listen {
+        Some(_) => Some(crate::ops::Exporter::install(
+            crate::obs::describe_serve,
+            true,
+        )?),
+        None => None,
+    };
+    let listener = tokio::net::TcpListener::bind(&cfg.listen)
+        .await
+        .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", cfg.listen)))?;
+    let addr = listener.local_addr()?;
+    // Until "listening" below, every request is answered `503 not_ready`.
+    crate::ops::announce(&format!("asof bound to http://{addr}; loading the corpus"));
+    let limits = ConnLimits {
+        header_read_timeout: cfg.header_read_timeout,
+        max_connections: cfg.max_connections,
+    };
+    // Until the corpus and the state store are loaded, every request is answered 503.
+    let (loaded_tx, loaded_rx) = watch::channel(false);
+    let loading = accept_loop(&listener, starting(), limits, loaded_rx);
+    let load = async {
+        let state = load(&cfg).await;
+        loaded_tx.send_replace(true);
+        state
+    };
+    let (_, state) = tokio::join!(loading, load);
+    let (state, store) = state?;
+    serve_loaded(cfg, listener, addr, limits, state, store, exporter).await
+}
+
+/// Opens the corpus and the state store and builds the application's state.
+async fn load(cfg: &ServeConfig) -> Result<(AppState, CorpusStore)> {
     let store = CorpusStore::open(&cfg.corpus)?;
     let corpus = Corpus::open(store.clone()).await?;
     let state_store = crate::state::open(&cfg.database_url).await?;
@@ -83,7 +125,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
         max_walk_rows: cfg.max_walk_rows,
         file_url_ttl: cfg.file_url_ttl,
         file_requests_per_minute: cfg.file_requests_per_minute,
-        public_url: cfg.public_url,
+        public_url: cfg.public_url.clone(),
         stream: crate::http::stream::StreamOptions {
             max_per_key: cfg.max_streams_per_key,
             ..Default::default()
@@ -92,52 +134,105 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
             secure: cfg.secure_cookies,
             ..Default::default()
         },
-        sign_in: cfg.sign_in,
-        billing: cfg.billing,
-        connector: cfg.connector,
+        sign_in: cfg.sign_in.clone(),
+        billing: cfg.billing.clone(),
+        connector: cfg.connector.clone(),
         ..crate::http::Options::default()
     };
     let state = AppState::with_options(corpus, state_store, opts).await?;
-    let listener = tokio::net::TcpListener::bind(&cfg.listen)
-        .await
-        .map_err(|e| Error::Config(format!("cannot listen on {}: {e}", cfg.listen)))?;
-    let addr = listener.local_addr()?;
+    Ok((state, store))
+}
+
+/// What answers while the corpus loads: `503 not_ready` to everything, with an empty
+/// `corpus_version` (there is none yet) and a request id.
+fn starting() -> axum::Router {
+    axum::Router::new().fallback(|req: axum::extract::Request| async move {
+        let id = crate::http::middleware::request_id_of(req.headers());
+        let id = uuid::Uuid::parse_str(&id)
+            .unwrap_or_else(|_| uuid::Uuid::new_v4())
+            .hyphenated()
+            .to_string();
+        let err = crate::error::ApiError::NotReady {
+            reason: "its corpus is still loading",
+        };
+        let mut res = crate::http::response::error_response_at(&id, "", &err, false);
+        res.headers_mut().insert(
+            &crate::http::response::X_REQUEST_ID,
+            axum::http::HeaderValue::from_str(&id).expect("uuid is a header value"),
+        );
+        res
+    })
+}
+
+/// Serves the loaded application until the shutdown signal, drains, and exits.
+async fn serve_loaded(
+    cfg: ServeConfig,
+    listener: tokio::net::TcpListener,
+    addr: std::net::SocketAddr,
+    limits: ConnLimits,
+    state: AppState,
+    store: CorpusStore,
+    exporter: Option<crate::ops::Exporter>,
+) -> Result<()> {
+    if let (Some(exporter), Some(listen)) = (&exporter, &cfg.metrics_listen) {
+        let (state, interval) = (state.clone(), cfg.reload_interval);
+        let collect = move || crate::ops::exporter::collect(&state, interval);
+        exporter.serve(listen, Arc::new(collect)).await?;
+    }
     // Taking in a new version decodes its new partitions and access files and hashes them:
     // milliseconds to tens of them of CPU per publish. On a worker thread that work would hold
     // every request queued behind it (p99 while the poller publishes); on a thread of its own
     // the OS shares the cores between it and the workers, and a profile names it. Its IO,
     // timers and any task it spawns still belong to the serving runtime (`Handle::block_on`
     // drives them there), so connections it opens stay usable by requests.
+    // It stops when the process does (`reload_stop`), and the process waits for it: a thread
+    // still driving the runtime's timers while the runtime shuts down would panic.
+    let (reload_stop, reload_stopped) = watch::channel(false);
     let reload = {
         let (state, handle, interval) = (
             state.clone(),
             tokio::runtime::Handle::current(),
             cfg.reload_interval,
         );
-        move || handle.block_on(crate::reload::reload_loop(state, store, interval))
+        move || {
+            handle.block_on(async move {
+                let mut stopped = reload_stopped;
+                tokio::select! {
+                    () = crate::reload::reload_loop(state, store, interval) => {}
+                    _ = stopped.wait_for(|s| *s) => {}
+                }
+            })
+        }
     };
-    std::thread::Builder::new()
+    let reloader = std::thread::Builder::new()
         .name("asof-reload".into())
         .spawn(reload)?;
     // Tests and operators wait for this line (or /health) before sending traffic.
     tracing::info!(%addr, "asof listening on http://{addr}");
-    eprintln!("asof listening on http://{addr}");
+    crate::ops::announce(&format!("asof listening on http://{addr}"));
     // On the signal: streams end (each sends a last comment), idle connections close,
     // in-flight requests finish, and after the grace period the process exits whatever
     // connections are still open (a client that stopped reading must not hold a rolling
     // restart).
     let (stop_tx, stop_rx) = watch::channel(false);
-    let hub = state.stream().clone();
+    let (hub, drained, drain_delay) = (state.stream().clone(), state.clone(), cfg.drain_delay);
     tokio::spawn(async move {
         shutdown_signal().await;
+        // `/ready` turns 503 now; the balancer stops sending within its check interval while
+        // requests it still sends are served.
+        drained.readiness().drain();
+        if !drain_delay.is_zero() {
+            tracing::info!(
+                drain_secs = drain_delay.as_secs_f64(),
+                "draining: /ready answers 503; still serving"
+            );
+            tokio::time::sleep(drain_delay).await;
+        }
         hub.close();
         stop_tx.send_replace(true);
     });
-    let limits = ConnLimits {
-        header_read_timeout: cfg.header_read_timeout,
-        max_connections: cfg.max_connections,
-    };
-    let open = accept_loop(listener, app(state.clone()), limits, stop_rx).await;
+    let open = accept_loop(&listener, app(state.clone()), limits, stop_rx).await;
+    drop(listener);
     if !open.wait(cfg.shutdown_grace).await {
         tracing::warn!(
             grace_secs = cfg.shutdown_grace.as_secs(),
@@ -155,6 +250,15 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
     // Receipts of the last responses may still be queued: write them before exiting.
     if !state.audit().drain(Duration::from_secs(10)).await {
         tracing::error!(stats = ?state.audit().stats(), "audit queue not drained at shutdown");
+    }
+    // A reload in progress is abandoned (the next start loads the newest version anyway).
+    reload_stop.send_replace(true);
+    let joined = tokio::task::spawn_blocking(move || reloader.join());
+    if tokio::time::timeout(Duration::from_secs(5), joined)
+        .await
+        .is_err()
+    {
+        tracing::warn!("the reload thread did not stop within 5 s; exiting without it");
     }
     tracing::info!("shut down cleanly");
     Ok(())
@@ -205,7 +309,7 @@ impl OpenConnections {
 /// Accepts connections until `stop` turns true, each served on its own task with the
 /// limits; returns the connections still open then (each has been told to finish).
 async fn accept_loop(
-    listener: tokio::net::TcpListener,
+    listener: &tokio::net::TcpListener,
     router: axum::Router,
     limits: ConnLimits,
     stop: watch::Receiver<bool>,
@@ -268,6 +372,5 @@ async fn accept_loop(
             }
         });
     }
-    drop(listener);
     OpenConnections { slots, max }
 }

@@ -13,12 +13,20 @@ names the replica that answered (`X-Replica`), or to the replicas directly when 
 5. a file URL one replica signs is served by the other (a pair over a local corpus directory,
    the case where the service signs its own URLs; with S3 the store presigns them);
 6. after the poller publishes, both replicas serve the new version within the reload
-   interval (plus the verification of the new objects), and their ETags agree.
+   interval (plus the verification of the new objects), and their ETags agree;
+7. a replica sent SIGTERM drains: /ready turns 503, HAProxy takes it out before its listener
+   closes, no request fails, and started again it is taken back;
+8. a real Prometheus on deploy/prometheus/ scrapes the replicas, sees their versions agree
+   after a publish, and fires the diverging-versions alert for a replica whose reloads stopped.
+
+HAProxy and Prometheus run on the files in deploy/, so what passes here is what an operator
+installs.
 
 Prints 'scale-out: N passed, N failed'.
 """
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -43,51 +51,26 @@ from test_signin import Inbox, drop_database, postgres_database  # noqa: E402
 from test_stream_client import USER_AGENT, Feed  # noqa: E402
 
 RELOAD = 0.5  # seconds between pointer checks on each replica
+DRAIN = 5  # seconds a replica keeps serving after SIGTERM with /ready at 503
 CORPUS = "s3://corpus/scale"
 MSFT = "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z"
 
 
 class Balancer:
-    """HAProxy in the foreground, round robin over `backends` per request (idle server
-    connections reused), naming the replica that answered in `X-Replica`."""
+    """HAProxy in the foreground on deploy/haproxy/haproxy.cfg, unchanged (its addresses come
+    from the environment): round robin over `backends`, health by `/ready`, naming the replica
+    that answered in `X-Replica`."""
 
     def __init__(self, binary, work, backends, port):
+        assert len(backends) == 2, "deploy/haproxy/haproxy.cfg names two replicas"
         self.port = port
         self.base = f"http://127.0.0.1:{self.port}"
-        servers = "\n".join(
-            f"  server r{i + 1} 127.0.0.1:{port} check inter 500ms" for i, port in enumerate(backends)
-        )
-        cfg = os.path.join(work, "haproxy.cfg")
-        with open(cfg, "w") as f:
-            f.write(
-                f"""global
-  maxconn 2000
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 30s
-  timeout server 30s
-  # Keep-alive on both sides: idle connections to a replica are reused (HAProxy's default
-  # `http-reuse safe`), so a request costs no new TCP connection to the replica.
-  option forwardfor
-  # A request whose replica cannot be reached is sent to another (a replica restarting),
-  # and so is one sent on a reused connection the replica had closed (killed or restarted):
-  # every route this deployment proxies in the checks is a GET.
-  retries 3
-  retry-on conn-failure empty-response
-  option redispatch
-frontend fe
-  bind 127.0.0.1:{self.port}
-  default_backend be
-backend be
-  balance roundrobin
-  option httpchk GET /health
-  http-response set-header X-Replica %[srv_name]
-{servers}
-"""
-            )
-        self.log = open(os.path.join(work, "haproxy.log"), "w")
-        self.proc = subprocess.Popen([binary, "-db", "-f", cfg], stdout=self.log, stderr=subprocess.STDOUT)
+        cfg = os.path.join(REPO, "deploy", "haproxy", "haproxy.cfg")
+        env = {**os.environ, "ASOF_LB_BIND": f"127.0.0.1:{port}",
+               "ASOF_REPLICA_1": f"127.0.0.1:{backends[0]}", "ASOF_REPLICA_2": f"127.0.0.1:{backends[1]}"}
+        self.log_path = os.path.join(work, "haproxy.log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([binary, "-db", "-f", cfg], stdout=self.log, stderr=subprocess.STDOUT, env=env)
         # Ready when both replicas have answered through it (health checks passed).
         deadline = time.monotonic() + 30
         seen = set()
@@ -142,6 +125,10 @@ class Deployment:
         self.lb_base = f"http://127.0.0.1:{lb_port}"
         self.extra = extra = [
             "--reload-interval", str(RELOAD),
+            # As deploy/systemd/asof.env: /ready at 503 for a while after SIGTERM, longer than
+            # HAProxy's two failed checks a second apart.
+            "--drain-delay", str(DRAIN),
+            "--metrics-listen", "127.0.0.1:0",
             "--trust-forwarded-for",
             "--smtp-url", f"smtp://127.0.0.1:{self.smtp.port}",
             "--mail-from", "asof <no-reply@asof.test>",
@@ -171,6 +158,10 @@ class Deployment:
         return out.stdout.strip().splitlines()[-1]
 
     def stop(self):
+        # Every replica drains at once (each takes DRAIN seconds after SIGTERM).
+        for r in self.replicas:
+            if r.proc.poll() is None:
+                r.proc.terminate()
         for r in self.replicas:
             r.stop()
         self.lb.stop()
@@ -330,6 +321,159 @@ def check_convergence(d, key):
     return failed
 
 
+def check_drain(d, key):
+    """SIGTERM to one replica while requests flow through HAProxy: its /ready turns 503, HAProxy
+    (deploy/haproxy/haproxy.cfg: two failed checks a second apart) takes it out, and only then,
+    DRAIN seconds after the signal, does its listener close; started again on the same port it
+    is taken back. No request fails, and none reaches the replica in its last second."""
+    import threading
+
+    keys = [create_key(d.binary, d.db, "desk") for _ in range(4)]
+    seen, stop = [], threading.Event()
+
+    def load():
+        i = 0
+        with httpx.Client(timeout=10) as c:
+            while not stop.is_set():
+                i += 1
+                try:
+                    r = c.get(d.base + MSFT + "&limit=1", headers={"Authorization": f"Bearer {keys[i % 4]}"})
+                    seen.append((time.monotonic(), r.status_code, r.headers.get("x-replica")))
+                except httpx.HTTPError as e:
+                    seen.append((time.monotonic(), repr(e), None))
+                time.sleep(0.05)
+
+    thread = threading.Thread(target=load, daemon=True)
+    thread.start()
+    time.sleep(1.5)
+    victim = d.replicas[0]
+    signalled = time.monotonic()
+    victim.proc.terminate()
+    victim.proc.wait(timeout=30)
+    exited = time.monotonic()
+    victim.log.close()
+    d.replicas[0] = Server(d.binary, d.work, corpus=CORPUS, extra=d.extra, env={**d.env, "ASOF_LOG": "info"},
+                           db=d.db, port=victim.port)
+    restarted = time.monotonic()
+    deadline = restarted + 30
+    while time.monotonic() < deadline and not any(t > restarted and rep == "r1" for t, _, rep in list(seen)):
+        time.sleep(0.1)
+    stop.set()
+    thread.join(timeout=15)
+    failed = []
+    if exited - signalled < DRAIN - 0.2:
+        failed.append(f"the replica exited {exited - signalled:.1f} s after SIGTERM, before its drain delay")
+    bad = [(round(t - signalled, 2), st) for t, st, _ in seen if st != 200]
+    if bad:
+        failed.append(f"requests failed (s after SIGTERM, status): {bad[:10]}")
+    late = [round(t - signalled, 2) for t, _, rep in seen if rep == "r1" and exited - 1.0 < t < exited]
+    if late:
+        failed.append(f"HAProxy still sent to the draining replica in its last second: {late}")
+    if not any(t > restarted and rep == "r1" for t, _, rep in seen):
+        failed.append("the restarted replica was not taken back within 30 s")
+    if len(seen) < 50:
+        failed.append(f"only {len(seen)} requests were sent")
+    return failed
+
+
+def metrics_address(server):
+    with open(server.log_path) as f:
+        for line in f:
+            if "asof metrics on http://" in line:
+                return line.split("asof metrics on http://")[1].split("/")[0]
+    raise RuntimeError(f"no metrics address in {server.log_path}")
+
+
+def check_prometheus(d, key):
+    """A real Prometheus on deploy/prometheus/ (its rules file unchanged; the scrape and
+    evaluation intervals shortened to a second) scrapes both replicas and a third one whose
+    reloads are stopped (a pointer check a day apart, not behind the balancer). Its query API
+    gives the request counters; after a publish the two replicas' `asof_corpus_info` name the
+    same new version; and the rule on diverging versions fires."""
+    prometheus = shutil.which("prometheus")
+    if not prometheus:
+        return ["Debian's prometheus is not installed (scripts/test-all installs it)"]
+    extra = list(d.extra)
+    extra[extra.index("--reload-interval") + 1] = "86400"
+    stuck = Server(d.binary, d.work, corpus=CORPUS, extra=extra, env={**d.env, "ASOF_LOG": "info"}, db=d.db)
+    work = os.path.join(d.work, "prometheus")
+    os.makedirs(os.path.join(work, "targets"))
+    src = os.path.join(REPO, "deploy", "prometheus")
+    with open(os.path.join(src, "prometheus.yml")) as f:
+        cfg = f.read()
+    for k in ("scrape_interval", "evaluation_interval"):
+        assert f"{k}: 15s" in cfg, f"deploy/prometheus/prometheus.yml no longer sets {k}: 15s"
+        cfg = cfg.replace(f"{k}: 15s", f"{k}: 1s")
+    with open(os.path.join(work, "prometheus.yml"), "w") as f:
+        f.write(cfg)
+    shutil.copy(os.path.join(src, "asof.rules.yml"), work)
+    replicas = {"r1": d.replicas[0], "r2": d.replicas[1], "stuck": stuck}
+    with open(os.path.join(work, "targets", "asof.json"), "w") as f:
+        json.dump([{"targets": [metrics_address(s)], "labels": {"replica": n}} for n, s in replicas.items()], f)
+    with open(os.path.join(work, "targets", "asof-poll.json"), "w") as f:
+        json.dump([], f)
+    port = free_port()
+    api = f"http://127.0.0.1:{port}/api/v1"
+    log = open(os.path.join(d.work, "prometheus.log"), "w")
+    proc = subprocess.Popen([prometheus, f"--config.file={work}/prometheus.yml", f"--storage.tsdb.path={work}/data",
+                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
+                            stdout=log, stderr=subprocess.STDOUT)
+
+    def query(q):
+        r = httpx.get(api + "/query", params={"query": q}, timeout=5)
+        r.raise_for_status()
+        return r.json()["data"]["result"]
+
+    def wait(what, cond, within):
+        deadline = time.monotonic() + within
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                last = cond()
+                if last:
+                    return last
+            except (httpx.HTTPError, KeyError, ValueError) as e:
+                last = repr(e)
+            time.sleep(0.25)
+        raise AssertionError(f"{what} within {within} s; last: {last}")
+
+    failed = []
+    try:
+        wait("three replicas scraped", lambda: len(query('up{job="asof"} == 1')) == 3, 30)
+        get(d.base, MSFT, key)
+        counted = wait("request counters", lambda: query('sum by (replica) (asof_http_requests_total{job="asof"})'), 15)
+        if {c["metric"]["replica"] for c in counted} < {"r1", "r2"}:
+            failed.append(f"request counters of {[c['metric'] for c in counted]}")
+        d.feed.add(2)
+        version = d.poll()
+        published = time.monotonic()
+
+        def both_on_new():
+            rows = query('asof_corpus_info{replica=~"r1|r2"}')
+            return len(rows) == 2 and {r["metric"]["corpus_version"] for r in rows} == {version}
+
+        wait("both replicas' asof_corpus_info on the new version", both_on_new, 20)
+        stuck_rows = query('asof_corpus_info{replica="stuck"}')
+        if [r["metric"]["corpus_version"] for r in stuck_rows] == [version]:
+            failed.append("the replica with stopped reloads took the new version")
+
+        def firing():
+            r = httpx.get(api + "/alerts", timeout=5).json()["data"]["alerts"]
+            return [a for a in r if a["labels"]["alertname"] == "AsofReplicasServeDifferentVersions"
+                    and a["state"] == "firing"]
+
+        wait("AsofReplicasServeDifferentVersions firing", firing, 90)
+        print(f"     diverging-versions alert fired {time.monotonic() - published:.0f} s after the publish")
+    except AssertionError as e:
+        failed.append(str(e))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
+        log.close()
+        stuck.stop()
+    return failed
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -360,6 +504,10 @@ def main():
                  lambda: check_signed_url_across_replicas(d)),
                 ("after a publish both replicas converge within the reload interval, ETags agree",
                  lambda: check_convergence(d, key)),
+                ("a draining replica is taken out by HAProxy before its listener closes; no request fails",
+                 lambda: check_drain(d, key)),
+                ("Prometheus scrapes the replicas; versions agree after a publish; a stuck replica fires the alert",
+                 lambda: check_prometheus(d, key)),
             ]
             for label, check in checks:
                 try:

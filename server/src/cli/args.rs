@@ -19,6 +19,16 @@ use super::{files, poll};
     about = "What was knowable then: an as-of information service over public records"
 )]
 pub struct Cli {
+    /// How log lines (on standard error) are written: `text` for people, `json` for a log
+    /// collector (one object per line). ASOF_LOG sets the level, e.g. info.
+    #[arg(
+        long = "log-format",
+        env = "ASOF_LOG_FORMAT",
+        global = true,
+        value_enum,
+        default_value_t
+    )]
+    pub log_format: asof_server::ops::LogFormat,
     #[command(subcommand)]
     pub command: Command,
 }

@@ -53,12 +53,21 @@ pub struct PollArgs {
     /// is printed at the start.
     #[arg(long = "commit-time")]
     pub commit_time: Option<String>,
+    /// Serve Prometheus metrics at http://ADDR/metrics (loopback addresses only): rounds, the
+    /// last good one, filings first seen and their lag since acceptance, certified days,
+    /// backoffs. Unset: no metrics are kept.
+    #[arg(long = "metrics-listen", env = "ASOF_POLL_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
 }
 
 pub async fn poll(a: PollArgs) -> CliResult {
     let cfg = Config::new(&a.edgar_base_url, &a.user_agent, a.max_rps)?;
     let store = CorpusStore::open(&a.corpus)?;
     let mut poller = Poller::new(cfg)?;
+    if let Some(listen) = &a.metrics_listen {
+        let exporter = asof_server::ops::Exporter::install(asof_server::obs::describe_poll, false)?;
+        exporter.serve(listen, std::sync::Arc::new(|| {})).await?;
+    }
     if let Some(range) = &a.backfill {
         return backfill(&a, range, &store, &mut poller).await;
     }
@@ -102,10 +111,10 @@ pub async fn poll(a: PollArgs) -> CliResult {
         interval_s = a.interval,
         "poller started"
     );
-    eprintln!(
+    asof_server::ops::announce(&format!(
         "asof poll: polling {} every {} s",
         a.edgar_base_url, a.interval
-    );
+    ));
     poller
         .run(&store, Duration::from_secs(a.interval), stop)
         .await;

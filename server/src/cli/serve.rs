@@ -160,6 +160,20 @@ pub struct ServeArgs {
         value_parser = clap::value_parser!(u64).range(1..=1_000_000)
     )]
     pub max_connections: u64,
+    /// Serve Prometheus metrics at http://ADDR/metrics, on a listener of their own (loopback
+    /// addresses only, e.g. 127.0.0.1:9464). Unset: no metrics are kept.
+    #[arg(long = "metrics-listen", env = "ASOF_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
+    /// Seconds between SIGTERM and closing the listener, during which `GET /ready` answers 503
+    /// and every other request is still served: set it above the balancer's health-check
+    /// interval times its fall count, so it stops sending before connections close.
+    #[arg(
+        long = "drain-delay",
+        env = "ASOF_DRAIN_DELAY",
+        default_value = "0",
+        value_parser = drain_seconds
+    )]
+    pub drain_delay: std::time::Duration,
     /// E-mail sign-in: the SMTP server sign-in links go out through, in lettre's form
     /// `smtp://[user:pass@]host[:port]` (add `?tls=required` for STARTTLS) or `smtps://...`;
     /// needs --mail-from and --public-url. Unset: e-mail sign-in answers 503.
@@ -351,6 +365,19 @@ pub(crate) fn interval_seconds(s: &str) -> Result<std::time::Duration, String> {
     Ok(std::time::Duration::from_secs_f64(secs))
 }
 
+/// `--drain-delay`: seconds, decimals allowed, 0 to 600.
+fn drain_seconds(s: &str) -> Result<std::time::Duration, String> {
+    let secs: f64 = s
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds (e.g. 5 or 0.5)"))?;
+    if !(0.0..=600.0).contains(&secs) {
+        return Err(format!(
+            "`{s}`: the drain delay must lie between 0 and 600 seconds"
+        ));
+    }
+    Ok(std::time::Duration::from_secs_f64(secs))
+}
+
 pub(crate) async fn serve(a: ServeArgs) -> CliResult {
     let cfg =
         asof_server::serve::ServeConfig {
@@ -374,6 +401,8 @@ pub(crate) async fn serve(a: ServeArgs) -> CliResult {
             shutdown_grace: std::time::Duration::from_secs(a.shutdown_grace),
             header_read_timeout: std::time::Duration::from_secs(a.header_read_timeout),
             max_connections: a.max_connections as usize,
+            metrics_listen: a.metrics_listen,
+            drain_delay: a.drain_delay,
             sign_in: asof_server::signin::SignInConfig {
                 mail: a.smtp_url.zip(a.mail_from),
                 provider_a: a.provider_a.config(a.public_url.as_deref())?,

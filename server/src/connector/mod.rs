@@ -302,10 +302,21 @@ impl Connector {
         if req.end < req.start {
             return Ok(Vec::new());
         }
-        let mut bars = match v {
-            Vendor::VendorA => vendor_a::fetch(self, base, key, req).await?,
-            Vendor::VendorB => vendor_b::fetch(self, base, key, req).await?,
+        let fetched = match v {
+            Vendor::VendorA => vendor_a::fetch(self, base, key, req).await,
+            Vendor::VendorB => vendor_b::fetch(self, base, key, req).await,
         };
+        // By vendor and outcome only: never the key, the ticker or the URL.
+        let outcome = match &fetched {
+            Ok(_) => "ok",
+            Err(Fault::Refused) => "refused",
+            Err(Fault::RateLimited { .. }) => "rate_limited",
+            Err(Fault::NotFound) => "not_found",
+            Err(Fault::Upstream(_)) => "error",
+        };
+        metrics::counter!(crate::obs::CONNECTOR_CALLS, "vendor" => v.as_str(), "outcome" => outcome)
+            .increment(1);
+        let mut bars = fetched?;
         check(&mut bars, req)?;
         Ok(bars)
     }

@@ -55,15 +55,12 @@ pub(crate) async fn finish(
             .filter(|(k, _)| k.as_str().starts_with("x-ratelimit-"))
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
-        let caller = res.extensions().get::<Caller>().cloned();
+        // Everything inner layers left for the outer ones (the route, the caller, the error
+        // itself for the metrics) stays with the rendered envelope.
+        let extensions = std::mem::take(res.extensions_mut());
         res = error_response(ctx, &err, is_sample);
         res.headers_mut().extend(kept);
-        if let Some(c) = caller {
-            res.extensions_mut().insert(c);
-        }
-        if let Some(r) = route {
-            res.extensions_mut().insert(r);
-        }
+        *res.extensions_mut() = extensions;
     }
     res.headers_mut().insert(
         &X_REQUEST_ID,

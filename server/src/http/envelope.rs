@@ -33,8 +33,8 @@ pub struct ErrorBody {
     /// Stable machine-readable code: `invalid_request`, `invalid_clock`, `coverage_missing`,
     /// `cursor_expired`, `unauthorized`, `forbidden`, `not_found`, `method_not_allowed`,
     /// `range_not_satisfiable`, `payload_too_large`, `uri_too_long`, `headers_too_large`,
-    /// `rate_limited`, `timeout`, `overloaded`, `query_too_broad`, `state_unavailable`,
-    /// `storage_unavailable`,
+    /// `rate_limited`, `timeout`, `overloaded`, `not_ready`, `query_too_broad`,
+    /// `state_unavailable`, `storage_unavailable`,
     /// `internal`, and the account, billing and connector codes their routes document.
     pub code: String,
     /// A sentence for people; never carries internals.

@@ -54,6 +54,11 @@ pub(crate) fn client_addr(
         .map_or_else(peer, |ip| ip.to_string())
 }
 
+/// Marks a response refused because the key's plan is below the route's (the metrics count
+/// plan refusals apart from other `forbidden` answers).
+#[derive(Debug, Clone, Copy)]
+pub struct PlanRefused;
+
 /// One route's gate: credentials, plan and rate limit, by the route's declared access.
 pub async fn guard(
     State((state, route)): State<(AppState, RouteInfo)>,
@@ -134,6 +139,7 @@ async fn gate(state: &AppState, access: Access, mut req: Request, next: Next) ->
                 ))
                 .into_response();
                 res.extensions_mut().insert(caller);
+                res.extensions_mut().insert(PlanRefused);
                 return res;
             }
             let b = format!("key:{}", caller.key.id);

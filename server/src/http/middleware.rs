@@ -1,6 +1,7 @@
 //! The middleware every request passes through (assembled in `crate::app`).
 //!
-//! Layers, outermost first: request id → trace span → plain `OPTIONS` → CORS →
+//! Layers, outermost first: request id → trace span → metrics and access log
+//! (`crate::ops::observe`) → plain `OPTIONS` → CORS →
 //! trailing-slash redirect → `context` (corpus snapshot, then on the way out the response's
 //! headers and caching, `crate::http::caching`, and audit receipts, `crate::http::receipts`)
 //! → request timeout → the route's own guard (`crate::http::guard`: credential, plan, rate

@@ -12,6 +12,7 @@ pub mod limits;
 pub mod middleware;
 pub mod params;
 pub mod range;
+pub mod ready;
 pub mod receipts;
 pub mod response;
 pub mod route;

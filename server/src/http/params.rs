@@ -22,8 +22,10 @@ pub const DEFAULT_LIMIT: usize = 100;
 /// Tickers: letters, digits, `.`, `-`; at most 16 characters (matched case-insensitively).
 pub const TICKER_PATTERN: &str = "^[A-Za-z0-9.-]{1,16}$";
 pub const TICKER_MAX_LENGTH: usize = 16;
-/// CIKs: up to ten digits, leading zeros optional.
-pub const CIK_PATTERN: &str = "^[0-9]{1,10}$";
+/// CIKs: up to ten digits, leading zeros optional, not all zero (`0` names no filer). The
+/// length bound is [`CIK_MAX_LENGTH`], apart, because the pattern has no lookahead.
+pub const CIK_PATTERN: &str = "^0*[1-9][0-9]*$";
+pub const CIK_MAX_LENGTH: usize = 10;
 
 /// The raw query of one request: declared names only, each at most once.
 #[derive(Debug, Default, Clone)]
@@ -366,6 +368,7 @@ impl utoipa::PartialSchema for Cik {
         ObjectBuilder::new()
             .schema_type(Type::String)
             .pattern(Some(CIK_PATTERN))
+            .max_length(Some(CIK_MAX_LENGTH))
             .examples(["1318605"])
             .into()
     }
@@ -506,5 +509,62 @@ mod tests {
         assert!(e.message().contains("not held") && e.message().contains("sec.edgar"));
         let e = probe("as_of=2026-01-01T00:00:00Z&ticker=WAY.TOO.LONG.TICKER").unwrap_err();
         assert_eq!(e.param().as_deref(), Some("ticker"));
+    }
+
+    /// The description promises a pattern and a length for `ticker` and `cik`; a client (or
+    /// schemathesis) that sends a value the pattern admits must not be refused, and one the
+    /// parser accepts must not be outside the pattern. Found by schemathesis: `cik=0` was
+    /// admitted by `^[0-9]{1,10}$` and refused by the parser.
+    fn filer_patterns_admit_exactly_what_the_parsers_accept(s: &str) {
+        let cik_re = regex::Regex::new(CIK_PATTERN).unwrap();
+        let by_schema = cik_re.is_match(s) && s.chars().count() <= CIK_MAX_LENGTH;
+        assert_eq!(by_schema, cik(s, "cik").is_ok(), "cik {s:?}");
+        let ticker_re = regex::Regex::new(TICKER_PATTERN).unwrap();
+        let by_schema = ticker_re.is_match(s) && s.chars().count() <= TICKER_MAX_LENGTH;
+        assert_eq!(by_schema, ticker(s, "ticker").is_ok(), "ticker {s:?}");
+    }
+
+    #[test]
+    fn filer_patterns_agree_with_the_parsers_on_the_edges() {
+        for s in [
+            "",
+            "0",
+            "00",
+            "0000000000",
+            "1",
+            "01",
+            "0000000001",
+            "1318605",
+            "0001318605",
+            "9999999999",
+            "00000000001",
+            "12345678901",
+            "-1",
+            "+1",
+            " 1",
+            "1 ",
+            "1.0",
+            "TSLA",
+            "BRK.B",
+            "BF-B",
+            "tsla",
+            "A",
+            "ABCDEFGHIJKLMNOP",
+            "ABCDEFGHIJKLMNOPQ",
+            "A B",
+            "A_B",
+            "Ä",
+            "١",
+            "０",
+        ] {
+            filer_patterns_admit_exactly_what_the_parsers_accept(s);
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn filer_patterns_agree_with_the_parsers_on_drawn_values(s in "[0-9A-Za-z.\\- _]{0,18}") {
+            filer_patterns_admit_exactly_what_the_parsers_accept(&s);
+        }
     }
 }

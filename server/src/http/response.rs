@@ -195,6 +195,18 @@ mod tests {
 
 /// The error envelope of `err` (the one place errors become JSON).
 pub fn error_envelope(ctx: &Ctx, err: &ApiError, sample: bool) -> ErrorEnvelope {
+    error_envelope_at(&ctx.request_id, ctx.corpus.version(), err, sample)
+}
+
+/// The error envelope of `err` for a request with no corpus to name yet (a replica still
+/// loading its corpus answers with `corpus_version` empty, as the contract allows for early
+/// errors) or with one.
+pub fn error_envelope_at(
+    request_id: &str,
+    corpus_version: &str,
+    err: &ApiError,
+    sample: bool,
+) -> ErrorEnvelope {
     let (coverage, as_of, visible_by, status) = match err {
         ApiError::CoverageMissing {
             coverage,
@@ -209,8 +221,8 @@ pub fn error_envelope(ctx: &Ctx, err: &ApiError, sample: bool) -> ErrorEnvelope 
         _ => (CoverageBody::default(), None, None, Status::Error),
     };
     ErrorEnvelope {
-        request_id: ctx.request_id.clone(),
-        corpus_version: ctx.corpus.version().to_owned(),
+        request_id: request_id.to_owned(),
+        corpus_version: corpus_version.to_owned(),
         as_of,
         visible_by,
         status,
@@ -230,7 +242,17 @@ pub fn error_envelope(ctx: &Ctx, err: &ApiError, sample: bool) -> ErrorEnvelope 
 /// Renders every error response: the envelope, `no-store`, and `Allow`/`Retry-After` where
 /// the status calls for them.
 pub fn error_response(ctx: &Ctx, err: &ApiError, sample: bool) -> Response {
-    let env = error_envelope(ctx, err, sample);
+    error_response_at(&ctx.request_id, ctx.corpus.version(), err, sample)
+}
+
+/// [`error_response`] without a [`Ctx`] (see [`error_envelope_at`]).
+pub fn error_response_at(
+    request_id: &str,
+    corpus_version: &str,
+    err: &ApiError,
+    sample: bool,
+) -> Response {
+    let env = error_envelope_at(request_id, corpus_version, err, sample);
     let mut r = envelope_response(err.status(), &env, CacheKind::Live);
     let h = r.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));

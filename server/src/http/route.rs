@@ -302,22 +302,27 @@ fn method_name(m: &HttpMethod) -> &'static str {
 }
 
 /// What the per-route layer tells the outer middleware about the route that answered (a
-/// response extension): `context` uses it for ETags, caching and receipts.
+/// response extension): `context` uses it for ETags, caching and receipts, and the metrics
+/// layer names the route by its entry's path pattern (never the path as sent).
 #[derive(Debug, Clone, Copy)]
 pub struct RouteInfo {
     pub access: Access,
     pub kind: Kind,
     pub receipts: bool,
     pub sample: bool,
+    /// The entry's path pattern (`/v1/mapping/cik/{cik}`).
+    pub path: &'static str,
 }
 
-impl From<&Route> for RouteInfo {
-    fn from(r: &Route) -> Self {
+impl RouteInfo {
+    /// The entry `r`, whose path pattern is `path` (computed once per process by the table).
+    pub fn new(r: &Route, path: &'static str) -> Self {
         RouteInfo {
             access: r.access,
             kind: r.kind,
             receipts: r.receipts,
             sample: r.sample,
+            path,
         }
     }
 }

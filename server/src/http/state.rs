@@ -56,6 +56,8 @@ struct Inner {
     /// The Delta logs `/delta-sharing` reads, kept across corpus versions (commits are
     /// immutable; a new version only adds some).
     delta_logs: asof_engine::delta::LogCache,
+    /// Whether the replica should get traffic (`GET /ready`).
+    readiness: crate::http::ready::Readiness,
 }
 
 /// A value derived from the corpus version it names.
@@ -249,6 +251,7 @@ impl AppState {
                 keys: KeyCache::new(crate::state::key_cache::TTL),
                 per_version: Mutex::default(),
                 delta_logs: Default::default(),
+                readiness: Default::default(),
                 stream,
                 scans,
                 mailer,
@@ -259,6 +262,11 @@ impl AppState {
                 opts,
             }),
         })
+    }
+
+    /// Whether the replica should get traffic (`GET /ready`).
+    pub fn readiness(&self) -> &crate::http::ready::Readiness {
+        &self.inner.readiness
     }
 
     /// The corpus version being served now. A request keeps the snapshot it started with.

@@ -600,6 +600,7 @@ impl Conn {
                 return None;
             }
             if *self.shutdown.borrow() {
+                closed("shutdown");
                 return self.last(
                     ": the server is shutting down; reconnect with Last-Event-ID to resume\n\n",
                 );
@@ -614,12 +615,14 @@ impl Conn {
                             behind = head - self.pos.seq,
                             "stream: closing a client too far behind"
                         );
+                        closed("behind");
                         return self.last(": this client fell too far behind the stream and is disconnected; reconnect with Last-Event-ID to resume\n\n");
                     }
                     if let Some(events) = step.lanes.get(&self.lane) {
                         while let Some(e) = events.get(self.pos.index) {
                             self.pos.index += 1;
                             if (self.filter)(e) {
+                                metrics::counter!(crate::obs::STREAM_EVENTS).increment(1);
                                 self.keep_alive_at = Clock::now() + self.hub.options().keep_alive;
                                 return Some(e.frame.clone());
                             }
@@ -631,6 +634,7 @@ impl Conn {
                     };
                 }
                 At::Evicted => {
+                    closed("evicted");
                     return self.last(": the stream's log no longer holds this client's position; reconnect with Last-Event-ID\n\n");
                 }
                 At::Head => {
@@ -651,6 +655,11 @@ impl Conn {
         self.done = true;
         Some(Bytes::from_static(comment.as_bytes()))
     }
+}
+
+/// Counts a client the server disconnected, by why (`crate::obs`).
+fn closed(reason: &'static str) {
+    metrics::counter!(crate::obs::STREAM_CLOSED, "reason" => reason).increment(1);
 }
 
 /// One of a key's stream slots; given back when the stream ends (dropped with its body).

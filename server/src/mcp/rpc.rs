@@ -196,6 +196,7 @@ impl Call<'_> {
             },
             "instructions": "Read-only as-of queries over public records (SEC EDGAR and more). Every answer is an envelope naming the corpus_version that produced it. Call svc_meta first. Always pass an explicit as_of (RFC 3339 UTC with Z). status coverage_missing means a hole in the corpus, never an empty answer. Without an Authorization header the tools answer from the public sample (sample: true).",
         });
+        metrics::counter!(crate::obs::MCP_SESSIONS).increment(1);
         (Some(rpc_result(id, result)), Some(session))
     }
 
@@ -225,6 +226,7 @@ impl Call<'_> {
             return rpc_error(id, -32602, "invalid params: name is required", None);
         };
         let Some(tool) = self.dispatch.tools.iter().find(|t| t.tool.name == name) else {
+            tool_call("unknown", "error");
             let names: Vec<&str> = self.dispatch.tools.iter().map(|t| t.tool.name).collect();
             return rpc_error(
                 id,
@@ -258,6 +260,12 @@ impl Call<'_> {
         }
         let uri = self.uri(tool, keyed, args);
         let (status, body) = self.send(&uri, !keyed).await;
+        let outcome = if status == StatusCode::OK {
+            "ok"
+        } else {
+            "error"
+        };
+        tool_call(tool.tool.name, outcome);
         let envelope: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         if status == StatusCode::UNAUTHORIZED {
             let msg = envelope["error"]["message"]
@@ -373,4 +381,10 @@ impl Call<'_> {
             .unwrap_or_default();
         (status, body)
     }
+}
+
+/// Counts a tool call by tool (one of the server's, or `unknown`) and outcome.
+fn tool_call(tool: &'static str, outcome: &'static str) {
+    metrics::counter!(crate::obs::MCP_TOOL_CALLS, "tool" => tool, "outcome" => outcome)
+        .increment(1);
 }

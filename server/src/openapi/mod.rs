@@ -413,7 +413,7 @@ fn status_description(status: &str) -> &'static str {
         }
         "500" => "`internal`: the request id identifies the fault in the service logs.",
         "503" => {
-            "`timeout` (the answer took longer than the service's request timeout) or `overloaded` (every slot of the scan pool, which answers the pages the by-filer index does not, stayed taken); on sign-in routes `sign_in_not_configured` (this server has no settings for that sign-in way), `mail_unavailable` (the mail server refused the message) or `provider_unavailable` (the provider could not be reached); on billing routes `billing_not_configured` (the payment processor's settings are missing; the message names them) or `processor_unavailable` (the payment processor could not be reached or is failing); on the connector `connector_not_configured` (this server has no settings for that vendor); `state_unavailable` (the account store cannot be reached: keys and sessions cannot be checked; public and sample routes keep answering) or `storage_unavailable` (the corpus storage cannot be reached; nothing partial is answered); retry after `Retry-After` seconds."
+            "`not_ready` (this replica is starting, its corpus still loading, when `corpus_version` is empty; `GET /ready` also answers it while the replica drains before a shutdown or cannot reach its state store; another replica can answer), `timeout` (the answer took longer than the service's request timeout) or `overloaded` (every slot of the scan pool, which answers the pages the by-filer index does not, stayed taken); on sign-in routes `sign_in_not_configured` (this server has no settings for that sign-in way), `mail_unavailable` (the mail server refused the message) or `provider_unavailable` (the provider could not be reached); on billing routes `billing_not_configured` (the payment processor's settings are missing; the message names them) or `processor_unavailable` (the payment processor could not be reached or is failing); on the connector `connector_not_configured` (this server has no settings for that vendor); `state_unavailable` (the account store cannot be reached: keys and sessions cannot be checked; public and sample routes keep answering) or `storage_unavailable` (the corpus storage cannot be reached; nothing partial is answered); retry after `Retry-After` seconds."
         }
         _ => "",
     }
@@ -509,10 +509,9 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
     if !matches!(kind, Kind::Stream | Kind::Redirect | Kind::Protocol) {
         statuses.push("304");
     }
-    if kind != Kind::Document {
-        // Any route can outlive the request timeout; only a scan can find every slot taken.
-        statuses.push("503");
-    }
+    // Any route can outlive the request timeout, and any is refused `not_ready` while the
+    // replica is still loading its corpus; only a scan can find every slot taken.
+    statuses.push("503");
     if keyed {
         statuses.extend(["401", "403"]);
     }

@@ -268,16 +268,26 @@ pub(crate) async fn webhook(
     let signature = headers
         .get("stripe-signature")
         .map(|v| v.to_str().unwrap_or(""));
+    let count = |outcome: &'static str| {
+        metrics::counter!(crate::obs::BILLING_WEBHOOKS, "outcome" => outcome).increment(1);
+    };
     webhook::verify(
         signature,
         &payload,
         billing.webhook_secret(),
         now.micros().div_euclid(1_000_000),
     )
-    .map_err(|f| ApiError::InvalidSignature(f.to_string()))?;
-    let event =
-        webhook::read(&payload, billing, now.micros()).map_err(|m| ApiError::invalid("body", m))?;
-    let outcome = state.store().apply_billing_event(&event).await?;
+    .map_err(|f| {
+        count("bad_signature");
+        ApiError::InvalidSignature(f.to_string())
+    })?;
+    let event = webhook::read(&payload, billing, now.micros()).map_err(|m| {
+        count("invalid");
+        ApiError::invalid("body", m)
+    })?;
+    let outcome = state.store().apply_billing_event(&event).await;
+    count(outcome.as_ref().map_or("error", BillingOutcome::as_str));
+    let outcome = outcome?;
     let (plan, detail) = match &outcome {
         BillingOutcome::Applied {
             user_id,

@@ -1,4 +1,4 @@
-//! Discovery and public routes: `/health`, `/v1/meta`, and the description as JSON, YAML,
+//! Discovery and public routes: `/health`, `/ready`, `/v1/meta`, and the description as JSON, YAML,
 //! HTML (`/docs`) and Markdown (`/llms.txt`), each rendered once per corpus version.
 
 use axum::extract::{Extension, State};
@@ -37,6 +37,42 @@ pub(crate) async fn health(Extension(ctx): Extension<Ctx>, Q(_): Q<NoQuery>) -> 
         corpus_created_at: ctx.corpus.manifest().created_at,
     };
     Ok(ok(&ctx, vec![h]).into_response())
+}
+
+/// `results[0]` of `/ready`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Ready {
+    ready: bool,
+    /// The corpus version this replica serves now.
+    corpus_version: String,
+    /// The state store's backend (`sqlite` or `postgres`), which answered.
+    state: &'static str,
+}
+
+/// Readiness for traffic, for load balancers (not under `/v1`, outside the contract's routes).
+///
+/// `200` when this replica should be sent requests: its corpus is loaded and its state store
+/// answers (asked at most once a second, however often this is called). `503 not_ready` while
+/// the corpus is still loading (then with `corpus_version` empty), while the replica drains
+/// after `SIGTERM` (it keeps answering every other request until its drain delay ends, so a
+/// balancer polling this stops sending first), and while the state store does not answer.
+/// `/health` says only that the process is up; a balancer's health check should use this.
+#[utoipa::path(get, path = "/ready", tag = "discovery", operation_id = "ready",
+    responses(
+        (status = 200, description = "Ready for traffic; `results[0]` says which version and state store.", body = Envelope<Ready>),
+        (status = 503, description = "`not_ready`: starting, draining, or the state store does not answer; the message says which.", body = crate::http::envelope::ErrorEnvelope)))]
+pub(crate) async fn ready(
+    State(state): State<AppState>,
+    Extension(ctx): Extension<Ctx>,
+    Q(_): Q<NoQuery>,
+) -> Reply {
+    state.readiness().check(state.store().as_ref()).await?;
+    let r = Ready {
+        ready: true,
+        corpus_version: ctx.corpus.version().to_owned(),
+        state: state.store().backend(),
+    };
+    Ok(ok(&ctx, vec![r]).into_response())
 }
 
 /// Vocabularies, plans, limits, and the corpus: held sources with their certified spans.

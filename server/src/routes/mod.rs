@@ -61,6 +61,10 @@ pub static TOOLS: &[crate::mcp::Tool] = &[
 /// The route table, in the order the description lists them.
 pub static TABLE: &[Route] = &[
     Route::open(|| routes!(discovery::health)).unreceipted(),
+    // Its answer changes while the version stays (draining, the state store): a body ETag.
+    Route::open(|| routes!(discovery::ready))
+        .kind(Kind::LiveEnvelope)
+        .unreceipted(),
     Route::open(|| routes!(discovery::llms_txt))
         .kind(Kind::Document)
         .unreceipted(),
@@ -172,6 +176,13 @@ pub static TABLE: &[Route] = &[
         .kind(Kind::LiveEnvelope)
         .unreceipted(),
 ];
+
+/// Each entry's path pattern, in table order, computed once per process (the router and the
+/// metrics name an entry by it).
+pub fn paths() -> &'static [String] {
+    static PATHS: std::sync::OnceLock<Vec<String>> = std::sync::OnceLock::new();
+    PATHS.get_or_init(|| TABLE.iter().map(Route::path).collect())
+}
 
 /// The entry serving `path` (a request path; `{x}` segments match any one segment).
 pub fn route_of(path: &str) -> Option<&'static Route> {

@@ -163,11 +163,11 @@ impl Mailer {
             .header(ContentType::TEXT_PLAIN)
             .body(body)
             .map_err(|e| Error::Config(format!("sign-in message: {e}")))?;
-        self.transport
-            .send(msg)
-            .await
-            // The SMTP error names the server, never the link: safe to log.
-            .map_err(|e| Error::Mail(e.to_string()))?;
+        let sent = self.transport.send(msg).await;
+        let outcome = if sent.is_ok() { "sent" } else { "failed" };
+        metrics::counter!(crate::obs::SIGNIN_MAILS, "outcome" => outcome).increment(1);
+        // The SMTP error names the server, never the link: safe to log.
+        sent.map_err(|e| Error::Mail(e.to_string()))?;
         Ok(())
     }
 }

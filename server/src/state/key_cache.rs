@@ -67,7 +67,10 @@ impl KeyCache {
         {
             return Ok(Some((k.clone(), u.clone())));
         }
-        let found = store.key_by_hash(hash).await?;
+        let started = std::time::Instant::now();
+        let found = store.key_by_hash(hash).await;
+        crate::obs::state_op("authenticate", started, &found);
+        let found = found?;
         let mut m = self.entries.lock().expect("key cache lock");
         match &found {
             Some((k, u)) => {

@@ -4,6 +4,7 @@
 
 #[macro_use]
 pub mod backends;
+pub mod spawn;
 
 use asof_server::state::store::{
     AccountStore, BillingStore, ReceiptStore, SignInStore, UsageStore, WindowStore,
@@ -464,6 +465,16 @@ impl StateStore for Gated {
     }
     async fn secret(&self, name: &str) -> Result<String> {
         self.inner.secret(name).await
+    }
+    /// Fails with the injected window fault, or never answers, as the window writes do.
+    async fn ping(&self) -> Result<()> {
+        if self.stall_hits.load(Ordering::SeqCst) {
+            std::future::pending::<()>().await;
+        }
+        if self.fail_hits.load(Ordering::SeqCst) {
+            return Err(Error::Config(INJECTED_FAULT.into()));
+        }
+        self.inner.ping().await
     }
 }
 

@@ -49,6 +49,8 @@ pub trait StateStore:
     fn backend(&self) -> &'static str;
     /// A named secret, created (random, 32 bytes hex) on first use; every replica reads the same.
     async fn secret(&self, name: &str) -> Result<String>;
+    /// One round trip to the database (`SELECT 1`): whether it answers (`GET /ready`).
+    async fn ping(&self) -> Result<()>;
 }
 
 /// The store's own table: named secrets (e.g. the cursor-signing key).
@@ -122,6 +124,11 @@ macro_rules! sql_state_store {
         impl StateStore for $name {
             fn backend(&self) -> &'static str {
                 $backend
+            }
+
+            async fn ping(&self) -> Result<()> {
+                sqlx::query("SELECT 1").execute(&self.pool).await?;
+                Ok(())
             }
 
             async fn secret(&self, name: &str) -> Result<String> {
