@@ -249,7 +249,7 @@ pub const METRIC_ROUNDS: &str = "asof_poll_rounds_total";
 pub const METRIC_LAST_SUCCESS: &str = "asof_poll_last_success_timestamp_seconds";
 pub const METRIC_FIRST_SEEN: &str = "asof_poll_filings_first_seen_total";
 pub const METRIC_LAG: &str = "asof_poll_first_sight_lag_seconds";
-pub const METRIC_CERTIFIED_DAYS: &str = "asof_poll_certified_days_total";
+pub const METRIC_CERTIFIED_DAYS: &str = "asof_poll_certifications_total";
 pub const METRIC_BACKOFFS: &str = "asof_poll_backoffs_total";
 
 enum Page {

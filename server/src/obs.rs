@@ -119,7 +119,7 @@ pub const POLL_ROUNDS: &str = asof_ingest::poll::METRIC_ROUNDS;
 pub const POLL_FIRST_SEEN: &str = asof_ingest::poll::METRIC_FIRST_SEEN;
 /// Seconds between a filing's acceptance by EDGAR and the poller's first sight of it.
 pub const POLL_LAG: &str = asof_ingest::poll::METRIC_LAG;
-/// Days certified as wholly held.
+/// Source-days certified as wholly held (one per day).
 pub const POLL_CERTIFIED_DAYS: &str = asof_ingest::poll::METRIC_CERTIFIED_DAYS;
 /// Waits the poller made after EDGAR refused or failed a request.
 pub const POLL_BACKOFFS: &str = asof_ingest::poll::METRIC_BACKOFFS;

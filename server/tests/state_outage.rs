@@ -6,7 +6,8 @@
 //! While the database is down keyed requests are `503 state_unavailable` envelopes with
 //! `Retry-After`, within the store wait; public sample routes keep answering `200`; nothing is
 //! a `500`, nothing hangs, the process does not panic; once the database is back keyed
-//! requests succeed again without a restart.
+//! requests succeed again without a restart. `/ready` turns 503 `not_ready` while the
+//! database is down (a balancer takes the replica out) and 200 once it is back.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpStream;
@@ -289,9 +290,28 @@ fn keyed_routes_answer_503_while_postgres_is_down_public_ones_keep_answering_and
         .collect();
 
     std::thread::sleep(Duration::from_secs(1));
+    let (status, ..) = get(&addr, "/ready", None);
+    assert_eq!(status, 200, "ready before the outage");
     pg.stop();
     *phase.lock().unwrap() = "down";
-    std::thread::sleep(Duration::from_secs(6));
+    // A balancer polling /ready takes the replica out while its state store is gone (the
+    // store is asked at most once a second, so within two).
+    let down = Instant::now();
+    let not_ready = loop {
+        let (status, retry, code, took) = get(&addr, "/ready", None);
+        assert!(took < Duration::from_secs(8), "/ready took {took:?}");
+        if status == 503 {
+            assert_eq!(retry.as_deref(), Some("1"));
+            break code;
+        }
+        assert!(
+            down.elapsed() < Duration::from_secs(6),
+            "/ready still 200 with the database down"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(not_ready, "not_ready");
+    std::thread::sleep(Duration::from_secs(6).saturating_sub(down.elapsed()));
     pg.start();
     *phase.lock().unwrap() = "back";
     // Keyed requests succeed again, without a restart of the service.
@@ -310,6 +330,14 @@ fn keyed_routes_answer_503_while_postgres_is_down_public_ones_keep_answering_and
             "keyed requests did not recover within 20 s of the database's return"
         );
         std::thread::sleep(Duration::from_millis(50));
+    }
+    let ready_again = Instant::now();
+    while get(&addr, "/ready", None).0 != 200 {
+        assert!(
+            ready_again.elapsed() < Duration::from_secs(10),
+            "/ready not 200 again within 10 s of keyed requests recovering"
+        );
+        std::thread::sleep(Duration::from_millis(100));
     }
     stop.store(true, Ordering::SeqCst);
     for c in clients {

@@ -60,7 +60,7 @@ pub(crate) async fn finish(
         let extensions = std::mem::take(res.extensions_mut());
         res = error_response(ctx, &err, is_sample);
         res.headers_mut().extend(kept);
-        *res.extensions_mut() = extensions;
+        res.extensions_mut().extend(extensions);
     }
     res.headers_mut().insert(
         &X_REQUEST_ID,
