@@ -320,7 +320,7 @@ impl IntoResponse for ApiError {
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("state store: {0}")]
-    Store(#[from] sqlx::Error),
+    Store(sqlx::Error),
     #[error(transparent)]
     Engine(#[from] asof_engine::Error),
     #[error("{0}")]
@@ -333,6 +333,26 @@ pub enum Error {
     /// answered 429/5xx. `detail` is for the log only (it never holds the secret key).
     #[error("payment processor: {detail}")]
     Processor { retryable: bool, detail: String },
+}
+
+/// Every failed statement of the state store passes here, whichever operation sent it: it is
+/// counted by the kind of failure (a bounded set: `database`, `io`, `pool_timed_out`, ...).
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        let kind = match &e {
+            sqlx::Error::Database(_) => "database",
+            sqlx::Error::Io(_) => "io",
+            sqlx::Error::Tls(_) => "tls",
+            sqlx::Error::Protocol(_) => "protocol",
+            sqlx::Error::RowNotFound => "row_not_found",
+            sqlx::Error::PoolTimedOut => "pool_timed_out",
+            sqlx::Error::PoolClosed => "pool_closed",
+            sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => "decode",
+            _ => "other",
+        };
+        metrics::counter!(crate::obs::STATE_STATEMENT_ERRORS, "kind" => kind).increment(1);
+        Error::Store(e)
+    }
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -397,5 +417,27 @@ mod tests {
         assert_eq!(timed_out.code(), "state_unavailable");
         let bad = ApiError::from(Error::Store(sqlx::Error::RowNotFound));
         assert_eq!(bad.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+
+    #[test]
+    fn every_failed_statement_is_counted_by_its_kind() {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        metrics::with_local_recorder(&recorder, || {
+            let _ = Error::from(sqlx::Error::PoolTimedOut);
+            let _ = Error::from(sqlx::Error::PoolTimedOut);
+            let _ = Error::from(sqlx::Error::Io(std::io::Error::from(
+                std::io::ErrorKind::ConnectionReset,
+            )));
+        });
+        let text = handle.render();
+        assert!(
+            text.contains("asof_state_statement_errors_total{kind=\"pool_timed_out\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("asof_state_statement_errors_total{kind=\"io\"} 1"),
+            "{text}"
+        );
     }
 }

@@ -95,6 +95,10 @@ pub const MCP_TOOL_CALLS: &str = "asof_mcp_tool_calls_total";
 pub const STATE_DURATION: &str = "asof_state_operation_duration_seconds";
 /// State store errors, by operation (as above).
 pub const STATE_ERRORS: &str = "asof_state_errors_total";
+/// Failed statements of the state store, whatever the operation (sign-in, keys, billing
+/// included), by kind: `database`, `io`, `tls`, `protocol`, `row_not_found`,
+/// `pool_timed_out`, `pool_closed`, `decode`, `other`.
+pub const STATE_STATEMENT_ERRORS: &str = "asof_state_statement_errors_total";
 /// Sign-in mails, by outcome: `sent`, `failed`.
 pub const SIGNIN_MAILS: &str = "asof_signin_mails_total";
 /// Payment processor notifications, by outcome: `applied`, `replayed`, `ignored`,
@@ -222,6 +226,10 @@ pub fn describe_serve() {
         "Time of state store work, by operation."
     );
     describe_counter!(STATE_ERRORS, "State store errors, by operation.");
+    describe_counter!(
+        STATE_STATEMENT_ERRORS,
+        "Failed state store statements, by kind."
+    );
     describe_counter!(SIGNIN_MAILS, "Sign-in mails, by outcome.");
     describe_counter!(
         BILLING_WEBHOOKS,
