@@ -54,7 +54,10 @@ impl Revisions {
 }
 
 /// Superseded revision id → the commit instant of the revision that superseded it.
-pub type Superseded = HashMap<String, Instant>;
+///
+/// Hashed with foldhash, not SipHash: the keys are the corpus's own revision ids (no caller
+/// chooses them), and the map is looked up once per row a page considers.
+pub type Superseded = HashMap<String, Instant, foldhash::fast::RandomState>;
 
 impl Cut {
     /// A cut on `clock` at `as_of`, over every lane (a record lookup).
@@ -212,7 +215,7 @@ mod tests {
         rows[4].lane = Lane::ForwardFirstSeen;
         rows[4].committed_at = Some(t("2026-01-08T00:00:00Z"));
         let mut answers = std::collections::BTreeSet::new();
-        let mut superseded = Superseded::new();
+        let mut superseded = Superseded::default();
         superseded.insert("rev0".into(), t("2026-01-09T00:00:00Z"));
         superseded.insert("rev3".into(), t("2026-01-12T00:00:00Z"));
         let ctx = SessionContext::new();

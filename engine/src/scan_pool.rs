@@ -39,10 +39,11 @@ use crate::error::{Error, Result};
 pub const DEFAULT_MAX_ROWS: u64 = 4_000_000;
 
 /// Metric names the pool records (described by the server's `obs`): the wait for a slot,
-/// refusals by reason (`busy`, `too_broad`), rows looked at.
+/// refusals by reason (`busy`, `too_broad`), rows looked at, partitions opened by walks.
 pub const METRIC_WAIT: &str = "asof_scan_wait_seconds";
 pub const METRIC_REJECTED: &str = "asof_scan_rejected_total";
 pub const METRIC_ROWS: &str = "asof_scan_rows_read_total";
+pub const METRIC_PARTITIONS: &str = "asof_scan_partitions_read_total";
 
 /// Shared by every corpus version a process serves (clone it; threads and slots are shared).
 #[derive(Debug, Clone)]

@@ -77,9 +77,9 @@ fn stack(state: AppState) -> Router {
         .layer(middleware::from_fn_with_state(state.clone(), context))
         .with_state(state);
     let allows = Arc::new(
-        TABLE
+        crate::routes::paths()
             .iter()
-            .map(|r| (r.path(), allow_of(&r.path())))
+            .map(|p| (p.clone(), allow_of(p)))
             .collect::<Vec<_>>(),
     );
     Router::new()
@@ -147,9 +147,15 @@ fn stack(state: AppState) -> Router {
 
 /// The value of `Allow` on `path`: the methods of every entry serving it, `HEAD` with `GET`,
 /// and `OPTIONS`.
+///
+/// Entries are matched on the paths the table computed once (`routes::paths`): asking each
+/// entry for its path builds its description, and doing so for every entry per path made
+/// building the router quadratic in the routes (most of a second in a debug build, which
+/// every oneshot test paid per request).
 pub fn allow_of(path: &str) -> String {
     let mut names: Vec<&str> = Vec::new();
-    for r in TABLE.iter().filter(|r| r.path() == path) {
+    let entries = TABLE.iter().zip(crate::routes::paths());
+    for (r, _) in entries.filter(|(_, p)| *p == path) {
         for m in r.methods() {
             names.push(m);
             if m == "GET" {

@@ -44,6 +44,8 @@ pub const SCAN_WAIT: &str = asof_engine::scan_pool::METRIC_WAIT;
 pub const SCAN_REJECTED: &str = asof_engine::scan_pool::METRIC_REJECTED;
 /// Rows walks and scans looked at.
 pub const SCAN_ROWS: &str = asof_engine::scan_pool::METRIC_ROWS;
+/// Partitions walks opened (each read from its page index on, never whole).
+pub const SCAN_PARTITIONS: &str = asof_engine::scan_pool::METRIC_PARTITIONS;
 
 // ---- corpus --------------------------------------------------------------------------------
 
@@ -90,8 +92,9 @@ pub const MCP_TOOL_CALLS: &str = "asof_mcp_tool_calls_total";
 
 // ---- state store and outbound calls --------------------------------------------------------
 
-/// Time of the state store's work, by operation: `authenticate`, `rate_flush`,
-/// `usage_flush`, `audit_write`, `housekeeping`, `ready`.
+/// Time of the state store's work, by operation: the store method's name (`key_by_hash`,
+/// `hit_many`, `add_usage`, `append_receipt`, `purge_windows`, `ping`, ...), whatever number of
+/// statements it runs (see [`store_op`]).
 pub const STATE_DURATION: &str = "asof_state_operation_duration_seconds";
 /// State store errors, by operation (as above).
 pub const STATE_ERRORS: &str = "asof_state_errors_total";
@@ -174,6 +177,7 @@ pub fn describe_serve() {
         "Walks and scans refused, by reason (busy, too_broad)."
     );
     describe_counter!(SCAN_ROWS, "Rows walks and scans looked at.");
+    describe_counter!(SCAN_PARTITIONS, "Partitions walks opened.");
     describe_gauge!(
         CORPUS_INFO,
         "The corpus version this replica serves (value 1)."
@@ -289,12 +293,20 @@ pub fn method_label(method: &str) -> &'static str {
     }
 }
 
-/// Time spent on `op` of the state store, and its error if it failed.
-pub fn state_op<T, E>(op: &'static str, started: std::time::Instant, result: &Result<T, E>) {
+/// Runs one state store method (`op`, its name): its time, and its error if it failed, by
+/// operation. Every method of both backends goes through here (`crate::state::store`), so
+/// the label set is the store's method names, fixed at compile time.
+pub async fn store_op<T>(
+    op: &'static str,
+    work: impl Future<Output = crate::error::Result<T>>,
+) -> crate::error::Result<T> {
+    let started = std::time::Instant::now();
+    let result = work.await;
     metrics::histogram!(STATE_DURATION, "operation" => op).record(started.elapsed());
     if result.is_err() {
         metrics::counter!(STATE_ERRORS, "operation" => op).increment(1);
     }
+    result
 }
 
 #[cfg(test)]

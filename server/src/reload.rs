@@ -127,16 +127,10 @@ const LONGEST_WINDOW: Duration = crate::signin::mail::MAIL_WINDOW;
 pub async fn housekeeping(store: &dyn StateStore, now: asof_engine::Instant) {
     let longest = i64::try_from(LONGEST_WINDOW.as_micros()).unwrap_or(i64::MAX);
     let cutoff = now.micros() - 2 * longest - 60_000_000;
-    let started = std::time::Instant::now();
-    let purged = store.purge_windows(cutoff).await;
-    crate::obs::state_op("housekeeping", started, &purged);
-    if let Err(e) = purged {
+    if let Err(e) = store.purge_windows(cutoff).await {
         tracing::warn!(error = %e, "could not purge old rate-limit windows");
     }
-    let started = std::time::Instant::now();
-    let purged = store.purge_sign_ins(now).await;
-    crate::obs::state_op("housekeeping", started, &purged);
-    match purged {
+    match store.purge_sign_ins(now).await {
         Ok(n) if n > 0 => tracing::debug!(purged = n, "expired sign-in links and sessions dropped"),
         Ok(_) => {}
         Err(e) => tracing::warn!(error = %e, "could not purge expired sign-in links and sessions"),

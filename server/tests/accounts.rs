@@ -38,7 +38,7 @@ async fn confirm(t: &T, form: &str, cookie: Option<&str>) -> Res {
     if let Some(c) = cookie {
         b = b.header(header::COOKIE, c);
     }
-    respond(&t.state, b.body(Body::from(form.to_owned())).unwrap()).await
+    respond(&t, b.body(Body::from(form.to_owned())).unwrap()).await
 }
 
 on_both! {
@@ -220,7 +220,7 @@ async fn bad_key_bodies_are_refused_naming_the_field() {
     // Not JSON at all.
     let mut hs = h.clone();
     hs.push(("content-type", "text/plain"));
-    let res = asof_server::app(t.state.clone())
+    let res = t.app.clone()
         .oneshot(
             Request::post("/v1/keys")
                 .header("cookie", &cookie)

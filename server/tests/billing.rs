@@ -78,7 +78,7 @@ async fn post_webhook(t: &T, payload: &[u8], signature: Option<&str>) -> Res {
     if let Some(s) = signature {
         b = b.header("stripe-signature", s);
     }
-    respond(&t.state, b.body(Body::from(payload.to_vec())).unwrap()).await
+    respond(&t, b.body(Body::from(payload.to_vec())).unwrap()).await
 }
 
 /// Delivers one event as the processor does: serialized once, signed now.
@@ -305,11 +305,12 @@ on_both! {
         let cookie = signed_in(&t, "ana@example.com", Plan::Researcher).await;
         let user = t.store.sign_in_user("ana@example.com").await.unwrap();
         let key = t.store.create_key(&user.id, "laptop", None).await.unwrap().1;
-        let files = |state: asof_server::AppState| {
+        let other = asof_server::app(other);
+        let files = |app: axum::Router| {
             let key = key.clone();
             async move {
                 let req = Request::builder().uri("/v1/files").header("authorization", format!("Bearer {key}")).body(Body::empty()).unwrap();
-                respond(&state, req).await.status
+                respond_with(&app, req).await.status
             }
         };
         // The other replica has the key cached as researcher.

@@ -61,7 +61,7 @@ async fn bars(v: &V, vendor: &str, key: &str, vendor_key: Option<&str>, body: Va
     if let Some(k) = vendor_key {
         b = b.header("x-vendor-key", k);
     }
-    respond(&v.t.state, b.body(Body::from(body.to_string())).unwrap()).await
+    respond(&v.t, b.body(Body::from(body.to_string())).unwrap()).await
 }
 
 fn q1() -> Value {
@@ -288,7 +288,7 @@ async fn an_unconfigured_vendor_is_503() {
         .header("x-vendor-key", VENDOR_KEY)
         .body(Body::from(q1().to_string()))
         .unwrap();
-    let r = respond(&t.state, req).await;
+    let r = respond(&t, req).await;
     assert_error(
         &r,
         StatusCode::SERVICE_UNAVAILABLE,
@@ -365,10 +365,10 @@ async fn vendor_timeouts_failures_garbage_and_bad_bars_are_502_never_a_partial_a
 async fn a_key_has_at_most_four_vendor_calls_in_flight() {
     let v = with_vendors(Duration::from_secs(8)).await;
     v.a.set(Mode::Stall);
-    let state = v.t.state.clone();
+    let app = v.t.app.clone();
     let desk = v.desk.clone();
     let call = move || {
-        let (state, desk) = (state.clone(), desk.clone());
+        let (app, desk) = (app.clone(), desk.clone());
         async move {
             let req = Request::post("/v1/connectors/vendor_a/bars")
                 .header("authorization", format!("Bearer {desk}"))
@@ -376,7 +376,7 @@ async fn a_key_has_at_most_four_vendor_calls_in_flight() {
                 .header("x-vendor-key", VENDOR_KEY)
                 .body(Body::from(q1().to_string()))
                 .unwrap();
-            respond(&state, req).await
+            respond_with(&app, req).await
         }
     };
     let held: Vec<_> = (0..4).map(|_| tokio::spawn(call())).collect();
@@ -433,7 +433,7 @@ async fn a_receipted_answer_hashes_its_body_and_no_answer_or_receipt_holds_the_v
             .header("x-service-audit", "on")
             .body(Body::from(q1().to_string()))
             .unwrap();
-        let r = respond(&v.t.state, req).await;
+        let r = respond(&v.t, req).await;
         assert_eq!(r.status.as_u16(), status, "{}", r.json);
         let head: String = r
             .headers

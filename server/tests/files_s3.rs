@@ -31,12 +31,7 @@ async fn served(s3: &S3, ttl: std::time::Duration) -> common::T {
     .await
     .unwrap();
     let key = key_for(&state_store, "power@example.com", Plan::Power).await;
-    common::T {
-        _dir: dir,
-        state,
-        store: state_store,
-        key,
-    }
+    common::T::new(dir, state, state_store, key)
 }
 
 #[tokio::test]

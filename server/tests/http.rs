@@ -552,12 +552,12 @@ async fn a_cursor_minted_by_one_replica_is_accepted_by_another_sharing_the_store
     let corpus = Corpus::open(CorpusStore::open(repo().to_str().unwrap()).unwrap())
         .await
         .unwrap();
-    let other = T {
-        _dir: tempfile::tempdir().unwrap(),
-        state: AppState::new(corpus, t.store.clone(), false).await.unwrap(),
-        store: t.store.clone(),
-        key: t.key.clone(),
-    };
+    let other = T::new(
+        tempfile::tempdir().unwrap(),
+        AppState::new(corpus, t.store.clone(), false).await.unwrap(),
+        t.store.clone(),
+        t.key.clone(),
+    );
     let first = get(&t, "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=2").await;
     let c = first.json["next_cursor"].as_str().unwrap();
     let page2_here = get(
@@ -1042,6 +1042,61 @@ async fn internal_faults_answer_500_without_describing_them() {
     assert!(m.contains("request id"), "{m}");
 }
 
+/// `/ready` takes no key and no rate limit (a load balancer polls it), so anyone may hammer
+/// it: however many ask at once, the state store is pinged at most once a second, and when it
+/// stops answering every caller gets 503 `not_ready` within the probe's timeout, none held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_pings_the_state_store_at_most_once_a_second_however_many_poll_it() {
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let inner = common::sqlite_store(dir.path()).await;
+    let gated = std::sync::Arc::new(common::Gated::new(inner, 0, false));
+    let t = common::setup_with(dir, gated.clone(), asof_server::Options::default()).await;
+    let poll = |n: usize| {
+        futures::future::join_all((0..n).map(|_| send(&t, Method::GET, "/ready", None, &[])))
+    };
+    let started = Instant::now();
+    for _ in 0..3 {
+        for r in poll(100).await {
+            assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+            assert_eq!(r.json["results"][0]["ready"], true);
+        }
+    }
+    let pings = gated.pings.load(SeqCst) as u64;
+    assert!(
+        (1..=started.elapsed().as_secs() + 1).contains(&pings),
+        "{pings} pings for 300 polls in {:?}",
+        started.elapsed()
+    );
+    // The store stops answering: once the last answer is a second old, callers wait for one
+    // probe's timeout (2 s) at most, and get 503 with a Retry-After.
+    gated.stall_hits.store(true, SeqCst);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let asked = Instant::now();
+        let r = send(&t, Method::GET, "/ready", None, &[]).await;
+        assert!(asked.elapsed() < Duration::from_secs(6), "{:?}", asked.elapsed());
+        if r.status == StatusCode::SERVICE_UNAVAILABLE {
+            assert_eq!(r.json["error"]["code"], "not_ready");
+            assert_eq!(r.headers[header::RETRY_AFTER], "1");
+            break;
+        }
+        assert!(Instant::now() < deadline, "/ready still 200 with a stalled store");
+    }
+    let (before, asked) = (gated.pings.load(SeqCst), Instant::now());
+    for r in poll(50).await {
+        assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.json);
+    }
+    let took = asked.elapsed();
+    assert!(took < Duration::from_secs(10), "50 polls of a stalled store took {took:?}");
+    let sent = gated.pings.load(SeqCst) - before;
+    assert!(
+        sent as u64 <= took.as_secs() / 2 + 1,
+        "{sent} pings of a stalled store for 50 polls in {took:?}"
+    );
+}
+
 #[tokio::test]
 async fn cors_preflight_allows_any_origin_and_responses_expose_the_service_headers() {
     let t = setup().await;
@@ -1094,14 +1149,14 @@ async fn cors_preflight_allows_any_origin_and_responses_expose_the_service_heade
 async fn replicas_sharing_a_state_store_share_one_rate_window_reset_in_unix_seconds() {
     let t = setup().await;
     // A second replica: its own AppState over the same store.
-    let other = T {
-        _dir: tempfile::tempdir().unwrap(),
-        state: AppState::new(common::sample_corpus().await, t.store.clone(), false)
+    let other = T::new(
+        tempfile::tempdir().unwrap(),
+        AppState::new(common::sample_corpus().await, t.store.clone(), false)
             .await
             .unwrap(),
-        store: t.store.clone(),
-        key: t.key.clone(),
-    };
+        t.store.clone(),
+        t.key.clone(),
+    );
     let first = get(&t, TSLA).await;
     let second = get(&other, TSLA).await;
     let rem = |r: &Res| -> i64 {
@@ -1282,7 +1337,7 @@ async fn rotating_the_forwarded_for_entries_a_client_writes_escapes_no_per_addre
     let mut statuses = Vec::new();
     for i in 0..8 {
         let r = common::respond(
-            &t.state,
+            &t,
             axum::http::Request::get("/v1/meta")
                 .header("x-forwarded-for", format!("203.0.113.{i}, 198.51.100.7"))
                 .body(axum::body::Body::empty())
@@ -1294,7 +1349,7 @@ async fn rotating_the_forwarded_for_entries_a_client_writes_escapes_no_per_addre
     assert_eq!(statuses, [200, 200, 200, 200, 200, 429, 429, 429]);
     // Another client behind the same proxy has its own allowance.
     let r = common::respond(
-        &t.state,
+        &t,
         axum::http::Request::get("/v1/meta")
             .header("x-forwarded-for", "203.0.113.1, 198.51.100.8")
             .body(axum::body::Body::empty())

@@ -22,7 +22,7 @@ fn beacon(body: impl Into<Body>) -> Request<Body> {
 async fn a_request_target_past_8_kib_is_414_uri_too_long_with_the_envelope() {
     let t = setup().await;
     let uri = format!("/v1/news?cik=320193&x={}", "a".repeat(9000));
-    let r = respond(&t.state, Request::get(&uri).body(Body::empty()).unwrap()).await;
+    let r = respond(&t, Request::get(&uri).body(Body::empty()).unwrap()).await;
     assert_error(&r, StatusCode::URI_TOO_LONG, "uri_too_long", None);
     assert!(
         !String::from_utf8_lossy(&r.bytes).contains("aaaa"),
@@ -37,7 +37,7 @@ async fn a_200_kb_header_or_a_hundred_and_one_fields_is_431_headers_too_large() 
         .header(header::COOKIE, "c".repeat(200 * 1024))
         .body(Body::empty())
         .unwrap();
-    let r = respond(&t.state, big).await;
+    let r = respond(&t, big).await;
     assert_error(
         &r,
         StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -48,7 +48,7 @@ async fn a_200_kb_header_or_a_hundred_and_one_fields_is_431_headers_too_large() 
     for i in 0..101 {
         many = many.header(format!("x-f{i}"), "v");
     }
-    let r = respond(&t.state, many.body(Body::empty()).unwrap()).await;
+    let r = respond(&t, many.body(Body::empty()).unwrap()).await;
     assert_error(
         &r,
         StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -61,7 +61,7 @@ async fn a_200_kb_header_or_a_hundred_and_one_fields_is_431_headers_too_large() 
 async fn a_huge_authorization_header_is_refused_before_any_credential_check() {
     let t = setup().await;
     let r = respond(
-        &t.state,
+        &t,
         Request::get("/v1/news?cik=320193")
             .header(
                 header::AUTHORIZATION,
@@ -83,7 +83,7 @@ async fn a_huge_authorization_header_is_refused_before_any_credential_check() {
 async fn a_body_past_the_limit_is_413_payload_too_large_whatever_content_length_says() {
     let t = setup().await;
     let big = format!(r#"{{"path": "/{}"}}"#, "p".repeat(20_000));
-    let r = respond(&t.state, beacon(big.clone())).await;
+    let r = respond(&t, beacon(big.clone())).await;
     assert_error(
         &r,
         StatusCode::PAYLOAD_TOO_LARGE,
@@ -95,10 +95,10 @@ async fn a_body_past_the_limit_is_413_payload_too_large_whatever_content_length_
     lying
         .headers_mut()
         .insert(header::CONTENT_LENGTH, "10".parse().unwrap());
-    let r = respond(&t.state, lying).await;
+    let r = respond(&t, lying).await;
     assert_eq!(r.status, StatusCode::PAYLOAD_TOO_LARGE, "{}", r.json);
     // A body at the limit is read (and refused only for what it says).
-    let r = respond(&t.state, beacon(r#"{"path": "/"}"#)).await;
+    let r = respond(&t, beacon(r#"{"path": "/"}"#)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
 }
 
@@ -120,7 +120,7 @@ async fn deeply_nested_or_malformed_json_bodies_are_400_invalid_request_never_a_
         r#"{"path": "/", "path": "/x", "extra": true}"#.into(),
     ];
     for body in cases {
-        let r = respond(&t.state, beacon(body.clone())).await;
+        let r = respond(&t, beacon(body.clone())).await;
         assert_eq!(
             r.status,
             StatusCode::BAD_REQUEST,

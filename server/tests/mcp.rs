@@ -22,7 +22,7 @@ async fn post(t: &T, body: &str, headers: &[(&str, &str)]) -> Res {
     for (k, v) in headers {
         b = b.header(*k, *v);
     }
-    respond(&t.state, b.body(Body::from(body.to_owned())).unwrap()).await
+    respond(&t, b.body(Body::from(body.to_owned())).unwrap()).await
 }
 
 async fn rpc(t: &T, method: &str, params: Value, key: Option<&str>) -> Res {
@@ -103,14 +103,14 @@ async fn sessions_are_signed_so_any_replica_accepts_them_and_a_forged_one_gets_4
     )
     .await;
     let sid = init.headers["mcp-session-id"].to_str().unwrap().to_owned();
-    let other = T {
-        _dir: tempfile::tempdir().unwrap(),
-        state: AppState::new(sample_corpus().await, t.store.clone(), false)
+    let other = T::new(
+        tempfile::tempdir().unwrap(),
+        AppState::new(sample_corpus().await, t.store.clone(), false)
             .await
             .unwrap(),
-        store: t.store.clone(),
-        key: t.key.clone(),
-    };
+        t.store.clone(),
+        t.key.clone(),
+    );
     let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
     let r = post(&other, ping, &[("mcp-session-id", &sid)]).await;
     assert_eq!(

@@ -206,6 +206,13 @@ fn metrics_name_route_entries_and_closed_label_sets_whatever_ten_thousand_random
     let news = "/v1/news?ticker=TSLA&as_of=2026-01-01T00:00:00Z";
     for (method, path, auth, want) in [
         ("GET", news, Some(d.as_str()), 200),
+        // Not by filer: the walk, whose partitions and rows are counted.
+        (
+            "GET",
+            "/v1/news?as_of=2026-01-29T12:00:00Z&limit=5",
+            Some(&d),
+            200,
+        ),
         (
             "GET",
             "/v1/mapping/cik/1318605?as_of=2026-01-01T00:00:00Z",
@@ -291,12 +298,14 @@ fn metrics_name_route_entries_and_closed_label_sets_whatever_ten_thousand_random
     assert!(has("asof_corpus_created_timestamp_seconds", &[]), "{text}");
     assert!(has("asof_audit_lost_total", &[]), "{text}");
     assert!(has("asof_scan_queue_depth", &[]), "{text}");
+    assert!(has("asof_scan_partitions_read_total", &[]), "{text}");
+    assert!(has("asof_scan_rows_read_total", &[]), "{text}");
     assert!(has("asof_streams_open", &[]), "{text}");
     assert!(has("asof_ready", &[]), "{text}");
     assert!(
         has(
             "asof_state_operation_duration_seconds_count",
-            &[("operation", "authenticate")]
+            &[("operation", "key_by_hash")]
         ),
         "{text}"
     );

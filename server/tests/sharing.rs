@@ -25,7 +25,7 @@ async fn query(t: &T, key: &str, table: &str, body: &str) -> common::Res {
         .header(header::CONTENT_TYPE, "application/json")
         .body(Body::from(body.to_owned()))
         .unwrap();
-    respond(&t.state, req).await
+    respond(&t, req).await
 }
 
 fn lines(bytes: &[u8]) -> Vec<Value> {
@@ -328,12 +328,8 @@ async fn a_snapshot_shared_at_an_older_version_serves_files_the_current_version_
     )
     .await
     .unwrap();
-    let t = T {
-        key: key_for(&state_store, "r@example.com", Plan::Researcher).await,
-        _dir: dir,
-        state,
-        store: state_store,
-    };
+    let key = key_for(&state_store, "r@example.com", Plan::Researcher).await;
+    let t = T::new(dir, state, state_store, key);
     assert_eq!(t.state.corpus().version(), v2);
     let key = power_key(&t).await;
     let table = "/delta-sharing/shares/asof/schemas/us_ofac_sdn/tables/certified_pit";

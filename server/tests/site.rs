@@ -16,7 +16,7 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 async fn page(t: &T, uri: &str) -> (StatusCode, axum::http::HeaderMap, String) {
-    let res = asof_server::app(t.state.clone())
+    let res = t.app.clone()
         .oneshot(Request::get(uri).body(Body::empty()).unwrap())
         .await
         .unwrap();
@@ -28,7 +28,7 @@ async fn page(t: &T, uri: &str) -> (StatusCode, axum::http::HeaderMap, String) {
 
 async fn post_json(t: &T, uri: &str, body: Value) -> Res {
     respond(
-        &t.state,
+        &t,
         Request::post(uri)
             .header(header::CONTENT_TYPE, "application/json")
             .body(Body::from(body.to_string()))
@@ -132,7 +132,7 @@ async fn the_beacon_counts_a_page_view_per_day_and_is_never_receipted() {
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
     }
     // Asked for a receipt, a beacon is out of the audit's scope.
-    let res = asof_server::app(t.state.clone())
+    let res = t.app.clone()
         .oneshot(
             Request::post("/site/beacon")
                 .header(header::CONTENT_TYPE, "application/json")
@@ -199,11 +199,11 @@ async fn a_key_revoked_on_one_replica_is_refused_by_another_within_the_key_cache
         .await
         .unwrap();
     let (key, secret) = store.create_key(&user.id, "k", None).await.unwrap();
-    let me = |state: asof_server::AppState| {
+    let b = asof_server::app(b);
+    let me = |app: axum::Router| {
         let secret = secret.clone();
         async move {
-            asof_server::app(state)
-                .oneshot(
+            app.oneshot(
                     Request::get("/v1/me")
                         .header(header::AUTHORIZATION, format!("Bearer {secret}"))
                         .body(Body::empty())
@@ -229,7 +229,7 @@ async fn a_key_revoked_on_one_replica_is_refused_by_another_within_the_key_cache
     .await
     .unwrap();
     let cookie = set.to_str().unwrap().split(';').next().unwrap().to_owned();
-    let res = asof_server::app(a.state.clone())
+    let res = a.app.clone()
         .oneshot(
             Request::delete(format!("/v1/keys/{}", key.id))
                 .header(header::COOKIE, cookie)
@@ -240,7 +240,7 @@ async fn a_key_revoked_on_one_replica_is_refused_by_another_within_the_key_cache
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(
-        me(a.state.clone()).await,
+        me(a.app.clone()).await,
         StatusCode::UNAUTHORIZED,
         "at once on A"
     );

@@ -27,8 +27,9 @@ use datafusion::datasource::file_format::options::ParquetReadOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
 use crate::access::AccessIndex;
-use crate::clock::{Instant, Lane, SourceId};
+use crate::clock::{Lane, SourceId};
 use crate::coverage::{DayTable, Scope, SourceCoverage};
+use crate::cut::Superseded;
 use crate::error::{Error, Result};
 use crate::identity::read_identity;
 use crate::identity::{IdentityFile, IdentityIndex};
@@ -58,7 +59,7 @@ pub struct Corpus {
     /// Shared with the next version when it lists the same identity object.
     identity: Arc<IdentityIndex>,
     /// Superseded revision id → commit instant of the revision that superseded it.
-    superseded: Arc<HashMap<String, Instant>>,
+    superseded: Arc<Superseded>,
     /// Each source-lane's partitions in day order, for the walk.
     lanes: HashMap<(SourceId, Lane), Arc<[PartitionEntry]>>,
     /// What each partition of a lane without access files supersedes, carried to the next
@@ -251,10 +252,11 @@ impl Corpus {
     /// Reads `supersedes` of every partition through DataFusion: the reference the
     /// per-partition gathering at load is held to.
     #[cfg(test)]
-    async fn scan_supersessions(&self) -> Result<HashMap<String, Instant>> {
+    async fn scan_supersessions(&self) -> Result<Superseded> {
+        use crate::clock::Instant;
         use datafusion::logical_expr::col;
         let files = self.partition_urls(|_| true);
-        let mut map = HashMap::new();
+        let mut map = Superseded::default();
         if files.is_empty() {
             return Ok(map);
         }

@@ -62,7 +62,7 @@ pub(crate) async fn gather(
         .await?;
     by_partition.extend(read);
 
-    let mut merged = Superseded::new();
+    let mut merged = Superseded::default();
     let mut note = |rev: &str, at: Instant| {
         merged
             .entry(rev.to_owned())

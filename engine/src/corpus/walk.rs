@@ -298,6 +298,7 @@ impl Walk {
         budget: &mut Budget,
     ) -> Result<()> {
         let file = PartitionFile::open(&self.store, p).await?;
+        metrics::counter!(crate::scan_pool::METRIC_PARTITIONS).increment(1);
         let start = match seek {
             Some(k) => file.seek(&rows, k).await?,
             None => rows.start,

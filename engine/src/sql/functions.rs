@@ -257,7 +257,7 @@ impl CutTable {
             )?
             .collect()
             .await?;
-        let mut map = Superseded::new();
+        let mut map = Superseded::default();
         for b in &found {
             let bad = || DataFusionError::Internal("the superseded map's columns".into());
             let ids = b

@@ -128,9 +128,7 @@ impl Audit {
         let weak = Arc::downgrade(&audit.inner);
         tokio::spawn(async move {
             while let Some(r) = rx.recv().await {
-                let started = std::time::Instant::now();
                 let outcome = store.append_receipt(&r).await;
-                crate::obs::state_op("audit_write", started, &outcome);
                 let Some(inner) = weak.upgrade() else { break };
                 match outcome {
                     Ok(()) => inner.counters.written.fetch_add(1, Ordering::Relaxed),

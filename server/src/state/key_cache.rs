@@ -67,10 +67,7 @@ impl KeyCache {
         {
             return Ok(Some((k.clone(), u.clone())));
         }
-        let started = std::time::Instant::now();
-        let found = store.key_by_hash(hash).await;
-        crate::obs::state_op("authenticate", started, &found);
-        let found = found?;
+        let found = store.key_by_hash(hash).await?;
         let mut m = self.entries.lock().expect("key cache lock");
         match &found {
             Some((k, u)) => {

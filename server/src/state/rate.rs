@@ -291,9 +291,7 @@ impl RateWindows {
         let batch: Vec<WindowHits> = merged.into_iter().map(|((b, w), n)| (b, w, n)).collect();
         // One batch for every bucket: a write per bucket per flush was a third of the state
         // store's statements with many active keys (BENCHMARKS.md, "load during reloads").
-        let started = std::time::Instant::now();
         let answer = self.store.hit_many(&batch).await;
-        crate::obs::state_op("rate_flush", started, &answer);
         {
             let mut guard = self.inner.lock().expect("rate lock");
             let m = &mut *guard;

@@ -124,10 +124,7 @@ impl Usage {
             .collect();
         // One batch for every counter (all or none is written): the store is not asked once
         // per counter per flush.
-        let started = std::time::Instant::now();
-        let written = self.store.add_usage(&counts).await;
-        crate::obs::state_op("usage_flush", started, &written);
-        if let Err(e) = written {
+        if let Err(e) = self.store.add_usage(&counts).await {
             let mut pending = self.pending.lock().expect("usage lock");
             for c in counts {
                 *pending

@@ -11,7 +11,7 @@ use asof_server::state::store::{
 };
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use asof_engine::{Corpus, CorpusStore, Instant};
 use asof_server::Options;
@@ -45,6 +45,23 @@ pub struct T {
     pub store: Arc<dyn StateStore>,
     /// A researcher-plan key.
     pub key: String,
+    /// `app(state)`, built once: building the router (every route's description and MCP
+    /// tool schemas) takes most of a second in a debug build, a request a fraction of a
+    /// millisecond, so a test that built it per request measured the build, not the service.
+    pub app: axum::Router,
+}
+
+impl T {
+    /// The test state of `state` (a replica) over `store`, with the researcher key `key`.
+    pub fn new(dir: tempfile::TempDir, state: AppState, store: Arc<dyn StateStore>, key: String) -> T {
+        T {
+            _dir: dir,
+            app: app(state.clone()),
+            state,
+            store,
+            key,
+        }
+    }
 }
 
 pub async fn sample_corpus() -> Corpus {
@@ -119,12 +136,7 @@ pub async fn setup_with(dir: tempfile::TempDir, store: Arc<dyn StateStore>, opts
         .await
         .unwrap();
     let key = key_for(&store, "t@example.com", Plan::Researcher).await;
-    T {
-        _dir: dir,
-        state,
-        store,
-        key,
-    }
+    T::new(dir, state, store, key)
 }
 
 /// A key of a `power` plan user (flat files, Delta Sharing).
@@ -159,7 +171,9 @@ pub async fn send(
     for (k, v) in extra {
         b = b.header(*k, *v);
     }
-    let res = app(t.state.clone())
+    let res = t
+        .app
+        .clone()
         .oneshot(b.body(Body::empty()).unwrap())
         .await
         .unwrap();
@@ -191,9 +205,14 @@ pub async fn send(
     }
 }
 
-/// Sends one request through the router and keeps the answer whole (JSON parsed when it is).
-pub async fn respond(state: &AppState, req: Request<Body>) -> Res {
-    let res = app(state.clone()).oneshot(req).await.unwrap();
+/// Sends one request through `t`'s router and keeps the answer whole (JSON parsed when it is).
+pub async fn respond(t: &T, req: Request<Body>) -> Res {
+    respond_with(&t.app, req).await
+}
+
+/// As [`respond`], through `app` (a router built once for a replica that is not a [`T`]).
+pub async fn respond_with(app: &axum::Router, req: Request<Body>) -> Res {
+    let res = app.clone().oneshot(req).await.unwrap();
     let status = res.status();
     let headers = res.headers().clone();
     let bytes = res.into_body().collect().await.unwrap().to_bytes().to_vec();
@@ -229,6 +248,8 @@ pub struct Gated {
     pub fail_hits: AtomicBool,
     /// Rate-window writes never complete (a store that stopped answering).
     pub stall_hits: AtomicBool,
+    /// Pings the store was sent (`GET /ready`'s probe).
+    pub pings: AtomicUsize,
 }
 
 /// The detail of [`Gated`]'s injected window fault.
@@ -242,6 +263,7 @@ impl Gated {
             fail: AtomicBool::new(fail),
             fail_hits: AtomicBool::new(false),
             stall_hits: AtomicBool::new(false),
+            pings: AtomicUsize::new(0),
         }
     }
 }
@@ -468,6 +490,7 @@ impl StateStore for Gated {
     }
     /// Fails with the injected window fault, or never answers, as the window writes do.
     async fn ping(&self) -> Result<()> {
+        self.pings.fetch_add(1, Ordering::SeqCst);
         if self.stall_hits.load(Ordering::SeqCst) {
             std::future::pending::<()>().await;
         }
@@ -515,7 +538,7 @@ pub async fn call(
         }
         None => Body::empty(),
     };
-    respond(&t.state, b.body(body).unwrap()).await
+    respond(t, b.body(body).unwrap()).await
 }
 
 pub fn with_cookie(c: &str) -> Vec<(&str, &str)> {

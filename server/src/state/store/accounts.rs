@@ -139,122 +139,143 @@ macro_rules! account_sql {
         #[async_trait]
         impl AccountStore for $name {
             async fn upsert_user(&self, email: &str, plan: Plan) -> Result<User> {
-                let id = format!("usr_{}", uuid::Uuid::new_v4().simple());
-                let now = asof_engine::Instant::now().micros();
-                sqlx::query("INSERT INTO users (id, email, plan, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (email) DO UPDATE SET plan = excluded.plan")
-                    .bind(&id)
-                    .bind(email)
-                    .bind(plan.as_str())
-                    .bind(now)
-                    .execute(&self.pool)
-                    .await?;
-                let r = sqlx::query("SELECT id, email, plan FROM users WHERE email = $1").bind(email).fetch_one(&self.pool).await?;
-                let plan: String = r.try_get("plan")?;
-                Ok(User { id: r.try_get("id")?, email: r.try_get("email")?, plan: plan_of(&plan)? })
+                crate::obs::store_op("upsert_user", async {
+                    let id = format!("usr_{}", uuid::Uuid::new_v4().simple());
+                    let now = asof_engine::Instant::now().micros();
+                    sqlx::query("INSERT INTO users (id, email, plan, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (email) DO UPDATE SET plan = excluded.plan")
+                        .bind(&id)
+                        .bind(email)
+                        .bind(plan.as_str())
+                        .bind(now)
+                        .execute(&self.pool)
+                        .await?;
+                    let r = sqlx::query("SELECT id, email, plan FROM users WHERE email = $1").bind(email).fetch_one(&self.pool).await?;
+                    let plan: String = r.try_get("plan")?;
+                    Ok(User { id: r.try_get("id")?, email: r.try_get("email")?, plan: plan_of(&plan)? })
+                })
+                .await
             }
 
             async fn create_key(&self, user_id: &str, name: &str, expires_at: Option<asof_engine::Instant>) -> Result<(KeyRecord, String)> {
-                let (rec, raw) = new_key(user_id, name, expires_at, asof_engine::Instant::now());
-                sqlx::query(INSERT_KEY)
-                    .bind(&rec.id)
-                    .bind(&rec.user_id)
-                    .bind(&rec.name)
-                    .bind(&rec.prefix)
-                    .bind(hash_key(&raw))
-                    .bind(rec.created_at.micros())
-                    .bind(rec.expires_at.map(asof_engine::Instant::micros))
-                    .execute(&self.pool)
-                    .await?;
-                Ok((rec, raw))
+                crate::obs::store_op("create_key", async {
+                    let (rec, raw) = new_key(user_id, name, expires_at, asof_engine::Instant::now());
+                    sqlx::query(INSERT_KEY)
+                        .bind(&rec.id)
+                        .bind(&rec.user_id)
+                        .bind(&rec.name)
+                        .bind(&rec.prefix)
+                        .bind(hash_key(&raw))
+                        .bind(rec.created_at.micros())
+                        .bind(rec.expires_at.map(asof_engine::Instant::micros))
+                        .execute(&self.pool)
+                        .await?;
+                    Ok((rec, raw))
+                })
+                .await
             }
 
             async fn create_key_within(&self, user_id: &str, name: &str, expires_at: Option<asof_engine::Instant>, cap: u32, now: asof_engine::Instant) -> Result<Option<(KeyRecord, String)>> {
-                let mut tx = self.pool.begin().await?;
-                // The lock: a write to the user's row before anything is read.
-                sqlx::query("UPDATE users SET id = id WHERE id = $1").bind(user_id).execute(&mut *tx).await?;
-                let live: i64 = sqlx::query_scalar("SELECT count(*) FROM api_keys WHERE user_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)")
-                    .bind(user_id)
-                    .bind(now.micros())
-                    .fetch_one(&mut *tx)
-                    .await?;
-                if live >= i64::from(cap) {
-                    return Ok(None);
-                }
-                let (rec, raw) = new_key(user_id, name, expires_at, now);
-                sqlx::query(INSERT_KEY)
-                    .bind(&rec.id)
-                    .bind(&rec.user_id)
-                    .bind(&rec.name)
-                    .bind(&rec.prefix)
-                    .bind(hash_key(&raw))
-                    .bind(rec.created_at.micros())
-                    .bind(rec.expires_at.map(asof_engine::Instant::micros))
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(Some((rec, raw)))
+                crate::obs::store_op("create_key_within", async {
+                    let mut tx = self.pool.begin().await?;
+                    // The lock: a write to the user's row before anything is read.
+                    sqlx::query("UPDATE users SET id = id WHERE id = $1").bind(user_id).execute(&mut *tx).await?;
+                    let live: i64 = sqlx::query_scalar("SELECT count(*) FROM api_keys WHERE user_id = $1 AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > $2)")
+                        .bind(user_id)
+                        .bind(now.micros())
+                        .fetch_one(&mut *tx)
+                        .await?;
+                    if live >= i64::from(cap) {
+                        return Ok(None);
+                    }
+                    let (rec, raw) = new_key(user_id, name, expires_at, now);
+                    sqlx::query(INSERT_KEY)
+                        .bind(&rec.id)
+                        .bind(&rec.user_id)
+                        .bind(&rec.name)
+                        .bind(&rec.prefix)
+                        .bind(hash_key(&raw))
+                        .bind(rec.created_at.micros())
+                        .bind(rec.expires_at.map(asof_engine::Instant::micros))
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    Ok(Some((rec, raw)))
+                })
+                .await
             }
 
             async fn key_by_hash(&self, hash: &str) -> Result<Option<(KeyRecord, User)>> {
-                let row = sqlx::query(
-                    "SELECT k.id, k.user_id, k.name, k.prefix, k.created_at, k.expires_at, k.revoked_at, u.email, u.plan \
-                     FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.secret_hash = $1",
-                )
-                .bind(hash)
-                .fetch_optional(&self.pool)
-                .await?;
-                let Some(r) = row else { return Ok(None) };
-                let key = Self::key_from_row(&r)?;
-                let plan: String = r.try_get("plan")?;
-                let user = User { id: key.user_id.clone(), email: r.try_get("email")?, plan: plan_of(&plan)? };
-                Ok(Some((key, user)))
+                crate::obs::store_op("key_by_hash", async {
+                    let row = sqlx::query(
+                        "SELECT k.id, k.user_id, k.name, k.prefix, k.created_at, k.expires_at, k.revoked_at, u.email, u.plan \
+                         FROM api_keys k JOIN users u ON u.id = k.user_id WHERE k.secret_hash = $1",
+                    )
+                    .bind(hash)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    let Some(r) = row else { return Ok(None) };
+                    let key = Self::key_from_row(&r)?;
+                    let plan: String = r.try_get("plan")?;
+                    let user = User { id: key.user_id.clone(), email: r.try_get("email")?, plan: plan_of(&plan)? };
+                    Ok(Some((key, user)))
+                })
+                .await
             }
 
             async fn list_keys(&self, user_id: &str) -> Result<Vec<KeyRecord>> {
-                let rows = sqlx::query(
-                    "SELECT k.id, k.user_id, k.name, k.prefix, k.created_at, k.expires_at, k.revoked_at, u.at AS last_used_at \
-                     FROM api_keys k LEFT JOIN key_last_used u ON u.key_id = k.id WHERE k.user_id = $1 ORDER BY k.created_at, k.id",
-                )
-                .bind(user_id)
-                .fetch_all(&self.pool)
-                .await?;
-                rows.iter()
-                    .map(|r| {
-                        let mut k = Self::key_from_row(r)?;
-                        k.last_used_at = instant(r.try_get("last_used_at")?);
-                        Ok(k)
-                    })
-                    .collect()
+                crate::obs::store_op("list_keys", async {
+                    let rows = sqlx::query(
+                        "SELECT k.id, k.user_id, k.name, k.prefix, k.created_at, k.expires_at, k.revoked_at, u.at AS last_used_at \
+                         FROM api_keys k LEFT JOIN key_last_used u ON u.key_id = k.id WHERE k.user_id = $1 ORDER BY k.created_at, k.id",
+                    )
+                    .bind(user_id)
+                    .fetch_all(&self.pool)
+                    .await?;
+                    rows.iter()
+                        .map(|r| {
+                            let mut k = Self::key_from_row(r)?;
+                            k.last_used_at = instant(r.try_get("last_used_at")?);
+                            Ok(k)
+                        })
+                        .collect()
+                })
+                .await
             }
 
             async fn keys_used(&self, key_ids: &[String], at: asof_engine::Instant) -> Result<()> {
-                if key_ids.is_empty() {
-                    return Ok(());
-                }
-                let mut ids: Vec<&String> = key_ids.iter().collect();
-                ids.sort_unstable();
-                ids.dedup();
-                let mut tx = self.pool.begin().await?;
-                for chunk in ids.chunks(BATCH_ROWS) {
-                    let mut q = sqlx::QueryBuilder::<<$pool as PoolDb>::Db>::new("INSERT INTO key_last_used (key_id, at) ");
-                    q.push_values(chunk, |mut row, id| {
-                        row.push_bind(id.as_str()).push_bind(at.micros());
-                    });
-                    q.push(" ON CONFLICT (key_id) DO UPDATE SET at = excluded.at WHERE key_last_used.at < excluded.at");
-                    q.build().execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-                Ok(())
+                crate::obs::store_op("keys_used", async {
+                    if key_ids.is_empty() {
+                        return Ok(());
+                    }
+                    let mut ids: Vec<&String> = key_ids.iter().collect();
+                    ids.sort_unstable();
+                    ids.dedup();
+                    let mut tx = self.pool.begin().await?;
+                    for chunk in ids.chunks(BATCH_ROWS) {
+                        let mut q = sqlx::QueryBuilder::<<$pool as PoolDb>::Db>::new("INSERT INTO key_last_used (key_id, at) ");
+                        q.push_values(chunk, |mut row, id| {
+                            row.push_bind(id.as_str()).push_bind(at.micros());
+                        });
+                        q.push(" ON CONFLICT (key_id) DO UPDATE SET at = excluded.at WHERE key_last_used.at < excluded.at");
+                        q.build().execute(&mut *tx).await?;
+                    }
+                    tx.commit().await?;
+                    Ok(())
+                })
+                .await
             }
 
             async fn revoke_key(&self, user_id: &str, key_id: &str, at: asof_engine::Instant) -> Result<bool> {
-                let done = sqlx::query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND user_id = $3")
-                    .bind(at.micros())
-                    .bind(key_id)
-                    .bind(user_id)
-                    .execute(&self.pool)
-                    .await?;
-                Ok(done.rows_affected() > 0)
+                crate::obs::store_op("revoke_key", async {
+                    let done = sqlx::query("UPDATE api_keys SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 AND user_id = $3")
+                        .bind(at.micros())
+                        .bind(key_id)
+                        .bind(user_id)
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(done.rows_affected() > 0)
+                })
+                .await
             }
         }
     };

@@ -127,17 +127,23 @@ macro_rules! sql_state_store {
             }
 
             async fn ping(&self) -> Result<()> {
-                sqlx::query("SELECT 1").execute(&self.pool).await?;
-                Ok(())
+                crate::obs::store_op("ping", async {
+                    sqlx::query("SELECT 1").execute(&self.pool).await?;
+                    Ok(())
+                })
+                .await
             }
 
             async fn secret(&self, name: &str) -> Result<String> {
-                let mut b = [0u8; 32];
-                rand::rng().fill_bytes(&mut b);
-                // First writer wins; every replica then reads the same value.
-                sqlx::query("INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING").bind(name).bind(hex::encode(b)).execute(&self.pool).await?;
-                let r = sqlx::query("SELECT value FROM secrets WHERE name = $1").bind(name).fetch_one(&self.pool).await?;
-                Ok(r.try_get("value")?)
+                crate::obs::store_op("secret", async {
+                    let mut b = [0u8; 32];
+                    rand::rng().fill_bytes(&mut b);
+                    // First writer wins; every replica then reads the same value.
+                    sqlx::query("INSERT INTO secrets (name, value) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING").bind(name).bind(hex::encode(b)).execute(&self.pool).await?;
+                    let r = sqlx::query("SELECT value FROM secrets WHERE name = $1").bind(name).fetch_one(&self.pool).await?;
+                    Ok(r.try_get("value")?)
+                })
+                .await
             }
         }
     };
@@ -182,4 +188,54 @@ pub async fn open(url: &str) -> Result<Arc<dyn StateStore>> {
         .connect_with(opts)
         .await?;
     Ok(Arc::new(SqliteStore::new(pool).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_store_method_is_timed_under_its_own_name_and_its_failures_counted() {
+        let dir = tempfile::tempdir().unwrap();
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        // A current-thread runtime: the store's futures record on this thread, where the
+        // local recorder is installed.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        metrics::with_local_recorder(&recorder, || {
+            rt.block_on(async {
+                let url = format!("sqlite://{}/state.db", dir.path().display());
+                let store = open(&url).await.unwrap();
+                store.ping().await.unwrap();
+                assert!(store.key_by_hash("no such key").await.unwrap().is_none());
+                let pool = sqlx::sqlite::SqlitePoolOptions::new()
+                    .connect(&url)
+                    .await
+                    .unwrap();
+                let closed = SqliteStore::new(pool.clone()).await.unwrap();
+                pool.close().await;
+                assert!(closed.ping().await.is_err());
+            })
+        });
+        let text = handle.render();
+        for op in ["ping", "key_by_hash"] {
+            assert!(
+                text.contains(&format!(
+                    "asof_state_operation_duration_seconds_count{{operation=\"{op}\"}}"
+                )),
+                "{text}"
+            );
+        }
+        assert!(
+            text.contains("asof_state_errors_total{operation=\"ping\"} 1"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("asof_state_errors_total{operation=\"key_by_hash\"}"),
+            "{text}"
+        );
+    }
 }

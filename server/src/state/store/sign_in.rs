@@ -201,176 +201,212 @@ macro_rules! sign_in_sql {
         #[async_trait]
         impl SignInStore for $name {
             async fn sign_in_user(&self, email: &str) -> Result<User> {
-                let id = format!("usr_{}", uuid::Uuid::new_v4().simple());
-                let now = asof_engine::Instant::now().micros();
-                sqlx::query("INSERT INTO users (id, email, plan, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (email) DO NOTHING")
-                    .bind(&id)
-                    .bind(email)
-                    .bind(Plan::Researcher.as_str())
-                    .bind(now)
-                    .execute(&self.pool)
-                    .await?;
-                let r = sqlx::query("SELECT id, email, plan FROM users WHERE email = $1").bind(email).fetch_one(&self.pool).await?;
-                let plan: String = r.try_get("plan")?;
-                Ok(User { id: r.try_get("id")?, email: r.try_get("email")?, plan: plan_of(&plan)? })
+                crate::obs::store_op("sign_in_user", async {
+                    let id = format!("usr_{}", uuid::Uuid::new_v4().simple());
+                    let now = asof_engine::Instant::now().micros();
+                    sqlx::query("INSERT INTO users (id, email, plan, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (email) DO NOTHING")
+                        .bind(&id)
+                        .bind(email)
+                        .bind(Plan::Researcher.as_str())
+                        .bind(now)
+                        .execute(&self.pool)
+                        .await?;
+                    let r = sqlx::query("SELECT id, email, plan FROM users WHERE email = $1").bind(email).fetch_one(&self.pool).await?;
+                    let plan: String = r.try_get("plan")?;
+                    Ok(User { id: r.try_get("id")?, email: r.try_get("email")?, plan: plan_of(&plan)? })
+                })
+                .await
             }
 
             async fn put_sign_in_link(&self, link: &SignInLink) -> Result<()> {
-                sqlx::query("INSERT INTO sign_in_links (token_hash, email, browser_hash, join_issuer, join_subject, created_at, expires_at, used_at) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)")
-                    .bind(&link.token_hash)
-                    .bind(&link.email)
-                    .bind(&link.browser_hash)
-                    .bind(link.joins.as_ref().map(|i| i.issuer.as_str()))
-                    .bind(link.joins.as_ref().map(|i| i.subject.as_str()))
-                    .bind(link.created_at.micros())
-                    .bind(link.expires_at.micros())
-                    .execute(&self.pool)
-                    .await?;
-                Ok(())
+                crate::obs::store_op("put_sign_in_link", async {
+                    sqlx::query("INSERT INTO sign_in_links (token_hash, email, browser_hash, join_issuer, join_subject, created_at, expires_at, used_at) VALUES ($1, $2, $3, $4, $5, $6, $7, NULL)")
+                        .bind(&link.token_hash)
+                        .bind(&link.email)
+                        .bind(&link.browser_hash)
+                        .bind(link.joins.as_ref().map(|i| i.issuer.as_str()))
+                        .bind(link.joins.as_ref().map(|i| i.subject.as_str()))
+                        .bind(link.created_at.micros())
+                        .bind(link.expires_at.micros())
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
+                })
+                .await
             }
 
             async fn sign_in_link(&self, token_hash: &str, browser_hash: &str, now: asof_engine::Instant) -> Result<LinkState> {
-                let r = sqlx::query("SELECT email, browser_hash, join_issuer, join_subject, expires_at, used_at FROM sign_in_links WHERE token_hash = $1")
-                    .bind(token_hash)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                let Some(r) = r else { return Ok(LinkState::Unknown) };
-                let state = link_state(
-                    r.try_get::<Option<i64>, _>("used_at")?.is_some(),
-                    r.try_get::<i64, _>("expires_at")? <= now.micros(),
-                    r.try_get::<String, _>("browser_hash")? == browser_hash,
-                );
-                Ok(match state {
-                    Some(s) => s,
-                    None => LinkState::SignIn {
-                        email: r.try_get("email")?,
-                        joins: identity_of(r.try_get("join_issuer")?, r.try_get("join_subject")?),
-                    },
+                crate::obs::store_op("sign_in_link", async {
+                    let r = sqlx::query("SELECT email, browser_hash, join_issuer, join_subject, expires_at, used_at FROM sign_in_links WHERE token_hash = $1")
+                        .bind(token_hash)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    let Some(r) = r else { return Ok(LinkState::Unknown) };
+                    let state = link_state(
+                        r.try_get::<Option<i64>, _>("used_at")?.is_some(),
+                        r.try_get::<i64, _>("expires_at")? <= now.micros(),
+                        r.try_get::<String, _>("browser_hash")? == browser_hash,
+                    );
+                    Ok(match state {
+                        Some(s) => s,
+                        None => LinkState::SignIn {
+                            email: r.try_get("email")?,
+                            joins: identity_of(r.try_get("join_issuer")?, r.try_get("join_subject")?),
+                        },
+                    })
                 })
+                .await
             }
 
             async fn use_sign_in_link(&self, token_hash: &str, browser_hash: &str, now: asof_engine::Instant) -> Result<LinkState> {
-                // One statement marks the link used only if it is live and this browser's: two
-                // requests racing with one link cannot both sign in.
-                let used = sqlx::query("UPDATE sign_in_links SET used_at = $2 WHERE token_hash = $1 AND browser_hash = $3 AND used_at IS NULL AND expires_at > $2 RETURNING email, join_issuer, join_subject")
-                    .bind(token_hash)
-                    .bind(now.micros())
-                    .bind(browser_hash)
-                    .fetch_optional(&self.pool)
-                    .await?;
-                if let Some(r) = used {
-                    return Ok(LinkState::SignIn {
-                        email: r.try_get("email")?,
-                        joins: identity_of(r.try_get("join_issuer")?, r.try_get("join_subject")?),
-                    });
-                }
-                // Not spent: say why, as a look would (it cannot be live for this browser now).
-                Ok(match self.sign_in_link(token_hash, browser_hash, now).await? {
-                    LinkState::SignIn { .. } => LinkState::Used,
-                    other => other,
+                crate::obs::store_op("use_sign_in_link", async {
+                    // One statement marks the link used only if it is live and this browser's: two
+                    // requests racing with one link cannot both sign in.
+                    let used = sqlx::query("UPDATE sign_in_links SET used_at = $2 WHERE token_hash = $1 AND browser_hash = $3 AND used_at IS NULL AND expires_at > $2 RETURNING email, join_issuer, join_subject")
+                        .bind(token_hash)
+                        .bind(now.micros())
+                        .bind(browser_hash)
+                        .fetch_optional(&self.pool)
+                        .await?;
+                    if let Some(r) = used {
+                        return Ok(LinkState::SignIn {
+                            email: r.try_get("email")?,
+                            joins: identity_of(r.try_get("join_issuer")?, r.try_get("join_subject")?),
+                        });
+                    }
+                    // Not spent: say why, as a look would (it cannot be live for this browser now).
+                    Ok(match self.sign_in_link(token_hash, browser_hash, now).await? {
+                        LinkState::SignIn { .. } => LinkState::Used,
+                        other => other,
+                    })
                 })
+                .await
             }
 
             async fn identity_sign_in(&self, identity: &Identity, email: &str, now: asof_engine::Instant) -> Result<IdentitySignIn> {
-                // Reads, then writes: see `PoolDb::BEGIN_WRITE`.
-                let mut tx = self.pool.begin_with(<$pool as PoolDb>::BEGIN_WRITE).await?;
-                let known = sqlx::query("SELECT u.id, u.email, u.plan FROM identities i JOIN users u ON u.id = i.user_id WHERE i.issuer = $1 AND i.subject = $2")
-                    .bind(&identity.issuer)
-                    .bind(&identity.subject)
-                    .fetch_optional(&mut *tx)
-                    .await?;
-                if let Some(r) = known {
-                    let plan: String = r.try_get("plan")?;
-                    return Ok(IdentitySignIn::Known(User { id: r.try_get("id")?, email: r.try_get("email")?, plan: plan_of(&plan)? }));
-                }
-                let id = format!("usr_{}", uuid::Uuid::new_v4().simple());
-                let made = sqlx::query("INSERT INTO users (id, email, plan, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (email) DO NOTHING")
-                    .bind(&id)
-                    .bind(email)
-                    .bind(Plan::Researcher.as_str())
-                    .bind(now.micros())
-                    .execute(&mut *tx)
-                    .await?
-                    .rows_affected();
-                if made == 0 {
-                    return Ok(IdentitySignIn::EmailTaken);
-                }
-                sqlx::query("INSERT INTO identities (issuer, subject, user_id, created_at) VALUES ($1, $2, $3, $4)")
-                    .bind(&identity.issuer)
-                    .bind(&identity.subject)
-                    .bind(&id)
-                    .bind(now.micros())
-                    .execute(&mut *tx)
-                    .await?;
-                tx.commit().await?;
-                Ok(IdentitySignIn::New(User { id, email: email.to_owned(), plan: Plan::Researcher }))
+                crate::obs::store_op("identity_sign_in", async {
+                    // Reads, then writes: see `PoolDb::BEGIN_WRITE`.
+                    let mut tx = self.pool.begin_with(<$pool as PoolDb>::BEGIN_WRITE).await?;
+                    let known = sqlx::query("SELECT u.id, u.email, u.plan FROM identities i JOIN users u ON u.id = i.user_id WHERE i.issuer = $1 AND i.subject = $2")
+                        .bind(&identity.issuer)
+                        .bind(&identity.subject)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                    if let Some(r) = known {
+                        let plan: String = r.try_get("plan")?;
+                        return Ok(IdentitySignIn::Known(User { id: r.try_get("id")?, email: r.try_get("email")?, plan: plan_of(&plan)? }));
+                    }
+                    let id = format!("usr_{}", uuid::Uuid::new_v4().simple());
+                    let made = sqlx::query("INSERT INTO users (id, email, plan, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (email) DO NOTHING")
+                        .bind(&id)
+                        .bind(email)
+                        .bind(Plan::Researcher.as_str())
+                        .bind(now.micros())
+                        .execute(&mut *tx)
+                        .await?
+                        .rows_affected();
+                    if made == 0 {
+                        return Ok(IdentitySignIn::EmailTaken);
+                    }
+                    sqlx::query("INSERT INTO identities (issuer, subject, user_id, created_at) VALUES ($1, $2, $3, $4)")
+                        .bind(&identity.issuer)
+                        .bind(&identity.subject)
+                        .bind(&id)
+                        .bind(now.micros())
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    Ok(IdentitySignIn::New(User { id, email: email.to_owned(), plan: Plan::Researcher }))
+                })
+                .await
             }
 
             async fn add_identity(&self, identity: &Identity, user_id: &str, now: asof_engine::Instant) -> Result<()> {
-                sqlx::query("INSERT INTO identities (issuer, subject, user_id, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (issuer, subject) DO NOTHING")
-                    .bind(&identity.issuer)
-                    .bind(&identity.subject)
-                    .bind(user_id)
-                    .bind(now.micros())
-                    .execute(&self.pool)
-                    .await?;
-                Ok(())
+                crate::obs::store_op("add_identity", async {
+                    sqlx::query("INSERT INTO identities (issuer, subject, user_id, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (issuer, subject) DO NOTHING")
+                        .bind(&identity.issuer)
+                        .bind(&identity.subject)
+                        .bind(user_id)
+                        .bind(now.micros())
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
+                })
+                .await
             }
 
             async fn identities(&self, user_id: &str) -> Result<Vec<Identity>> {
-                let rows = sqlx::query("SELECT issuer, subject FROM identities WHERE user_id = $1 ORDER BY created_at, issuer, subject")
-                    .bind(user_id)
-                    .fetch_all(&self.pool)
-                    .await?;
-                rows.iter().map(|r| Ok(Identity { issuer: r.try_get("issuer")?, subject: r.try_get("subject")? })).collect()
+                crate::obs::store_op("identities", async {
+                    let rows = sqlx::query("SELECT issuer, subject FROM identities WHERE user_id = $1 ORDER BY created_at, issuer, subject")
+                        .bind(user_id)
+                        .fetch_all(&self.pool)
+                        .await?;
+                    rows.iter().map(|r| Ok(Identity { issuer: r.try_get("issuer")?, subject: r.try_get("subject")? })).collect()
+                })
+                .await
             }
 
             async fn create_session(&self, id_hash: &str, user_id: &str, via: &str, now: asof_engine::Instant, expires_at: asof_engine::Instant) -> Result<()> {
-                sqlx::query("INSERT INTO sessions (id_hash, user_id, via, created_at, last_seen_at, expires_at, ended_at) VALUES ($1, $2, $3, $4, $4, $5, NULL)")
-                    .bind(id_hash)
-                    .bind(user_id)
-                    .bind(via)
-                    .bind(now.micros())
-                    .bind(expires_at.micros())
-                    .execute(&self.pool)
-                    .await?;
-                Ok(())
+                crate::obs::store_op("create_session", async {
+                    sqlx::query("INSERT INTO sessions (id_hash, user_id, via, created_at, last_seen_at, expires_at, ended_at) VALUES ($1, $2, $3, $4, $4, $5, NULL)")
+                        .bind(id_hash)
+                        .bind(user_id)
+                        .bind(via)
+                        .bind(now.micros())
+                        .bind(expires_at.micros())
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
+                })
+                .await
             }
 
             async fn session(&self, id_hash: &str) -> Result<Option<SessionRecord>> {
-                let row = sqlx::query(
-                    "SELECT s.user_id, s.via, s.created_at, s.last_seen_at, s.expires_at, s.ended_at, u.email, u.plan \
-                     FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = $1",
-                )
-                .bind(id_hash)
-                .fetch_optional(&self.pool)
-                .await?;
-                let Some(r) = row else { return Ok(None) };
-                let plan: String = r.try_get("plan")?;
-                Ok(Some(SessionRecord {
-                    user: User { id: r.try_get("user_id")?, email: r.try_get("email")?, plan: plan_of(&plan)? },
-                    via: r.try_get("via")?,
-                    created_at: asof_engine::Instant::from_micros(r.try_get("created_at")?),
-                    last_seen_at: asof_engine::Instant::from_micros(r.try_get("last_seen_at")?),
-                    expires_at: asof_engine::Instant::from_micros(r.try_get("expires_at")?),
-                    ended_at: instant(r.try_get("ended_at")?),
-                }))
+                crate::obs::store_op("session", async {
+                    let row = sqlx::query(
+                        "SELECT s.user_id, s.via, s.created_at, s.last_seen_at, s.expires_at, s.ended_at, u.email, u.plan \
+                         FROM sessions s JOIN users u ON u.id = s.user_id WHERE s.id_hash = $1",
+                    )
+                    .bind(id_hash)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                    let Some(r) = row else { return Ok(None) };
+                    let plan: String = r.try_get("plan")?;
+                    Ok(Some(SessionRecord {
+                        user: User { id: r.try_get("user_id")?, email: r.try_get("email")?, plan: plan_of(&plan)? },
+                        via: r.try_get("via")?,
+                        created_at: asof_engine::Instant::from_micros(r.try_get("created_at")?),
+                        last_seen_at: asof_engine::Instant::from_micros(r.try_get("last_seen_at")?),
+                        expires_at: asof_engine::Instant::from_micros(r.try_get("expires_at")?),
+                        ended_at: instant(r.try_get("ended_at")?),
+                    }))
+                })
+                .await
             }
 
             async fn touch_session(&self, id_hash: &str, at: asof_engine::Instant) -> Result<()> {
-                sqlx::query("UPDATE sessions SET last_seen_at = $2 WHERE id_hash = $1 AND last_seen_at < $2").bind(id_hash).bind(at.micros()).execute(&self.pool).await?;
-                Ok(())
+                crate::obs::store_op("touch_session", async {
+                    sqlx::query("UPDATE sessions SET last_seen_at = $2 WHERE id_hash = $1 AND last_seen_at < $2").bind(id_hash).bind(at.micros()).execute(&self.pool).await?;
+                    Ok(())
+                })
+                .await
             }
 
             async fn end_session(&self, id_hash: &str, at: asof_engine::Instant) -> Result<bool> {
-                let done = sqlx::query("UPDATE sessions SET ended_at = $2 WHERE id_hash = $1 AND ended_at IS NULL").bind(id_hash).bind(at.micros()).execute(&self.pool).await?;
-                Ok(done.rows_affected() > 0)
+                crate::obs::store_op("end_session", async {
+                    let done = sqlx::query("UPDATE sessions SET ended_at = $2 WHERE id_hash = $1 AND ended_at IS NULL").bind(id_hash).bind(at.micros()).execute(&self.pool).await?;
+                    Ok(done.rows_affected() > 0)
+                })
+                .await
             }
 
             async fn purge_sign_ins(&self, before: asof_engine::Instant) -> Result<u64> {
-                let t = sqlx::query("DELETE FROM sign_in_links WHERE expires_at < $1").bind(before.micros()).execute(&self.pool).await?.rows_affected();
-                let s = sqlx::query("DELETE FROM sessions WHERE expires_at < $1 OR ended_at < $1").bind(before.micros()).execute(&self.pool).await?.rows_affected();
-                Ok(t + s)
+                crate::obs::store_op("purge_sign_ins", async {
+                    let t = sqlx::query("DELETE FROM sign_in_links WHERE expires_at < $1").bind(before.micros()).execute(&self.pool).await?.rows_affected();
+                    let s = sqlx::query("DELETE FROM sessions WHERE expires_at < $1 OR ended_at < $1").bind(before.micros()).execute(&self.pool).await?.rows_affected();
+                    Ok(t + s)
+                })
+                .await
             }
         }
     };

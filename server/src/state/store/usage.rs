@@ -51,55 +51,67 @@ macro_rules! usage_sql {
         #[async_trait]
         impl UsageStore for $name {
             async fn add_usage(&self, counts: &[UsageCount]) -> Result<()> {
-                if counts.is_empty() {
-                    return Ok(());
-                }
-                // One order in every replica's batches (see `hit_many`).
-                let mut counts: Vec<&UsageCount> = counts.iter().collect();
-                counts.sort_unstable();
-                let mut tx = self.pool.begin().await?;
-                for chunk in counts.chunks(BATCH_ROWS) {
-                    let mut q = sqlx::QueryBuilder::<<$pool as PoolDb>::Db>::new("INSERT INTO usage_days (user_id, key_id, day, route_group, requests) ");
-                    q.push_values(chunk, |mut row, c| {
-                        row.push_bind(c.user_id.as_str())
-                            .push_bind(c.key_id.as_str())
-                            .push_bind(c.day.as_str())
-                            .push_bind(c.route_group.as_str())
-                            .push_bind(c.requests);
-                    });
-                    q.push(" ON CONFLICT (user_id, day, key_id, route_group) DO UPDATE SET requests = usage_days.requests + excluded.requests");
-                    q.build().execute(&mut *tx).await?;
-                }
-                tx.commit().await?;
-                Ok(())
+                crate::obs::store_op("add_usage", async {
+                    if counts.is_empty() {
+                        return Ok(());
+                    }
+                    // One order in every replica's batches (see `hit_many`).
+                    let mut counts: Vec<&UsageCount> = counts.iter().collect();
+                    counts.sort_unstable();
+                    let mut tx = self.pool.begin().await?;
+                    for chunk in counts.chunks(BATCH_ROWS) {
+                        let mut q = sqlx::QueryBuilder::<<$pool as PoolDb>::Db>::new("INSERT INTO usage_days (user_id, key_id, day, route_group, requests) ");
+                        q.push_values(chunk, |mut row, c| {
+                            row.push_bind(c.user_id.as_str())
+                                .push_bind(c.key_id.as_str())
+                                .push_bind(c.day.as_str())
+                                .push_bind(c.route_group.as_str())
+                                .push_bind(c.requests);
+                        });
+                        q.push(" ON CONFLICT (user_id, day, key_id, route_group) DO UPDATE SET requests = usage_days.requests + excluded.requests");
+                        q.build().execute(&mut *tx).await?;
+                    }
+                    tx.commit().await?;
+                    Ok(())
+                })
+                .await
             }
 
             async fn usage(&self, user_id: &str, from_day: &str, to_day: &str) -> Result<Vec<(String, String, String, i64)>> {
-                let rows = sqlx::query("SELECT day, key_id, route_group, requests FROM usage_days WHERE user_id = $1 AND day >= $2 AND day <= $3 ORDER BY day, key_id, route_group")
-                    .bind(user_id)
-                    .bind(from_day)
-                    .bind(to_day)
-                    .fetch_all(&self.pool)
-                    .await?;
-                rows.iter().map(|r| Ok((r.try_get("day")?, r.try_get("key_id")?, r.try_get("route_group")?, r.try_get("requests")?))).collect()
+                crate::obs::store_op("usage", async {
+                    let rows = sqlx::query("SELECT day, key_id, route_group, requests FROM usage_days WHERE user_id = $1 AND day >= $2 AND day <= $3 ORDER BY day, key_id, route_group")
+                        .bind(user_id)
+                        .bind(from_day)
+                        .bind(to_day)
+                        .fetch_all(&self.pool)
+                        .await?;
+                    rows.iter().map(|r| Ok((r.try_get("day")?, r.try_get("key_id")?, r.try_get("route_group")?, r.try_get("requests")?))).collect()
+                })
+                .await
             }
 
             async fn count_page_view(&self, path: &str, day: &str) -> Result<()> {
-                sqlx::query("INSERT INTO page_views (path, day, count) VALUES ($1, $2, 1) ON CONFLICT (path, day) DO UPDATE SET count = page_views.count + 1")
-                    .bind(path)
-                    .bind(day)
-                    .execute(&self.pool)
-                    .await?;
-                Ok(())
+                crate::obs::store_op("count_page_view", async {
+                    sqlx::query("INSERT INTO page_views (path, day, count) VALUES ($1, $2, 1) ON CONFLICT (path, day) DO UPDATE SET count = page_views.count + 1")
+                        .bind(path)
+                        .bind(day)
+                        .execute(&self.pool)
+                        .await?;
+                    Ok(())
+                })
+                .await
             }
 
             async fn page_views(&self, from_day: &str, to_day: &str) -> Result<Vec<(String, String, i64)>> {
-                let rows = sqlx::query("SELECT path, day, count FROM page_views WHERE day >= $1 AND day <= $2 ORDER BY day, path")
-                    .bind(from_day)
-                    .bind(to_day)
-                    .fetch_all(&self.pool)
-                    .await?;
-                rows.iter().map(|r| Ok((r.try_get("path")?, r.try_get("day")?, r.try_get("count")?))).collect()
+                crate::obs::store_op("page_views", async {
+                    let rows = sqlx::query("SELECT path, day, count FROM page_views WHERE day >= $1 AND day <= $2 ORDER BY day, path")
+                        .bind(from_day)
+                        .bind(to_day)
+                        .fetch_all(&self.pool)
+                        .await?;
+                    rows.iter().map(|r| Ok((r.try_get("path")?, r.try_get("day")?, r.try_get("count")?))).collect()
+                })
+                .await
             }
         }
     };

@@ -39,44 +39,53 @@ macro_rules! window_sql {
         #[async_trait]
         impl WindowStore for $name {
             async fn hit_n(&self, bucket: &str, window_start: i64, n: i64) -> Result<i64> {
-                let r = sqlx::query(
-                    "INSERT INTO rate_windows (bucket, window_start, count) VALUES ($1, $2, $3) \
-                     ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + $3 RETURNING count",
-                )
-                .bind(bucket)
-                .bind(window_start)
-                .bind(n)
-                .fetch_one(&self.pool)
-                .await?;
-                Ok(r.try_get("count")?)
+                crate::obs::store_op("hit_n", async {
+                    let r = sqlx::query(
+                        "INSERT INTO rate_windows (bucket, window_start, count) VALUES ($1, $2, $3) \
+                         ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + $3 RETURNING count",
+                    )
+                    .bind(bucket)
+                    .bind(window_start)
+                    .bind(n)
+                    .fetch_one(&self.pool)
+                    .await?;
+                    Ok(r.try_get("count")?)
+                })
+                .await
             }
 
             async fn hit_many(&self, hits: &[WindowHits]) -> Result<Vec<WindowHits>> {
-                if hits.is_empty() {
-                    return Ok(Vec::new());
-                }
-                // Rows in one order in every replica's batches, so two batches that share
-                // windows lock them in the same order (else PostgreSQL finds a deadlock).
-                let mut hits: Vec<&WindowHits> = hits.iter().collect();
-                hits.sort_unstable();
-                let mut out = Vec::with_capacity(hits.len());
-                let mut tx = self.pool.begin().await?;
-                for chunk in hits.chunks(BATCH_ROWS) {
-                    let mut q = sqlx::QueryBuilder::<<$pool as PoolDb>::Db>::new("INSERT INTO rate_windows (bucket, window_start, count) ");
-                    q.push_values(chunk, |mut row, &(bucket, window, n)| {
-                        row.push_bind(bucket.as_str()).push_bind(*window).push_bind(*n);
-                    });
-                    q.push(" ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + excluded.count RETURNING bucket, window_start, count");
-                    for r in q.build().fetch_all(&mut *tx).await? {
-                        out.push((r.try_get("bucket")?, r.try_get("window_start")?, r.try_get("count")?));
+                crate::obs::store_op("hit_many", async {
+                    if hits.is_empty() {
+                        return Ok(Vec::new());
                     }
-                }
-                tx.commit().await?;
-                Ok(out)
+                    // Rows in one order in every replica's batches, so two batches that share
+                    // windows lock them in the same order (else PostgreSQL finds a deadlock).
+                    let mut hits: Vec<&WindowHits> = hits.iter().collect();
+                    hits.sort_unstable();
+                    let mut out = Vec::with_capacity(hits.len());
+                    let mut tx = self.pool.begin().await?;
+                    for chunk in hits.chunks(BATCH_ROWS) {
+                        let mut q = sqlx::QueryBuilder::<<$pool as PoolDb>::Db>::new("INSERT INTO rate_windows (bucket, window_start, count) ");
+                        q.push_values(chunk, |mut row, &(bucket, window, n)| {
+                            row.push_bind(bucket.as_str()).push_bind(*window).push_bind(*n);
+                        });
+                        q.push(" ON CONFLICT (bucket, window_start) DO UPDATE SET count = rate_windows.count + excluded.count RETURNING bucket, window_start, count");
+                        for r in q.build().fetch_all(&mut *tx).await? {
+                            out.push((r.try_get("bucket")?, r.try_get("window_start")?, r.try_get("count")?));
+                        }
+                    }
+                    tx.commit().await?;
+                    Ok(out)
+                })
+                .await
             }
 
             async fn purge_windows(&self, before: i64) -> Result<u64> {
-                Ok(sqlx::query("DELETE FROM rate_windows WHERE window_start < $1").bind(before).execute(&self.pool).await?.rows_affected())
+                crate::obs::store_op("purge_windows", async {
+                    Ok(sqlx::query("DELETE FROM rate_windows WHERE window_start < $1").bind(before).execute(&self.pool).await?.rows_affected())
+                })
+                .await
             }
         }
     };
