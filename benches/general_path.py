@@ -208,9 +208,13 @@ def run(a, rng, port, keys, lanes):
     lat = {}
     pages = {}  # kind -> list of (path, first ids) for the DuckDB comparison
     errors = []
+    # Every timed request in the order sent: (sequence, kind, ms, path), to say where the
+    # slowest fell (an outlier on the server's first data request is a cold start).
+    sequence = []
 
     def timed(kind, path, keep=None):
         status, body, ms = cl.get(path)
+        sequence.append((len(sequence) + 1, kind, ms, path))
         if status != 200:
             errors.append((kind, path, status, body[:300]))
             return None
@@ -344,7 +348,12 @@ def run(a, rng, port, keys, lanes):
     print(f"non-2xx answers: {len(errors)}")
     for e in errors[:5]:
         print("  ", e)
+    slowest = sorted(sequence, key=lambda s: -s[2])[:5]
+    print(f"\nslowest of the {len(sequence)} timed requests (sequence number in the run, kind, ms):")
+    for n, kind, ms, path in slowest:
+        print(f"  #{n} {kind}: {ms:.2f} ms  {path}")
     results = {"health_p50": health, "latency": table,
+               "slowest": [{"sequence": n, "kind": k, "ms": ms, "path": p} for n, k, ms, p in slowest],
                "walks": [{k: v for k, v in w.items() if k != "ids"} | {"duckdb_ms": d} for w, d in zip(walks, walk_duck)],
                "mismatches": len(mismatches), "non_2xx": len(errors)}
     if not a.skip_isolation:
