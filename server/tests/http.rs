@@ -1076,20 +1076,30 @@ async fn ready_pings_the_state_store_at_most_once_a_second_however_many_poll_it(
     loop {
         let asked = Instant::now();
         let r = send(&t, Method::GET, "/ready", None, &[]).await;
-        assert!(asked.elapsed() < Duration::from_secs(6), "{:?}", asked.elapsed());
+        assert!(
+            asked.elapsed() < Duration::from_secs(6),
+            "{:?}",
+            asked.elapsed()
+        );
         if r.status == StatusCode::SERVICE_UNAVAILABLE {
             assert_eq!(r.json["error"]["code"], "not_ready");
             assert_eq!(r.headers[header::RETRY_AFTER], "1");
             break;
         }
-        assert!(Instant::now() < deadline, "/ready still 200 with a stalled store");
+        assert!(
+            Instant::now() < deadline,
+            "/ready still 200 with a stalled store"
+        );
     }
     let (before, asked) = (gated.pings.load(SeqCst), Instant::now());
     for r in poll(50).await {
         assert_eq!(r.status, StatusCode::SERVICE_UNAVAILABLE, "{}", r.json);
     }
     let took = asked.elapsed();
-    assert!(took < Duration::from_secs(10), "50 polls of a stalled store took {took:?}");
+    assert!(
+        took < Duration::from_secs(10),
+        "50 polls of a stalled store took {took:?}"
+    );
     let sent = gated.pings.load(SeqCst) - before;
     assert!(
         sent as u64 <= took.as_secs() / 2 + 1,

@@ -16,7 +16,9 @@ use serde_json::{Value, json};
 use tower::ServiceExt;
 
 async fn page(t: &T, uri: &str) -> (StatusCode, axum::http::HeaderMap, String) {
-    let res = t.app.clone()
+    let res = t
+        .app
+        .clone()
         .oneshot(Request::get(uri).body(Body::empty()).unwrap())
         .await
         .unwrap();
@@ -132,7 +134,9 @@ async fn the_beacon_counts_a_page_view_per_day_and_is_never_receipted() {
         assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
     }
     // Asked for a receipt, a beacon is out of the audit's scope.
-    let res = t.app.clone()
+    let res = t
+        .app
+        .clone()
         .oneshot(
             Request::post("/site/beacon")
                 .header(header::CONTENT_TYPE, "application/json")
@@ -204,14 +208,14 @@ async fn a_key_revoked_on_one_replica_is_refused_by_another_within_the_key_cache
         let secret = secret.clone();
         async move {
             app.oneshot(
-                    Request::get("/v1/me")
-                        .header(header::AUTHORIZATION, format!("Bearer {secret}"))
-                        .body(Body::empty())
-                        .unwrap(),
-                )
-                .await
-                .unwrap()
-                .status()
+                Request::get("/v1/me")
+                    .header(header::AUTHORIZATION, format!("Bearer {secret}"))
+                    .body(Body::empty())
+                    .unwrap(),
+            )
+            .await
+            .unwrap()
+            .status()
         }
     };
     assert_eq!(
@@ -229,7 +233,9 @@ async fn a_key_revoked_on_one_replica_is_refused_by_another_within_the_key_cache
     .await
     .unwrap();
     let cookie = set.to_str().unwrap().split(';').next().unwrap().to_owned();
-    let res = a.app.clone()
+    let res = a
+        .app
+        .clone()
         .oneshot(
             Request::delete(format!("/v1/keys/{}", key.id))
                 .header(header::COOKIE, cookie)

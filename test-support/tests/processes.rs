@@ -45,7 +45,11 @@ fn start(bin: &str) -> (Killed, Vec<String>) {
 fn status_line(url: &str) -> String {
     let addr = url.strip_prefix("http://").unwrap().trim_end_matches('/');
     let mut s = TcpStream::connect(addr).unwrap();
-    write!(s, "GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").unwrap();
+    write!(
+        s,
+        "GET / HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
     let mut answer = String::new();
     s.read_to_string(&mut answer).unwrap();
     answer.lines().next().unwrap_or_default().to_owned()

@@ -52,8 +52,7 @@ impl Readiness {
                 let r = r.unwrap_or_else(|_| {
                     // The store's own count sees only pings that end; one given up on counts
                     // here, as the failure it is.
-                    metrics::counter!(crate::obs::STATE_ERRORS, "operation" => "ping")
-                        .increment(1);
+                    metrics::counter!(crate::obs::STATE_ERRORS, "operation" => "ping").increment(1);
                     Err(crate::error::Error::Config("timed out".into()))
                 });
                 if let Err(e) = &r {

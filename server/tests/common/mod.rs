@@ -53,7 +53,12 @@ pub struct T {
 
 impl T {
     /// The test state of `state` (a replica) over `store`, with the researcher key `key`.
-    pub fn new(dir: tempfile::TempDir, state: AppState, store: Arc<dyn StateStore>, key: String) -> T {
+    pub fn new(
+        dir: tempfile::TempDir,
+        state: AppState,
+        store: Arc<dyn StateStore>,
+        key: String,
+    ) -> T {
         T {
             _dir: dir,
             app: app(state.clone()),
