@@ -21,6 +21,8 @@ Measured, one request at a time so every object-store request is the page's own:
 3. The same first pages once more (warm: from the replica's caches), and the same pages on
    the local directory (warm, the OS page cache holding the files).
 4. Sizes: access files beside the partitions they are derived from.
+5. A publish into the bucket: one day's EDGAR daily index ingested through the proxy, its
+   GETs and bytes by kind of object (id runs, late object, partitions, access files, ...).
 
 Prints Markdown tables and writes everything to --out as JSON.
 """
@@ -373,6 +375,37 @@ def main():
         b = results["biggest_filer"]
         print(f"biggest filer ({b['cik']}, {b['rows']:,} rows), first 100 rows warm on the local directory: "
               f"p50 {b['warm_local_ms_p50']:.3f} ms, p99 {b['warm_local_ms_p99']:.3f} ms")
+        # 5. What a publisher reads from the bucket (issue 47, point 5): one day's EDGAR daily
+        # index (the shipped 2022-10-03 file, 4,925 lines) ingested into the corpus in the
+        # bucket through the same proxy, its GETs and bytes by kind of object. A daily ingest
+        # should read the pointer and manifest, its source-lane's id runs (by ranges), late
+        # object and the partitions its ids can be in, never an access file (its rows become
+        # a delta file of their era).
+        daily = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "snapshots", "sources", "sec.edgar",
+                             "daily-index", "company.20221003.idx")
+        log.take()
+        t = time.perf_counter()
+        out = subprocess.run([a.bin, "ingest", "--corpus", "s3://corpus/bench", "--source", "sec.edgar",
+                              "--certify", "none", daily],
+                             capture_output=True, text=True, env=env_s3)
+        ingest_s = time.perf_counter() - t
+        if out.returncode != 0:
+            sys.exit(f"ingest failed: {out.stderr[-2000:]}")
+        reqs = log.take()
+        kinds = {}
+        for path, n, _ in reqs:
+            rel = path.split("/bench/", 1)[-1]
+            parts_ = rel.split("/")
+            kind = parts_[0] if parts_[0] != "snapshots" else parts_[1]
+            k = kinds.setdefault(kind, {"gets": 0, "bytes": 0})
+            k["gets"] += 1
+            k["bytes"] += n
+        results["publish"] = {"seconds": ingest_s, "gets": len(reqs), "bytes": sum(r[1] for r in reqs), "by_kind": kinds}
+        print(f"\npublish of one daily index into the bucket: {ingest_s:.1f} s, {len(reqs)} GETs, "
+              f"{sum(r[1] for r in reqs) / 2**20:.2f} MiB")
+        print("| object | GETs | KiB |\n|---|---|---|")
+        for kind, k in sorted(kinds.items()):
+            print(f"| {kind} | {k['gets']} | {k['bytes'] / 1024:.1f} |")
         if a.out:
             with open(a.out, "w") as f:
                 json.dump(results, f, indent=1)

@@ -18,7 +18,6 @@
 //! extension or any Arrow reader opens it whole; the service reads it by the sidecar's
 //! offsets and never reads its footer.
 
-use std::io::Cursor;
 use std::sync::{Arc, LazyLock};
 
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
@@ -119,6 +118,7 @@ fn rows_of(batch: &RecordBatch, source: SourceId, lane: Lane) -> Result<Vec<News
 
 /// Decodes the blocks of `span`, the bytes from the start of block `first` of a file to the
 /// end of block `first + n - 1`, given the file's block offsets. Each block becomes its rows.
+#[cfg(test)]
 pub(crate) fn decode_span(
     path: &str,
     span: &Bytes,
@@ -132,7 +132,7 @@ pub(crate) fn decode_span(
         .collect())
 }
 
-/// As [`decode_span`], turning into rows only `parts[i]` (a range of rows inside the block)
+/// Decodes the blocks of a span as `decode_span` does, turning into rows only `parts[i]` (a range of rows inside the block)
 /// of the `i`-th block, when given: a small filer's run is a few rows of a block, and making
 /// rows of all 128 cost most of a cold page. Each block comes with its number of rows.
 pub(crate) fn decode_parts(
@@ -179,14 +179,14 @@ pub(crate) fn decode_parts(
     Ok(out)
 }
 
-/// Every row of a whole access data file, read through its own footer (delta files merged
-/// into one, and `asof verify`).
+/// Every row of a whole access data file, read through its own footer.
+#[cfg(test)]
 pub(crate) fn decode_file(
     path: &str,
     bytes: Bytes,
     group: (SourceId, Lane),
 ) -> Result<Vec<Vec<NewsRow>>> {
-    let reader = FileReader::try_new(Cursor::new(bytes), None)?;
+    let reader = FileReader::try_new(std::io::Cursor::new(bytes), None)?;
     if reader.schema() != file_schema() {
         return Err(Error::integrity(path, "not the schema of an access file"));
     }
@@ -195,6 +195,27 @@ pub(crate) fn decode_file(
         out.push(rows_of(&batch?, group.0, group.1)?);
     }
     Ok(out)
+}
+
+/// Hands `f` the rows of each block of a whole access data file in a local file, one block at
+/// a time (delta files merged into one: together they may hold a quarter of an era).
+pub(crate) fn for_each_block(
+    path: &str,
+    file: std::fs::File,
+    group: (SourceId, Lane),
+    mut f: impl FnMut(Vec<NewsRow>) -> Result<()>,
+) -> Result<()> {
+    use std::io::Seek;
+    let mut file = std::io::BufReader::new(file);
+    file.rewind()?;
+    let reader = FileReader::try_new(file, None)?;
+    if reader.schema() != file_schema() {
+        return Err(Error::integrity(path, "not the schema of an access file"));
+    }
+    for batch in reader {
+        f(rows_of(&batch?, group.0, group.1)?)?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! Writing access files: a group's data file and sidecar derived from its partitions in
 //! bounded memory, and the upkeep of a publish (a delta file for the rows added, deltas
-//! merged, or the year derived whole again).
+//! merged, or the era derived whole again).
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -10,25 +10,16 @@ use bytes::Bytes;
 use crate::clock::{Instant, Lane, SourceId};
 use crate::error::Result;
 use crate::manifest::{Manifest, ObjectEntry, PartitionEntry};
-use crate::read::{get_checked, read_partition};
+use crate::read::{download_checked, read_partition};
 use crate::record::{NewsRow, to_batch};
 use crate::store::{CorpusStore, sha256_hex};
 
 use super::blocks;
 use super::layout::{
     BLOCK_ROWS, DATA_SUFFIX, DELTA_PREFIX, DELTA_RATIO, KIND_CLUSTERED, KIND_SIDECAR, MAX_DELTAS,
-    SIDECAR_SUFFIX, Slot, access_order, cik_key, encode_sidecar, group_dir, group_of, slots_of,
+    SIDECAR_SUFFIX, Slot, access_order, cik_key, encode_sidecar, group_dir, group_of, is_stale_kind,
+    slots_of,
 };
-
-/// Writes the clustered file and sidecar of one group from all its rows; returns both manifest
-/// entries (data first). Deterministic: the same rows give the same bytes and paths.
-pub async fn write_group(
-    store: &CorpusStore,
-    group: (SourceId, Lane, i32),
-    rows: Vec<NewsRow>,
-) -> Result<Vec<ObjectEntry>> {
-    write_file(store, group, rows, "").await
-}
 
 /// Writes one clustered file and its sidecar; `prefix` is `""` for a group's base file and
 /// [`DELTA_PREFIX`] for a delta.
@@ -49,8 +40,8 @@ pub(super) async fn write_file(
 /// are those of one write of all the rows: blocks are cut every [`BLOCK_ROWS`] rows counted
 /// from the file's first row, whatever the sizes of the pushes.
 pub(super) struct ClusteredWriter {
-    /// The data file goes to a temporary file as it is written, hashed on the way: a year
-    /// derived whole is tens of megabytes, which the publish never holds in memory.
+    /// The data file goes to a temporary file as it is written, hashed on the way: an era
+    /// derived whole runs to a gigabyte, which the publish never holds in memory.
     pub(super) writer: blocks::BlockWriter,
     /// Rows pushed and not yet written: fewer than `BLOCK_ROWS` between pushes.
     pub(super) pending: Vec<NewsRow>,
@@ -109,7 +100,7 @@ impl ClusteredWriter {
     async fn finish(
         mut self,
         store: &CorpusStore,
-        (source, lane, year): (SourceId, Lane, i32),
+        (source, lane, era): (SourceId, Lane, i32),
         prefix: &str,
     ) -> Result<Vec<ObjectEntry>> {
         if !self.pending.is_empty() {
@@ -118,7 +109,7 @@ impl ClusteredWriter {
         }
         let (data, offsets) = self.writer.finish()?;
         let data_sha = data.sha256.clone();
-        let dir = group_dir(source, lane, year);
+        let dir = group_dir(source, lane, era);
         let data_path = format!("{dir}{prefix}{data_sha}{DATA_SUFFIX}");
         self.supersessions.sort();
         let sidecar = encode_sidecar(&self.slots, &data_sha, &self.supersessions, &offsets)?;
@@ -150,67 +141,260 @@ impl ClusteredWriter {
     }
 }
 
-/// Rows of one group held in memory at once while it is derived from its partitions: a
-/// bigger group is derived in runs of whole CIKs of about this many rows, reading its
-/// partitions once more per run, so memory is bounded by the run and the file's bytes, not
-/// by the year (a backfilled year holds millions of rows).
+/// Rows of one group held in memory at once while it is written: past this many, rows are
+/// sorted and spilled as a run to a temporary file, and the runs are merged into the file
+/// ([`GroupBuilder`]), so memory is bounded by the run and the merge's blocks, not by the era
+/// (an era of a backfilled corpus holds millions of rows).
 pub const DERIVE_CHUNK_ROWS: u64 = 131_072;
 
-/// The clustered file and sidecar of one group, derived from its partitions `parts` holding
-/// at most about `chunk_rows` rows in memory (a CIK with more rows is one run of its own).
+/// Rows per block of a spilled run: the merge holds one decoded block of each run.
+const SPILL_BLOCK_ROWS: usize = 512;
+
+/// Rows the merge hands the file writer at once (more when one CIK's run is longer: a
+/// push holds whole CIKs).
+const MERGE_PUSH_ROWS: usize = 4_096;
+
+/// One clustered file written from rows that arrive in any order, in bounded memory: an
+/// external merge sort. Rows are held up to `chunk_rows`; past that each chunk is sorted in
+/// access order and spilled to an anonymous temporary file (zstd blocks, the access file's
+/// own encoding), and [`GroupBuilder::finish`] merges the runs into the file. The bytes are
+/// those of one sort of all the rows (access order is total: revision ids are unique), so
+/// how the rows were cut into runs never shows.
+///
+/// Why not reading the group's partitions once per run of CIKs, as the first derive did:
+/// that read an era's partitions some seventy times; this reads them once and writes and
+/// reads each row once more on the local disk.
+pub struct GroupBuilder {
+    group: (SourceId, Lane, i32),
+    chunk_rows: usize,
+    held: Vec<NewsRow>,
+    runs: Vec<SpilledRun>,
+}
+
+/// One sorted run in a temporary file: its blocks' offsets.
+struct SpilledRun {
+    file: std::fs::File,
+    offsets: Vec<u64>,
+}
+
+impl GroupBuilder {
+    /// A builder of `group`'s file holding at most [`DERIVE_CHUNK_ROWS`] rows in memory.
+    pub fn new(group: (SourceId, Lane, i32)) -> Self {
+        Self::with_chunk(group, DERIVE_CHUNK_ROWS)
+    }
+
+    pub(super) fn with_chunk(group: (SourceId, Lane, i32), chunk_rows: u64) -> Self {
+        GroupBuilder {
+            group,
+            chunk_rows: usize::try_from(chunk_rows).unwrap_or(usize::MAX).max(1),
+            held: Vec::new(),
+            runs: Vec::new(),
+        }
+    }
+
+    /// The group whose file this is.
+    pub fn group(&self) -> (SourceId, Lane, i32) {
+        self.group
+    }
+
+    /// Adds rows of the group, in any order.
+    pub fn push(&mut self, rows: impl IntoIterator<Item = NewsRow>) -> Result<()> {
+        for r in rows {
+            self.held.push(r);
+            if self.held.len() >= self.chunk_rows {
+                self.spill()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sorts the rows held and writes them as one run; past [`MAX_RUNS`] runs, merges them
+    /// into one (a second level), so the merge never holds more than that many files open.
+    fn spill(&mut self) -> Result<()> {
+        let mut rows = std::mem::take(&mut self.held);
+        rows.sort_by(access_order);
+        let mut w = RunWriter::new()?;
+        for r in rows {
+            w.push(r)?;
+        }
+        self.runs.push(w.finish()?);
+        if self.runs.len() >= MAX_RUNS {
+            let mut w = RunWriter::new()?;
+            merge(std::mem::take(&mut self.runs), self.group, |r| w.push(r))?;
+            self.runs.push(w.finish()?);
+        }
+        Ok(())
+    }
+
+    /// Writes the clustered file and its sidecar; `prefix` is `""` for a group's base file
+    /// and [`DELTA_PREFIX`] for a delta. Returns both manifest entries (data first).
+    pub async fn finish(mut self, store: &CorpusStore, prefix: &str) -> Result<Vec<ObjectEntry>> {
+        if self.runs.is_empty() {
+            return write_file(store, self.group, self.held, prefix).await;
+        }
+        if !self.held.is_empty() {
+            self.spill()?;
+        }
+        let mut w = ClusteredWriter::new()?;
+        let mut batch: Vec<NewsRow> = Vec::with_capacity(MERGE_PUSH_ROWS);
+        merge(std::mem::take(&mut self.runs), self.group, |row| {
+            // A push holds whole CIKs (the writer's slots are per push).
+            if batch.len() >= MERGE_PUSH_ROWS
+                && batch.last().is_some_and(|last| cik_key(last) != cik_key(&row))
+            {
+                w.push(std::mem::take(&mut batch))?;
+            }
+            batch.push(row);
+            Ok(())
+        })?;
+        w.push(batch)?;
+        w.finish(store, self.group, prefix).await
+    }
+}
+
+/// Runs merged at once: more are first merged into one.
+const MAX_RUNS: usize = 64;
+
+/// Hands `sink` the rows of `runs` in access order.
+fn merge(
+    runs: Vec<SpilledRun>,
+    (source, lane, _): (SourceId, Lane, i32),
+    mut sink: impl FnMut(NewsRow) -> Result<()>,
+) -> Result<()> {
+    let mut readers = Vec::with_capacity(runs.len());
+    let mut heap = std::collections::BinaryHeap::with_capacity(runs.len());
+    for (run, spilled) in runs.into_iter().enumerate() {
+        let mut r = RunReader {
+            run: spilled,
+            next_block: 0,
+            rows: Vec::new().into_iter(),
+            group: (source, lane),
+        };
+        if let Some(row) = r.next_row()? {
+            heap.push(Head { row, run });
+        }
+        readers.push(r);
+    }
+    while let Some(Head { row, run }) = heap.pop() {
+        sink(row)?;
+        if let Some(next) = readers[run].next_row()? {
+            heap.push(Head { row: next, run });
+        }
+    }
+    Ok(())
+}
+
+/// Writes one sorted run to a temporary file in blocks of [`SPILL_BLOCK_ROWS`].
+struct RunWriter {
+    writer: blocks::BlockWriter,
+    pending: Vec<NewsRow>,
+}
+
+impl RunWriter {
+    fn new() -> Result<Self> {
+        Ok(RunWriter {
+            writer: blocks::BlockWriter::new()?,
+            pending: Vec::with_capacity(SPILL_BLOCK_ROWS),
+        })
+    }
+
+    fn push(&mut self, row: NewsRow) -> Result<()> {
+        self.pending.push(row);
+        if self.pending.len() >= SPILL_BLOCK_ROWS {
+            self.writer.write(&to_batch(&self.pending)?)?;
+            self.pending.clear();
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<SpilledRun> {
+        if !self.pending.is_empty() {
+            self.writer.write(&to_batch(&self.pending)?)?;
+        }
+        let (file, offsets) = self.writer.finish()?;
+        Ok(SpilledRun {
+            file: file.file,
+            offsets,
+        })
+    }
+}
+
+/// Reads a spilled run back one block at a time.
+struct RunReader {
+    run: SpilledRun,
+    next_block: usize,
+    rows: std::vec::IntoIter<NewsRow>,
+    group: (SourceId, Lane),
+}
+
+impl RunReader {
+    fn next_row(&mut self) -> Result<Option<NewsRow>> {
+        loop {
+            if let Some(r) = self.rows.next() {
+                return Ok(Some(r));
+            }
+            let k = self.next_block;
+            if k + 1 >= self.run.offsets.len() {
+                return Ok(None);
+            }
+            self.next_block += 1;
+            let bytes = super::index::read_local(
+                &self.run.file,
+                self.run.offsets[k]..self.run.offsets[k + 1],
+            )?;
+            let mut decoded = blocks::decode_parts(
+                "a spilled run of an access file",
+                &bytes,
+                &self.run.offsets,
+                k..k + 1,
+                self.group,
+                None,
+            )?;
+            self.rows = decoded.pop().map(|(_, rows)| rows).unwrap_or_default().into_iter();
+        }
+    }
+}
+
+/// A run's next row in the merge: the heap is a max-heap, so the order is reversed, and ties
+/// (none in access order) go to the earlier run.
+struct Head {
+    row: NewsRow,
+    run: usize,
+}
+
+impl Ord for Head {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        access_order(&other.row, &self.row).then(other.run.cmp(&self.run))
+    }
+}
+
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other).is_eq()
+    }
+}
+
+impl Eq for Head {}
+
+/// The clustered file and sidecar of one group, derived from its partitions `parts` (each read
+/// once) holding at most about `chunk_rows` rows in memory.
 pub(super) async fn derive_group(
     store: &CorpusStore,
     group: (SourceId, Lane, i32),
     parts: &[&PartitionEntry],
     chunk_rows: u64,
 ) -> Result<Vec<ObjectEntry>> {
-    let total: u64 = parts.iter().map(|p| p.row_count).sum();
-    if total <= chunk_rows {
-        let mut rows = Vec::with_capacity(total as usize);
-        for p in parts {
-            rows.extend(read_partition(store, p).await?);
-        }
-        return write_file(store, group, rows, "").await;
-    }
-    // Pass 1: rows per CIK, to cut the CIK order into runs of about `chunk_rows` rows.
-    let mut per_cik: BTreeMap<(bool, String), u64> = BTreeMap::new();
+    let mut b = GroupBuilder::with_chunk(group, chunk_rows);
     for p in parts {
-        for r in read_partition(store, p).await? {
-            let (none, cik) = cik_key(&r);
-            *per_cik.entry((none, cik.to_owned())).or_default() += 1;
-        }
+        b.push(read_partition(store, p).await?)?;
     }
-    let mut runs: Vec<((bool, String), (bool, String))> = Vec::new();
-    let mut acc = 0u64;
-    for (key, n) in per_cik {
-        match runs.last_mut() {
-            Some((_, hi)) if acc + n <= chunk_rows => {
-                *hi = key;
-                acc += n;
-            }
-            _ => {
-                runs.push((key.clone(), key));
-                acc = n;
-            }
-        }
-    }
-    // Pass 2: each run's rows from every partition, sorted, appended.
-    let mut w = ClusteredWriter::new()?;
-    for (lo, hi) in &runs {
-        let (lo, hi) = ((lo.0, lo.1.as_str()), (hi.0, hi.1.as_str()));
-        let mut rows = Vec::new();
-        for p in parts {
-            rows.extend(
-                read_partition(store, p)
-                    .await?
-                    .into_iter()
-                    .filter(|r| (lo..=hi).contains(&cik_key(r))),
-            );
-        }
-        rows.sort_by(access_order);
-        w.push(rows)?;
-    }
-    w.finish(store, group, "").await
+    b.finish(store, "").await
 }
 
 /// Derives the access files of `groups` from the manifest's partitions and replaces those
@@ -275,7 +459,7 @@ pub fn derives_whole(manifest: &Manifest, group: (SourceId, Lane, i32), added: u
 
 /// Keeps the access files of the groups a publish added rows to, reading as little as it can:
 /// rows added to a group that has a base file become a small delta file of their own (the
-/// read path merges a base and its deltas), so a daily ingest never re-derives a year. When a
+/// read path merges a base and its deltas), so a daily ingest never re-derives an era. When a
 /// group's deltas hold [`1/DELTA_RATIO`](DELTA_RATIO) of its base's rows the group is derived
 /// whole again from its partitions; past [`MAX_DELTAS`] files its deltas merge into one.
 /// Groups in `missing` (partitions without any access file, or groups the caller already
@@ -304,22 +488,19 @@ pub async fn update(
             .filter(|e| e.path[dir.len()..].starts_with(DELTA_PREFIX))
             .cloned()
             .collect();
-        let (mut rows, upkeep) = (
-            rows,
-            if deltas.len() >= MAX_DELTAS {
-                Upkeep::DeltasMerged
-            } else {
-                Upkeep::Delta
-            },
-        );
+        let upkeep = if deltas.len() >= MAX_DELTAS {
+            Upkeep::DeltasMerged
+        } else {
+            Upkeep::Delta
+        };
+        // Merged deltas of an era can hold up to a quarter of its rows: they are merged in
+        // bounded memory, a delta file at a time.
+        let mut file = GroupBuilder::new(g);
+        file.push(rows)?;
         if upkeep == Upkeep::DeltasMerged {
             for d in &deltas {
-                let bytes = get_checked(store, &d.path, &d.sha256).await?;
-                rows.extend(
-                    blocks::decode_file(&d.path, bytes, (g.0, g.1))?
-                        .into_iter()
-                        .flatten(),
-                );
+                let local = download_checked(store, &d.path, &d.sha256).await?;
+                blocks::for_each_block(&d.path, local, (g.0, g.1), |rows| file.push(rows))?;
             }
             let gone: HashSet<String> = deltas
                 .iter()
@@ -332,10 +513,13 @@ pub async fn update(
         }
         manifest
             .access
-            .extend(write_file(store, g, rows, DELTA_PREFIX).await?);
+            .extend(file.finish(store, DELTA_PREFIX).await?);
         out.insert(g, upkeep);
     }
     derive(store, manifest, &whole).await?;
+    // Objects of an earlier layout are never read; every group they covered was just derived
+    // (a group without a file of this layout is derived whole).
+    manifest.access.retain(|e| !is_stale_kind(&e.kind));
     out.extend(whole.into_iter().map(|g| (g, Upkeep::Derived)));
     manifest.access.sort_by(|a, b| a.path.cmp(&b.path));
     Ok(out)

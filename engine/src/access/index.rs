@@ -84,7 +84,7 @@ impl std::fmt::Debug for AccessIndex {
     }
 }
 
-/// Slots by key, then file (files load in year order).
+/// Slots by key, then file (files load in era order).
 pub(super) fn slot_order(a: &(SlotKey, Slot), b: &(SlotKey, Slot)) -> std::cmp::Ordering {
     (&a.0, a.1.file).cmp(&(&b.0, b.1.file))
 }
@@ -116,7 +116,7 @@ impl AccessIndex {
 
     /// As [`AccessIndex::load`], taking over from `previous` (the index of a version of the
     /// same store) every file whose sidecar both list: its block offsets, its supersessions and its
-    /// slots, which a publish that adds a delta file to one year leaves as they were. Only
+    /// slots, which a publish that adds a delta file to one era leaves as they were. Only
     /// the new sidecars are read; the result equals a fresh load.
     pub async fn load_after(
         store: &CorpusStore,
@@ -157,7 +157,7 @@ impl AccessIndex {
         let mut groups = HashSet::new();
         let mut pending = Vec::new();
         // Files taken over, and the sidecars to read with their data files' entries, in
-        // manifest order (which is year order within a source-lane).
+        // manifest order (which is era order within a source-lane).
         let mut plan: Vec<(
             (SourceId, Lane, i32),
             Result<usize, (&ObjectEntry, &ObjectEntry)>,
@@ -311,8 +311,8 @@ impl AccessIndex {
             .map(|(r, at)| (r.as_str(), Instant::from_micros(*at)))
     }
 
-    /// The runs of one CIK, in year order (files are loaded in manifest path order, so
-    /// `snapshots/access/<source>/<lane>/<year>/` sorts by year).
+    /// The runs of one CIK, in era order (files are loaded in manifest path order, so
+    /// `snapshots/access/<source>/<lane>/<era>/` sorts by era).
     pub(super) fn slots(&self, source: SourceId, lane: Lane, cik: &str) -> &[Slot] {
         match self.by_cik.get(&(source, lane, Box::from(cik))) {
             Some(r) => &self.slots[r.start as usize..r.end as usize],
@@ -323,7 +323,7 @@ impl AccessIndex {
     /// Rows `range` of one file (inside one CIK's run), decoded and kept in the row cache by
     /// their part in each block: the unit kept is what pages of that run read, not the
     /// block, so a small filer's few rows of a block hold a few rows of the cache, not 128
-    /// (with one run per year, a page of such a filer would otherwise keep thousands of rows
+    /// (with one run per year or era, a page of such a filer would otherwise keep thousands of rows
     /// and the cache would hold a few hundred pages). Missing parts are read as one span.
     pub(super) async fn rows(
         &self,
@@ -470,7 +470,7 @@ impl AccessIndex {
         let mut dated: Vec<&Slot> = slots.iter().filter(|s| s.dated > 0).collect();
         dated.sort_by_key(|s| (s.min_published, s.file));
         // From object storage, a page reads at once what it will need of each run, in one
-        // round trip instead of one per year: the runs in time order from the page's position
+        // round trip instead of one per era: the runs in time order from the page's position
         // up to the rows the page wants (each from the block holding the position, the last
         // one only the blocks of the rows still wanted), and the undated rows if the dated
         // ones cannot fill it. Most filers have a few rows spread over years; a busy one's
@@ -516,7 +516,7 @@ impl AccessIndex {
             }
         }
         if !bounds.after_nulls {
-            // Runs by their first dated row. Runs whose spans overlap (a year's base file and
+            // Runs by their first dated row. Runs whose spans overlap (an era's base file and
             // its deltas) form one cluster, read together and merged; clusters follow each
             // other in time, so the answer is the first clusters' rows in order.
             let mut i = 0;
@@ -557,7 +557,7 @@ impl AccessIndex {
                 return Ok(out);
             }
         }
-        // Undated rows: after every dated row, ordered by id across all years.
+        // Undated rows: after every dated row, ordered by id across all eras.
         let mut undated = Vec::new();
         for s in slots.iter().filter(|s| s.nulls > 0) {
             let from = s.start + u64::from(s.dated);

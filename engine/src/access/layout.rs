@@ -19,19 +19,40 @@ use parquet::file::properties::WriterProperties;
 use crate::clock::{Day, Instant, Lane, SourceId};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, ObjectEntry, PartitionEntry};
-use crate::read::get_checked;
+use crate::read::{download_checked, get_checked};
 use crate::record::NewsRow;
 use crate::store::CorpusStore;
 
 use super::blocks;
 
-/// Manifest `kind` of a CIK-clustered data file (an Arrow IPC file of 128-row blocks).
-/// Version 1 was a Parquet file; a version listing only those has its by-CIK pages answered
-/// by the partition walk until its next publish derives every group again.
-pub const KIND_CLUSTERED: &str = "access.cik_blocks/2";
+/// Manifest `kind` of a CIK-clustered data file (an Arrow IPC file of 128-row blocks) of one
+/// era ([`GROUP_YEARS`] years). Version 1 was a Parquet file of one year, version 2 the same
+/// blocks as now in a file of one year; a version listing only those has its by-CIK pages
+/// answered by the partition walk until its next publish derives every group again (the kinds
+/// differ so a year's file is never taken for its era's).
+pub const KIND_CLUSTERED: &str = "access.cik_blocks/3";
 
 /// Manifest `kind` of the sidecar index of one clustered file.
-pub const KIND_SIDECAR: &str = "access.cik_index/2";
+pub const KIND_SIDECAR: &str = "access.cik_index/3";
+
+/// Whether a manifest entry is an access object of an earlier layout (never read; dropped by
+/// the next publish, which derives its groups again).
+pub(crate) fn is_stale_kind(kind: &str) -> bool {
+    kind.starts_with("access.") && kind != KIND_CLUSTERED && kind != KIND_SIDECAR
+}
+
+/// Years of one access group (an era). A filer's rows of many years lie in one file, so a
+/// cold page of a filer whose few rows span two decades reads three or four ranges, not one
+/// per year (BENCHMARKS.md, "A cold page from object storage"); a daily ingest still costs
+/// its own rows (a delta file), and an era is derived whole again only when its deltas reach
+/// a quarter of it, by an external merge sort in bounded memory ([`super::derive`]).
+pub const GROUP_YEARS: i32 = 8;
+
+/// The first year of the era holding `year`: eras begin in 2001, 2009, 2017, 2025, … (and
+/// 1993 before them), so the turn of 2024 to 2025 is a boundary the tests' corpora cross.
+pub fn era_of(year: i32) -> i32 {
+    year - (year - 2001).rem_euclid(GROUP_YEARS)
+}
 
 /// Rows per block of a clustered file, counted from its first row; also the dated rows
 /// between two fences of the sidecar.
@@ -57,29 +78,29 @@ pub const DELTA_RATIO: u64 = 4;
 /// Delta files per group beyond which they are merged into one.
 pub const MAX_DELTAS: usize = 8;
 
-/// The access group of a partition: source, lane and UTC year. Only sources whose rows carry
-/// a CIK are clustered (today `sec.edgar`).
+/// The access group of a partition: source, lane and the first year of its UTC day's era
+/// ([`era_of`]). Only sources whose rows carry a CIK are clustered (today `sec.edgar`).
 pub fn group_of(p: &PartitionEntry) -> Option<(SourceId, Lane, i32)> {
     group_of_day(p.source_id, p.lane, p.date)
 }
 
 /// The access group of a source-lane-day, if its source is clustered.
 pub fn group_of_day(source: SourceId, lane: Lane, day: Day) -> Option<(SourceId, Lane, i32)> {
-    (source == SourceId::SecEdgar).then(|| (source, lane, day.to_date().year()))
+    (source == SourceId::SecEdgar).then(|| (source, lane, era_of(day.to_date().year())))
 }
 
-/// The folder holding the access objects of one group.
-pub fn group_dir(source: SourceId, lane: Lane, year: i32) -> String {
-    format!("snapshots/access/{source}/{lane}/{year}/")
+/// The folder holding the access objects of one group (named by its era's first year).
+pub fn group_dir(source: SourceId, lane: Lane, era: i32) -> String {
+    format!("snapshots/access/{source}/{lane}/{era}/")
 }
 
-/// Parses `snapshots/access/<source>/<lane>/<year>/…` back to its group.
+/// Parses `snapshots/access/<source>/<lane>/<era>/…` back to its group.
 pub(super) fn group_of_path(path: &str) -> Option<(SourceId, Lane, i32)> {
     let mut it = path.strip_prefix("snapshots/access/")?.split('/');
     let source = it.next()?.parse().ok()?;
     let lane = it.next()?.parse().ok()?;
-    let year = it.next()?.parse().ok()?;
-    Some((source, lane, year))
+    let era = it.next()?.parse().ok()?;
+    Some((source, lane, era))
 }
 
 /// The order of rows inside a clustered file: by CIK (rows without one last), then the answer
@@ -345,38 +366,71 @@ pub(crate) async fn verify_file(
         .iter()
         .find(|e| e.kind == KIND_CLUSTERED && e.path == data_path)
         .ok_or_else(|| bad("its clustered file is not in the manifest".into()))?;
+    if era_of(group.2) != group.2 {
+        return Err(bad(format!("{} does not begin an era", group.2)));
+    }
     let mut slots = Vec::new();
     let sc = get_checked(store, &sidecar.path, &sidecar.sha256).await?;
     let (_, offsets) = decode_sidecar(&mut slots, &sidecar.path, sc, 0, group, &data.sha256)?;
-    let bytes = get_checked(store, &data.path, &data.sha256).await?;
+    // An era's file runs to gigabytes: it is checked a block at a time from a local copy,
+    // holding one CIK's run of rows.
+    let file = download_checked(store, &data.path, &data.sha256).await?;
     let n = (data.row_count as usize).div_ceil(BLOCK_ROWS);
-    if offsets.len() != n + 1 || offsets[n] > bytes.len() as u64 {
+    if offsets.len() != n + 1 || offsets[n] > file.metadata()?.len() {
         return Err(bad(format!(
             "{} block offsets for {} rows",
             offsets.len(),
             data.row_count
         )));
     }
-    let span = bytes.slice(offsets[0] as usize..offsets[n] as usize);
-    let decoded = blocks::decode_span(&data.path, &span, &offsets, 0..n, (group.0, group.1))?;
-    let last = decoded.len().saturating_sub(1);
-    if let Some(k) = (0..decoded.len())
-        .find(|&k| (k < last && decoded[k].len() != BLOCK_ROWS) || decoded[k].is_empty())
-    {
-        return Err(bad(format!("block {k} holds {} rows", decoded[k].len())));
+    let mut expected: Vec<(String, Slot)> = Vec::new();
+    let (mut run, mut run_start, mut rows, mut last) = (Vec::<NewsRow>::new(), 0u64, 0u64, None);
+    let flush = |run: &mut Vec<NewsRow>, run_start: &mut u64, expected: &mut Vec<(String, Slot)>| {
+        for (cik, mut s) in slots_of(run) {
+            s.start += *run_start;
+            expected.push((cik, s));
+        }
+        *run_start += run.len() as u64;
+        run.clear();
+    };
+    for k in 0..n {
+        let bytes = super::index::read_local(&file, offsets[k]..offsets[k + 1])?;
+        let (held, block) = blocks::decode_parts(
+            &data.path,
+            &bytes,
+            &offsets,
+            k..k + 1,
+            (group.0, group.1),
+            None,
+        )?
+        .pop()
+        .ok_or_else(|| bad(format!("block {k} holds nothing")))?;
+        if (k + 1 < n && held != BLOCK_ROWS) || held == 0 {
+            return Err(bad(format!("block {k} holds {held} rows")));
+        }
+        let in_order = last
+            .iter()
+            .chain(block.iter())
+            .is_sorted_by(|a, b| access_order(a, b).is_le());
+        if !in_order {
+            return Err(bad("rows are not in access order".into()));
+        }
+        rows += block.len() as u64;
+        last = block.last().cloned();
+        for r in block {
+            if run.last().is_some_and(|l| cik_key(l) != cik_key(&r)) {
+                flush(&mut run, &mut run_start, &mut expected);
+            }
+            run.push(r);
+        }
     }
-    let rows: Vec<NewsRow> = decoded.into_iter().flatten().collect();
-    if rows.len() as u64 != data.row_count {
+    flush(&mut run, &mut run_start, &mut expected);
+    if rows != data.row_count {
         return Err(bad(format!(
-            "{} rows, manifest says {}",
-            rows.len(),
+            "{rows} rows, manifest says {}",
             data.row_count
         )));
     }
-    if !rows.is_sorted_by(|a, b| access_order(a, b).is_le()) {
-        return Err(bad("rows are not in access order".into()));
-    }
-    let mut expected: Vec<(String, Slot)> = slots_of(&rows);
     for (_, s) in &mut expected {
         s.file = 0;
     }
@@ -389,4 +443,35 @@ pub(crate) async fn verify_file(
         return Err(bad("its slots do not match the rows of its file".into()));
     }
     Ok(data.row_count)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn eras_are_eight_years_from_2001_and_every_day_of_one_lies_in_its_folder() {
+        assert_eq!(era_of(2001), 2001);
+        assert_eq!(era_of(2008), 2001);
+        assert_eq!(era_of(2024), 2017);
+        assert_eq!(era_of(2025), 2025);
+        assert_eq!(era_of(2000), 1993);
+        assert_eq!(era_of(1993), 1993);
+        for year in 1900..2200 {
+            let era = era_of(year);
+            assert!((era..era + GROUP_YEARS).contains(&year), "{year} in {era}");
+            assert_eq!(era_of(era), era, "{era} begins its era");
+        }
+        let day: Day = "2024-12-31".parse().unwrap();
+        let g = group_of_day(SourceId::SecEdgar, Lane::CertifiedPit, day).unwrap();
+        assert_eq!(g.2, 2017);
+        let dir = group_dir(g.0, g.1, g.2);
+        assert_eq!(dir, "snapshots/access/sec.edgar/certified_pit/2017/");
+        assert_eq!(group_of_path(&format!("{dir}x.arrow")), Some(g));
+        assert_eq!(
+            group_of_day(SourceId::OfacSdn, Lane::CertifiedPit, day),
+            None,
+            "only sources whose rows carry a CIK"
+        );
+    }
 }

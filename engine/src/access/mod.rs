@@ -1,9 +1,10 @@
-//! Derived access files: CIK-clustered compactions of each source-lane-year, their sidecar
-//! indexes, and the index-driven read path that answers by-CIK queries from them.
+//! Derived access files: CIK-clustered compactions of each source-lane-era (eight years),
+//! their sidecar indexes, and the index-driven read path that answers by-CIK queries from them.
 //!
 //! Why: a source-day partition is the unit of coverage, immutability and delivery, but a
 //! by-CIK query over thousands of daily files touches every file (each costs ~0.5 ms even when
-//! pruned). An access file holds one year of one source-lane sorted by
+//! pruned). An access file holds one era ([`GROUP_YEARS`] years, [`era_of`]) of one
+//! source-lane sorted by
 //! `(cik, published_at nulls last, id, committed_at, revision_id)` in blocks of 128 rows, each
 //! block one zstd-compressed Arrow record batch whose columns lie next to each other
 //! ([`blocks`]); its sidecar lists, per CIK, the row range, the number of rows without
@@ -25,11 +26,17 @@
 //! block is decoded); compressed per block, the files are smaller than the partitions they
 //! are derived from (`engine/tests/s3_publish.rs` counts a cold page's GETs).
 //!
+//! Why eras and not years: a filer's rows are spread over the years it filed, and a cold page
+//! reads one range per file holding its rows. With a file a year, a small filer of a 20M-row
+//! corpus over 22 years cost up to 18 range GETs and a busy filer's next hundred rows four
+//! (BENCHMARKS.md); with a file an era, at most one per era the rows span (three or four over
+//! two decades), while a daily ingest still writes only a delta file of its rows.
+//!
 //! Reading (`index.rs`): [`AccessIndex`] loads only the sidecars at open, sixteen at a time (a
 //! replica starts from a bucket in a few round trips; a reload reads only the sidecars it does
 //! not hold), never a data file's footer, and merges a CIK's runs whose spans overlap (a base
 //! and its deltas). From object storage a page first reads what it will need of every yearly
-//! run at once: one round trip, however many years a filer's rows span. Keeping whole blocks
+//! run at once: one round trip, however many eras a filer's rows span. Keeping whole blocks
 //! in the row cache made a small filer's page (one run a year) hold thousands of rows, and the
 //! cache thrashed at 20M rows (BENCHMARKS.md); by run, a hot filer's first page decodes
 //! nothing, and its rows are handed out shared with the cache (`record::SharedRow`, via
@@ -42,26 +49,27 @@
 //! their year and listed, hash-checked, in the manifest's `access` list. A later publish that
 //! adds rows to a year writes them as a small delta file (`delta-<sha>`, same layout, with its
 //! sidecar) next to the year's base instead of deriving the year again, so a daily ingest
-//! costs its own rows, not the year's; the year is derived whole again when its deltas reach a
-//! quarter of its base ([`update`]). A derive holds at most about 131k rows in memory: a
-//! bigger year is read in runs of whole CIKs (its partitions once more per run) and written as
-//! it goes, with the bytes of a derive of all rows at once.
+//! costs its own rows, not the era's; the era is derived whole again when its deltas reach a
+//! quarter of its base ([`update`]). A derive reads the era's partitions once and holds at
+//! most about 131k rows in memory: an external merge sort ([`GroupBuilder`]) spills sorted runs
+//! to a temporary file and merges them into the file, with the bytes of a sort of all rows.
 //!
 //! Access files are never authoritative: the DataFusion scan over partitions answers the same
-//! queries, and a differential test holds the two to the same answers. Files of the first
-//! layout (`access.cik_clustered/1`, Parquet) are ignored: until the next publish derives
-//! every group again, their lanes are answered by the walk.
+//! queries, and a differential test holds the two to the same answers. Files of earlier
+//! layouts (`access.cik_clustered/1`, Parquet; `access.cik_blocks/2`, a file a year) are
+//! ignored: until the next publish derives every group again, their lanes are answered by the
+//! walk.
 
 pub(crate) mod blocks;
 mod derive;
 mod index;
 mod layout;
 
-pub use derive::{DERIVE_CHUNK_ROWS, Upkeep, derive, derives_whole, update, write_group};
+pub use derive::{DERIVE_CHUNK_ROWS, GroupBuilder, Upkeep, derive, derives_whole, update};
 pub use index::AccessIndex;
 pub use layout::{
-    BLOCK_ROWS, DELTA_PREFIX, DELTA_RATIO, KIND_CLUSTERED, KIND_SIDECAR, MAX_DELTAS, group_dir,
-    group_of, group_of_day,
+    BLOCK_ROWS, DELTA_PREFIX, DELTA_RATIO, GROUP_YEARS, KIND_CLUSTERED, KIND_SIDECAR, MAX_DELTAS,
+    era_of, group_dir, group_of, group_of_day,
 };
 pub(crate) use layout::{Bounds, names_data, verify_file};
 
@@ -520,17 +528,29 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn access_files_of_the_first_layout_are_ignored_and_the_next_publish_derives_every_group_again()
+    async fn access_files_of_earlier_layouts_are_ignored_and_the_next_publish_derives_every_group_again()
      {
+        // Version 1: Parquet files of one year. Version 2: today's blocks in files of one
+        // year, whose folder may be named like an era's (2017/, 2025/): taken for the era,
+        // such a file would hide the other years' rows.
+        for (data, sidecar) in [
+            ("access.cik_clustered/1", "access.cik_index/1"),
+            ("access.cik_blocks/2", "access.cik_index/2"),
+        ] {
+            earlier_layout_is_ignored_then_derived_again(data, sidecar).await;
+        }
+    }
+
+    async fn earlier_layout_is_ignored_then_derived_again(data: &str, sidecar: &str) {
         let (_dir, store, _) = random_corpus(0x5eed_0048, false).await;
         let (version, mut m) = store.current().await.unwrap();
         // As a corpus published before this layout lists its files (the objects themselves do
         // not matter: they are never opened).
         for e in &mut m.access {
             if e.kind == KIND_CLUSTERED {
-                e.kind = "access.cik_clustered/1".into();
+                e.kind = data.into();
             } else if e.kind == KIND_SIDECAR {
-                e.kind = "access.cik_index/1".into();
+                e.kind = sidecar.into();
             }
         }
         let old = store.put_manifest(&m).await.unwrap();
@@ -671,7 +691,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn unchanged_years_keep_their_access_objects_across_publishes() {
+    async fn unchanged_eras_keep_their_access_objects_across_publishes() {
         let dir = tempfile::tempdir().unwrap();
         let store = CorpusStore::local(dir.path()).unwrap();
         let certs = vec![cert(
@@ -730,11 +750,17 @@ mod tests {
                 .map(|e| e.path.clone())
                 .collect()
         };
-        assert_eq!(year(&m1, "2024"), year(&m2, "2024"), "2024 was not touched");
+        // 2024 is the last year of the era of 2017, 2025 the first of the next.
+        assert_eq!(
+            year(&m1, "2017"),
+            year(&m2, "2017"),
+            "the era of 2024 was not touched"
+        );
+        assert!(!year(&m1, "2017").is_empty());
         assert_ne!(
             year(&m1, "2025"),
             year(&m2, "2025"),
-            "2025 was derived again"
+            "the era of 2025 was derived again"
         );
         assert_eq!(
             m2.access
@@ -743,7 +769,7 @@ mod tests {
                 .map(|e| e.row_count)
                 .max(),
             Some(2),
-            "one row added to a one-row year derives the year again"
+            "one row added to a one-row era derives the era again"
         );
         crate::verify::verify(&store, None).await.unwrap();
     }

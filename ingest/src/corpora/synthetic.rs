@@ -350,16 +350,17 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
         delta: None,
     };
     let (mut serial, mut written) = (0u64, 0u64);
-    let mut year_rows: Vec<NewsRow> = Vec::new();
+    // The certified lane's access file of the era being written (days come in order), and the
+    // forward lane's by era: both sort in bounded memory (`access::GroupBuilder` spills).
+    let mut era_rows: Option<access::GroupBuilder> = None;
     // Every row's id run entry (12 bytes a row), written as one run at the end, so ingests
     // into the corpus find what it holds by id from the start.
     let mut id_entries: Vec<ids::IdEntry> = Vec::new();
-    let mut year = first.to_date().year();
     let mut run: Option<(Day, Day)> = None; // the certified range being extended
     // The forward lane: its certified range, rows (for its access files) and id entries.
     let mut forward_run: Option<(Day, Day)> = None;
     let mut fresh_late = std::collections::HashMap::new();
-    let mut forward_rows: BTreeMap<i32, Vec<NewsRow>> = BTreeMap::new();
+    let mut forward_rows: BTreeMap<i32, access::GroupBuilder> = BTreeMap::new();
     let mut forward_ids = Vec::new();
     let mut built = Built {
         version: String::new(),
@@ -370,15 +371,10 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
     };
     let mut day = first;
     for (offset, &count) in counts.iter().enumerate() {
-        let y = day.to_date().year();
-        if y != year && !year_rows.is_empty() {
-            let rows = std::mem::take(&mut year_rows);
-            let group = (SourceId::SecEdgar, Lane::CertifiedPit, year);
-            manifest
-                .access
-                .extend(access::write_group(store, group, rows).await?);
+        let era = access::era_of(day.to_date().year());
+        if let Some(b) = era_rows.take_if(|b| b.group().2 != era) {
+            manifest.access.extend(b.finish(store, "").await?);
         }
-        year = y;
         let hole = is_hole(offset as u32, spec.days);
         if hole {
             built.hole_days += 1;
@@ -404,7 +400,11 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
             let (rows, ahead) = day_lanes(spec, &zipf, day, count, serial, forward);
             serial += count;
             written += (rows.len() + ahead.len()) as u64;
-            year_rows.extend(rows.iter().cloned());
+            era_rows
+                .get_or_insert_with(|| {
+                    access::GroupBuilder::new((SourceId::SecEdgar, Lane::CertifiedPit, era))
+                })
+                .push(rows.iter().cloned())?;
             id_entries.extend(rows.iter().map(|r| ids::entry(&r.id, day)));
             let late_rows = late::Finder::of(&rows);
             let entry =
@@ -413,9 +413,11 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
             manifest.partitions.push(entry);
             if !ahead.is_empty() {
                 forward_rows
-                    .entry(y)
-                    .or_default()
-                    .extend(ahead.iter().cloned());
+                    .entry(era)
+                    .or_insert_with(|| {
+                        access::GroupBuilder::new((SourceId::SecEdgar, Lane::ForwardFirstSeen, era))
+                    })
+                    .push(ahead.iter().cloned())?;
                 forward_ids.extend(ahead.iter().map(|r| ids::entry(&r.id, day)));
                 let late_rows = late::Finder::of(&ahead);
                 let entry = write_partition(
@@ -451,11 +453,8 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
             &evidence,
         ));
     }
-    if !year_rows.is_empty() {
-        let group = (SourceId::SecEdgar, Lane::CertifiedPit, year);
-        manifest
-            .access
-            .extend(access::write_group(store, group, year_rows).await?);
+    if let Some(b) = era_rows {
+        manifest.access.extend(b.finish(store, "").await?);
     }
     ids::add(
         store,
@@ -466,11 +465,8 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
     )
     .await?;
     if !forward_rows.is_empty() {
-        for (year, rows) in forward_rows {
-            let group = (SourceId::SecEdgar, Lane::ForwardFirstSeen, year);
-            manifest
-                .access
-                .extend(access::write_group(store, group, rows).await?);
+        for b in forward_rows.into_values() {
+            manifest.access.extend(b.finish(store, "").await?);
         }
         ids::add(
             store,
