@@ -166,7 +166,9 @@ impl LocalApi {
 
     fn ctx(&self) -> Ctx {
         Ctx {
-            request_id: uuid::Uuid::new_v4().hyphenated().to_string(),
+            request_id: crate::http::middleware::new_request_id()
+                .hyphenated()
+                .to_string(),
             corpus: self.corpus.clone(),
         }
     }

@@ -295,11 +295,12 @@ pub fn method_label(method: &str) -> &'static str {
 
 /// Runs one state store method (`op`, its name): its time, and its error if it failed, by
 /// operation. Every method of both backends goes through here (`crate::state::store`), so
-/// the label set is the store's method names, fixed at compile time.
-pub async fn store_op<T>(
+/// the label set is the store's method names, fixed at compile time. Generic over the error
+/// so this module stays below `error` (which counts failed statements here).
+pub async fn store_op<T, E>(
     op: &'static str,
-    work: impl Future<Output = crate::error::Result<T>>,
-) -> crate::error::Result<T> {
+    work: impl Future<Output = Result<T, E>>,
+) -> Result<T, E> {
     let started = std::time::Instant::now();
     let result = work.await;
     metrics::histogram!(STATE_DURATION, "operation" => op).record(started.elapsed());

@@ -149,7 +149,7 @@ fn starting() -> axum::Router {
     axum::Router::new().fallback(|req: axum::extract::Request| async move {
         let id = crate::http::middleware::request_id_of(req.headers());
         let id = uuid::Uuid::parse_str(&id)
-            .unwrap_or_else(|_| uuid::Uuid::new_v4())
+            .unwrap_or_else(|_| crate::http::middleware::new_request_id())
             .hyphenated()
             .to_string();
         let err = crate::error::ApiError::NotReady {

@@ -97,6 +97,14 @@ impl BlockWriter {
     }
 }
 
+/// Bytes `range` of a local file, by one positional read.
+pub(crate) fn read_local(file: &std::fs::File, range: std::ops::Range<u64>) -> Result<Bytes> {
+    use std::os::unix::fs::FileExt;
+    let mut buf = vec![0u8; (range.end - range.start) as usize];
+    file.read_exact_at(&mut buf, range.start)?;
+    Ok(Bytes::from(buf))
+}
+
 /// Restores the dropped columns of a decoded batch and turns it into rows.
 fn rows_of(batch: &RecordBatch, source: SourceId, lane: Lane) -> Result<Vec<NewsRow>> {
     let n = batch.num_rows();

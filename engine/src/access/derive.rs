@@ -17,8 +17,8 @@ use crate::store::{CorpusStore, sha256_hex};
 use super::blocks;
 use super::layout::{
     BLOCK_ROWS, DATA_SUFFIX, DELTA_PREFIX, DELTA_RATIO, KIND_CLUSTERED, KIND_SIDECAR, MAX_DELTAS,
-    SIDECAR_SUFFIX, Slot, access_order, cik_key, encode_sidecar, group_dir, group_of, is_stale_kind,
-    slots_of,
+    SIDECAR_SUFFIX, Slot, access_order, cik_key, encode_sidecar, group_dir, group_of,
+    is_stale_kind, slots_of,
 };
 
 /// Writes one clustered file and its sidecar; `prefix` is `""` for a group's base file and
@@ -240,7 +240,9 @@ impl GroupBuilder {
         merge(std::mem::take(&mut self.runs), self.group, |row| {
             // A push holds whole CIKs (the writer's slots are per push).
             if batch.len() >= MERGE_PUSH_ROWS
-                && batch.last().is_some_and(|last| cik_key(last) != cik_key(&row))
+                && batch
+                    .last()
+                    .is_some_and(|last| cik_key(last) != cik_key(&row))
             {
                 w.push(std::mem::take(&mut batch))?;
             }
@@ -338,10 +340,8 @@ impl RunReader {
                 return Ok(None);
             }
             self.next_block += 1;
-            let bytes = super::index::read_local(
-                &self.run.file,
-                self.run.offsets[k]..self.run.offsets[k + 1],
-            )?;
+            let bytes =
+                blocks::read_local(&self.run.file, self.run.offsets[k]..self.run.offsets[k + 1])?;
             let mut decoded = blocks::decode_parts(
                 "a spilled run of an access file",
                 &bytes,
@@ -350,7 +350,11 @@ impl RunReader {
                 self.group,
                 None,
             )?;
-            self.rows = decoded.pop().map(|(_, rows)| rows).unwrap_or_default().into_iter();
+            self.rows = decoded
+                .pop()
+                .map(|(_, rows)| rows)
+                .unwrap_or_default()
+                .into_iter();
         }
     }
 }

@@ -401,7 +401,7 @@ impl AccessIndex {
         let path = f.path.as_ref();
         let span = f.offsets[ks.start]..f.offsets[ks.end];
         if let Some(local) = &f.local {
-            let bytes = read_local(local, span)?;
+            let bytes = blocks::read_local(local, span)?;
             return blocks::decode_parts(path, &bytes, &f.offsets, ks, f.group, Some(parts));
         }
         let remote = &crate::page_cache::REMOTE;
@@ -678,11 +678,4 @@ impl AccessIndex {
         }
         Ok(out)
     }
-}
-
-pub(super) fn read_local(file: &std::fs::File, range: Range<u64>) -> Result<Bytes> {
-    use std::os::unix::fs::FileExt;
-    let mut buf = vec![0u8; (range.end - range.start) as usize];
-    file.read_exact_at(&mut buf, range.start)?;
-    Ok(Bytes::from(buf))
 }

@@ -385,16 +385,17 @@ pub(crate) async fn verify_file(
     }
     let mut expected: Vec<(String, Slot)> = Vec::new();
     let (mut run, mut run_start, mut rows, mut last) = (Vec::<NewsRow>::new(), 0u64, 0u64, None);
-    let flush = |run: &mut Vec<NewsRow>, run_start: &mut u64, expected: &mut Vec<(String, Slot)>| {
-        for (cik, mut s) in slots_of(run) {
-            s.start += *run_start;
-            expected.push((cik, s));
-        }
-        *run_start += run.len() as u64;
-        run.clear();
-    };
+    let flush =
+        |run: &mut Vec<NewsRow>, run_start: &mut u64, expected: &mut Vec<(String, Slot)>| {
+            for (cik, mut s) in slots_of(run) {
+                s.start += *run_start;
+                expected.push((cik, s));
+            }
+            *run_start += run.len() as u64;
+            run.clear();
+        };
     for k in 0..n {
-        let bytes = super::index::read_local(&file, offsets[k]..offsets[k + 1])?;
+        let bytes = blocks::read_local(&file, offsets[k]..offsets[k + 1])?;
         let (held, block) = blocks::decode_parts(
             &data.path,
             &bytes,
