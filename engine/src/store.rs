@@ -88,7 +88,15 @@ pub struct CorpusStore {
     signer: Option<(Arc<dyn Signer>, Path)>,
     /// [`FAULT_PAUSE_ENV`], when set.
     pause: Option<Arc<PauseAfter>>,
+    /// The last manifests read from an object store (bytes, hash-checked), newest last: a
+    /// manifest is immutable and named by its hash, and one publish asks for its parent's
+    /// several times (pipeline, publisher, Delta versions), each a GET of megabytes at 20M rows
+    /// (`benches/cold_pages.py`). A local directory reads its file each time.
+    manifests: Arc<std::sync::Mutex<std::collections::VecDeque<(String, Bytes)>>>,
 }
+
+/// Manifests a remote [`CorpusStore`] keeps read.
+const MANIFESTS_KEPT: usize = 2;
 
 impl std::fmt::Debug for CorpusStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -219,6 +227,7 @@ impl CorpusStore {
             publish_lock: None,
             signer: None,
             pause: None,
+            manifests: Default::default(),
         }
     }
 
@@ -417,14 +426,35 @@ impl CorpusStore {
     /// Loads and checks one manifest: its bytes must hash to `version`.
     pub async fn manifest(&self, version: &str) -> Result<Manifest> {
         let path = manifest_path(version)?;
-        let bytes = self.get(&path).await?;
-        let actual = version_of(&bytes);
-        if actual != version {
-            return Err(Error::integrity(
-                path,
-                format!("manifest hashes to {actual}, not {version}"),
-            ));
-        }
+        let kept = self
+            .manifests
+            .lock()
+            .expect("manifest list")
+            .iter()
+            .find(|(v, _)| v == version)
+            .map(|(_, b)| b.clone());
+        let bytes = match kept {
+            Some(b) => b,
+            None => {
+                let bytes = self.get(&path).await?;
+                let actual = version_of(&bytes);
+                if actual != version {
+                    return Err(Error::integrity(
+                        path,
+                        format!("manifest hashes to {actual}, not {version}"),
+                    ));
+                }
+                if self.local_root.is_none() {
+                    let mut kept = self.manifests.lock().expect("manifest list");
+                    kept.retain(|(v, _)| v != version);
+                    if kept.len() >= MANIFESTS_KEPT {
+                        kept.pop_front();
+                    }
+                    kept.push_back((version.to_owned(), bytes.clone()));
+                }
+                bytes
+            }
+        };
         Manifest::from_bytes(&path, &bytes)
     }
 
@@ -715,6 +745,31 @@ mod tests {
         let mut f = tempfile::tempfile().unwrap();
         f.write_all(bytes).unwrap();
         f
+    }
+
+    #[tokio::test]
+    async fn a_remote_store_reads_each_manifest_once_and_a_local_one_every_time() {
+        let (dir, _, _) = crate::testkit::random_corpus(0x5eed_0049, false).await;
+        let (counting, remote) = crate::testkit::counted_store(dir.path());
+        let (version, first) = remote.current().await.unwrap();
+        for _ in 0..3 {
+            assert_eq!(remote.current().await.unwrap().1, first);
+            assert_eq!(remote.manifest(&version).await.unwrap(), first);
+        }
+        let path = manifest_path(&version).unwrap();
+        let manifest_reads = counting
+            .requests()
+            .iter()
+            .filter(|(p, _)| *p == path)
+            .count();
+        assert_eq!(manifest_reads, 1, "{:?}", counting.requests());
+        // A local directory reads its file each time: a manifest damaged on disk is seen.
+        let local = CorpusStore::local(dir.path()).unwrap();
+        local.manifest(&version).await.unwrap();
+        std::fs::write(dir.path().join(&path), b"{}").unwrap();
+        assert!(local.manifest(&version).await.is_err());
+        // The remote store keeps what it checked when it read it.
+        assert_eq!(remote.manifest(&version).await.unwrap(), first);
     }
 
     #[tokio::test]
