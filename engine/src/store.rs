@@ -444,18 +444,24 @@ impl CorpusStore {
                         format!("manifest hashes to {actual}, not {version}"),
                     ));
                 }
-                if self.local_root.is_none() {
-                    let mut kept = self.manifests.lock().expect("manifest list");
-                    kept.retain(|(v, _)| v != version);
-                    if kept.len() >= MANIFESTS_KEPT {
-                        kept.pop_front();
-                    }
-                    kept.push_back((version.to_owned(), bytes.clone()));
-                }
+                self.keep_manifest(version, bytes.clone());
                 bytes
             }
         };
         Manifest::from_bytes(&path, &bytes)
+    }
+
+    /// Keeps a manifest's bytes (checked, or just written) when the store is remote.
+    fn keep_manifest(&self, version: &str, bytes: Bytes) {
+        if self.local_root.is_some() {
+            return;
+        }
+        let mut kept = self.manifests.lock().expect("manifest list");
+        kept.retain(|(v, _)| v != version);
+        if kept.len() >= MANIFESTS_KEPT {
+            kept.pop_front();
+        }
+        kept.push_back((version.to_owned(), bytes));
     }
 
     /// The current version and its manifest.
@@ -470,10 +476,11 @@ impl CorpusStore {
 
     /// Writes a manifest object (immutable) and returns its version. Does not move the pointer.
     pub async fn put_manifest(&self, m: &Manifest) -> Result<String> {
-        let bytes = m.to_canonical_bytes()?;
+        let bytes = Bytes::from(m.to_canonical_bytes()?);
         let version = version_of(&bytes);
-        self.put_immutable(&manifest_path(&version)?, Bytes::from(bytes))
+        self.put_immutable(&manifest_path(&version)?, bytes.clone())
             .await?;
+        self.keep_manifest(&version, bytes);
         Ok(version)
     }
 
@@ -770,6 +777,14 @@ mod tests {
         assert!(local.manifest(&version).await.is_err());
         // The remote store keeps what it checked when it read it.
         assert_eq!(remote.manifest(&version).await.unwrap(), first);
+        // And what it wrote: a publisher reads back the version it just put without a GET.
+        let mut next = first.clone();
+        next.notes.insert("sec.edgar".into(), "a note".into());
+        let v2 = remote.put_manifest(&next).await.unwrap();
+        counting.reset();
+        let back = remote.manifest(&v2).await.unwrap();
+        assert_eq!(back.notes.get("sec.edgar").map(String::as_str), Some("a note"));
+        assert!(counting.requests().is_empty(), "{:?}", counting.requests());
     }
 
     #[tokio::test]
