@@ -783,7 +783,10 @@ mod tests {
         let v2 = remote.put_manifest(&next).await.unwrap();
         counting.reset();
         let back = remote.manifest(&v2).await.unwrap();
-        assert_eq!(back.notes.get("sec.edgar").map(String::as_str), Some("a note"));
+        assert_eq!(
+            back.notes.get("sec.edgar").map(String::as_str),
+            Some("a note")
+        );
         assert!(counting.requests().is_empty(), "{:?}", counting.requests());
     }
 

@@ -528,6 +528,60 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_filers_rows_of_nine_years_are_two_range_reads_cold_because_eight_lie_in_one_era() {
+        // One filer with a filing in each year 2017–2024 (one era) and one in 2025 (the next
+        // era), among other filers: a cold page of its rows from object storage is one range
+        // GET for the eight years and one for 2025.
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let mut rows = Vec::new();
+        for (i, year) in (2017..=2025).enumerate() {
+            for (j, cik) in ["5", "7", "9"].iter().enumerate() {
+                rows.push(edgar(
+                    &format!("0000000001-{}-{:06}", year % 100, i * 10 + j),
+                    cik,
+                    Some(&format!("{year}-06-15T15:00:00Z")),
+                    "2025-12-31T00:00:00Z",
+                ));
+            }
+        }
+        publish(
+            &store,
+            ChangeSet {
+                rows,
+                certifications: vec![cert(
+                    Lane::CertifiedPit,
+                    "2017-01-01",
+                    "2025-12-30",
+                    "2025-12-31T00:00:00Z",
+                )],
+                ..Default::default()
+            },
+            t("2025-12-31T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        let (counting, remote) = crate::testkit::counted_store(dir.path());
+        let corpus = Corpus::open(remote).await.unwrap();
+        let q = NewsQuery {
+            source: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            visible_by: VisibleBy::PublishedAt,
+            start: None,
+            as_of: t("2025-12-30T00:00:00Z"),
+            entity: Entity::Cik("7".into()),
+            after: None,
+            limit: 100,
+        };
+        // Nine years of rows: one range of the era 2017–2024's file, one of 2025's (a file a
+        // year read nine).
+        counting.reset();
+        let (ids, _) = page(corpus.news(&q, Scope::Corpus).await.unwrap()).unwrap();
+        assert_eq!(ids.len(), 9);
+        assert_eq!(page_reads(&counting).0, 2, "{:?}", counting.requests());
+    }
+
+    #[tokio::test]
     async fn access_files_of_earlier_layouts_are_ignored_and_the_next_publish_derives_every_group_again()
      {
         // Version 1: Parquet files of one year. Version 2: today's blocks in files of one
