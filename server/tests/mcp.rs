@@ -230,6 +230,20 @@ async fn a_message_out_of_the_described_shape_is_refused_with_400() {
             "params",
         ),
         (r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#, "id"),
+        // Found by schemathesis (seeds 2033395496, 471117119, 1023550424) while the schema
+        // admitted any integer: past 64 bits, now outside its minimum and maximum.
+        (
+            r#"{"jsonrpc":"2.0","id":7888093444437024840876032,"method":"ping"}"#,
+            "id past u64",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":18446744073709551616,"method":"ping"}"#,
+            "id of u64::MAX + 1",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":-9223372036854775809,"method":"ping"}"#,
+            "id of i64::MIN - 1",
+        ),
         (r#"{"jsonrpc":"2.0","id":1,"method":5}"#, "method"),
         (r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#, "jsonrpc"),
     ] {
@@ -250,6 +264,13 @@ async fn a_message_out_of_the_described_shape_is_refused_with_400() {
     )
     .await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    // The bounds the description gives are admitted and echoed exactly.
+    for id in ["18446744073709551615", "-9223372036854775808"] {
+        let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#);
+        let r = post(&t, &body, &v).await;
+        assert_eq!(r.status, StatusCode::OK, "{id}: {}", r.json);
+        assert_eq!(r.json["id"].to_string(), id);
+    }
     // A whole number with a fraction is an integer id, as the description's schema says.
     let r = post(&t, r#"{"jsonrpc":"2.0","id":3.0,"method":"ping"}"#, &v).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);

@@ -62,7 +62,7 @@ pub fn message_schema() -> Value {
         "required": ["jsonrpc", "method"],
         "properties": {
             "jsonrpc": {"type": "string", "enum": ["2.0"]},
-            "id": {"type": ["string", "integer"], "description": "Present on a request, absent on a notification."},
+            "id": {"type": ["string", "integer"], "minimum": i64::MIN, "maximum": u64::MAX, "description": "Present on a request, absent on a notification. A number must be a whole number a 64-bit integer holds (signed or unsigned): a bigger one could not be echoed back exactly, and is refused with JSON-RPC error -32600."},
             "method": {"type": "string", "description": "`initialize`, `ping`, `tools/list`, `tools/call`; notifications such as `notifications/initialized`. Another method is JSON-RPC error -32601."},
             "params": {"type": "object"},
         },
