@@ -187,29 +187,11 @@ pub(crate) fn decode_parts(
     Ok(out)
 }
 
-/// Every row of a whole access data file, read through its own footer.
-#[cfg(test)]
-pub(crate) fn decode_file(
-    path: &str,
-    bytes: Bytes,
-    group: (SourceId, Lane),
-) -> Result<Vec<Vec<NewsRow>>> {
-    let reader = FileReader::try_new(std::io::Cursor::new(bytes), None)?;
-    if reader.schema() != file_schema() {
-        return Err(Error::integrity(path, "not the schema of an access file"));
-    }
-    let mut out = Vec::new();
-    for batch in reader {
-        out.push(rows_of(&batch?, group.0, group.1)?);
-    }
-    Ok(out)
-}
-
-/// Hands `f` the rows of each block of a whole access data file in a local file, one block at
-/// a time (delta files merged into one: together they may hold a quarter of an era).
+/// Hands `f` the rows of each block of a whole access data file (read through its own
+/// footer), one block at a time: delta files merged into one may hold a quarter of an era.
 pub(crate) fn for_each_block(
     path: &str,
-    file: std::fs::File,
+    file: impl std::io::Read + std::io::Seek,
     group: (SourceId, Lane),
     mut f: impl FnMut(Vec<NewsRow>) -> Result<()>,
 ) -> Result<()> {
@@ -273,7 +255,13 @@ mod tests {
             assert_eq!(got, blocks[from..to].to_vec(), "blocks {from}..{to}");
         }
         // The file is a whole Arrow IPC file too.
-        assert_eq!(decode_file("t", file.clone(), group).unwrap(), blocks);
+        let mut whole = Vec::new();
+        for_each_block("t", std::io::Cursor::new(file.clone()), group, |rows| {
+            whole.push(rows);
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(whole, blocks);
         // Bytes that are not the block's are refused, not misread.
         let shifted = file.slice(offsets[1] as usize + 8..offsets[2] as usize + 8);
         assert!(decode_span("t", &shifted, &offsets, 1..2, group).is_err());

@@ -582,6 +582,90 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn past_max_deltas_an_eras_deltas_merge_into_one_and_every_row_stays_answered() {
+        // A base of 100 rows, then twelve publishes of one row each into the same era: the
+        // deltas stay at most MAX_DELTAS files (the ninth merges them, a delta file at a
+        // time), never reach a quarter of the base, and every row is answered.
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let row = |i: usize| {
+            edgar(
+                &format!("0000000001-25-{i:06}"),
+                if i % 2 == 0 { "5" } else { "7" },
+                Some(&format!("2025-01-{:02}T15:00:00Z", 1 + i % 28)),
+                "2025-02-01T00:00:00Z",
+            )
+        };
+        publish(
+            &store,
+            ChangeSet {
+                rows: (0..100).map(row).collect(),
+                certifications: vec![cert(
+                    Lane::CertifiedPit,
+                    "2025-01-01",
+                    "2025-01-31",
+                    "2025-02-01T00:00:00Z",
+                )],
+                ..Default::default()
+            },
+            t("2025-02-01T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        let mut most = 0;
+        for i in 100..112 {
+            publish(
+                &store,
+                ChangeSet {
+                    rows: vec![row(i)],
+                    ..Default::default()
+                },
+                Instant::from_micros(t("2025-02-02T00:00:00Z").micros() + i as i64),
+            )
+            .await
+            .unwrap();
+            let (_, m) = store.current().await.unwrap();
+            let deltas = m
+                .access
+                .iter()
+                .filter(|e| e.kind == KIND_CLUSTERED && e.path.contains(DELTA_PREFIX))
+                .count();
+            assert!(deltas <= MAX_DELTAS, "{deltas} delta files after row {i}");
+            most = most.max(deltas);
+        }
+        assert_eq!(
+            most, MAX_DELTAS,
+            "the deltas reached the limit and were merged"
+        );
+        crate::verify::verify(&store, None).await.unwrap();
+        let corpus = Corpus::open(store).await.unwrap();
+        assert!(
+            corpus
+                .access()
+                .unwrap()
+                .covers(SourceId::SecEdgar, Lane::CertifiedPit)
+        );
+        let mut total = 0;
+        for cik in ["5", "7"] {
+            let q = NewsQuery {
+                source: SourceId::SecEdgar,
+                lane: Lane::CertifiedPit,
+                visible_by: VisibleBy::PublishedAt,
+                start: None,
+                as_of: t("2025-01-31T23:59:59Z"),
+                entity: Entity::Cik(cik.into()),
+                after: None,
+                limit: 500,
+            };
+            total += page(corpus.news(&q, Scope::Corpus).await.unwrap())
+                .unwrap()
+                .0
+                .len();
+        }
+        assert_eq!(total, 112);
+    }
+
+    #[tokio::test]
     async fn access_files_of_earlier_layouts_are_ignored_and_the_next_publish_derives_every_group_again()
      {
         // Version 1: Parquet files of one year. Version 2: today's blocks in files of one
