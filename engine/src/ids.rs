@@ -31,12 +31,29 @@
 //! objects listed in the manifest's `access` list (kind [`KIND_IDS`]); partitions stay
 //! authoritative, and a source-lane with partitions but no run is indexed from its partitions
 //! at its next publish (a corpus written before id runs existed).
+//!
+//! A large run also has a key filter (kind [`KIND_IDS_FILTER`], `<run sha256>.filter` beside
+//! it): a split-block Bloom filter of its keys, Parquet's (`parquet::bloom_filter::Sbbf`), about
+//! a byte and a half per entry against the run's twelve. Why: keys are hashes, so the ids of one
+//! day's ingest need blocks all over a large run, and a range per block (or the whole run, once
+//! object_store coalesces their ranges) costs the size of the corpus, not of the ingest; most of
+//! a day's ids are new, and the filter says so without a block. A lookup reads the filter whole
+//! once (kept in [`ID_RUNS`] with the fences, so a poller reads it once per run it sees), then
+//! only the blocks of the keys that pass: the ids the run holds, and about one in a hundred of
+//! the others. Layout, little-endian:
+//!
+//! ```text
+//! "ASOFIDF1"              8 bytes, magic
+//! n        u64            entries of the run it filters
+//! filter                  Parquet's Bloom filter: its Thrift header, then the bitset
+//! ```
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Range;
 use std::sync::{Arc, LazyLock};
 
 use bytes::Bytes;
+use parquet::bloom_filter::Sbbf;
 use sha2::{Digest, Sha256};
 
 use crate::clock::{Day, Lane, SourceId};
@@ -48,6 +65,11 @@ use crate::store::{CorpusStore, sha256_hex};
 
 /// Manifest `kind` of an id run.
 pub const KIND_IDS: &str = "ids.run/1";
+/// Manifest `kind` of a large run's key filter.
+pub const KIND_IDS_FILTER: &str = "ids.filter/1";
+/// The filter's target rate of false positives: keys it passes that the run does not hold.
+const FILTER_FPP: f64 = 0.01;
+const FILTER_MAGIC: &[u8; 8] = b"ASOFIDF1";
 /// Entries between two fences.
 pub const BLOCK: u32 = 256;
 /// A run is merged into the next larger one when it holds at least 1/`MERGE_RATIO` of it.
@@ -88,6 +110,83 @@ pub fn runs_of(manifest: &Manifest, source: SourceId, lane: Lane) -> Vec<&Object
         .iter()
         .filter(|e| e.kind == KIND_IDS && e.path.starts_with(&dir))
         .collect()
+}
+
+/// Where the key filter of `run` lies: beside it, named by the run's hash.
+fn filter_path(run: &ObjectEntry) -> String {
+    let stem = run.path.strip_suffix(".ids").unwrap_or(&run.path);
+    format!("{stem}.filter")
+}
+
+/// The key filter of `run` listed in `manifest`, if it has one (small runs, and large ones
+/// written before filters existed, have none).
+pub fn filter_of<'a>(manifest: &'a Manifest, run: &ObjectEntry) -> Option<&'a ObjectEntry> {
+    let path = filter_path(run);
+    manifest
+        .access
+        .iter()
+        .find(|e| e.kind == KIND_IDS_FILTER && e.path == path)
+}
+
+/// Encodes the key filter of a run holding `entries` (sorted).
+pub fn encode_filter(entries: &[IdEntry]) -> Vec<u8> {
+    let distinct = 1 + entries.windows(2).filter(|w| w[0].0 != w[1].0).count() as u64;
+    let mut f = Sbbf::new_with_ndv_fpp(distinct, FILTER_FPP).expect("a rate within 0..1");
+    let mut last = None;
+    for &(k, _) in entries {
+        if last != Some(k) {
+            f.insert(&k);
+            last = Some(k);
+        }
+    }
+    // Its size is rounded up to a power of two; fold back what the rate does not need.
+    f.fold_to_target_fpp(FILTER_FPP);
+    let mut out = Vec::with_capacity(16 + f.num_blocks() * 32 + 16);
+    out.extend_from_slice(FILTER_MAGIC);
+    out.extend_from_slice(&(entries.len() as u64).to_le_bytes());
+    f.write(&mut out).expect("writing to a Vec");
+    out
+}
+
+/// Decodes a key filter, checking it is one and filters a run of `n` entries.
+fn decode_filter(path: &str, bytes: &[u8], n: u64) -> Result<Sbbf> {
+    if bytes.len() < 16 || &bytes[..8] != FILTER_MAGIC {
+        return Err(Error::integrity(path, "not an id-run filter (bad magic)"));
+    }
+    let of = u64::from_le_bytes(bytes[8..16].try_into().expect("8 bytes"));
+    if of != n {
+        return Err(Error::integrity(
+            path,
+            format!("a filter of {of} entries for a run of {n}"),
+        ));
+    }
+    Sbbf::from_bytes(&bytes[16..])
+        .map_err(|e| Error::integrity(path, format!("unreadable id-run filter: {e}")))
+}
+
+/// Checks a key filter against its run: hash, layout, and that every key of the run passes
+/// it (a filter that refused one would hide that id's revisions from the publisher).
+pub async fn verify_filter(
+    store: &CorpusStore,
+    manifest: &Manifest,
+    e: &ObjectEntry,
+) -> Result<()> {
+    let run = manifest
+        .access
+        .iter()
+        .find(|r| r.kind == KIND_IDS && filter_path(r) == e.path)
+        .ok_or_else(|| Error::integrity(&e.path, "an id-run filter without its run"))?;
+    let bytes = get_checked(store, &e.path, &e.sha256).await?;
+    let filter = decode_filter(&e.path, &bytes, run.row_count)?;
+    for (k, _) in read_run(store, run).await? {
+        if !filter.check(&k) {
+            return Err(Error::integrity(
+                &e.path,
+                format!("the filter refuses key {k:016x}, which its run holds"),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Whether the source-lane's runs cover its partitions: it has runs, or no partitions at all.
@@ -182,12 +281,13 @@ async fn get_range(store: &CorpusStore, path: &str, range: Range<u64>) -> Result
         .ok_or_else(|| Error::integrity(path, "a range read answered nothing"))
 }
 
-/// What a record lookup needs of an id run, kept so a lookup does not read and hash-check
-/// the version's runs again: a small run's entries, or a large one's header and fences (its
-/// blocks are still read by range). Runs are content-addressed, so an entry is never stale
-/// (`ASOF_ID_RUN_CACHE_MB`, default 64).
+/// What a lookup needs of an id run, kept so a lookup does not read and hash-check the
+/// version's runs again: a small run's entries, or a large one's header, fences and key filter
+/// (its blocks are still read by range). Runs are content-addressed, so an entry is never
+/// stale (`ASOF_ID_RUN_CACHE_MB`, default 256: one entry may take a quarter of it, and the
+/// filter of a 20M-entry run is 32 MiB).
 pub static ID_RUNS: LazyLock<Cache<Arc<RunIndex>>> =
-    LazyLock::new(|| Cache::new(bound_or("ASOF_ID_RUN_CACHE_MB", 64)));
+    LazyLock::new(|| Cache::new(bound_or("ASOF_ID_RUN_CACHE_MB", 256)));
 
 impl Weigh for Arc<RunIndex> {
     fn weight(&self) -> usize {
@@ -205,6 +305,8 @@ pub enum RunIndex {
         n: u64,
         block: u32,
         fences: Vec<u64>,
+        /// The run's key filter, when it has one.
+        filter: Option<Sbbf>,
     },
 }
 
@@ -213,14 +315,26 @@ impl RunIndex {
     pub fn weight(&self) -> usize {
         match self {
             RunIndex::Whole(e) => e.len() * std::mem::size_of::<IdEntry>(),
-            RunIndex::Fenced { fences, .. } => fences.len() * 8,
+            RunIndex::Fenced { fences, filter, .. } => {
+                fences.len() * 8 + filter.as_ref().map_or(0, |f| f.num_blocks() * 32)
+            }
         }
     }
 
-    async fn load(store: &CorpusStore, e: &ObjectEntry) -> Result<std::sync::Arc<Self>> {
+    async fn load(
+        store: &CorpusStore,
+        e: &ObjectEntry,
+        filter: Option<&ObjectEntry>,
+    ) -> Result<std::sync::Arc<Self>> {
         let cache = &ID_RUNS;
         let whole = 0..e.bytes;
-        if let Some(i) = cache.get(&e.path, &whole) {
+        // A run is kept with the filter it was loaded with: the version after the one that
+        // gave an older large run its filter must not find it cached without one.
+        let key = match filter {
+            Some(f) => format!("{}#{}", e.path, f.sha256),
+            None => e.path.clone(),
+        };
+        if let Some(i) = cache.get(&key, &whole) {
             return Ok(i);
         }
         let index = if e.bytes <= WHOLE_READ_BYTES {
@@ -235,10 +349,22 @@ impl RunIndex {
                 .chunks_exact(8)
                 .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
                 .collect();
-            RunIndex::Fenced { n, block, fences }
+            let filter = match filter {
+                Some(f) => {
+                    let bytes = get_checked(store, &f.path, &f.sha256).await?;
+                    Some(decode_filter(&f.path, &bytes, n)?)
+                }
+                None => None,
+            };
+            RunIndex::Fenced {
+                n,
+                block,
+                fences,
+                filter,
+            }
         };
         let index = std::sync::Arc::new(index);
-        cache.put(&e.path, &whole, std::sync::Arc::clone(&index));
+        cache.put(&key, &whole, std::sync::Arc::clone(&index));
         Ok(index)
     }
 }
@@ -247,6 +373,7 @@ impl RunIndex {
 async fn days_in_run(
     store: &CorpusStore,
     e: &ObjectEntry,
+    filter: Option<&ObjectEntry>,
     keys: &[u64],
     out: &mut BTreeSet<Day>,
 ) -> Result<()> {
@@ -257,18 +384,27 @@ async fn days_in_run(
             }
         }
     };
-    let index = RunIndex::load(store, e).await?;
-    let (n, block, fences) = match &*index {
+    let index = RunIndex::load(store, e, filter).await?;
+    let (n, block, fences, filter) = match &*index {
         RunIndex::Whole(entries) => {
             hits(entries, out);
             return Ok(());
         }
-        RunIndex::Fenced { n, block, fences } => (*n, *block, fences),
+        RunIndex::Fenced {
+            n,
+            block,
+            fences,
+            filter,
+        } => (*n, *block, fences, filter),
     };
     // Blocks that can hold a key: the last block starting at or below it, and the one before
     // when the key starts a block (a key's entries for several days may straddle a fence).
+    // A key the filter refuses is in no block.
     let mut wanted: BTreeSet<u64> = BTreeSet::new();
     for &k in keys {
+        if filter.as_ref().is_some_and(|f| !f.check(&k)) {
+            continue;
+        }
         let hi = fences.partition_point(|&f| f <= k);
         if hi == 0 {
             continue;
@@ -288,10 +424,52 @@ async fn days_in_run(
             _ => ranges.push(start..end),
         }
     }
-    for bytes in get_ranges(store, &e.path, &ranges).await? {
+    // Past a filter the blocks are few and far apart (the held ids and a few false
+    // positives), so each is its own GET: coalescing them as object_store does (gaps under a
+    // megabyte) would read most of a large run for fifty blocks. Without one they are dense.
+    let got = if filter.is_some() {
+        get_sparse(store, &e.path, ranges).await?
+    } else {
+        get_ranges(store, &e.path, &ranges).await?
+    };
+    for bytes in got {
         hits(&decode_entries(&e.path, &bytes)?, out);
     }
     Ok(())
+}
+
+/// Ranges this close become one read: a gap costs less to read than a request's round trip.
+const SPARSE_GAP: u64 = 16 << 10;
+/// Range reads of one run in flight at once.
+const SPARSE_PARALLEL: usize = 16;
+
+/// Reads `ranges` (sorted, whole blocks), joining only those a [`SPARSE_GAP`] apart, a few
+/// requests at a time. A joined range is whole blocks too, so it decodes as entries.
+async fn get_sparse(
+    store: &CorpusStore,
+    path: &str,
+    ranges: Vec<Range<u64>>,
+) -> Result<Vec<Bytes>> {
+    use futures::{StreamExt, TryStreamExt};
+    use object_store::ObjectStoreExt;
+    let mut joined: Vec<Range<u64>> = Vec::new();
+    for r in ranges {
+        match joined.last_mut() {
+            Some(last) if r.start <= last.end + SPARSE_GAP => last.end = last.end.max(r.end),
+            _ => joined.push(r),
+        }
+    }
+    let os = store.object_store();
+    let at = object_store::path::Path::from(path);
+    futures::stream::iter(joined)
+        .map(|r| {
+            let (os, at) = (os.clone(), at.clone());
+            async move { os.get_range(&at, r).await }
+        })
+        .buffered(SPARSE_PARALLEL)
+        .map_err(Error::from)
+        .try_collect()
+        .await
 }
 
 /// The days whose partitions of `source`/`lane` may hold a revision of any of `ids`, by the
@@ -315,7 +493,7 @@ pub async fn days_holding<'a>(
         return Ok(Some(out));
     }
     for e in runs_of(manifest, source, lane) {
-        days_in_run(store, e, &keys, &mut out).await?;
+        days_in_run(store, e, filter_of(manifest, e), &keys, &mut out).await?;
     }
     Ok(Some(out))
 }
@@ -421,12 +599,18 @@ pub async fn add(
         });
     }
     let dir = run_dir(source, lane);
-    manifest
+    let filters: HashMap<String, ObjectEntry> = manifest
         .access
-        .retain(|e| !(e.kind == KIND_IDS && e.path.starts_with(&dir)));
+        .iter()
+        .filter(|e| e.kind == KIND_IDS_FILTER && e.path.starts_with(&dir))
+        .map(|e| (e.path.clone(), e.clone()))
+        .collect();
+    manifest.access.retain(|e| {
+        !((e.kind == KIND_IDS || e.kind == KIND_IDS_FILTER) && e.path.starts_with(&dir))
+    });
     for r in runs {
-        let entry = match (r.stored, r.entries) {
-            (Some(stored), None) => stored,
+        let (entry, entries) = match (r.stored, r.entries) {
+            (Some(stored), None) => (stored, None),
             (_, Some(entries)) => {
                 let bytes = encode(&entries);
                 let sha = sha256_hex(&bytes);
@@ -439,10 +623,35 @@ pub async fn add(
                     row_count: entries.len() as u64,
                 };
                 store.put_immutable(&path, Bytes::from(bytes)).await?;
-                entry
+                (entry, Some(entries))
             }
             (None, None) => continue,
         };
+        // A run read by ranges has a filter: kept when it had one, else made from its entries
+        // (a large run written before filters existed is read whole once, here).
+        if entry.bytes > WHOLE_READ_BYTES {
+            let path = filter_path(&entry);
+            let filter = match filters.get(&path) {
+                Some(f) => f.clone(),
+                None => {
+                    let entries = match entries {
+                        Some(e) => e,
+                        None => read_run(store, &entry).await?,
+                    };
+                    let bytes = encode_filter(&entries);
+                    let f = ObjectEntry {
+                        kind: KIND_IDS_FILTER.into(),
+                        path: path.clone(),
+                        bytes: bytes.len() as u64,
+                        sha256: sha256_hex(&bytes),
+                        row_count: entry.row_count,
+                    };
+                    store.put_immutable(&path, Bytes::from(bytes)).await?;
+                    f
+                }
+            };
+            manifest.access.push(filter);
+        }
         manifest.access.push(entry);
     }
     manifest.access.sort_by(|a, b| a.path.cmp(&b.path));
@@ -581,6 +790,140 @@ mod tests {
                 .unwrap()
                 .unwrap()
                 .is_empty()
+        );
+    }
+
+    /// 400k entries of ids named `prefix-i` over 50 days: a run past the whole-read size.
+    fn large(prefix: &str) -> Vec<IdEntry> {
+        (0..400_000u32)
+            .map(|i| entry(&format!("{prefix}-{i}"), Day::from_days((i % 50) as i32)))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn a_large_runs_filter_keeps_a_days_new_ids_from_reading_its_blocks() {
+        let dir = tempfile::tempdir().unwrap();
+        let (counting, store) = crate::testkit::counted_store(dir.path());
+        let mut m = empty_manifest();
+        let (s, l) = (SourceId::SecEdgar, Lane::CertifiedPit);
+        add(&store, &mut m, s, l, large("filtered")).await.unwrap();
+        let run = runs_of(&m, s, l)[0].clone();
+        assert!(run.bytes > WHOLE_READ_BYTES);
+        let filter = filter_of(&m, &run)
+            .expect("a large run has a filter")
+            .clone();
+        assert!(
+            filter.bytes * 6 < run.bytes,
+            "filter {} bytes for a run of {}",
+            filter.bytes,
+            run.bytes
+        );
+        // One day's ingest: 5,000 ids never seen, 20 revisions of held ones.
+        let held: Vec<u32> = (0..20).map(|i| i * 19_997).collect();
+        let batch: Vec<String> = (0..5_000)
+            .map(|i| format!("new-{i}"))
+            .chain(held.iter().map(|i| format!("filtered-{i}")))
+            .collect();
+        counting.reset();
+        let days = days_holding(&store, &m, s, l, batch.iter().map(String::as_str))
+            .await
+            .unwrap()
+            .unwrap();
+        let want: BTreeSet<Day> = held
+            .iter()
+            .map(|i| Day::from_days((i % 50) as i32))
+            .collect();
+        assert_eq!(days, want, "the held ids' days, and no other");
+        // The filter whole, the header and fences, then a block (or two, at a fence) for each
+        // held id and each false positive (1% of 5,000 expected; 3% allowed).
+        let gets = counting.requests();
+        let of = |path: &str| -> (usize, u64) {
+            let hits: Vec<u64> = gets
+                .iter()
+                .filter(|(p, _)| p == path)
+                .map(|(_, b)| *b)
+                .collect();
+            (hits.len(), hits.iter().sum())
+        };
+        assert_eq!(of(&filter.path), (1, filter.bytes));
+        let (run_gets, run_bytes) = of(&run.path);
+        let block_bytes = u64::from(BLOCK) * ENTRY;
+        let fences = 400_000u64.div_ceil(u64::from(BLOCK)) * 8;
+        let most_blocks = 2 * (20 + 150);
+        assert!(
+            run_bytes <= HEADER + fences + most_blocks * block_bytes,
+            "{run_gets} GETs, {run_bytes} bytes of a {}-byte run",
+            run.bytes
+        );
+        assert!(run_gets as u64 <= 2 + most_blocks, "{run_gets} GETs");
+        // The next day's batch reads neither the filter nor the fences again.
+        counting.reset();
+        let next: Vec<String> = (5_000..10_000).map(|i| format!("new-{i}")).collect();
+        let none = days_holding(&store, &m, s, l, next.iter().map(String::as_str))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(none.is_empty());
+        let gets = counting.requests();
+        assert!(gets.iter().all(|(p, _)| p == &run.path), "{gets:?}");
+        assert!(gets.len() <= 150, "{} block reads", gets.len());
+    }
+
+    #[tokio::test]
+    async fn a_large_run_written_before_filters_gets_one_at_the_next_publish_and_verify_checks_it()
+    {
+        let dir = tempfile::tempdir().unwrap();
+        let store = CorpusStore::local(dir.path()).unwrap();
+        let mut m = empty_manifest();
+        let (s, l) = (SourceId::SecEdgar, Lane::CertifiedPit);
+        add(&store, &mut m, s, l, large("unfiltered"))
+            .await
+            .unwrap();
+        // As a corpus written before filters were: the run alone.
+        m.access.retain(|e| e.kind != KIND_IDS_FILTER);
+        let run = runs_of(&m, s, l)[0].clone();
+        assert!(filter_of(&m, &run).is_none());
+        assert_eq!(
+            days_holding(&store, &m, s, l, ["unfiltered-7"])
+                .await
+                .unwrap(),
+            Some([Day::from_days(7)].into())
+        );
+        // A small publish keeps the run (too small to merge) and gives it its filter.
+        add(&store, &mut m, s, l, ids(0..10, 60)).await.unwrap();
+        assert!(runs_of(&m, s, l).iter().any(|r| r.path == run.path));
+        let filter = filter_of(&m, &run).expect("filtered now").clone();
+        verify_filter(&store, &m, &filter).await.unwrap();
+        assert_eq!(
+            days_holding(&store, &m, s, l, ["unfiltered-7", "id-3"])
+                .await
+                .unwrap(),
+            Some([Day::from_days(7), Day::from_days(60)].into())
+        );
+        // A filter that refuses a key its run holds is a fault `verify` names, even when its
+        // hash is the manifest's (an empty filter of the same size, listed as the real one).
+        let bytes = std::fs::read(dir.path().join(&filter.path)).unwrap();
+        let bits = decode_filter(&filter.path, &bytes, run.row_count)
+            .unwrap()
+            .num_blocks()
+            * 32;
+        let mut empty = bytes.clone();
+        let at = empty.len() - bits;
+        empty[at..].fill(0);
+        std::fs::write(dir.path().join(&filter.path), &empty).unwrap();
+        for e in &mut m.access {
+            if e.path == filter.path {
+                e.sha256 = sha256_hex(&empty);
+            }
+        }
+        let forged = filter_of(&m, &run).unwrap().clone();
+        let err = verify_filter(&store, &m, &forged)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("refuses key") && err.contains(&filter.path),
+            "{err}"
         );
     }
 

@@ -12,8 +12,8 @@
 //! sha256) and never rewritten, so what was read or decoded from one can be kept without ever
 //! being invalidated, across reloads too: entries are keyed by path and range only.
 //!
-//! Each cache is bounded in bytes (`ASOF_REMOTE_CACHE_MB`, `ASOF_ROW_CACHE_MB`, default 256
-//! each; `ASOF_FOOTER_CACHE_MB` and `ASOF_ID_RUN_CACHE_MB`, default 64; 0 turns one off):
+//! Each cache is bounded in bytes (`ASOF_REMOTE_CACHE_MB`, `ASOF_ROW_CACHE_MB` and
+//! `ASOF_ID_RUN_CACHE_MB`, default 256 each; `ASOF_FOOTER_CACHE_MB`, 64; 0 turns one off):
 //! past the bound the least recently used entries go first.
 
 use std::collections::HashMap;

@@ -126,6 +126,10 @@ pub async fn verify_manifest(
                 access::verify_file(store, m, o).await?;
                 out.other_objects += 2;
             }
+            crate::ids::KIND_IDS_FILTER => {
+                crate::ids::verify_filter(store, m, o).await?;
+                out.other_objects += 1;
+            }
             late::KIND_LATE => {
                 late::verify(store, m, o, &late_rows).await?;
                 out.other_objects += 1;

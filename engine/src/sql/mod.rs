@@ -138,7 +138,13 @@ fn session(store: &CorpusStore, manifest: &Manifest, memory: usize) -> Result<Se
         // by each.
         .with_repartition_file_scans(false)
         .set_bool("datafusion.execution.parquet.pushdown_filters", true)
-        .set_bool("datafusion.execution.parquet.reorder_filters", true);
+        .set_bool("datafusion.execution.parquet.reorder_filters", true)
+        // An inner join drops rows whose key is null, so filter them out below the join: the
+        // planner then estimates the filtered side as the smaller one and builds its hash
+        // table from it. Without this, `news AS a JOIN news AS b ON a.supersedes =
+        // b.revision_id` (corrections joined to what they correct) built from a whole 20M-row
+        // side and failed at the memory pool; most `supersedes` are null.
+        .set_bool("datafusion.optimizer.filter_null_join_keys", true);
     config.options_mut().execution.parquet.metadata_size_hint = Some(table::FOOTER_HINT);
     // What a sort sets aside for merging its spills (10 MB by default per partition): a
     // share of a small pool, so a sort under a tight limit can still spill and merge.

@@ -313,6 +313,57 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn corrections_join_what_they_correct_in_a_pool_too_small_for_one_whole_side() {
+        use futures::TryStreamExt;
+        let n = 40_000;
+        let row = |i: usize| {
+            edgar(
+                &format!("0000000001-26-{i:06}"),
+                &(1 + i % 50).to_string(),
+                Some(&format!("2026-01-{:02}T12:00:00Z", 10 + i % 10)),
+                "2026-01-25T00:00:00Z",
+            )
+        };
+        let (_dir, store, _) = corpus((0..n).map(row).collect(), january()).await;
+        // One row in a hundred corrected: same id, new title, so it supersedes the first.
+        let fixes: Vec<NewsRow> = (0..n)
+            .step_by(100)
+            .map(|i| {
+                let mut r = row(i);
+                r.title = format!("8-K/A - corrected {i}");
+                r.committed_at = Some(crate::testkit::t("2026-01-26T00:00:00Z"));
+                r
+            })
+            .collect();
+        let published = crate::publish::publish(
+            &store,
+            crate::publish::ChangeSet {
+                rows: fixes,
+                ..Default::default()
+            },
+            crate::testkit::t("2026-03-02T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        assert_eq!(published.rows_added, 400);
+        let c = crate::corpus::Corpus::open(store.clone()).await.unwrap();
+        assert_eq!(c.version(), published.version);
+        let manifest = c.manifest().clone();
+        // The revision ids of one whole side are 40,000 × 64 bytes, 2.5 MB: past a 1 MiB
+        // pool. The corrections, 400 rows, fit it; the hash table must be built from them.
+        let q = "SELECT count(*) AS n, count(DISTINCT b.id) AS corrected \
+                 FROM news AS a JOIN news AS b ON a.supersedes = b.revision_id";
+        let out: Vec<RecordBatch> = crate::sql::stream_on(&store, &manifest, q, 1 << 20)
+            .await
+            .unwrap()
+            .try_collect()
+            .await
+            .unwrap();
+        let t = text(&out);
+        assert!(t.contains("| 400 | 400       |"), "{t}");
+    }
+
+    #[tokio::test]
     async fn the_news_table_answers_as_a_listing_table_over_the_same_files() {
         let (dir, store, c) = corpus(rows(), january()).await;
         let listing = SessionContext::new();
