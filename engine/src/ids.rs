@@ -160,8 +160,13 @@ fn decode_filter(path: &str, bytes: &[u8], n: u64) -> Result<Sbbf> {
             format!("a filter of {of} entries for a run of {n}"),
         ));
     }
-    Sbbf::from_bytes(&bytes[16..])
-        .map_err(|e| Error::integrity(path, format!("unreadable id-run filter: {e}")))
+    let f = Sbbf::from_bytes(&bytes[16..])
+        .map_err(|e| Error::integrity(path, format!("unreadable id-run filter: {e}")))?;
+    // A filter of no block would answer nothing (and Parquet's indexes its first block).
+    if f.num_blocks() == 0 || bytes.len() - 16 < f.num_blocks() * 32 {
+        return Err(Error::integrity(path, "an id-run filter of no whole block"));
+    }
+    Ok(f)
 }
 
 /// Checks a key filter against its run: hash, layout, and that every key of the run passes
@@ -925,6 +930,23 @@ mod tests {
             err.contains("refuses key") && err.contains(&filter.path),
             "{err}"
         );
+    }
+
+    #[test]
+    fn a_filter_that_is_not_one_or_names_another_run_is_refused() {
+        let mut e = ids(0..100, 1);
+        e.sort_unstable();
+        let bytes = encode_filter(&e);
+        assert!(decode_filter("f", &bytes, 100).is_ok());
+        let err = decode_filter("f", &bytes, 101).unwrap_err().to_string();
+        assert!(
+            err.contains("a filter of 100 entries for a run of 101"),
+            "{err}"
+        );
+        assert!(decode_filter("f", &bytes[..12], 100).is_err());
+        assert!(decode_filter("f", b"ASOFIDS1........", 100).is_err());
+        // The header and count of a filter, and a bitset cut short of its header's length.
+        assert!(decode_filter("f", &bytes[..bytes.len() - 1], 100).is_err());
     }
 
     #[tokio::test]
