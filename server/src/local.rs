@@ -32,8 +32,7 @@ use crate::http::{Reply, ok};
 use crate::plan::PUBLIC_REQUESTS_PER_MINUTE;
 use crate::routes::data::{
     CoverageParams, DiffParams, MappingParams, NewsPage, NewsParams, RecordParams, coverage_answer,
-    diff_answer, diff_page_of, mapping_cik_answer, mapping_ticker_answer, news_answer,
-    news_page_of, record_answer,
+    cut_answer, cut_page_of, mapping_cik_answer, mapping_ticker_answer, record_answer,
 };
 use crate::routes::discovery::meta_answer;
 use axum::response::IntoResponse;
@@ -177,9 +176,9 @@ impl LocalApi {
         let segments = segments(path)?;
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
         match segments.as_slice() {
-            ["v1", "news"] => news_page_of(&self.signer, ctx, &NewsParams::parse(query)?).await,
+            ["v1", "news"] => cut_page_of(&self.signer, ctx, &NewsParams::parse(query)?).await,
             ["v1", "news", "diff"] => {
-                diff_page_of(&self.signer, ctx, &DiffParams::parse(query)?).await
+                cut_page_of(&self.signer, ctx, &DiffParams::parse(query)?).await
             }
             _ => Err(ApiError::NotFound(format!(
                 "{path} has no Arrow form; /v1/news and /v1/news/diff do"
@@ -191,9 +190,9 @@ impl LocalApi {
         let segments = segments(path)?;
         let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
         match segments.as_slice() {
-            ["v1", "news"] => news_answer(&self.signer, ctx, &NewsParams::parse(query)?).await,
+            ["v1", "news"] => cut_answer(&self.signer, ctx, &NewsParams::parse(query)?).await,
             ["v1", "news", "diff"] => {
-                diff_answer(&self.signer, ctx, &DiffParams::parse(query)?).await
+                cut_answer(&self.signer, ctx, &DiffParams::parse(query)?).await
             }
             ["v1", "news", id] => record_answer(ctx, id, &RecordParams::parse(query)?).await,
             ["v1", "coverage"] => {

@@ -161,6 +161,62 @@ impl DiffParams {
     }
 }
 
+/// The parameters of the two paged cut routes, `/v1/news` and `/v1/news/diff`: the engine
+/// query they ask and the cursor they resume from, so one answer and one page function serve
+/// both (over HTTP and through `crate::local`, `asof.open()`'s client).
+pub(crate) trait CutParams {
+    /// The route's name in its cursors and row cache.
+    const ROUTE: &'static str;
+    fn query(&self, corpus: &Corpus) -> Result<NewsQuery, ApiError>;
+    fn cursor(&self) -> Option<&str>;
+}
+
+impl CutParams for NewsParams {
+    const ROUTE: &'static str = "news";
+    fn query(&self, corpus: &Corpus) -> Result<NewsQuery, ApiError> {
+        self.to_query(corpus)
+    }
+    fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref()
+    }
+}
+
+impl CutParams for DiffParams {
+    const ROUTE: &'static str = "diff";
+    fn query(&self, corpus: &Corpus) -> Result<NewsQuery, ApiError> {
+        self.to_query(corpus)
+    }
+    fn cursor(&self) -> Option<&str> {
+        self.cursor.as_deref()
+    }
+}
+
+/// The answer of `/v1/news` or `/v1/news/diff`.
+pub(crate) async fn cut_answer<P: CutParams>(signer: &CursorSigner, ctx: &Ctx, p: &P) -> Reply {
+    let query = p.query(&ctx.corpus)?;
+    run_news(
+        signer,
+        ctx,
+        P::ROUTE,
+        query,
+        p.cursor(),
+        Scope::Corpus,
+        false,
+    )
+    .await
+}
+
+/// The page `/v1/news` or `/v1/news/diff` answers, not yet encoded (`asof.open()`'s Arrow
+/// pages).
+pub(crate) async fn cut_page_of<P: CutParams>(
+    signer: &CursorSigner,
+    ctx: &Ctx,
+    p: &P,
+) -> Result<NewsPage, ApiError> {
+    let query = p.query(&ctx.corpus)?;
+    news_page(signer, ctx, P::ROUTE, query, p.cursor(), Scope::Corpus).await
+}
+
 fn hole(coverage: Coverage, as_of: Instant, visible_by: VisibleBy) -> ApiError {
     ApiError::CoverageMissing {
         coverage,
@@ -296,32 +352,7 @@ pub(crate) async fn news(
     Extension(ctx): Extension<Ctx>,
     Q(p): Q<NewsParams>,
 ) -> Reply {
-    news_answer(state.signer(), &ctx, &p).await
-}
-
-/// The answer of `/v1/news` (also `asof.open()`'s, through `crate::local`).
-pub(crate) async fn news_answer(signer: &CursorSigner, ctx: &Ctx, p: &NewsParams) -> Reply {
-    let query = p.to_query(&ctx.corpus)?;
-    let cursor = p.cursor.as_deref();
-    run_news(signer, ctx, "news", query, cursor, Scope::Corpus, false).await
-}
-
-/// The page `/v1/news` answers, not yet encoded (`asof.open()`'s Arrow pages).
-pub(crate) async fn news_page_of(
-    signer: &CursorSigner,
-    ctx: &Ctx,
-    p: &NewsParams,
-) -> Result<NewsPage, ApiError> {
-    let query = p.to_query(&ctx.corpus)?;
-    news_page(
-        signer,
-        ctx,
-        "news",
-        query,
-        p.cursor.as_deref(),
-        Scope::Corpus,
-    )
-    .await
+    cut_answer(state.signer(), &ctx, &p).await
 }
 
 /// Became-knowable diff: rows visible at `as_of_end` and not at `as_of_start`.
@@ -339,32 +370,7 @@ pub(crate) async fn diff(
     Extension(ctx): Extension<Ctx>,
     Q(p): Q<DiffParams>,
 ) -> Reply {
-    diff_answer(state.signer(), &ctx, &p).await
-}
-
-/// The answer of `/v1/news/diff`.
-pub(crate) async fn diff_answer(signer: &CursorSigner, ctx: &Ctx, p: &DiffParams) -> Reply {
-    let query = p.to_query(&ctx.corpus)?;
-    let cursor = p.cursor.as_deref();
-    run_news(signer, ctx, "diff", query, cursor, Scope::Corpus, false).await
-}
-
-/// The page `/v1/news/diff` answers, not yet encoded.
-pub(crate) async fn diff_page_of(
-    signer: &CursorSigner,
-    ctx: &Ctx,
-    p: &DiffParams,
-) -> Result<NewsPage, ApiError> {
-    let query = p.to_query(&ctx.corpus)?;
-    news_page(
-        signer,
-        ctx,
-        "diff",
-        query,
-        p.cursor.as_deref(),
-        Scope::Corpus,
-    )
-    .await
+    cut_answer(state.signer(), &ctx, &p).await
 }
 
 /// One record as knowable at `as_of`.
