@@ -59,6 +59,13 @@ impl Coverage {
             }
         }
     }
+    /// Puts `key` first among the missing (an identity hole comes before the days a cut
+    /// needs), keeping the list within [`MAX_MISSING_KEYS`].
+    pub fn miss_first(&mut self, key: String) {
+        self.missing.insert(0, key);
+        self.missing_total += 1;
+        self.missing.truncate(MAX_MISSING_KEYS);
+    }
     fn miss(&mut self, key: String) {
         self.missing_total += 1;
         if self.missing.len() < MAX_MISSING_KEYS {

@@ -1,6 +1,6 @@
 //! The as-of rule, written once: which revisions a cut sees, as a row predicate for the index
 //! path, the walk and single-record lookups, and as a DataFusion filter and anti-join for the
-//! reference scan.
+//! reference scan, `news_asof` and the SQL other engines run (`crate::rule`).
 //!
 //! A row is visible at a cut when it is of the cut's lane (lanes are never mixed in one
 //! answer), and its clock is non-null, at or before `as_of`, and (in a diff window) after
@@ -9,8 +9,8 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::array::{RecordBatch, StringArray, TimestampMicrosecondArray};
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use datafusion::dataframe::DataFrame;
 use datafusion::logical_expr::JoinType;
 use datafusion::prelude::{Expr, SessionContext, col, lit};
@@ -119,42 +119,81 @@ impl Cut {
         pred
     }
 
-    /// The revisions of `superseded` not in force at this cut.
-    pub fn stale<'a>(&self, superseded: &'a Superseded) -> impl Iterator<Item = &'a str> {
-        let cut = *self;
-        superseded
-            .iter()
-            .filter(move |(_, at)| !cut.in_force(Some(**at)))
-            .map(|(rev, _)| rev.as_str())
+    /// Which rows of a supersessions table take their superseded revision out of this cut:
+    /// every one under [`Revisions::Latest`] (the version's best knowledge), and under
+    /// [`Revisions::AsCommitted`] those whose superseding revision was committed at or before
+    /// `as_of` ([`Self::in_force`] as an expression; a test holds the two equal). `None` where
+    /// every row does.
+    pub fn stale_expr(&self) -> Option<Expr> {
+        match self.revisions {
+            Revisions::Latest => None,
+            Revisions::AsCommitted => Some(col(SUPERSEDED_AT).lt_eq(ts(self.as_of))),
+        }
     }
 
-    /// The whole predicate applied to a DataFrame of partition rows: [`Self::expr`], then the
-    /// stale revisions taken out by an anti-join (a hash join, however many there are; an
-    /// `IN` list of them would be an expression as large as the corpus's corrections).
-    pub fn apply(&self, df: DataFrame, superseded: &Superseded) -> Result<DataFrame> {
-        let df = df.filter(self.expr())?;
-        let stale: Vec<&str> = self.stale(superseded).collect();
-        if stale.is_empty() {
-            return Ok(df);
+    /// The whole rule over two tables, the one plan every reading of it runs or exports:
+    /// `rows` (partition rows) filtered by [`Self::expr`], then the revisions a stale row of
+    /// `supersessions` (columns [`SUPERSEDED`] and [`SUPERSEDED_AT`], the rule table of
+    /// `crate::rule`) names taken out by an anti-join (a hash join, however many there are;
+    /// an `IN` list of them would be an expression as large as the corpus's corrections).
+    /// A revision superseded twice has two rows; it is out as soon as one of them is stale,
+    /// which is the earliest superseding commit [`Superseded`] keeps.
+    ///
+    /// The reference scan and `news_asof` run it in DataFusion; `crate::rule::sql` unparses
+    /// it into the SQL Spark and DuckDB run over the exported tables.
+    pub fn plan(&self, rows: DataFrame, supersessions: DataFrame) -> Result<DataFrame> {
+        let rows = rows.filter(self.expr())?;
+        let stale = match self.stale_expr() {
+            Some(e) => supersessions.filter(e)?,
+            None => supersessions,
         }
-        let schema = Arc::new(Schema::new(vec![Field::new(
-            STALE_COLUMN,
-            DataType::Utf8,
-            false,
-        )]));
-        let batch = RecordBatch::try_new(schema, vec![Arc::new(StringArray::from(stale))])?;
-        let table = SessionContext::new().read_batch(batch)?;
-        Ok(df.join(
-            table,
+        .select(vec![col(SUPERSEDED).alias(STALE_COLUMN)])?;
+        Ok(rows.join(
+            stale,
             JoinType::LeftAnti,
             &["revision_id"],
             &[STALE_COLUMN],
             None,
         )?)
     }
+
+    /// [`Self::plan`] with the supersessions of a loaded version's map (the earliest
+    /// superseding commit of each superseded revision).
+    pub fn apply(&self, df: DataFrame, superseded: &Superseded) -> Result<DataFrame> {
+        let (ids, at): (Vec<&str>, Vec<i64>) = superseded
+            .iter()
+            .map(|(rev, at)| (rev.as_str(), at.micros()))
+            .unzip();
+        let batch = RecordBatch::try_new(
+            supersession_columns(),
+            vec![
+                Arc::new(StringArray::from(ids)),
+                Arc::new(TimestampMicrosecondArray::from(at).with_timezone("UTC")),
+            ],
+        )?;
+        let table = SessionContext::new().read_batch(batch)?;
+        self.plan(df, table)
+    }
 }
 
-/// The column of the stale-revision table [`Cut::apply`] anti-joins.
+/// The supersessions table's column of the superseded revision id.
+pub const SUPERSEDED: &str = "revision_id";
+/// The supersessions table's column of the superseding revision's `committed_at`.
+pub const SUPERSEDED_AT: &str = "superseded_at";
+
+/// The two columns of a supersessions table the rule reads.
+pub fn supersession_columns() -> Arc<Schema> {
+    Arc::new(Schema::new(vec![
+        Field::new(SUPERSEDED, DataType::Utf8, false),
+        Field::new(
+            SUPERSEDED_AT,
+            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        ),
+    ]))
+}
+
+/// The column of the stale-revision table [`Cut::plan`] anti-joins.
 const STALE_COLUMN: &str = "stale_revision_id";
 
 #[cfg(test)]

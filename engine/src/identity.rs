@@ -399,6 +399,26 @@ impl IdentityIndex {
     }
 }
 
+/// The most characters of a ticker (the contract's bound).
+pub const TICKER_MAX_LENGTH: usize = 16;
+
+/// A ticker as written by a caller (`param` names where): 1 to 16 of letters, digits, `.`,
+/// `-`; matched case-insensitively, so answered in upper case.
+pub fn ticker(s: &str, param: &str) -> Result<String> {
+    if s.is_empty()
+        || s.len() > TICKER_MAX_LENGTH
+        || !s
+            .bytes()
+            .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-')
+    {
+        return Err(Error::invalid(
+            param,
+            format!("ticker must be 1 to 16 letters, digits, '.' or '-'; got {s:?}"),
+        ));
+    }
+    Ok(s.to_ascii_uppercase())
+}
+
 /// The identity-hole coverage key of the spec.
 pub fn ticker_hole_key(ticker: &str, as_of: Instant) -> String {
     format!("identity.ticker/{ticker}@{}", as_of.day())

@@ -21,6 +21,7 @@ pub mod page_cache;
 pub mod publish;
 pub mod read;
 pub mod record;
+pub mod rule;
 pub mod sample;
 pub mod scan_pool;
 pub mod spill;

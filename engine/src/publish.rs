@@ -139,7 +139,7 @@ impl Rebase for Error {
 /// The steps, each a function below: [`survey`] the rows added (pass 1), [`read_held`] what
 /// of the parent they touch, [`decide`] each row against it (pass 2), then step 1 writes the
 /// objects ([`write_id_runs`], [`write_partitions`] (pass 3), the access, late, list and
-/// identity objects), step 2 the manifest, step 3 moves the pointer, step 4 writes the
+/// identity objects, and after them the rule tables of `crate::rule`), step 2 the manifest, step 3 moves the pointer, step 4 writes the
 /// version's Delta commits.
 pub async fn publish_onto(
     store: &CorpusStore,
@@ -245,6 +245,9 @@ pub async fn publish_onto(
             rows_unchanged: decided.unchanged,
         });
     }
+    // The rule tables other engines read beside each record table (`crate::rule`): from the
+    // parent's and the partitions this publish wrote, never the corpus.
+    crate::rule::tables::update(store, &mut manifest, parent_manifest).await?;
     // The Delta table versions this corpus version is (`crate::delta`), recorded in it.
     let parent_tables = match &parent {
         Some((v, m)) => Some((m, crate::delta::versions_of(store, v, m).await?)),
@@ -614,6 +617,8 @@ pub async fn publish_manifest(store: &CorpusStore, mut manifest: Manifest) -> Re
         }
         None => None,
     };
+    crate::rule::tables::update(store, &mut manifest, parent_tables.as_ref().map(|(m, _)| m))
+        .await?;
     manifest.delta = Some(crate::delta::next_versions(
         parent_tables.as_ref().map(|(m, t)| (m, t)),
         &manifest,

@@ -72,6 +72,8 @@ pub async fn verify_manifest(
         ..Default::default()
     };
     let mut late_rows = std::collections::HashMap::new();
+    // What the decoded partitions supersede, per source-lane: a rule table must list it all.
+    let mut superseding = std::collections::BTreeMap::<_, std::collections::BTreeSet<_>>::new();
     for p in m
         .partitions
         .iter()
@@ -110,6 +112,10 @@ pub async fn verify_manifest(
         }
         // The walk takes a late mark's rows from the late object, not the partition.
         late_rows.insert(p.path.as_str(), late::Finder::of(&decoded));
+        superseding
+            .entry((p.source_id, p.lane))
+            .or_default()
+            .extend(crate::rule::tables::superseding_of_rows(&decoded));
         out.partitions += 1;
         out.rows += rows;
     }
@@ -134,12 +140,19 @@ pub async fn verify_manifest(
                 late::verify(store, m, o, &late_rows).await?;
                 out.other_objects += 1;
             }
+            // All at once below, with what the decoded partitions supersede.
+            crate::rule::KIND_SUPERSESSIONS | crate::rule::KIND_COVERAGE => {}
             _ => {
                 get_checked(store, &o.path, &o.sha256).await?;
                 out.other_objects += 1;
             }
         }
     }
+    // The rule tables: every one, when the version is checked whole (no partition was
+    // seen), else the ones the served version did not list; each holds what the decoded
+    // partitions supersede, and a whole check holds it to exactly that.
+    out.other_objects +=
+        crate::rule::tables::verify(store, m, &seen, &superseding, known.is_none()).await?;
     // A data file without its sidecar would be skipped above, so it is a fault of its own.
     for o in m.access.iter().filter(|o| o.kind == access::KIND_CLUSTERED) {
         if !m

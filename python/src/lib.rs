@@ -220,9 +220,229 @@ impl RecordBatchReader for Batches {
     }
 }
 
+/// The as-of rule of one corpus version for another engine (`asof.spark`): given the
+/// version's manifest (read by the caller, through whatever file system that engine uses, and
+/// hash-checked here against its version), it answers each cut as the service would decide
+/// it before reading a row (a hole with the API's keys, or a refusal of its arguments), or
+/// with the SQL of the rule's one plan over the views it names ([`asof_engine::rule`]).
+#[pyclass(module = "asof._native", frozen)]
+struct RulePlanner {
+    version: String,
+    manifest: asof_engine::Manifest,
+    identity: OnceLock<asof_engine::identity::IdentityIndex>,
+}
+
+#[pymethods]
+impl RulePlanner {
+    /// `manifest`: the bytes of `manifests/<hex>.json`; `version`: the `sha256:…` they must
+    /// hash to (the pointer's, or the one asked for).
+    #[new]
+    fn new(manifest: &[u8], version: &str) -> PyResult<Self> {
+        let actual = asof_engine::manifest::version_of(manifest);
+        if actual != version {
+            return Err(CorpusError::new_err(format!(
+                "the manifest of {version} hashes to {actual}: not that version's manifest"
+            )));
+        }
+        let manifest = asof_engine::Manifest::from_bytes(version, manifest)
+            .map_err(|e| CorpusError::new_err(e.to_string()))?;
+        Ok(RulePlanner {
+            version: version.to_owned(),
+            manifest,
+            identity: OnceLock::new(),
+        })
+    }
+
+    #[getter]
+    fn corpus_version(&self) -> &str {
+        &self.version
+    }
+
+    /// The identity object's path and sha256 (what a ticker cut needs), if the version has one.
+    fn identity_object(&self) -> Option<(String, String)> {
+        self.manifest
+            .identity
+            .first()
+            .map(|e| (e.path.clone(), e.sha256.clone()))
+    }
+
+    /// Whether the identity object is loaded.
+    #[getter]
+    fn has_identity(&self) -> bool {
+        self.identity.get().is_some()
+    }
+
+    /// Loads the identity object's bytes (hash-checked against the manifest).
+    fn load_identity(&self, bytes: Vec<u8>) -> PyResult<()> {
+        let index = match self.manifest.identity.first() {
+            Some(e) => {
+                let actual = asof_engine::store::sha256_hex(&bytes);
+                if actual != e.sha256 {
+                    return Err(CorpusError::new_err(format!(
+                        "{}: hashes to {actual}, the manifest says {}",
+                        e.path, e.sha256
+                    )));
+                }
+                let file = asof_engine::identity::IdentityFile::from_parquet(
+                    &e.path,
+                    bytes.into(),
+                )
+                .map_err(|e| CorpusError::new_err(e.to_string()))?;
+                asof_engine::identity::IdentityIndex::new(file)
+                    .map_err(|e| CorpusError::new_err(e.to_string()))?
+            }
+            None => asof_engine::identity::IdentityIndex::default(),
+        };
+        let _ = self.identity.set(index);
+        Ok(())
+    }
+
+    /// The path of a source-lane's rule table (`supersessions` or `coverage`), if listed.
+    fn table_path(&self, source: &str, lane: &str, table: &str) -> Option<String> {
+        use asof_engine::rule::RuleTable;
+        let source = source.parse().ok()?;
+        let lane = lane.parse().ok()?;
+        let table = RuleTable::ALL.into_iter().find(|t| t.name() == table)?;
+        asof_engine::rule::tables::entry(&self.manifest, source, lane, table)
+            .map(|e| e.path.clone())
+    }
+
+    /// The columns of a view (`rows` or `supersessions`) as a schema string of `dialect`.
+    #[pyo3(signature = (holds, dialect="spark"))]
+    fn schema(&self, holds: &str, dialect: &str) -> PyResult<String> {
+        use asof_engine::rule::{Dialect, Holds};
+        let holds = match holds {
+            "rows" => Holds::Rows,
+            "supersessions" => Holds::Supersessions,
+            other => return Err(PyException::new_err(format!("no view holds {other:?}"))),
+        };
+        let dialect = Dialect::parse(dialect).map_err(|e| PyException::new_err(e.to_string()))?;
+        asof_engine::rule::sql::ddl(&holds.schema(), dialect)
+            .map_err(|e| PyException::new_err(e.to_string()))
+    }
+
+    /// One cut (a diff with `window`): a JSON object, `{"kind": "sql", "sql", "views":
+    /// [{"name", "holds", "paths"}], "coverage"}` for a cut the version answers, or `{"kind":
+    /// "error", "status", "envelope"}` with the envelope the service answers instead (a hole,
+    /// `409 coverage_missing`, or a refused argument).
+    #[pyo3(signature = (window, as_of=None, as_of_start=None, as_of_end=None, visible_by=None,
+        lane=None, source=None, ticker=None, cik=None, prefix="asof", dialect="spark"))]
+    #[allow(clippy::too_many_arguments)]
+    fn cut(
+        &self,
+        py: Python<'_>,
+        window: bool,
+        as_of: Option<&str>,
+        as_of_start: Option<&str>,
+        as_of_end: Option<&str>,
+        visible_by: Option<&str>,
+        lane: Option<&str>,
+        source: Option<&str>,
+        ticker: Option<&str>,
+        cik: Option<&str>,
+        prefix: &str,
+        dialect: &str,
+    ) -> PyResult<String> {
+        use asof_engine::rule::{CutArgs, Dialect, Emitted, Names};
+        let args = CutArgs {
+            window,
+            as_of,
+            as_of_start,
+            as_of_end,
+            visible_by,
+            lane,
+            source,
+            ticker,
+            cik,
+        };
+        let dialect = Dialect::parse(dialect).map_err(|e| PyException::new_err(e.to_string()))?;
+        let refused = |status: u16, code: &str, message: String, param: Option<String>| {
+            serde_json::json!({
+                "kind": "error",
+                "status": status,
+                "envelope": {
+                    "corpus_version": self.version, "count": null, "results": [],
+                    "error": {"code": code, "message": message, "param": param},
+                },
+            })
+            .to_string()
+        };
+        let q = match args.query(&self.manifest) {
+            Ok(q) => q,
+            Err(asof_engine::Error::InvalidClock { param, fault }) => {
+                return Ok(refused(400, "invalid_clock", fault.to_string(), Some(param)));
+            }
+            Err(asof_engine::Error::InvalidInput { param, message }) => {
+                return Ok(refused(400, "invalid_request", message, Some(param)));
+            }
+            Err(e) => return Err(CorpusError::new_err(e.to_string())),
+        };
+        let empty = asof_engine::identity::IdentityIndex::default();
+        let identity = match (&q.entity, self.identity.get()) {
+            (asof_engine::Entity::Ticker(_), None) => {
+                return Err(PyException::new_err(
+                    "a ticker cut needs the identity object: load_identity first",
+                ));
+            }
+            (_, Some(i)) => i,
+            (_, None) => &empty,
+        };
+        let names = Names::prefixed(prefix);
+        let emitted = py
+            .detach(|| {
+                runtime().block_on(asof_engine::rule::emit_cut(
+                    &self.manifest,
+                    identity,
+                    &q,
+                    &names,
+                    dialect,
+                ))
+            })
+            .map_err(|e| CorpusError::new_err(e.to_string()))?;
+        Ok(match emitted {
+            Emitted::Hole { coverage } => serde_json::json!({
+                "kind": "error",
+                "status": 409,
+                "envelope": {
+                    "corpus_version": self.version, "count": null, "results": [],
+                    "status": "coverage_missing", "coverage": coverage,
+                    "error": {
+                        "code": "coverage_missing",
+                        "message": format!(
+                            "the corpus does not cover this cut ({} coverage key(s) missing)",
+                            coverage.missing_total
+                        ),
+                        "param": null,
+                    },
+                },
+            })
+            .to_string(),
+            Emitted::Query {
+                sql,
+                views,
+                coverage,
+            } => serde_json::json!({
+                "kind": "sql",
+                "sql": sql,
+                "coverage": coverage,
+                "views": views.iter().map(|v| serde_json::json!({
+                    "name": v.name,
+                    "holds": match v.holds {
+                        asof_engine::rule::Holds::Rows => "rows",
+                        asof_engine::rule::Holds::Supersessions => "supersessions",
+                    },
+                    "paths": v.paths,
+                })).collect::<Vec<_>>(),
+            })
+            .to_string(),
+        })
+    }
+}
+
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<LocalCorpus>()?;
+    m.add_class::<RulePlanner>()?;
     m.add_class::<ArrowStream>()?;
     m.add_class::<ArrowBatch>()?;
     m.add("CorpusError", m.py().get_type::<CorpusError>())?;

@@ -11,7 +11,7 @@ mod laws;
 mod mapping;
 mod news;
 mod record;
-mod supersessions;
+pub(crate) mod supersessions;
 mod walk;
 
 pub use coverage::{Certificate, CoverageQuery, PartitionRef};
@@ -22,7 +22,6 @@ pub use record::RecordLookup;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use datafusion::arrow::record_batch::RecordBatch;
 use datafusion::datasource::file_format::options::ParquetReadOptions;
 use datafusion::prelude::{SessionConfig, SessionContext};
 
@@ -294,11 +293,6 @@ impl Corpus {
     ) -> SourceCoverage<'a> {
         SourceCoverage::new(&self.manifest, source, lane, scope)
             .with_table(self.day_tables.get(&(source, lane)))
-    }
-
-    /// Runs read-only SQL (see [`crate::sql`]).
-    pub async fn sql(&self, sql: &str) -> Result<Vec<RecordBatch>> {
-        crate::sql::run_on(&self.store, &self.manifest, sql).await
     }
 
     /// Partitions of a source-lane, for SQL registration and file delivery.

@@ -11,9 +11,10 @@ use super::walk::Walk;
 use super::{Corpus, ReadPath};
 use crate::access::{AccessIndex, Bounds};
 use crate::clock::{Instant, Lane, SourceId, VisibleBy};
-use crate::coverage::{Coverage, Scope};
+use crate::coverage::{Coverage, Scope, SourceCoverage};
 use crate::cut::Cut;
 use crate::error::Result;
+use crate::identity::IdentityIndex;
 use crate::identity::ticker_hole_key;
 pub use crate::record::Position;
 use crate::record::{NewsRow, SharedRow, from_batch};
@@ -45,6 +46,62 @@ pub struct NewsQuery {
 }
 
 impl NewsQuery {
+    /// The query as it is answered: a window `(start, as_of]` that runs backwards holds
+    /// nothing, like an empty one, and is answered as `(as_of, as_of]` (the description cannot
+    /// relate two parameters, so it is answered rather than refused).
+    pub fn clamped(&self) -> std::borrow::Cow<'_, NewsQuery> {
+        match self.start {
+            Some(start) if start > self.as_of => std::borrow::Cow::Owned(NewsQuery {
+                start: Some(self.as_of),
+                ..self.clone()
+            }),
+            _ => std::borrow::Cow::Borrowed(self),
+        }
+    }
+
+    /// What the query needs before any row is read, the one decision of a hole for every
+    /// reading of a cut (pages, and the SQL other engines run, `crate::rule`): the coverage of
+    /// its cut or window in `view`, with the identity hole of a ticker no interval of
+    /// `identity` places at `as_of` first, and the CIKs its entity names (`None`: every row).
+    pub fn needs(
+        &self,
+        view: &SourceCoverage<'_>,
+        identity: &IdentityIndex,
+    ) -> (Coverage, Option<Vec<String>>) {
+        let mut coverage = match self.start {
+            Some(start) => view.window(self.visible_by, start, self.as_of),
+            None => view.cut(self.visible_by, self.as_of),
+        };
+        let ciks = match &self.entity {
+            Entity::All => None,
+            Entity::Cik(c) => Some(vec![c.clone()]),
+            Entity::Ticker(t) => {
+                let found = identity.ticker_at(t, self.as_of);
+                let key = ticker_hole_key(t, self.as_of);
+                if found.is_empty() {
+                    coverage.miss_first(key);
+                } else {
+                    coverage.touch(key);
+                }
+                let mut ciks: Vec<String> = found.into_iter().map(|m| m.cik).collect();
+                ciks.dedup();
+                Some(ciks)
+            }
+        };
+        (coverage, ciks)
+    }
+
+    /// The rows of the entity filter, given the CIKs [`Self::needs`] found: `None` for every
+    /// row; no row for a filer filter on a source whose rows name no filer, or for a ticker
+    /// no interval places (the pages answer those without reading).
+    pub fn filer_filter(&self, ciks: Option<&[String]>) -> Option<datafusion::prelude::Expr> {
+        let ciks = ciks?;
+        if ciks.is_empty() || !self.source.names_filers() {
+            return Some(lit(false));
+        }
+        Some(col("cik").in_list(ciks.iter().map(|c| lit(c.clone())).collect(), false))
+    }
+
     /// The cut of the query: its instant (and window), clock and lane.
     pub fn cut(&self) -> Cut {
         Cut {
@@ -95,43 +152,12 @@ impl Corpus {
     /// [`Self::news`] with rows shared with the access path's row cache rather than copied
     /// out of it: for a caller that only reads them (the HTTP route encodes them as JSON).
     pub async fn news_shared(&self, q: &NewsQuery, scope: Scope<'_>) -> Result<Answer<SharedRow>> {
-        // A window `(start, as_of]` that runs backwards holds nothing, like an empty one: it is
-        // answered as `(as_of, as_of]` (the description cannot relate two parameters, so it
-        // is answered rather than refused).
-        let clamped;
-        let q = match q.start {
-            Some(start) if start > q.as_of => {
-                clamped = NewsQuery {
-                    start: Some(q.as_of),
-                    ..q.clone()
-                };
-                &clamped
-            }
-            _ => q,
-        };
-        let cov_view = self.source_coverage(q.source, q.lane, scope);
-        let mut coverage = match q.start {
-            Some(start) => cov_view.window(q.visible_by, start, q.as_of),
-            None => cov_view.cut(q.visible_by, q.as_of),
-        };
-        let ciks: Option<Vec<String>> = match &q.entity {
-            Entity::All => None,
-            Entity::Cik(c) => Some(vec![c.clone()]),
-            Entity::Ticker(t) => {
-                let found = self.identity.ticker_at(t, q.as_of);
-                let key = ticker_hole_key(t, q.as_of);
-                if found.is_empty() {
-                    coverage.missing.insert(0, key);
-                    coverage.missing_total += 1;
-                    coverage.missing.truncate(crate::coverage::MAX_MISSING_KEYS);
-                } else {
-                    coverage.touch(key);
-                }
-                let mut ciks: Vec<String> = found.into_iter().map(|m| m.cik).collect();
-                ciks.dedup();
-                Some(ciks)
-            }
-        };
+        let q = q.clamped();
+        let q = q.as_ref();
+        let (mut coverage, ciks) = q.needs(
+            &self.source_coverage(q.source, q.lane, scope),
+            &self.identity,
+        );
         if !coverage.is_complete() {
             return Ok(Answer::Hole { coverage });
         }
@@ -325,11 +351,7 @@ impl Corpus {
         if files.is_empty() || ciks.is_some_and(<[String]>::is_empty) {
             return Ok(vec![]);
         }
-        let mut pred = lit(true);
-        if let Some(ciks) = ciks {
-            pred =
-                pred.and(col("cik").in_list(ciks.iter().map(|c| lit(c.clone())).collect(), false));
-        }
+        let mut pred = q.filer_filter(ciks).unwrap_or(lit(true));
         if let Some(pos) = &q.after {
             pred = pred.and(pos.precedes_expr());
         }

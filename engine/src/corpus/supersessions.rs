@@ -85,9 +85,37 @@ pub(crate) async fn gather(
 /// Reads the `supersedes` and `committed_at` columns of one partition, and nothing when its
 /// footer's statistics say `supersedes` is null throughout (the common case).
 async fn read_partition(store: &CorpusStore, p: &PartitionEntry) -> Result<Found> {
+    let mut found = Vec::new();
+    for row in superseding_rows(store, p).await? {
+        found.push((row.supersedes.into_boxed_str(), row.committed_at));
+    }
+    Ok(found.into())
+}
+
+/// One row of a partition that supersedes a revision.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Superseding {
+    /// The superseded revision.
+    pub supersedes: String,
+    /// The superseding revision and its record id.
+    pub revision_id: String,
+    pub id: String,
+    /// The superseding revision's commit (every stored row has one: publish refuses rows
+    /// without).
+    pub committed_at: Instant,
+}
+
+/// The rows of one partition that supersede a revision, in stored order: the footer, then
+/// only the `supersedes`, `committed_at`, `revision_id` and `id` pages of the row groups,
+/// and nothing past the footer when its statistics say `supersedes` is null throughout (the
+/// common case; a golden copy's day is gigabytes, its `supersedes` a few kilobytes). The one
+/// reading of supersessions off the stored rows: the loaded version's map and the exported
+/// rule tables (`crate::rule`) both come from it.
+pub(crate) async fn superseding_rows(
+    store: &CorpusStore,
+    p: &PartitionEntry,
+) -> Result<Vec<Superseding>> {
     let bad = |why: &str| Error::integrity(&p.path, why.to_owned());
-    // The footer, then only the two columns' pages (a golden copy's day is gigabytes; its
-    // `supersedes` is a few kilobytes).
     let reader = super::walk::reader(store, p);
     let builder = ParquetRecordBatchStreamBuilder::new(reader).await?;
     let leaves = builder.parquet_schema();
@@ -103,27 +131,38 @@ async fn read_partition(store: &CorpusStore, p: &PartitionEntry) -> Result<Found
             .is_some_and(|n| n == rg.num_rows() as u64)
     });
     if none {
-        return Ok(Arc::from([]));
+        return Ok(Vec::new());
     }
-    let mask = ProjectionMask::columns(leaves, ["supersedes", "committed_at"]);
+    let mask = ProjectionMask::columns(leaves, ["supersedes", "committed_at", "revision_id", "id"]);
     let mut batches = builder.with_projection(mask).build()?;
     let mut found = Vec::new();
     while let Some(batch) = batches.try_next().await? {
-        let revs = batch
-            .column_by_name("supersedes")
-            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .ok_or_else(|| bad("supersedes is not utf8"))?;
+        let text = |name: &str| {
+            batch
+                .column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+                .ok_or_else(|| bad(&format!("{name} is not utf8")))
+        };
+        let (revs, by, ids) = (text("supersedes")?, text("revision_id")?, text("id")?);
         let at = batch
             .column_by_name("committed_at")
             .and_then(|c| c.as_any().downcast_ref::<TimestampMicrosecondArray>())
             .ok_or_else(|| bad("committed_at is not a timestamp"))?;
         for i in 0..batch.num_rows() {
             if revs.is_valid(i) {
-                found.push((revs.value(i).into(), Instant::from_micros(at.value(i))));
+                if !at.is_valid(i) {
+                    return Err(bad("a superseding row without committed_at"));
+                }
+                found.push(Superseding {
+                    supersedes: revs.value(i).to_owned(),
+                    revision_id: by.value(i).to_owned(),
+                    id: ids.value(i).to_owned(),
+                    committed_at: Instant::from_micros(at.value(i)),
+                });
             }
         }
     }
-    Ok(found.into())
+    Ok(found)
 }
 
 #[cfg(test)]

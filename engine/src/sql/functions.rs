@@ -45,6 +45,8 @@ pub(crate) struct NewsCut {
     /// superseded map spans sources and lanes).
     all: Arc<NewsTable>,
     window: bool,
+    /// Set when the session writes SQL for another engine rather than running it.
+    emit: Option<Arc<Emit>>,
 }
 
 impl NewsCut {
@@ -53,12 +55,14 @@ impl NewsCut {
         url: url::Url,
         all: Arc<NewsTable>,
         window: bool,
+        emit: Option<Arc<Emit>>,
     ) -> Self {
         NewsCut {
             manifest,
             url,
             all,
             window,
+            emit,
         }
     }
 
@@ -156,9 +160,10 @@ fn utc(tz: &Option<Arc<str>>) -> bool {
         .is_none_or(|z| z == "UTC" || z == "+00:00" || z == "Z")
 }
 
-impl TableFunctionImpl for NewsCut {
-    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
-        let args = args.exprs();
+impl NewsCut {
+    /// The cut the arguments ask for, with its source: refused with the usage when they are
+    /// not one, and with the missing coverage keys where the API answers 409.
+    fn cut_of(&self, args: &[Expr]) -> Result<(Cut, SourceId)> {
         let fixed = if self.window { 2 } else { 1 };
         if args.len() < fixed || args.len() > fixed + 3 {
             return Err(self.fault(format!("{} arguments given", args.len())));
@@ -215,6 +220,17 @@ impl TableFunctionImpl for NewsCut {
             lane: Some(lane),
             revisions: Revisions::of(clock),
         };
+        Ok((cut, source))
+    }
+}
+
+impl TableFunctionImpl for NewsCut {
+    fn call_with_args(&self, args: TableFunctionArgs) -> Result<Arc<dyn TableProvider>> {
+        let (cut, source) = self.cut_of(args.exprs())?;
+        let lane = cut.lane.unwrap_or(Lane::CertifiedPit);
+        if let Some(emit) = &self.emit {
+            return emit.view(&self.manifest, &cut, source);
+        }
         let mine: Vec<PartitionEntry> = self
             .manifest
             .partitions
@@ -228,6 +244,117 @@ impl TableFunctionImpl for NewsCut {
             all: self.all.clone(),
             schema: crate::record::schema(),
         }))
+    }
+}
+
+/// A session that writes SQL for another engine instead of running it (`asof sql
+/// --emit-sql`): each `news_asof`/`news_diff` is planned as [`Cut::plan`] over two views, the
+/// partitions that may hold a row of the cut and the source-lane's supersessions table, which
+/// it records for the caller to define in the other engine.
+#[derive(Debug, Default)]
+pub(crate) struct Emit {
+    views: std::sync::Mutex<Vec<crate::rule::View>>,
+}
+
+impl Emit {
+    /// The views the planned query reads, in the order its cuts named them.
+    pub(crate) fn views(&self) -> Vec<crate::rule::View> {
+        self.views.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
+    fn view(
+        &self,
+        manifest: &Manifest,
+        cut: &Cut,
+        source: SourceId,
+    ) -> Result<Arc<dyn TableProvider>> {
+        use datafusion::datasource::empty::EmptyTable;
+        use datafusion::datasource::provider_as_source;
+        use datafusion::logical_expr::LogicalPlanBuilder;
+        let lane = cut.lane.unwrap_or(Lane::CertifiedPit);
+        let table = crate::rule::tables::entry(
+            manifest,
+            source,
+            lane,
+            crate::rule::RuleTable::Supersessions,
+        )
+        .ok_or_else(|| {
+            DataFusionError::Plan(format!(
+                "this version lists no supersessions table of {source}/{lane} (published \
+                 before the rule tables existed); the next publish derives them"
+            ))
+        })?;
+        let mut views = self
+            .views
+            .lock()
+            .map_err(|_| DataFusionError::Internal("the emitted views' lock".into()))?;
+        let names = crate::rule::Names {
+            news: format!(
+                "asof_news_{}",
+                views
+                    .iter()
+                    .filter(|v| v.holds == crate::rule::sql::Holds::Rows)
+                    .count()
+                    + 1
+            ),
+            supersessions: format!(
+                "asof_supersessions_{}_{lane}",
+                source.as_str().replace('.', "_")
+            ),
+        };
+        let scan = |name: &str, schema: SchemaRef| -> Result<datafusion::dataframe::DataFrame> {
+            let plan = LogicalPlanBuilder::scan(
+                name,
+                provider_as_source(Arc::new(EmptyTable::new(schema))),
+                None,
+            )?
+            .build()?;
+            Ok(datafusion::dataframe::DataFrame::new(
+                SessionContext::new().state(),
+                plan,
+            ))
+        };
+        let rows = scan(&names.news, crate::record::schema())?;
+        let sup = scan(
+            &names.supersessions,
+            crate::rule::RuleTable::Supersessions.schema(),
+        )?;
+        let df = cut
+            .plan(rows, sup)
+            .map_err(|e| DataFusionError::External(Box::new(e)))?
+            .select(
+                crate::record::schema()
+                    .fields()
+                    .iter()
+                    .map(|f| col(format!("{}.{}", names.news, f.name())))
+                    .collect::<Vec<_>>(),
+            )?;
+        views.push(crate::rule::View {
+            name: names.news.clone(),
+            holds: crate::rule::sql::Holds::Rows,
+            paths: manifest
+                .partitions
+                .iter()
+                .filter(|p| {
+                    p.source_id == source
+                        && p.lane == lane
+                        && p.may_hold_in(cut.clock, cut.start, cut.as_of)
+                })
+                .map(|p| p.path.clone())
+                .collect(),
+        });
+        // One view of a source-lane's supersessions, whatever the cuts of it.
+        if !views.iter().any(|v| v.name == names.supersessions) {
+            views.push(crate::rule::View {
+                name: names.supersessions.clone(),
+                holds: crate::rule::sql::Holds::Supersessions,
+                paths: vec![table.path.clone()],
+            });
+        }
+        Ok(Arc::new(datafusion::datasource::ViewTable::new(
+            df.logical_plan().clone(),
+            None,
+        )))
     }
 }
 
@@ -438,6 +565,76 @@ mod tests {
                 "seed {seed:#x}: most cuts are covered ({compared})"
             );
         }
+    }
+
+    /// `asof sql --emit-sql`: a query over `news_asof` and `news_diff` written for another
+    /// engine, run over the views it names, answers what `asof sql` answers.
+    #[tokio::test]
+    async fn a_query_written_for_another_engine_answers_what_asof_sql_answers() {
+        use datafusion::datasource::file_format::options::ParquetReadOptions;
+        let (dir, store, _) = random_corpus(0x48_60, false).await;
+        let c = Corpus::open(store).await.unwrap();
+        for sql in [
+            "SELECT id || '/' || revision_id FROM news_asof('2025-01-20T00:00:00Z') \
+             WHERE cik = '1'",
+            "SELECT a.id || '/' || a.revision_id FROM news_diff('2025-01-01T00:00:00Z', \
+             '2025-02-01T00:00:00Z', 'committed_at', 'forward_first_seen') AS a \
+             JOIN news_asof('2025-03-01T00:00:00Z', 'available_at', 'forward_first_seen') AS b \
+             ON a.id = b.id",
+        ] {
+            let emitted = crate::sql::emit(
+                c.store(),
+                c.manifest(),
+                sql,
+                crate::rule::Dialect::DataFusion,
+            )
+            .await
+            .unwrap();
+            assert!(emitted.views.len() >= 2, "{:?}", emitted.views);
+            let ctx = datafusion::prelude::SessionContext::new();
+            for v in &emitted.views {
+                let files: Vec<String> = v
+                    .paths
+                    .iter()
+                    .map(|p| dir.path().join(p).to_string_lossy().into_owned())
+                    .collect();
+                let df = ctx
+                    .read_parquet(
+                        files,
+                        ParquetReadOptions::default().schema(&v.holds.schema()),
+                    )
+                    .await
+                    .unwrap();
+                ctx.register_table(v.name.as_str(), df.into_view()).unwrap();
+            }
+            let mut got = Vec::new();
+            for b in ctx
+                .sql(&emitted.query)
+                .await
+                .unwrap()
+                .collect()
+                .await
+                .unwrap()
+            {
+                let col = b.column(0).as_any().downcast_ref::<StringArray>().unwrap();
+                got.extend((0..col.len()).map(|i| col.value(i).to_owned()));
+            }
+            got.sort();
+            let want = sql_ids(&c, sql).await;
+            assert!(!want.is_empty(), "{sql}");
+            assert_eq!(got, want, "{sql}\n{}", emitted.query);
+        }
+        // A hole is refused when the SQL is written, with the API's keys.
+        let err = crate::sql::emit(
+            c.store(),
+            c.manifest(),
+            "SELECT count(*) FROM news_asof('2025-05-10T00:00:00Z')",
+            crate::rule::Dialect::Spark,
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("coverage missing"), "{err}");
     }
 
     #[tokio::test]

@@ -73,6 +73,40 @@ pub async fn stream_on(
     prepare(store, manifest, sql, memory).await?.execute()
 }
 
+/// `sql` as another engine runs it over a version's files (`asof sql --emit-sql`): each
+/// `news_asof`/`news_diff` becomes the rule's one plan ([`crate::cut::Cut::plan`]) over two
+/// views, the partitions that may hold a row of the cut and the source-lane's supersessions
+/// table (`crate::rule`), and the whole statement is unparsed in `dialect`. A cut the version
+/// does not cover is refused here with the API's missing keys, as `asof sql` refuses it:
+/// coverage is a property of the version and the cut, decided once. Other tables of this
+/// session (`news`, `coverage`, `identity`, …) are not offered: the other engine reads the
+/// files named by the views, and the rule tables themselves (`docs/spark.md`).
+pub async fn emit(
+    store: &CorpusStore,
+    manifest: &Manifest,
+    sql: &str,
+    dialect: crate::rule::Dialect,
+) -> Result<crate::rule::EmittedSql> {
+    let emit = Arc::new(functions::Emit::default());
+    let ctx = session_of(
+        store,
+        manifest,
+        MEMORY_POOL_BYTES,
+        Some(emit.clone()),
+        false,
+    )?;
+    let opts = SQLOptions::new()
+        .with_allow_ddl(false)
+        .with_allow_dml(false)
+        .with_allow_statements(false);
+    let df = ctx.sql_with_options(sql, opts).await?;
+    let query = crate::rule::sql::unparse(df.logical_plan(), dialect)?;
+    Ok(crate::rule::EmittedSql {
+        views: emit.views(),
+        query,
+    })
+}
+
 /// A planned query: run it with [`Query::execute`]; while it runs, [`Query::bytes_read`]
 /// says how far its reads have got (what `asof sql` shows as progress).
 pub struct Query {
@@ -111,7 +145,7 @@ pub async fn prepare(
     sql: &str,
     memory: usize,
 ) -> Result<Query> {
-    let ctx = session(store, manifest, memory)?;
+    let ctx = session_of(store, manifest, memory, None, true)?;
     let opts = SQLOptions::new()
         .with_allow_ddl(false)
         .with_allow_dml(false)
@@ -129,8 +163,16 @@ pub async fn prepare(
     Ok(Query { plan, task })
 }
 
-/// A session over the version whose manifest is given: its tables registered, nothing read.
-fn session(store: &CorpusStore, manifest: &Manifest, memory: usize) -> Result<SessionContext> {
+/// A session over the version whose manifest is given: its tables registered (all of them,
+/// or with `all_tables` false only the cut functions), nothing read; `emit` makes its cut
+/// functions plan SQL for another engine ([`emit`]).
+fn session_of(
+    store: &CorpusStore,
+    manifest: &Manifest,
+    memory: usize,
+    emit: Option<Arc<functions::Emit>>,
+    all_tables: bool,
+) -> Result<SessionContext> {
     let mut config = SessionConfig::new()
         .with_parquet_page_index_pruning(false)
         .with_parquet_bloom_filter_pruning(false)
@@ -156,12 +198,21 @@ fn session(store: &CorpusStore, manifest: &Manifest, memory: usize) -> Result<Se
     let ctx = SessionContext::new_with_config_rt(config, runtime);
     ctx.register_object_store(store.url(), store.object_store());
     let news = Arc::new(NewsTable::new(store.url(), &manifest.partitions)?);
-    ctx.register_table("news", news.clone())?;
     let shared = Arc::new(manifest.clone());
     for window in [false, true] {
-        let f = functions::NewsCut::new(shared.clone(), store.url().clone(), news.clone(), window);
+        let f = functions::NewsCut::new(
+            shared.clone(),
+            store.url().clone(),
+            news.clone(),
+            window,
+            emit.clone(),
+        );
         ctx.register_udtf(if window { "news_diff" } else { "news_asof" }, Arc::new(f));
     }
+    if !all_tables {
+        return Ok(ctx);
+    }
+    ctx.register_table("news", news.clone())?;
     ctx.register_table(
         "partitions",
         Arc::new(partitions_table(&manifest.partitions)?),

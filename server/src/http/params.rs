@@ -21,7 +21,7 @@ pub const MAX_LIMIT: usize = 1000;
 pub const DEFAULT_LIMIT: usize = 100;
 /// Tickers: letters, digits, `.`, `-`; at most 16 characters (matched case-insensitively).
 pub const TICKER_PATTERN: &str = "^[A-Za-z0-9.-]{1,16}$";
-pub const TICKER_MAX_LENGTH: usize = 16;
+pub use asof_engine::identity::TICKER_MAX_LENGTH;
 /// CIKs: up to ten digits, leading zeros optional, not all zero (`0` names no filer). The
 /// length bound is [`CIK_MAX_LENGTH`], apart, because the pattern has no lookahead.
 pub const CIK_PATTERN: &str = "^0*[1-9][0-9]*$";
@@ -386,19 +386,9 @@ pub fn entity(ticker: &Option<Ticker>, cik: &Option<Cik>) -> Result<Entity, ApiE
 }
 
 /// A ticker: 1 to 16 of letters, digits, `.`, `-`; matched case-insensitively (stored upper).
+/// The engine's one rule ([`asof_engine::identity::ticker`]), refused as an envelope.
 pub fn ticker(s: &str, param: &str) -> Result<String, ApiError> {
-    if s.is_empty()
-        || s.len() > TICKER_MAX_LENGTH
-        || !s
-            .bytes()
-            .all(|c| c.is_ascii_alphanumeric() || c == b'.' || c == b'-')
-    {
-        return Err(ApiError::invalid(
-            param,
-            format!("ticker must be 1 to 16 letters, digits, '.' or '-'; got {s:?}"),
-        ));
-    }
-    Ok(s.to_ascii_uppercase())
+    Ok(asof_engine::identity::ticker(s, param)?)
 }
 
 /// A CIK with or without leading zeros.

@@ -1,0 +1,234 @@
+"""``asof.spark``: the service's cuts as Spark DataFrames, on a cluster, with the as-of rule
+intact.
+
+``asof.spark.open(spark, corpus, version=None)`` reads one corpus version's manifest through
+Spark's own file system (a local directory, ``file:``, ``s3a://``/``s3://`` or any URL the
+cluster's Hadoop connectors read) and answers ``news(...)`` and ``diff(...)`` with exactly the
+keyword arguments of ``asof.open(corpus).news(...)``/``.diff(...)``. Each returns a
+``pyspark.sql.DataFrame`` of the record columns in the API's order, computed by Spark over the
+version's own Parquet files: nothing is copied and no Delta or other jar is needed.
+
+The rule is not restated here. The package's engine (the same code the service runs) decides
+each cut before a row is read, as the service does: a coverage hole raises
+:class:`asof.CoverageMissing` with the API's ``missing`` keys, a refused argument raises the
+API's exception, a ticker is resolved through the identity intervals valid at ``as_of``. For a
+cut it answers, it writes the rule's own plan (a filter on the clock and lane, and an anti-join
+against the source-lane's supersessions table, small enough for Spark to broadcast) as Spark
+SQL over two views of the version's files; this module only registers those views and runs
+the SQL. ``docs/spark.md`` walks through a backtest."""
+
+from __future__ import annotations
+
+import builtins
+import itertools
+import json
+import os
+import threading
+from typing import Any, Dict, List, Optional, Union
+from urllib.parse import urlparse
+
+from . import _instants, _native
+from ._api import PAGE_MAX
+from ._errors import CorpusError, error_of
+from ._instants import Instant
+
+__all__ = ["SparkCorpus", "open"]
+
+#: Views this process has registered get distinct names (``asof_<n>_news``, ...).
+_names = itertools.count(1)
+_names_lock = threading.Lock()
+
+
+def open(spark: Any, corpus: str, version: Optional[str] = None) -> "SparkCorpus":  # noqa: A001
+    """One version of the corpus at ``corpus`` (its current one, or ``version``, a
+    ``sha256:…`` corpus version the store still holds), answered by ``spark``."""
+    return SparkCorpus(spark, corpus, version)
+
+
+def _root_url(corpus: str) -> str:
+    """The corpus root as Spark names it: a URL kept as given (``s3://`` read as ``s3a://``,
+    Hadoop's S3 connector), a local path made an absolute ``file:`` URL."""
+    parsed = urlparse(corpus)
+    if parsed.scheme and len(parsed.scheme) > 1:
+        if parsed.scheme == "s3":
+            return "s3a://" + corpus[len("s3://"):].rstrip("/")
+        return corpus.rstrip("/")
+    return "file://" + os.path.abspath(corpus).rstrip("/")
+
+
+class SparkCorpus:
+    """One corpus version, answered by a Spark session. Every DataFrame it returns reads only
+    files that version lists, so a result never changes for the same ``corpus_version``."""
+
+    def __init__(self, spark: Any, corpus: str, version: Optional[str] = None) -> None:
+        self.spark = spark
+        self.location = str(corpus)
+        self.root = _root_url(self.location)
+        if version is None:
+            version = self._read(f"{self.root}/manifests/CURRENT").decode().strip()
+            if not version:
+                raise CorpusError(f"{self.location}: no corpus published (manifests/CURRENT is empty)")
+        if not version.startswith("sha256:") or len(version) != 71:
+            raise CorpusError(f"{version!r} is not a corpus version (sha256:<64 hex>)")
+        manifest = self._read(f"{self.root}/manifests/{version[len('sha256:'):]}.json")
+        try:
+            self._planner = _native.RulePlanner(manifest, version)
+        except _native.CorpusError as e:
+            raise CorpusError(str(e)) from None
+
+    @property
+    def corpus_version(self) -> str:
+        """The corpus version every DataFrame of this object is a cut of."""
+        return str(self._planner.corpus_version)
+
+    def __repr__(self) -> str:
+        return f"<asof.spark.SparkCorpus {self.location} {self.corpus_version}>"
+
+    # -- the API's two cuts ---------------------------------------------------------------
+
+    def news(
+        self,
+        *,
+        as_of: Instant,
+        ticker: Optional[str] = None,
+        cik: Optional[Union[str, int]] = None,
+        source: Optional[str] = None,
+        visible_by: Optional[str] = None,
+        lane: Optional[str] = None,
+        limit: Optional[int] = None,
+        page_size: int = PAGE_MAX,
+        consistent: bool = False,
+    ) -> Any:
+        """The rows knowable at ``as_of`` on the ``visible_by`` clock, as ``asof.open(...).news``
+        answers them, as a DataFrame. ``limit`` keeps the first rows in the API's order
+        (``published_at``, nulls last, then ``id``); without it the DataFrame is unordered, as
+        Spark's are (sort it with ``orderBy`` if you need the order). ``page_size`` and
+        ``consistent`` are accepted for the same calls to run here: a DataFrame is one version
+        read whole, so there are no pages and it is always consistent."""
+        return self._cut(
+            False,
+            dict(as_of=_instants.text(as_of)),
+            ticker, cik, source, visible_by, lane, limit,
+        )
+
+    def diff(
+        self,
+        as_of_start: Instant,
+        as_of_end: Instant,
+        *,
+        ticker: Optional[str] = None,
+        cik: Optional[Union[str, int]] = None,
+        source: Optional[str] = None,
+        visible_by: Optional[str] = None,
+        lane: Optional[str] = None,
+        limit: Optional[int] = None,
+        page_size: int = PAGE_MAX,
+        consistent: bool = False,
+    ) -> Any:
+        """The rows that became knowable in ``(as_of_start, as_of_end]`` on one clock, as
+        ``asof.open(...).diff`` answers them, as a DataFrame."""
+        return self._cut(
+            True,
+            dict(as_of_start=_instants.text(as_of_start), as_of_end=_instants.text(as_of_end)),
+            ticker, cik, source, visible_by, lane, limit,
+        )
+
+    # -- the rule's tables, for joins of your own ---------------------------------------
+
+    def supersessions(self, source: str = "sec.edgar", lane: str = "certified_pit") -> Any:
+        """The source-lane's supersessions table (``id``, ``revision_id`` superseded,
+        ``superseded_by``, ``superseded_at``)."""
+        return self._table(source, lane, "supersessions")
+
+    def coverage(self, source: str = "sec.edgar", lane: str = "certified_pit") -> Any:
+        """The source-lane's coverage table: one certificate per day of its certified span."""
+        return self._table(source, lane, "coverage")
+
+    # -- inside --------------------------------------------------------------------------
+
+    def _cut(
+        self,
+        window: bool,
+        instants: Dict[str, str],
+        ticker: Optional[str],
+        cik: Optional[Union[str, int]],
+        source: Optional[str],
+        visible_by: Optional[str],
+        lane: Optional[str],
+        limit: Optional[int],
+    ) -> Any:
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise ValueError("limit must be a positive whole number")
+        if ticker is not None and not self._planner.has_identity:
+            self._load_identity()
+        with _names_lock:
+            prefix = f"asof_{next(_names)}"
+        answer = json.loads(
+            self._planner.cut(
+                window,
+                visible_by=visible_by,
+                lane=lane,
+                source=source,
+                ticker=ticker,
+                cik=None if cik is None else str(cik),
+                prefix=prefix,
+                dialect="spark",
+                **instants,
+            )
+        )
+        if answer["kind"] == "error":
+            raise error_of(int(answer["status"]), answer["envelope"])
+        for view in answer["views"]:
+            self._frame(view["holds"], view["paths"]).createOrReplaceTempView(view["name"])
+        df = self.spark.sql(answer["sql"])
+        if limit is not None:
+            df = df.orderBy(df["published_at"].asc_nulls_last(), df["id"].asc()).limit(limit)
+        return df
+
+    def _frame(self, holds: str, paths: List[str]) -> Any:
+        """A DataFrame of the version's files ``paths``, read with the view's schema (no
+        inference, no listing of folders that hold other versions' files)."""
+        schema = self._planner.schema(holds, "spark")
+        if not paths:
+            return self.spark.createDataFrame([], schema)
+        return self.spark.read.schema(schema).parquet(*[f"{self.root}/{p}" for p in paths])
+
+    def _table(self, source: str, lane: str, table: str) -> Any:
+        path = self._planner.table_path(source, lane, table)
+        if path is None:
+            raise CorpusError(
+                f"{self.corpus_version} lists no {table} table of {source}/{lane} "
+                "(a version published before the rule tables existed, or no such source-lane)"
+            )
+        return self.spark.read.parquet(f"{self.root}/{path}")
+
+    def _load_identity(self) -> None:
+        found = self._planner.identity_object()
+        if found is None:
+            self._planner.load_identity(b"")
+            return
+        path, _sha = found
+        try:
+            self._planner.load_identity(self._read(f"{self.root}/{path}"))
+        except _native.CorpusError as e:
+            raise CorpusError(str(e)) from None
+
+    def _read(self, url: str) -> bytes:
+        """One small object (the pointer, a manifest, the identity object): from the local
+        file system for ``file:`` URLs, else through Spark's (its Hadoop connectors and their
+        credentials)."""
+        if url.startswith("file://"):
+            path = url[len("file://"):]
+            try:
+                with builtins.open(path, "rb") as f:
+                    return f.read()
+            except OSError as e:
+                raise CorpusError(f"{url}: {e.strerror or e}") from None
+        try:
+            rows = self.spark.read.format("binaryFile").load(url).select("content").collect()
+        except Exception as e:  # noqa: BLE001 - Spark raises many kinds; the message says which
+            raise CorpusError(f"{url}: {e}") from None
+        if not rows:
+            raise CorpusError(f"{url}: not found")
+        return bytes(rows[0][0])
+
