@@ -283,11 +283,8 @@ impl RulePlanner {
                         e.path, e.sha256
                     )));
                 }
-                let file = asof_engine::identity::IdentityFile::from_parquet(
-                    &e.path,
-                    bytes.into(),
-                )
-                .map_err(|e| CorpusError::new_err(e.to_string()))?;
+                let file = asof_engine::identity::IdentityFile::from_parquet(&e.path, bytes.into())
+                    .map_err(|e| CorpusError::new_err(e.to_string()))?;
                 asof_engine::identity::IdentityIndex::new(file)
                     .map_err(|e| CorpusError::new_err(e.to_string()))?
             }
@@ -370,7 +367,12 @@ impl RulePlanner {
         let q = match args.query(&self.manifest) {
             Ok(q) => q,
             Err(asof_engine::Error::InvalidClock { param, fault }) => {
-                return Ok(refused(400, "invalid_clock", fault.to_string(), Some(param)));
+                return Ok(refused(
+                    400,
+                    "invalid_clock",
+                    fault.to_string(),
+                    Some(param),
+                ));
             }
             Err(asof_engine::Error::InvalidInput { param, message }) => {
                 return Ok(refused(400, "invalid_request", message, Some(param)));

@@ -107,7 +107,10 @@ pub(super) async fn run(a: SqlArgs) -> CliResult {
         let Some(q) = &a.sql else {
             return Err("--emit-sql writes one statement: give it".into());
         };
-        print!("{}", emit(&a, dialect, &store, &version, &manifest, q).await?);
+        print!(
+            "{}",
+            emit(&a, dialect, &store, &version, &manifest, q).await?
+        );
         return Ok(ExitCode::SUCCESS);
     }
     match &a.sql {
