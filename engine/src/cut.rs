@@ -142,19 +142,23 @@ impl Cut {
     /// The reference scan and `news_asof` run it in DataFusion; `crate::rule::sql` unparses
     /// it into the SQL Spark and DuckDB run over the exported tables.
     pub fn plan(&self, rows: DataFrame, supersessions: DataFrame) -> Result<DataFrame> {
-        let rows = rows.filter(self.expr())?;
         let stale = match self.stale_expr() {
             Some(e) => supersessions.filter(e)?,
             None => supersessions,
         }
         .select(vec![col(SUPERSEDED).alias(STALE_COLUMN)])?;
-        Ok(rows.join(
-            stale,
-            JoinType::LeftAnti,
-            &["revision_id"],
-            &[STALE_COLUMN],
-            None,
-        )?)
+        // The filter is written above the anti-join (the optimizer pushes it below, into the
+        // scan): DataFusion's unparser writes an anti-join as `WHERE NOT EXISTS (…)` and, with
+        // a filter below it, drops that filter from the SQL it writes.
+        Ok(rows
+            .join(
+                stale,
+                JoinType::LeftAnti,
+                &["revision_id"],
+                &[STALE_COLUMN],
+                None,
+            )?
+            .filter(self.expr())?)
     }
 
     /// [`Self::plan`] with the supersessions of a loaded version's map (the earliest

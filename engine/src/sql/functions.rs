@@ -608,10 +608,9 @@ mod tests {
                 ctx.register_table(v.name.as_str(), df.into_view()).unwrap();
             }
             let mut got = Vec::new();
-            for b in ctx
-                .sql(&emitted.query)
-                .await
-                .unwrap()
+            let answer = ctx.sql(&emitted.query).await;
+            let answer = answer.unwrap_or_else(|e| panic!("{e}: {}", emitted.query));
+            for b in answer
                 .collect()
                 .await
                 .unwrap()
