@@ -123,6 +123,16 @@ pub fn counted_store(
     (counting, store)
 }
 
+/// A seed for a randomized test that differs run to run (odd, as xorshift needs); print it,
+/// so a failure can be replayed with it.
+pub fn fresh_seed() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .subsec_nanos() as u64
+        | 1
+}
+
 /// xorshift64*: deterministic, dependency-free randomness for test data and queries.
 pub struct Rng(pub u64);
 impl Rng {

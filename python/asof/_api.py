@@ -9,7 +9,7 @@ import datetime as _dt
 import importlib
 import json
 import urllib.parse
-from typing import Any, Dict, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Dict, Generic, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _instants
 from ._errors import CursorExpired, error_of
@@ -101,7 +101,76 @@ class Page:
         return self._records
 
 
-class Api:
+R = TypeVar("R")
+
+
+class Cuts(Generic[R]):
+    """The two cuts, ``news`` and ``diff``, written once for every front end that answers them:
+    the backends of :class:`Api` answer a :class:`Result`, ``asof.spark`` a Spark DataFrame.
+    Each front end answers ``_cut`` (the route, its parameters as the query string would carry
+    them, and how much of the answer to walk)."""
+
+    def _cut(
+        self, path: str, params: Params, limit: Optional[int], page_size: int, consistent: bool
+    ) -> R:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def news(
+        self,
+        *,
+        as_of: Instant,
+        ticker: Optional[str] = None,
+        cik: Optional[Union[str, int]] = None,
+        source: Optional[str] = None,
+        visible_by: Optional[str] = None,
+        lane: Optional[str] = None,
+        limit: Optional[int] = None,
+        page_size: int = PAGE_MAX,
+        consistent: bool = False,
+    ) -> R:
+        """The rows knowable at ``as_of`` on the ``visible_by`` clock (``published_at`` unless
+        said): of a ticker (resolved through the identity valid at ``as_of``), a CIK, or every
+        row of ``source``. ``limit`` caps the rows the result walks to (all by default);
+        ``page_size`` is the rows asked for per request (at most 1,000)."""
+        params = {
+            "ticker": ticker,
+            "cik": None if cik is None else str(cik),
+            "source": source,
+            "as_of": _instants.text(as_of),
+            "visible_by": visible_by,
+            "lane": lane,
+        }
+        return self._cut("/v1/news", params, limit, page_size, consistent)
+
+    def diff(
+        self,
+        as_of_start: Instant,
+        as_of_end: Instant,
+        *,
+        ticker: Optional[str] = None,
+        cik: Optional[Union[str, int]] = None,
+        source: Optional[str] = None,
+        visible_by: Optional[str] = None,
+        lane: Optional[str] = None,
+        limit: Optional[int] = None,
+        page_size: int = PAGE_MAX,
+        consistent: bool = False,
+    ) -> R:
+        """The rows that became knowable in ``(as_of_start, as_of_end]`` on one clock."""
+        params = {
+            "ticker": ticker,
+            "cik": None if cik is None else str(cik),
+            "source": source,
+            "as_of_start": _instants.text(as_of_start),
+            "as_of_end": _instants.text(as_of_end),
+            "visible_by": visible_by,
+            "lane": lane,
+        }
+        return self._cut("/v1/news/diff", params, limit, page_size, consistent)
+
+
+
+class Api(Cuts["Result"]):
     """The queries both backends answer. Each returns a :class:`Result` (or, for ``record`` and
     ``meta``, one record as a dict) and raises an :class:`asof.AsofError` subclass for an error
     envelope, at the call: a hole is :class:`asof.CoverageMissing`, never an empty result."""
@@ -122,58 +191,10 @@ class Api:
 
     # -- queries ----------------------------------------------------------------------------
 
-    def news(
-        self,
-        *,
-        as_of: Instant,
-        ticker: Optional[str] = None,
-        cik: Optional[Union[str, int]] = None,
-        source: Optional[str] = None,
-        visible_by: Optional[str] = None,
-        lane: Optional[str] = None,
-        limit: Optional[int] = None,
-        page_size: int = PAGE_MAX,
-        consistent: bool = False,
+    def _cut(
+        self, path: str, params: Params, limit: Optional[int], page_size: int, consistent: bool
     ) -> "Result":
-        """The rows knowable at ``as_of`` on the ``visible_by`` clock (``published_at`` unless
-        said): of a ticker (resolved through the identity valid at ``as_of``), a CIK, or every
-        row of ``source``. ``limit`` caps the rows the result walks to (all by default);
-        ``page_size`` is the rows asked for per request (at most 1,000)."""
-        params = {
-            "ticker": ticker,
-            "cik": None if cik is None else str(cik),
-            "source": source,
-            "as_of": _instants.text(as_of),
-            "visible_by": visible_by,
-            "lane": lane,
-        }
-        return Result(self, "/v1/news", params, limit, page_size, consistent)
-
-    def diff(
-        self,
-        as_of_start: Instant,
-        as_of_end: Instant,
-        *,
-        ticker: Optional[str] = None,
-        cik: Optional[Union[str, int]] = None,
-        source: Optional[str] = None,
-        visible_by: Optional[str] = None,
-        lane: Optional[str] = None,
-        limit: Optional[int] = None,
-        page_size: int = PAGE_MAX,
-        consistent: bool = False,
-    ) -> "Result":
-        """The rows that became knowable in ``(as_of_start, as_of_end]`` on one clock."""
-        params = {
-            "ticker": ticker,
-            "cik": None if cik is None else str(cik),
-            "source": source,
-            "as_of_start": _instants.text(as_of_start),
-            "as_of_end": _instants.text(as_of_end),
-            "visible_by": visible_by,
-            "lane": lane,
-        }
-        return Result(self, "/v1/news/diff", params, limit, page_size, consistent)
+        return Result(self, path, params, limit, page_size, consistent)
 
     def record(self, id: str, *, as_of: Instant, visible_by: Optional[str] = None) -> Dict[str, Any]:
         """One record as knowable at ``as_of`` (``NotFound`` when it is not knowable yet)."""

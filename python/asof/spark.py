@@ -24,13 +24,12 @@ import itertools
 import json
 import os
 import threading
-from typing import Any, Dict, List, Optional, Union
+from typing import Any, Dict, List, Optional
 from urllib.parse import urlparse
 
-from . import _instants, _native
-from ._api import PAGE_MAX
+from . import _native
+from ._api import Cuts
 from ._errors import CorpusError, error_of
-from ._instants import Instant
 
 __all__ = ["SparkCorpus", "open"]
 
@@ -56,9 +55,11 @@ def _root_url(corpus: str) -> str:
     return "file://" + os.path.abspath(corpus).rstrip("/")
 
 
-class SparkCorpus:
-    """One corpus version, answered by a Spark session. Every DataFrame it returns reads only
-    files that version lists, so a result never changes for the same ``corpus_version``."""
+class SparkCorpus(Cuts[Any]):
+    """One corpus version, answered by a Spark session: ``news(...)`` and ``diff(...)`` take the
+    keyword arguments of ``asof.open(...).news``/``.diff`` (the same methods) and return
+    ``pyspark.sql.DataFrame``s. Every DataFrame it returns reads only files that version lists,
+    so a result never changes for the same ``corpus_version``."""
 
     def __init__(self, spark: Any, corpus: str, version: Optional[str] = None) -> None:
         self.spark = spark
@@ -84,54 +85,33 @@ class SparkCorpus:
     def __repr__(self) -> str:
         return f"<asof.spark.SparkCorpus {self.location} {self.corpus_version}>"
 
-    # -- the API's two cuts ---------------------------------------------------------------
+    # -- the API's two cuts: ``news`` and ``diff`` of :class:`asof.Api`, answered here -------
 
-    def news(
-        self,
-        *,
-        as_of: Instant,
-        ticker: Optional[str] = None,
-        cik: Optional[Union[str, int]] = None,
-        source: Optional[str] = None,
-        visible_by: Optional[str] = None,
-        lane: Optional[str] = None,
-        limit: Optional[int] = None,
-        page_size: int = PAGE_MAX,
-        consistent: bool = False,
+    def _cut(
+        self, path: str, params: Dict[str, Optional[str]], limit: Optional[int], page_size: int,
+        consistent: bool,
     ) -> Any:
-        """The rows knowable at ``as_of`` on the ``visible_by`` clock, as ``asof.open(...).news``
-        answers them, as a DataFrame. ``limit`` keeps the first rows in the API's order
+        """One cut as a DataFrame. ``limit`` keeps the first rows in the API's order
         (``published_at``, nulls last, then ``id``); without it the DataFrame is unordered, as
-        Spark's are (sort it with ``orderBy`` if you need the order). ``page_size`` and
-        ``consistent`` are accepted for the same calls to run here: a DataFrame is one version
-        read whole, so there are no pages and it is always consistent."""
-        return self._cut(
-            False,
-            dict(as_of=_instants.text(as_of)),
-            ticker, cik, source, visible_by, lane, limit,
+        Spark's are (``orderBy`` it if the order matters). ``page_size`` and ``consistent``
+        change nothing here: a DataFrame is one version read whole, never paged."""
+        if limit is not None and (not isinstance(limit, int) or limit < 1):
+            raise ValueError("limit must be a positive whole number")
+        if params.get("ticker") is not None and not self._planner.has_identity:
+            self._load_identity()
+        with _names_lock:
+            prefix = f"asof_{next(_names)}"
+        answer = json.loads(
+            self._planner.cut(path == "/v1/news/diff", prefix=prefix, dialect="spark", **params)
         )
-
-    def diff(
-        self,
-        as_of_start: Instant,
-        as_of_end: Instant,
-        *,
-        ticker: Optional[str] = None,
-        cik: Optional[Union[str, int]] = None,
-        source: Optional[str] = None,
-        visible_by: Optional[str] = None,
-        lane: Optional[str] = None,
-        limit: Optional[int] = None,
-        page_size: int = PAGE_MAX,
-        consistent: bool = False,
-    ) -> Any:
-        """The rows that became knowable in ``(as_of_start, as_of_end]`` on one clock, as
-        ``asof.open(...).diff`` answers them, as a DataFrame."""
-        return self._cut(
-            True,
-            dict(as_of_start=_instants.text(as_of_start), as_of_end=_instants.text(as_of_end)),
-            ticker, cik, source, visible_by, lane, limit,
-        )
+        if answer["kind"] == "error":
+            raise error_of(int(answer["status"]), answer["envelope"])
+        for view in answer["views"]:
+            self._frame(view["holds"], view["paths"]).createOrReplaceTempView(view["name"])
+        df = self.spark.sql(answer["sql"])
+        if limit is not None:
+            df = df.orderBy(df["published_at"].asc_nulls_last(), df["id"].asc()).limit(limit)
+        return df
 
     # -- the rule's tables, for joins of your own ---------------------------------------
 
@@ -145,45 +125,6 @@ class SparkCorpus:
         return self._table(source, lane, "coverage")
 
     # -- inside --------------------------------------------------------------------------
-
-    def _cut(
-        self,
-        window: bool,
-        instants: Dict[str, str],
-        ticker: Optional[str],
-        cik: Optional[Union[str, int]],
-        source: Optional[str],
-        visible_by: Optional[str],
-        lane: Optional[str],
-        limit: Optional[int],
-    ) -> Any:
-        if limit is not None and (not isinstance(limit, int) or limit < 1):
-            raise ValueError("limit must be a positive whole number")
-        if ticker is not None and not self._planner.has_identity:
-            self._load_identity()
-        with _names_lock:
-            prefix = f"asof_{next(_names)}"
-        answer = json.loads(
-            self._planner.cut(
-                window,
-                visible_by=visible_by,
-                lane=lane,
-                source=source,
-                ticker=ticker,
-                cik=None if cik is None else str(cik),
-                prefix=prefix,
-                dialect="spark",
-                **instants,
-            )
-        )
-        if answer["kind"] == "error":
-            raise error_of(int(answer["status"]), answer["envelope"])
-        for view in answer["views"]:
-            self._frame(view["holds"], view["paths"]).createOrReplaceTempView(view["name"])
-        df = self.spark.sql(answer["sql"])
-        if limit is not None:
-            df = df.orderBy(df["published_at"].asc_nulls_last(), df["id"].asc()).limit(limit)
-        return df
 
     def _frame(self, holds: str, paths: List[str]) -> Any:
         """A DataFrame of the version's files ``paths``, read with the view's schema (no

@@ -17,9 +17,7 @@ use datafusion::datasource::empty::EmptyTable;
 use datafusion::prelude::{Expr, SessionContext, col};
 use datafusion::sql::sqlparser::ast;
 use datafusion::sql::unparser::Unparser;
-use datafusion::sql::unparser::dialect::{
-    CustomDialectBuilder, Dialect as UnparserDialect,
-};
+use datafusion::sql::unparser::dialect::{CustomDialectBuilder, Dialect as UnparserDialect};
 
 use super::tables::supersessions_schema;
 use crate::corpus::NewsQuery;
@@ -526,14 +524,6 @@ mod tests {
         out
     }
 
-    fn fresh_seed() -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos() as u64
-            | 1
-    }
-
     /// The exported rule and the engine's: for drawn cuts and windows on every clock, lane
     /// and entity (all rows, a CIK, a ticker, a ticker no interval places), the SQL written
     /// for another engine, run over the views it names, answers the rows the API answers;
@@ -541,7 +531,7 @@ mod tests {
     /// seed and a fresh one (printed, to replay).
     #[tokio::test]
     async fn the_sql_other_engines_run_answers_what_the_api_answers_for_drawn_cuts() {
-        for seed in [0x6000_0060, fresh_seed()] {
+        for seed in [0x6000_0060, crate::testkit::fresh_seed()] {
             println!("exported-rule differential seed {seed:#x}");
             let (dir, store, _) = random_corpus(seed, seed % 2 == 0).await;
             let c = Corpus::open(store.clone()).await.unwrap();

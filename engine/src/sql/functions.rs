@@ -501,20 +501,12 @@ mod tests {
         }
     }
 
-    fn fresh_seed() -> u64 {
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .subsec_nanos() as u64
-            | 1
-    }
-
     /// `news_asof` and `news_diff` give the rows the API answers, for drawn cuts on every
     /// clock and lane over a corpus with revisions superseded before and after the cuts and
     /// rows without `published_at`; on a fixed seed and a fresh one (printed, to replay).
     #[tokio::test]
     async fn news_asof_and_news_diff_answer_what_the_api_answers_for_drawn_cuts() {
-        for seed in [0x5eed_0048, fresh_seed()] {
+        for seed in [0x5eed_0048, crate::testkit::fresh_seed()] {
             println!("news_asof differential seed {seed:#x}");
             let (_dir, store, _) = random_corpus(seed, false).await;
             let c = Corpus::open(store).await.unwrap();
@@ -610,11 +602,7 @@ mod tests {
             let mut got = Vec::new();
             let answer = ctx.sql(&emitted.query).await;
             let answer = answer.unwrap_or_else(|e| panic!("{e}: {}", emitted.query));
-            for b in answer
-                .collect()
-                .await
-                .unwrap()
-            {
+            for b in answer.collect().await.unwrap() {
                 let col = b.column(0).as_any().downcast_ref::<StringArray>().unwrap();
                 got.extend((0..col.len()).map(|i| col.value(i).to_owned()));
             }

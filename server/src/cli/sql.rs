@@ -143,13 +143,22 @@ async fn emit(
     let emitted = asof_engine::sql::emit(store, manifest, q, dialect).await?;
     let root = match &a.emit_root {
         Some(r) => r.clone(),
-        None => {
-            let url = store.url().as_str().trim_end_matches('/').to_owned();
-            match (dialect, url.strip_prefix("s3://")) {
-                (Dialect::Spark, Some(rest)) => format!("s3a://{rest}"),
-                _ => url,
+        None => match store.local_root() {
+            Some(dir) => format!(
+                "file://{}",
+                std::fs::canonicalize(dir)?
+                    .display()
+                    .to_string()
+                    .trim_end_matches('/')
+            ),
+            None => {
+                let url = store.display().trim_end_matches('/').to_owned();
+                match (dialect, url.strip_prefix("s3://")) {
+                    (Dialect::Spark, Some(rest)) => format!("s3a://{rest}"),
+                    _ => url,
+                }
             }
-        }
+        },
     };
     let header = [
         format!("asof corpus version {version}"),
