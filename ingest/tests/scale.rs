@@ -111,8 +111,10 @@ async fn one_days_ingest_into_a_large_corpus_reads_that_days_partition_and_no_ac
         "the era has a delta file"
     );
     // Nothing else was read but the pointer, manifests, the source-lane's id runs, its late
-    // object (carried to the new version for the partitions that stayed) and the footer of
-    // the partition the version adds (its Delta commit's statistics).
+    // object (carried to the new version for the partitions that stayed), the partition the
+    // version adds (the footer for its Delta commit's statistics, the `supersedes` pages for
+    // the rule tables) and the parent's supersessions table of the source-lane (the new one
+    // is that table and what the new partition supersedes; `asof_engine::rule`).
     let day_path = &before
         .partitions
         .iter()
@@ -131,7 +133,8 @@ async fn one_days_ingest_into_a_large_corpus_reads_that_days_partition_and_no_ac
                 || path == new_path
                 || path.starts_with("manifests/")
                 || path.starts_with("snapshots/ids/sec.edgar/certified_pit/")
-                || path.starts_with("snapshots/late/sec.edgar/certified_pit/"),
+                || path.starts_with("snapshots/late/sec.edgar/certified_pit/")
+                || path.starts_with("snapshots/rule/sec.edgar/certified_pit/supersessions/"),
             "{path} was read"
         );
     }
@@ -159,6 +162,10 @@ async fn one_days_ingest_into_a_large_corpus_reads_that_days_partition_and_no_ac
         "the late object: {late_gets} GETs, {late_bytes} bytes of {late_size}"
     );
     assert!(id_gets <= ID_RUN_GETS, "{id_gets} GETs of id runs");
+    // The rule tables: the parent's supersessions table of the source-lane, once; the coverage
+    // table comes from the manifest alone.
+    let (rule_gets, _) = under("snapshots/rule/");
+    assert!(rule_gets <= 1, "{rule_gets} GETs of rule tables");
     assert!(id_bytes <= 800_000, "{id_bytes} bytes of id runs");
 
     // The same file again: nothing new, and again only that day is read.
