@@ -2,11 +2,12 @@
 """The as-of rule's cost to Spark: `asof.spark` cuts against Spark's own plain filtered scan of
 the same files (no rule) and against `asof sql` on the same machine.
 
-Usage: spark.py --bin <release asof> --corpus <bench corpus dir> [--runs 3] [--as-of T]
-                [--out result.json]
+Usage: spark.py --bin <release asof> --corpus <bench corpus dir> [--runs 5] [--warmups 2]
+                [--as-of T] [--worker-memory 4g] [--out result.json]
 
 Starts a Spark standalone cluster on loopback (one master, two workers of one core each, as
-tests/spark does) and measures, each `--runs` times (median of wall time):
+tests/spark does) and measures, each `--runs` times after `--warmups` unmeasured runs (median
+of wall time):
 
 - `cut`: a whole-corpus cut aggregated, the forms counted as of T (`news(as_of=T)` grouped by
   form), against the plain scan `published_at <= T` grouped by form over the same partition
@@ -57,9 +58,11 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--corpus", required=True)
-    ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--warmups", type=int, default=2, help="unmeasured runs of each first (JIT, listing)")
     ap.add_argument("--as-of", default=None, help="the cut (default: a month before the last day)")
     ap.add_argument("--executor-memory", default="3g")
+    ap.add_argument("--worker-memory", default="4g", help="what each worker offers (>= executor memory)")
     ap.add_argument("--out")
     args = ap.parse_args()
     corpus = os.path.abspath(args.corpus)
@@ -75,7 +78,7 @@ def main():
     print(f"{rows} rows in {len(parts)} partitions; cut at {as_of}, diff ({start}, {as_of}]", flush=True)
     result = {"corpus_rows": rows, "partitions": len(parts), "as_of": as_of, "runs": args.runs}
     with tempfile.TemporaryDirectory() as work:
-        cluster = Cluster(work)
+        cluster = Cluster(work, worker_memory=args.worker_memory)
         try:
             from pyspark.sql import SparkSession, functions as F
 
@@ -83,6 +86,7 @@ def main():
                      .config("spark.driver.host", "127.0.0.1").config("spark.driver.bindAddress", "127.0.0.1")
                      .config("spark.ui.enabled", "false").config("spark.executor.memory", args.executor_memory)
                      .config("spark.driver.memory", "2g").config("spark.sql.shuffle.partitions", "4")
+                     .config("spark.ui.showConsoleProgress", "false")
                      .getOrCreate())
             spark.sparkContext.setLogLevel("ERROR")
             sc = asof.spark.open(spark, corpus)
@@ -105,8 +109,11 @@ def main():
                 return plain.where((F.col("published_at") > ts(start.replace("Z", "+00:00")))
                                    & (F.col("published_at") <= ts(as_of.replace("Z", "+00:00")))).count()
 
-            # One warm-up of each, so the first measured run pays no JVM class loading alone.
-            rule_cut(), plain_cut()
+            # Warm-ups of each, so no measured run pays the JVMs' compilation or a listing alone
+            # (the rule's source-lane DataFrame is listed once per `asof.spark` object, the plain
+            # one once per DataFrame).
+            for _ in range(args.warmups):
+                rule_cut(), plain_cut(), rule_diff(), plain_diff()
             for name, rule, base, sql in (
                 ("cut", rule_cut, plain_cut,
                  f"SELECT form, count(*) AS n FROM news_asof('{as_of}') GROUP BY form"),

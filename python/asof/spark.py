@@ -24,7 +24,7 @@ import itertools
 import json
 import os
 import threading
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Tuple
 from urllib.parse import urlparse
 
 from . import _native
@@ -32,6 +32,11 @@ from ._api import Cuts
 from ._errors import CorpusError, error_of
 
 __all__ = ["SparkCorpus", "open"]
+
+#: The most files a cut's view is read from as they are: Spark lists more than
+#: ``spark.sql.sources.parallelPartitionDiscovery.threshold`` (32) paths with a distributed job,
+#: which cost seconds a cut at 1,700 partitions (BENCHMARKS.md, "The as-of rule in Spark").
+_LISTED_AT_ONCE = 32
 
 #: Views this process has registered get distinct names (``asof_<n>_news``, ...).
 _names = itertools.count(1)
@@ -76,6 +81,8 @@ class SparkCorpus(Cuts[Any]):
             self._planner = _native.RulePlanner(manifest, version)
         except _native.CorpusError as e:
             raise CorpusError(str(e)) from None
+        # Each source-lane's DataFrame of all its partitions, made on first use (`_frame`).
+        self._lanes: Dict[Tuple[str, str], Any] = {}
 
     @property
     def corpus_version(self) -> str:
@@ -107,7 +114,8 @@ class SparkCorpus(Cuts[Any]):
         if answer["kind"] == "error":
             raise error_of(int(answer["status"]), answer["envelope"])
         for view in answer["views"]:
-            self._frame(view["holds"], view["paths"]).createOrReplaceTempView(view["name"])
+            frame = self._frame(answer["source"], answer["lane"], view["holds"], view["paths"])
+            frame.createOrReplaceTempView(view["name"])
         df = self.spark.sql(answer["sql"])
         if limit is not None:
             df = df.orderBy(df["published_at"].asc_nulls_last(), df["id"].asc()).limit(limit)
@@ -126,12 +134,27 @@ class SparkCorpus(Cuts[Any]):
 
     # -- inside --------------------------------------------------------------------------
 
-    def _frame(self, holds: str, paths: List[str]) -> Any:
+    def _frame(self, source: str, lane: str, holds: str, paths: List[str]) -> Any:
         """A DataFrame of the version's files ``paths``, read with the view's schema (no
-        inference, no listing of folders that hold other versions' files)."""
-        schema = self._planner.schema(holds, "spark")
+        inference, no listing of folders that hold other versions' files).
+
+        A cut names the partitions that may hold one of its rows (by the manifest's clock
+        statistics). Few of them are read as they are; many (more than Spark lists without a
+        distributed job) are the source-lane's whole DataFrame instead, listed once per
+        object and reused by every cut: the SQL's own filter answers the same rows from it,
+        and Spark skips row groups by their statistics. A backtest of many cuts then lists the
+        source-lane's files once, not once per cut."""
         if not paths:
-            return self.spark.createDataFrame([], schema)
+            return self.spark.createDataFrame([], self._planner.schema(holds, "spark"))
+        if holds == "rows" and len(paths) > _LISTED_AT_ONCE:
+            key = (source, lane)
+            if key not in self._lanes:
+                self._lanes[key] = self._read_parquet(holds, self._planner.lane_paths(source, lane))
+            return self._lanes[key]
+        return self._read_parquet(holds, paths)
+
+    def _read_parquet(self, holds: str, paths: List[str]) -> Any:
+        schema = self._planner.schema(holds, "spark")
         return self.spark.read.schema(schema).parquet(*[f"{self.root}/{p}" for p in paths])
 
     def _table(self, source: str, lane: str, table: str) -> Any:

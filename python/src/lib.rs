@@ -304,6 +304,22 @@ impl RulePlanner {
             .map(|e| e.path.clone())
     }
 
+    /// Every partition of a source-lane in this version (relative paths).
+    fn lane_paths(&self, source: &str, lane: &str) -> Vec<String> {
+        let (Ok(source), Ok(lane)) = (
+            source.parse::<asof_engine::SourceId>(),
+            lane.parse::<asof_engine::Lane>(),
+        ) else {
+            return Vec::new();
+        };
+        self.manifest
+            .partitions
+            .iter()
+            .filter(|p| p.source_id == source && p.lane == lane)
+            .map(|p| p.path.clone())
+            .collect()
+    }
+
     /// The columns of a view (`rows` or `supersessions`) as a schema string of `dialect`.
     #[pyo3(signature = (holds, dialect="spark"))]
     fn schema(&self, holds: &str, dialect: &str) -> PyResult<String> {
@@ -427,6 +443,8 @@ impl RulePlanner {
                 "kind": "sql",
                 "sql": sql,
                 "coverage": coverage,
+                "source": q.source.as_str(),
+                "lane": q.lane.as_str(),
                 "views": views.iter().map(|v| serde_json::json!({
                     "name": v.name,
                     "holds": match v.holds {

@@ -67,8 +67,10 @@ class Cluster:
     """A Spark standalone cluster on loopback: one master and two workers of one core each,
     every one its own JVM in its own process group (so a worker is killed with its executor)."""
 
-    def __init__(self, work):
+    def __init__(self, work, worker_memory="1g"):
         import pyspark
+
+        self.worker_memory = worker_memory
 
         self.home = os.path.dirname(pyspark.__file__)
         self.work = work
@@ -103,7 +105,7 @@ class Cluster:
         wd = os.path.join(self.work, f"worker{n}")
         os.makedirs(wd, exist_ok=True)
         self.start(f"worker{n}", "org.apache.spark.deploy.worker.Worker",
-                   [self.url, "--host", "127.0.0.1", "--cores", "1", "--memory", "1g",
+                   [self.url, "--host", "127.0.0.1", "--cores", "1", "--memory", self.worker_memory,
                     "--webui-port", str(free_port()), "--work-dir", wd],
                    "Successfully registered with master")
 
