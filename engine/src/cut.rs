@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{RecordBatch, StringArray, TimestampMicrosecondArray};
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema};
 use datafusion::dataframe::DataFrame;
 use datafusion::logical_expr::JoinType;
 use datafusion::prelude::{Expr, SessionContext, col, lit};
@@ -189,11 +189,7 @@ pub const SUPERSEDED_AT: &str = "superseded_at";
 pub fn supersession_columns() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
         Field::new(SUPERSEDED, DataType::Utf8, false),
-        Field::new(
-            SUPERSEDED_AT,
-            DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())),
-            false,
-        ),
+        Field::new(SUPERSEDED_AT, crate::record::ts_type(), false),
     ]))
 }
 

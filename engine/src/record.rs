@@ -312,7 +312,8 @@ pub fn partition_order(a: &NewsRow, b: &NewsRow) -> std::cmp::Ordering {
         .then(a.revision_id.cmp(&b.revision_id))
 }
 
-fn ts_type() -> DataType {
+/// The type of every clock column: microseconds, UTC.
+pub fn ts_type() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
 }
 

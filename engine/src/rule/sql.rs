@@ -20,6 +20,7 @@ use datafusion::sql::unparser::Unparser;
 use datafusion::sql::unparser::dialect::{CustomDialectBuilder, Dialect as UnparserDialect};
 
 use super::tables::supersessions_schema;
+use crate::clock::{Lane, SourceId};
 use crate::corpus::NewsQuery;
 use crate::coverage::{Coverage, Scope, SourceCoverage};
 use crate::cut::Cut;
@@ -57,37 +58,24 @@ impl Dialect {
     }
 
     fn unparser(self) -> Box<dyn UnparserDialect> {
-        match self {
-            Dialect::Spark => Box::new(
-                CustomDialectBuilder::new()
-                    .with_identifier_quote_style('`')
-                    .with_timestamp_cast_dtype(
-                        ast::DataType::Timestamp(None, ast::TimezoneInfo::None),
-                        ast::DataType::Timestamp(None, ast::TimezoneInfo::None),
-                    )
-                    .with_requires_derived_table_alias(true)
-                    .build(),
-            ),
-            // DuckDB's own dialect, but instants cast as `TIMESTAMP WITH TIME ZONE`: a plain
-            // `TIMESTAMP` would be read in the session's time zone when compared.
-            Dialect::DuckDb => Box::new(
-                CustomDialectBuilder::new()
-                    .with_identifier_quote_style('"')
-                    .with_timestamp_cast_dtype(
-                        ast::DataType::Timestamp(None, ast::TimezoneInfo::WithTimeZone),
-                        ast::DataType::Timestamp(None, ast::TimezoneInfo::WithTimeZone),
-                    )
-                    .with_requires_derived_table_alias(true)
-                    .build(),
-            ),
-            // Every name quoted, as the other two quote them: a table function used without an
-            // alias is named after its call (`news_asof()`), a name only quotes can carry.
-            Dialect::DataFusion => Box::new(
-                CustomDialectBuilder::new()
-                    .with_identifier_quote_style('"')
-                    .build(),
-            ),
-        }
+        use ast::TimezoneInfo::{None as Naive, WithTimeZone};
+        // Every name quoted. Instants are written with their offset: Spark's `TIMESTAMP` is an
+        // instant; DuckDB's is not (it would be read in the session's time zone when compared),
+        // so DuckDB gets `TIMESTAMP WITH TIME ZONE`. A table function used without an alias is
+        // named after its call (`news_asof()`), a name only quotes can carry.
+        let (quote, zone) = match self {
+            Dialect::Spark => ('`', Naive),
+            Dialect::DuckDb => ('"', WithTimeZone),
+            Dialect::DataFusion => ('"', Naive),
+        };
+        let instant = ast::DataType::Timestamp(None, zone);
+        Box::new(
+            CustomDialectBuilder::new()
+                .with_identifier_quote_style(quote)
+                .with_timestamp_cast_dtype(instant.clone(), instant)
+                .with_requires_derived_table_alias(true)
+                .build(),
+        )
     }
 }
 
@@ -136,13 +124,7 @@ pub async fn cut_sql(
     if let Some(f) = filter {
         df = df.filter(f)?;
     }
-    let df = df.select(
-        schema()
-            .fields()
-            .iter()
-            .map(|f| col(format!("{}.{}", names.news, f.name())))
-            .collect::<Vec<_>>(),
-    )?;
+    let df = df.select(record_columns(&names.news))?;
     unparse(df.logical_plan(), dialect)
 }
 
@@ -331,50 +313,72 @@ pub async fn emit_cut(
     if !coverage.is_complete() {
         return Ok(Emitted::Hole { coverage });
     }
+    let views = views_of(manifest, &q.cut(), q.source, names)?;
+    let sql = cut_sql(&q.cut(), q.filer_filter(ciks.as_deref()), names, dialect).await?;
+    Ok(Emitted::Query {
+        sql,
+        views: views.into(),
+        coverage,
+    })
+}
+
+/// The two views a cut of `source` (in `cut`'s lane) reads: the partitions that may hold a
+/// row of it (by the manifest's clock statistics) and the source-lane's supersessions table.
+/// A version published before the rule tables existed has no such table: refused, naming
+/// the fix.
+pub fn views_of(
+    manifest: &Manifest,
+    cut: &Cut,
+    source: SourceId,
+    names: &Names,
+) -> Result<[View; 2]> {
+    let lane = cut.lane.unwrap_or(Lane::CertifiedPit);
     let table = super::tables::entry(
         manifest,
-        q.source,
-        q.lane,
+        source,
+        lane,
         super::tables::RuleTable::Supersessions,
     )
     .ok_or_else(|| {
         Error::invalid(
             "corpus_version",
             format!(
-                "this version lists no supersessions table of {}/{} (published before the rule \
-                 tables existed); the next publish derives them",
-                q.source, q.lane
+                "this version lists no supersessions table of {source}/{lane} (published \
+                     before the rule tables existed); the next publish derives them"
             ),
         )
     })?;
-    let cut = q.cut();
     let paths = manifest
         .partitions
         .iter()
         .filter(|p| {
-            p.source_id == q.source
-                && p.lane == q.lane
-                && p.may_hold_in(q.visible_by, q.start, q.as_of)
+            p.source_id == source
+                && p.lane == lane
+                && p.may_hold_in(cut.clock, cut.start, cut.as_of)
         })
         .map(|p| p.path.clone())
         .collect();
-    let sql = cut_sql(&cut, q.filer_filter(ciks.as_deref()), names, dialect).await?;
-    Ok(Emitted::Query {
-        sql,
-        views: vec![
-            View {
-                name: names.news.clone(),
-                holds: Holds::Rows,
-                paths,
-            },
-            View {
-                name: names.supersessions.clone(),
-                holds: Holds::Supersessions,
-                paths: vec![table.path.clone()],
-            },
-        ],
-        coverage,
-    })
+    Ok([
+        View {
+            name: names.news.clone(),
+            holds: Holds::Rows,
+            paths,
+        },
+        View {
+            name: names.supersessions.clone(),
+            holds: Holds::Supersessions,
+            paths: vec![table.path.clone()],
+        },
+    ])
+}
+
+/// Every record column of `table`, in the API's order: what a cut's SQL selects.
+pub fn record_columns(table: &str) -> Vec<Expr> {
+    schema()
+        .fields()
+        .iter()
+        .map(|f| col(format!("{table}.{}", f.name())))
+        .collect()
 }
 
 /// The arguments of a cut as a caller outside the service writes them (`asof.spark`'s

@@ -30,7 +30,7 @@ use arrow::array::{
     Array, ArrayRef, BooleanArray, Date32Array, Int64Array, RecordBatch, StringArray,
     TimestampMicrosecondArray,
 };
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use parquet::arrow::ArrowWriter;
@@ -95,13 +95,9 @@ pub fn table_dir(source: SourceId, lane: Lane, table: RuleTable) -> String {
 
 /// The manifest's entry of a source-lane's table, if the version has one.
 pub fn entry(m: &Manifest, source: SourceId, lane: Lane, table: RuleTable) -> Option<&ObjectEntry> {
-    let dir = table_dir(source, lane, table);
-    m.access.iter().find(|e| {
-        e.kind == table.kind()
-            && e.path
-                .strip_prefix(dir.as_str())
-                .is_some_and(|r| r.starts_with('/'))
-    })
+    m.access
+        .iter()
+        .find(|e| lane_of(e) == Some((source, lane, table)))
 }
 
 /// The source-lane a rule table's entry belongs to.
@@ -131,7 +127,7 @@ pub fn supersessions_schema() -> SchemaRef {
         Field::new("id", DataType::Utf8, false),
         Field::new(crate::cut::SUPERSEDED, DataType::Utf8, false),
         Field::new("superseded_by", DataType::Utf8, false),
-        Field::new(crate::cut::SUPERSEDED_AT, timestamp(), false),
+        Field::new(crate::cut::SUPERSEDED_AT, crate::record::ts_type(), false),
     ]))
 }
 
@@ -145,17 +141,13 @@ pub fn coverage_schema() -> SchemaRef {
         Field::new("status", DataType::Utf8, false),
         Field::new("row_count", DataType::Int64, true),
         Field::new("rows_held", DataType::Int64, false),
-        Field::new("certified_at", timestamp(), true),
+        Field::new("certified_at", crate::record::ts_type(), true),
         Field::new("partition_path", DataType::Utf8, true),
         Field::new("partition_sha256", DataType::Utf8, true),
         Field::new("evidence", DataType::Utf8, false),
         Field::new("available_at_complete", DataType::Boolean, false),
         Field::new("availability_key", DataType::Utf8, false),
     ]))
-}
-
-fn timestamp() -> DataType {
-    DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
 }
 
 /// One Parquet object of one batch: snappy, no dictionaries, a fixed `created_by`, so the
@@ -322,13 +314,8 @@ async fn put(
 }
 
 fn drop_entry(m: &mut Manifest, source: SourceId, lane: Lane, table: RuleTable) {
-    let dir = table_dir(source, lane, table);
-    m.access.retain(|e| {
-        !(e.kind == table.kind()
-            && e.path
-                .strip_prefix(dir.as_str())
-                .is_some_and(|r| r.starts_with('/')))
-    });
+    m.access
+        .retain(|e| lane_of(e) != Some((source, lane, table)));
 }
 
 /// The superseding rows of `parts`, read a few partitions at a time.

@@ -271,23 +271,11 @@ impl Emit {
         use datafusion::datasource::empty::EmptyTable;
         use datafusion::datasource::provider_as_source;
         use datafusion::logical_expr::LogicalPlanBuilder;
-        let lane = cut.lane.unwrap_or(Lane::CertifiedPit);
-        let table = crate::rule::tables::entry(
-            manifest,
-            source,
-            lane,
-            crate::rule::RuleTable::Supersessions,
-        )
-        .ok_or_else(|| {
-            DataFusionError::Plan(format!(
-                "this version lists no supersessions table of {source}/{lane} (published \
-                 before the rule tables existed); the next publish derives them"
-            ))
-        })?;
         let mut views = self
             .views
             .lock()
             .map_err(|_| DataFusionError::Internal("the emitted views' lock".into()))?;
+        let lane = cut.lane.unwrap_or(Lane::CertifiedPit);
         let names = crate::rule::Names {
             news: format!(
                 "asof_news_{}",
@@ -302,6 +290,8 @@ impl Emit {
                 source.as_str().replace('.', "_")
             ),
         };
+        let [rows_view, sup_view] = crate::rule::sql::views_of(manifest, cut, source, &names)
+            .map_err(|e| DataFusionError::Plan(e.to_string()))?;
         let scan = |name: &str, schema: SchemaRef| -> Result<datafusion::dataframe::DataFrame> {
             let plan = LogicalPlanBuilder::scan(
                 name,
@@ -314,42 +304,20 @@ impl Emit {
                 plan,
             ))
         };
-        let rows = scan(&names.news, crate::record::schema())?;
-        let sup = scan(
-            &names.supersessions,
-            crate::rule::RuleTable::Supersessions.schema(),
-        )?;
         let df = cut
-            .plan(rows, sup)
+            .plan(
+                scan(&names.news, crate::record::schema())?,
+                scan(
+                    &names.supersessions,
+                    crate::rule::RuleTable::Supersessions.schema(),
+                )?,
+            )
             .map_err(|e| DataFusionError::External(Box::new(e)))?
-            .select(
-                crate::record::schema()
-                    .fields()
-                    .iter()
-                    .map(|f| col(format!("{}.{}", names.news, f.name())))
-                    .collect::<Vec<_>>(),
-            )?;
-        views.push(crate::rule::View {
-            name: names.news.clone(),
-            holds: crate::rule::sql::Holds::Rows,
-            paths: manifest
-                .partitions
-                .iter()
-                .filter(|p| {
-                    p.source_id == source
-                        && p.lane == lane
-                        && p.may_hold_in(cut.clock, cut.start, cut.as_of)
-                })
-                .map(|p| p.path.clone())
-                .collect(),
-        });
+            .select(crate::rule::sql::record_columns(&names.news))?;
+        views.push(rows_view);
         // One view of a source-lane's supersessions, whatever the cuts of it.
         if !views.iter().any(|v| v.name == names.supersessions) {
-            views.push(crate::rule::View {
-                name: names.supersessions.clone(),
-                holds: crate::rule::sql::Holds::Supersessions,
-                paths: vec![table.path.clone()],
-            });
+            views.push(sup_view);
         }
         Ok(Arc::new(datafusion::datasource::ViewTable::new(
             df.logical_plan().clone(),
