@@ -1,18 +1,26 @@
-//! Delta Lake logs beside the partitions: every corpus version is also a version of one Delta
-//! table per source and lane, so Spark, DuckDB, Polars and the Delta Sharing protocol read the
+//! Delta Lake logs beside the corpus's objects: every corpus version is also a version of
+//! each of its Delta tables, so Spark, DuckDB, Polars and the Delta Sharing protocol read the
 //! very same Parquet files, time-travelling by version, with no copy.
 //!
-//! A table is rooted where its partitions live (`snapshots/partitions/<source>/<lane>/`), its
-//! log in `_delta_log/` there, its files named relative to the root (`<date>/<sha256>.parquet`)
-//! with partition column `date`. The derived access files are not in any table.
+//! **Tables** ([`Table`]). One per source and lane of records, rooted where its partitions live
+//! (`snapshots/partitions/<source>/<lane>/`), files named relative to the root
+//! (`<date>/<sha256>.parquet`) with partition column `date`. Beside each, the rule tables an
+//! engine needs to apply the as-of rule (`crate::rule::tables`: `supersessions` and
+//! `coverage`, rooted at `snapshots/rule/<source>/<lane>/<table>/`), and one table of the
+//! identity intervals (`snapshots/identity/`). A rule or identity table holds one file per
+//! version, the object the manifest lists: a version that replaces it removes the old file and
+//! adds the new one. Each table's log is in `_delta_log/` under its root. The derived access
+//! files are in no table.
 //!
-//! **Versions.** A publish that changes a table's partitions commits that table's next version
-//! (`add` for partitions the new corpus version lists and its parent did not, `remove` for the
+//! **Versions.** A publish that changes a table's files commits that table's next version
+//! (`add` for files the new corpus version lists and its parent did not, `remove` for the
 //! reverse); a table the publish leaves alone keeps its version. The mapping is recorded in
 //! the manifest (`delta`: table key → table version) and in every commit (`commitInfo` names
 //! the corpus version and its parent), so `corpus_version` V is exactly table version
 //! `V.delta[table]` of each table, and back. Manifests written before the mapping existed get
-//! it derived by the same rule, walking their parents.
+//! it derived by the same rule, walking their parents; a table first recorded by a later
+//! version (the rule and identity tables, for corpora published before they had logs) starts
+//! at version 0 there, holding that version's file.
 //!
 //! **Written after the pointer.** A commit names its corpus version, known only once the
 //! manifest is written, and a publisher can still lose the pointer race after that; so commits
@@ -34,6 +42,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use arrow::datatypes::{DataType, SchemaRef, TimeUnit};
 use bytes::Bytes;
 use object_store::GetRange;
 use parquet::file::metadata::{FooterTail, ParquetMetaDataReader};
@@ -43,8 +52,9 @@ use serde_json::{Value, json};
 
 use crate::clock::{Instant, Lane, SourceId};
 use crate::error::{Error, Result};
-use crate::manifest::{Manifest, PartitionEntry};
+use crate::manifest::{Manifest, ObjectEntry, PartitionEntry};
 use crate::record::schema;
+use crate::rule::tables::{self as rule_tables, RuleTable};
 use crate::store::CorpusStore;
 
 /// Table key → table version, as the manifest records it.
@@ -56,84 +66,267 @@ pub const LOG_DIR: &str = "_delta_log";
 /// Table configuration: the log is never cleaned up, so every version stays readable.
 pub const CONFIGURATION: [(&str, &str); 1] = [("delta.enableExpiredLogCleanup", "false")];
 
-/// The key of a table in the manifest's `delta` map: `<source_id>/<lane>`.
+/// The root of the identity table.
+const IDENTITY_ROOT: &str = "snapshots/identity";
+/// The manifest kind of the identity object the identity table holds.
+const IDENTITY_KIND: &str = "identity.ticker_intervals";
+
+/// One Delta table of a corpus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Table {
+    /// A source-lane's records: its partitions, partitioned by `date`.
+    Records(SourceId, Lane),
+    /// One of a source-lane's rule tables (`crate::rule::tables`): one file per version.
+    Rule(SourceId, Lane, RuleTable),
+    /// The identity intervals (ticker ↔ CIK, as `/v1/mapping`): one file per version.
+    Identity,
+}
+
+impl Table {
+    /// The key of the table in the manifest's `delta` map: `<source_id>/<lane>` for records,
+    /// `<source_id>/<lane>/<rule table>` for a rule table, `identity`.
+    pub fn key(self) -> String {
+        match self {
+            Table::Records(s, l) => format!("{s}/{l}"),
+            Table::Rule(s, l, t) => format!("{s}/{l}/{}", t.name()),
+            Table::Identity => "identity".into(),
+        }
+    }
+
+    /// The table a key names, if it names one.
+    pub fn parse(key: &str) -> Option<Table> {
+        if key == "identity" {
+            return Some(Table::Identity);
+        }
+        let mut parts = key.split('/');
+        let (s, l) = (parts.next()?, parts.next()?);
+        let source = *SourceId::ALL.iter().find(|x| x.as_str() == s)?;
+        let lane = *Lane::ALL.iter().find(|x| x.as_str() == l)?;
+        let table = match parts.next() {
+            None => Table::Records(source, lane),
+            Some(t) => Table::Rule(
+                source,
+                lane,
+                RuleTable::ALL.into_iter().find(|r| r.name() == t)?,
+            ),
+        };
+        parts.next().is_none().then_some(table)
+    }
+
+    /// The table's root under the corpus root: where its files live, its log beneath.
+    pub fn root(self) -> String {
+        match self {
+            Table::Records(s, l) => format!("snapshots/partitions/{s}/{l}"),
+            Table::Rule(s, l, t) => rule_tables::table_dir(s, l, t),
+            Table::Identity => IDENTITY_ROOT.into(),
+        }
+    }
+
+    /// The object path of one commit of the table.
+    pub fn commit_path(self, version: u64) -> String {
+        format!("{}/{LOG_DIR}/{version:020}.json", self.root())
+    }
+
+    /// The table's id: a UUID-shaped digest of its key, the same in every corpus and run.
+    pub fn id(self) -> String {
+        let h = crate::store::sha256_hex(format!("asof delta table {}", self.key()).as_bytes());
+        format!(
+            "{}-{}-{}-{}-{}",
+            &h[0..8],
+            &h[8..12],
+            &h[12..16],
+            &h[16..20],
+            &h[20..32]
+        )
+    }
+
+    /// The partition columns of the table's files.
+    fn partition_columns(self) -> Vec<String> {
+        match self {
+            Table::Records(..) => vec!["date".into()],
+            Table::Rule(..) | Table::Identity => vec![],
+        }
+    }
+
+    /// The Arrow schema of the table's files.
+    fn file_schema(self) -> SchemaRef {
+        match self {
+            Table::Records(..) => schema(),
+            Table::Rule(_, _, t) => t.schema(),
+            Table::Identity => crate::identity::intervals_schema(),
+        }
+    }
+
+    fn name(self) -> String {
+        let dotless = |s: SourceId| s.as_str().replace('.', "_");
+        match self {
+            Table::Records(s, l) => format!("{}.{l}", dotless(s)),
+            Table::Rule(s, l, t) => format!("{}.{l}.{}", dotless(s), t.name()),
+            Table::Identity => "identity".into(),
+        }
+    }
+
+    fn description(self) -> String {
+        match self {
+            Table::Records(s, l) => {
+                format!("asof corpus: {s} rows of the {l} lane, one partition per UTC day")
+            }
+            Table::Rule(s, l, RuleTable::Supersessions) => format!(
+                "asof corpus: the revisions of {s} ({l} lane) superseded by a later revision, and when (the as-of rule's anti-join)"
+            ),
+            Table::Rule(s, l, RuleTable::Coverage) => format!(
+                "asof corpus: the coverage certificate of every day of {s} ({l} lane), as /v1/coverage answers it (the as-of rule's holes)"
+            ),
+            Table::Identity => {
+                "asof corpus: ticker and name intervals of each CIK, as /v1/mapping answers them"
+                    .into()
+            }
+        }
+    }
+}
+
+/// The key of a source-lane's records table in the manifest's `delta` map: `<source_id>/<lane>`.
 pub fn table_key(source: SourceId, lane: Lane) -> String {
-    format!("{source}/{lane}")
+    Table::Records(source, lane).key()
 }
 
-/// The table of a key, if it names one.
+/// The records table of a key, if it names one.
 pub fn parse_table_key(key: &str) -> Option<(SourceId, Lane)> {
-    let (s, l) = key.split_once('/')?;
-    let source = SourceId::ALL.iter().find(|x| x.as_str() == s)?;
-    let lane = Lane::ALL.iter().find(|x| x.as_str() == l)?;
-    Some((*source, *lane))
+    match Table::parse(key)? {
+        Table::Records(s, l) => Some((s, l)),
+        _ => None,
+    }
 }
 
-/// A table's root under the corpus root (where its partitions live).
+/// A records table's root under the corpus root (where its partitions live).
 pub fn table_root(source: SourceId, lane: Lane) -> String {
-    format!("snapshots/partitions/{source}/{lane}")
+    Table::Records(source, lane).root()
 }
 
-/// The object path of one commit of a table.
+/// The object path of one commit of a records table.
 pub fn commit_path(source: SourceId, lane: Lane, version: u64) -> String {
-    format!("{}/{LOG_DIR}/{version:020}.json", table_root(source, lane))
+    Table::Records(source, lane).commit_path(version)
 }
 
-/// The path of a partition relative to its table's root.
-fn relative(p: &PartitionEntry) -> Result<&str> {
-    let root = table_root(p.source_id, p.lane);
-    p.path
-        .strip_prefix(root.as_str())
+/// One file of a table in a manifest.
+#[derive(Debug, Clone, Copy)]
+enum File<'a> {
+    Partition(&'a PartitionEntry),
+    Object(&'a ObjectEntry),
+}
+
+impl File<'_> {
+    fn sha256(&self) -> &str {
+        match self {
+            File::Partition(p) => &p.sha256,
+            File::Object(o) => &o.sha256,
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        match self {
+            File::Partition(p) => p.bytes,
+            File::Object(o) => o.bytes,
+        }
+    }
+
+    fn partition_values(&self) -> BTreeMap<String, String> {
+        match self {
+            File::Partition(p) => BTreeMap::from([("date".to_owned(), p.date.to_string())]),
+            File::Object(_) => BTreeMap::new(),
+        }
+    }
+}
+
+/// The path of a file relative to its table's root.
+fn relative<'a>(table: Table, path: &'a str) -> Result<&'a str> {
+    let root = table.root();
+    path.strip_prefix(root.as_str())
         .and_then(|r| r.strip_prefix('/'))
         .ok_or_else(|| {
             Error::integrity(
-                &p.path,
-                format!("a partition outside its Delta table's root {root}"),
+                path,
+                format!("a file outside its Delta table's root {root}"),
             )
         })
 }
 
-/// The partitions of one table in a manifest, by path relative to the table's root.
-fn table_files(
-    m: &Manifest,
-    source: SourceId,
-    lane: Lane,
-) -> Result<BTreeMap<&str, &PartitionEntry>> {
-    m.partitions
-        .iter()
-        .filter(|p| p.source_id == source && p.lane == lane)
-        .map(|p| Ok((relative(p)?, p)))
-        .collect()
+/// The files of one table in a manifest, by path relative to the table's root.
+fn table_files(m: &Manifest, table: Table) -> Result<BTreeMap<&str, File<'_>>> {
+    let mut out = BTreeMap::new();
+    match table {
+        Table::Records(source, lane) => {
+            for p in m
+                .partitions
+                .iter()
+                .filter(|p| p.source_id == source && p.lane == lane)
+            {
+                out.insert(relative(table, &p.path)?, File::Partition(p));
+            }
+        }
+        Table::Rule(source, lane, t) => {
+            if let Some(e) = rule_tables::entry(m, source, lane, t) {
+                out.insert(relative(table, &e.path)?, File::Object(e));
+            }
+        }
+        Table::Identity => {
+            for e in m.identity.iter().filter(|e| e.kind == IDENTITY_KIND) {
+                out.insert(relative(table, &e.path)?, File::Object(e));
+            }
+        }
+    }
+    Ok(out)
 }
 
-/// The tables a manifest holds partitions of.
-fn tables_of(m: &Manifest) -> BTreeSet<(SourceId, Lane)> {
-    m.partitions.iter().map(|p| (p.source_id, p.lane)).collect()
+/// The tables a manifest holds files of.
+fn tables_of(m: &Manifest) -> BTreeSet<Table> {
+    let records = m
+        .partitions
+        .iter()
+        .map(|p| Table::Records(p.source_id, p.lane));
+    let rules = m
+        .access
+        .iter()
+        .filter_map(rule_tables::lane_of)
+        .map(|(s, l, t)| Table::Rule(s, l, t));
+    let identity = m
+        .identity
+        .iter()
+        .any(|e| e.kind == IDENTITY_KIND)
+        .then_some(Table::Identity);
+    records.chain(rules).chain(identity).collect()
+}
+
+/// The (path, sha256) of a table's files in a manifest: what a new table version changes.
+fn file_list(m: &Manifest, table: Table) -> Vec<(String, String)> {
+    match table_files(m, table) {
+        Ok(files) => files
+            .into_iter()
+            .map(|(p, f)| (p.to_owned(), f.sha256().to_owned()))
+            .collect(),
+        // A file outside its root is refused when its commit is built; as a version change
+        // it counts as a change.
+        Err(_) => vec![("".into(), "".into())],
+    }
 }
 
 /// The table versions of `m`, given its parent's manifest and versions: a table whose
-/// partitions changed moves to its next version (a new table starts at 0); the others keep
-/// theirs. Tables once created are kept (with no files, if a version drops all of them).
+/// files changed moves to its next version (a new table starts at 0, and so does a table the
+/// parent held but recorded no version of); the others keep theirs. Tables once created are
+/// kept (with no files, if a version drops all of them).
 pub fn next_versions(parent: Option<(&Manifest, &TableVersions)>, m: &Manifest) -> TableVersions {
     let mut out = parent.map(|(_, v)| v.clone()).unwrap_or_default();
-    let mut keys: BTreeSet<(SourceId, Lane)> = tables_of(m);
+    let mut tables: BTreeSet<Table> = tables_of(m);
     if let Some((pm, _)) = parent {
-        keys.extend(tables_of(pm));
+        tables.extend(tables_of(pm));
     }
-    for (source, lane) in keys {
-        fn files(x: &Manifest, source: SourceId, lane: Lane) -> Vec<(&str, &str)> {
-            x.partitions
-                .iter()
-                .filter(|p| p.source_id == source && p.lane == lane)
-                .map(|p| (p.path.as_str(), p.sha256.as_str()))
-                .collect()
-        }
+    for table in tables {
+        let key = table.key();
         let changed = match parent {
-            Some((pm, _)) => files(pm, source, lane) != files(m, source, lane),
+            Some((pm, _)) => file_list(pm, table) != file_list(m, table),
             None => true,
         };
-        let key = table_key(source, lane);
-        if changed {
+        if changed || !out.contains_key(&key) {
             let next = out.get(&key).map_or(0, |v| v + 1);
             out.insert(key, next);
         }
@@ -262,62 +455,66 @@ fn millis(i: Instant) -> i64 {
     i.micros().div_euclid(1000)
 }
 
-/// The table's Delta schema: the partition schema's columns, then the partition column `date`.
-pub fn schema_string() -> Result<String> {
+/// The Delta type of an Arrow column type the corpus writes.
+fn delta_type(name: &str, t: &DataType) -> Result<&'static str> {
+    Ok(match t {
+        DataType::Utf8 => "string",
+        DataType::Timestamp(TimeUnit::Microsecond, Some(tz)) if tz.as_ref() == "UTC" => "timestamp",
+        DataType::Date32 => "date",
+        DataType::Boolean => "boolean",
+        DataType::Int32 => "integer",
+        DataType::Int64 => "long",
+        other => {
+            return Err(Error::InvalidInput {
+                param: name.to_owned(),
+                message: format!("no Delta type for {other}"),
+            });
+        }
+    })
+}
+
+/// A table's Delta schema: its files' columns, then its partition columns (`date` of a
+/// records table).
+pub fn schema_string_of(table: Table) -> Result<String> {
     let mut fields: Vec<Value> = Vec::new();
-    for f in schema().fields() {
-        let ty = match f.data_type() {
-            arrow::datatypes::DataType::Utf8 => "string",
-            arrow::datatypes::DataType::Timestamp(
-                arrow::datatypes::TimeUnit::Microsecond,
-                Some(tz),
-            ) if tz.as_ref() == "UTC" => "timestamp",
-            other => {
-                return Err(Error::InvalidInput {
-                    param: f.name().clone(),
-                    message: format!("no Delta type for {other}"),
-                });
-            }
-        };
+    for f in table.file_schema().fields() {
+        let ty = delta_type(f.name(), f.data_type())?;
         fields.push(
             json!({"name": f.name(), "type": ty, "nullable": f.is_nullable(), "metadata": {}}),
         );
     }
-    fields.push(json!({"name": "date", "type": "date", "nullable": false, "metadata": {}}));
+    for c in table.partition_columns() {
+        fields.push(json!({"name": c, "type": "date", "nullable": false, "metadata": {}}));
+    }
     Ok(serde_json::to_string(
         &json!({"type": "struct", "fields": fields}),
     )?)
 }
 
-/// A table's id: a UUID-shaped digest of its name, the same in every corpus and every run.
+/// A records table's Delta schema: the partition schema's columns, then the partition
+/// column `date`.
+pub fn schema_string() -> Result<String> {
+    // Any source-lane: every records table has the one record schema.
+    schema_string_of(Table::Records(SourceId::ALL[0], Lane::ALL[0]))
+}
+
+/// A records table's id: a UUID-shaped digest of its name, the same in every corpus and run.
 pub fn table_id(source: SourceId, lane: Lane) -> String {
-    let h = crate::store::sha256_hex(
-        format!("asof delta table {}", table_key(source, lane)).as_bytes(),
-    );
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
+    Table::Records(source, lane).id()
 }
 
 /// The metaData action of a table created at `created_at`.
-pub fn metadata(source: SourceId, lane: Lane, created_at: Instant) -> Result<MetaData> {
+pub fn metadata(table: Table, created_at: Instant) -> Result<MetaData> {
     Ok(MetaData {
-        id: table_id(source, lane),
-        name: format!("{}.{}", source.as_str().replace('.', "_"), lane),
-        description: format!(
-            "asof corpus: {source} rows of the {lane} lane, one partition per UTC day"
-        ),
+        id: table.id(),
+        name: table.name(),
+        description: table.description(),
         format: Format {
             provider: "parquet".into(),
             options: BTreeMap::new(),
         },
-        schema_string: schema_string()?,
-        partition_columns: vec!["date".into()],
+        schema_string: schema_string_of(table)?,
+        partition_columns: table.partition_columns(),
         configuration: CONFIGURATION
             .iter()
             .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
@@ -471,28 +668,42 @@ async fn footer_bounds(
     Ok((text(lo, lo_ok), text(hi, hi_ok), nulls))
 }
 
-/// The actions of table version `table_version` of `(source, lane)`: the commit that takes the
-/// table from `parent`'s files to `m`'s (`version` names `m`). Version 0 creates the table.
+/// The `stats` of one file of a table: a partition's as [`stats`] gives them, an object's its
+/// row count.
+async fn file_stats(store: &CorpusStore, f: File<'_>) -> Result<String> {
+    match f {
+        File::Partition(p) => stats(store, p).await,
+        File::Object(o) => Ok(serde_json::to_string(&json!({"numRecords": o.row_count}))?),
+    }
+}
+
+/// The actions of version `table_version` of `table`: the commit that takes the table from
+/// `parent`'s files to `m`'s (`version` names `m`). Version 0 creates the table.
 pub async fn commit(
     store: &CorpusStore,
-    (source, lane): (SourceId, Lane),
+    table: Table,
     table_version: u64,
     (version, m): (&str, &Manifest),
     parent: Option<&Manifest>,
 ) -> Result<Vec<Action>> {
-    let now = table_files(m, source, lane)?;
+    let now = table_files(m, table)?;
     let before = match parent {
-        Some(pm) if table_version > 0 => table_files(pm, source, lane)?,
+        Some(pm) if table_version > 0 => table_files(pm, table)?,
         _ => BTreeMap::new(),
     };
     let at = millis(m.created_at);
-    let mut actions = vec![Action::CommitInfo(CommitInfo {
-        timestamp: at,
-        operation: "WRITE".into(),
-        operation_parameters: BTreeMap::from([
+    // A records table grows by day; a rule or identity table's one file is replaced whole.
+    let parameters = match table {
+        Table::Records(..) => BTreeMap::from([
             ("mode".into(), "Append".into()),
             ("partitionBy".into(), "[\"date\"]".into()),
         ]),
+        Table::Rule(..) | Table::Identity => BTreeMap::from([("mode".into(), "Overwrite".into())]),
+    };
+    let mut actions = vec![Action::CommitInfo(CommitInfo {
+        timestamp: at,
+        operation: "WRITE".into(),
+        operation_parameters: parameters,
         is_blind_append: false,
         engine_info: format!("asof-engine/{}", env!("CARGO_PKG_VERSION")),
         corpus_version: version.to_owned(),
@@ -500,30 +711,29 @@ pub async fn commit(
     })];
     if table_version == 0 {
         actions.push(Action::Protocol(PROTOCOL));
-        actions.push(Action::MetaData(metadata(source, lane, m.created_at)?));
+        actions.push(Action::MetaData(metadata(table, m.created_at)?));
     }
-    let date = |p: &PartitionEntry| BTreeMap::from([("date".to_owned(), p.date.to_string())]);
-    for (path, p) in &before {
-        if now.get(path).is_none_or(|n| n.sha256 != p.sha256) {
+    for (path, f) in &before {
+        if now.get(path).is_none_or(|n| n.sha256() != f.sha256()) {
             actions.push(Action::Remove(Remove {
                 path: (*path).to_owned(),
                 deletion_timestamp: at,
                 data_change: true,
                 extended_file_metadata: true,
-                partition_values: date(p),
-                size: p.bytes,
+                partition_values: f.partition_values(),
+                size: f.bytes(),
             }));
         }
     }
-    for (path, p) in &now {
-        if before.get(path).is_none_or(|b| b.sha256 != p.sha256) {
+    for (path, f) in &now {
+        if before.get(path).is_none_or(|b| b.sha256() != f.sha256()) {
             actions.push(Action::Add(Add {
                 path: (*path).to_owned(),
-                partition_values: date(p),
-                size: p.bytes,
+                partition_values: f.partition_values(),
+                size: f.bytes(),
                 modification_time: at,
                 data_change: true,
-                stats: stats(store, p).await?,
+                stats: file_stats(store, *f).await?,
             }));
         }
     }
@@ -562,7 +772,7 @@ struct Step {
 
 impl Step {
     /// The tables this version commits a new version of, with that version number.
-    fn commits(&self) -> Vec<((SourceId, Lane), u64)> {
+    fn commits(&self) -> Vec<(Table, u64)> {
         commits_between(&self.versions, self.parent.as_ref().map(|(_, pv)| pv))
     }
 }
@@ -595,7 +805,7 @@ pub async fn sync(store: &CorpusStore, version: &str) -> Result<Synced> {
         // A version that commits nothing proves nothing: keep walking past it.
         let mut complete = !wanted.is_empty();
         for (t, n) in &wanted {
-            if !store.exists(&commit_path(t.0, t.1, *n)).await? {
+            if !store.exists(&t.commit_path(*n)).await? {
                 complete = false;
                 break;
             }
@@ -629,10 +839,7 @@ pub async fn sync(store: &CorpusStore, version: &str) -> Result<Synced> {
             )
             .await?;
             store
-                .put_immutable(
-                    &commit_path(table.0, table.1, n),
-                    Bytes::from(encode(&actions)?),
-                )
+                .put_immutable(&table.commit_path(n), Bytes::from(encode(&actions)?))
                 .await?;
             out.commits += 1;
         }
@@ -661,14 +868,11 @@ impl Node {
 }
 
 /// The tables a version with `tables` commits a new version of, given its parent's.
-fn commits_between(
-    tables: &TableVersions,
-    parent: Option<&TableVersions>,
-) -> Vec<((SourceId, Lane), u64)> {
+fn commits_between(tables: &TableVersions, parent: Option<&TableVersions>) -> Vec<(Table, u64)> {
     tables
         .iter()
         .filter(|(k, v)| parent.is_none_or(|pv| pv.get(*k) != Some(*v)))
-        .filter_map(|(k, v)| parse_table_key(k).map(|t| (t, *v)))
+        .filter_map(|(k, v)| Table::parse(k).map(|t| (t, *v)))
         .collect()
 }
 
@@ -726,8 +930,8 @@ pub async fn check(store: &CorpusStore, version: &str) -> Result<Checked> {
         let step = step(store, v, m).await?;
         out.tables = step.versions.len();
         for (table, n) in step.commits() {
-            let path = commit_path(table.0, table.1, n);
-            let key = table_key(table.0, table.1);
+            let path = table.commit_path(n);
+            let key = table.key();
             if !store.exists(&path).await? {
                 out.behind += 1;
                 missing_from.entry(key).or_insert(path);
@@ -782,12 +986,12 @@ pub struct TableState {
 /// a reader keeps them and reads only the versions published since ([`DeltaLog::extend`]).
 #[derive(Debug, Clone)]
 pub struct DeltaLog {
-    pub table: (SourceId, Lane),
+    pub table: Table,
     commits: Vec<Vec<Action>>,
 }
 
 impl DeltaLog {
-    pub fn new(table: (SourceId, Lane)) -> Self {
+    pub fn new(table: Table) -> Self {
         DeltaLog {
             table,
             commits: Vec::new(),
@@ -806,7 +1010,7 @@ impl DeltaLog {
     /// Reads the commits after those held, up to and including `version`.
     pub async fn extend(&mut self, store: &CorpusStore, version: u64) -> Result<()> {
         for n in self.len()..=version {
-            let path = commit_path(self.table.0, self.table.1, n);
+            let path = self.table.commit_path(n);
             let actions = decode(&path, &store.get(&path).await?)?;
             let info = actions.iter().any(|a| matches!(a, Action::CommitInfo(_)));
             if !info || (n == 0 && !actions.iter().any(|a| matches!(a, Action::MetaData(_)))) {
@@ -881,7 +1085,7 @@ impl DeltaLog {
 /// while it reads new commits.
 #[derive(Debug, Default)]
 pub struct LogCache {
-    logs: tokio::sync::Mutex<std::collections::HashMap<(SourceId, Lane), DeltaLog>>,
+    logs: tokio::sync::Mutex<std::collections::HashMap<Table, DeltaLog>>,
 }
 
 impl LogCache {
@@ -889,7 +1093,7 @@ impl LogCache {
     pub async fn read<R>(
         &self,
         store: &CorpusStore,
-        table: (SourceId, Lane),
+        table: Table,
         version: u64,
         f: impl FnOnce(&DeltaLog) -> R,
     ) -> Result<R> {
@@ -948,6 +1152,150 @@ mod tests {
         }
         assert_eq!(parse_table_key("sec.edgar"), None);
         assert_eq!(parse_table_key("nope/certified_pit"), None);
+    }
+
+    /// Every table of every source-lane, and the identity table.
+    fn all_tables() -> Vec<Table> {
+        let mut out = vec![Table::Identity];
+        for s in SourceId::ALL {
+            for l in Lane::ALL {
+                out.push(Table::Records(*s, *l));
+                out.extend(RuleTable::ALL.map(|t| Table::Rule(*s, *l, t)));
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn every_table_key_names_its_table_alone_and_no_two_tables_share_a_key_root_or_id() {
+        let tables = all_tables();
+        for t in &tables {
+            assert_eq!(Table::parse(&t.key()), Some(*t), "{}", t.key());
+            assert!(
+                t.commit_path(3)
+                    .starts_with(&format!("{}/_delta_log/", t.root()))
+            );
+        }
+        let distinct =
+            |f: &dyn Fn(&Table) -> String| tables.iter().map(f).collect::<BTreeSet<_>>().len();
+        assert_eq!(distinct(&|t| t.key()), tables.len());
+        assert_eq!(distinct(&|t| t.root()), tables.len());
+        assert_eq!(distinct(&|t| t.id()), tables.len());
+        // Only records tables are records tables to the callers that share them.
+        assert_eq!(
+            parse_table_key("sec.edgar/certified_pit/supersessions"),
+            None
+        );
+        assert_eq!(parse_table_key("identity"), None);
+        assert_eq!(Table::parse("sec.edgar/certified_pit/nope"), None);
+        assert_eq!(Table::parse("sec.edgar/certified_pit/coverage/x"), None);
+    }
+
+    #[test]
+    fn a_records_tables_id_is_the_one_its_shipped_log_was_created_with() {
+        // The shipped sample's logs (and every corpus's) name the id derived from the key
+        // alone; a change here would make every existing log a different table.
+        assert_eq!(
+            table_id(SourceId::ALL[0], Lane::ALL[0]),
+            Table::Records(SourceId::ALL[0], Lane::ALL[0]).id()
+        );
+        let h = crate::store::sha256_hex(
+            format!("asof delta table {}/{}", SourceId::ALL[0], Lane::ALL[0]).as_bytes(),
+        );
+        assert!(table_id(SourceId::ALL[0], Lane::ALL[0]).starts_with(&h[..8]));
+    }
+
+    #[test]
+    fn every_table_has_a_delta_schema_of_its_files_columns() {
+        for t in all_tables() {
+            let s: Value = serde_json::from_str(&schema_string_of(t).unwrap()).unwrap();
+            let names: Vec<&str> = s["fields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|f| f["name"].as_str().unwrap())
+                .collect();
+            let mut want: Vec<String> = t
+                .file_schema()
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect();
+            want.extend(t.partition_columns());
+            assert_eq!(names, want, "{}", t.key());
+        }
+        let cov: Value = serde_json::from_str(
+            &schema_string_of(Table::Rule(
+                SourceId::ALL[0],
+                Lane::ALL[0],
+                RuleTable::Coverage,
+            ))
+            .unwrap(),
+        )
+        .unwrap();
+        let ty = |n: &str| {
+            cov["fields"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|f| f["name"] == n)
+                .unwrap()["type"]
+                .clone()
+        };
+        assert_eq!(ty("date"), "date");
+        assert_eq!(ty("row_count"), "long");
+        assert_eq!(ty("available_at_complete"), "boolean");
+    }
+
+    #[tokio::test]
+    async fn every_rule_tables_version_holds_exactly_the_file_its_corpus_version_lists() {
+        let (_dir, store, _) = crate::testkit::random_corpus(0x60_0010, true).await;
+        let head = store.current_version().await.unwrap().unwrap();
+        let checked = check(&store, &head).await.unwrap();
+        assert_eq!(checked.behind, 0, "publish wrote every commit");
+        let mut logs: std::collections::HashMap<Table, DeltaLog> = Default::default();
+        let mut travelled: BTreeSet<Table> = BTreeSet::new();
+        let mut version = Some(head);
+        while let Some(v) = version {
+            let m = store.manifest(&v).await.unwrap();
+            for (key, n) in versions_of(&store, &v, &m).await.unwrap() {
+                let t = Table::parse(&key).unwrap();
+                if matches!(t, Table::Records(..)) {
+                    continue;
+                }
+                let log = logs.entry(t).or_insert_with(|| DeltaLog::new(t));
+                if log.len() <= n {
+                    log.extend(&store, n).await.unwrap();
+                }
+                let st = log.state(n).unwrap();
+                let listed = table_files(&m, t).unwrap();
+                assert_eq!(listed.len(), 1, "{v}: {key} lists one file");
+                assert_eq!(
+                    st.files.keys().map(String::as_str).collect::<Vec<_>>(),
+                    listed.keys().copied().collect::<Vec<_>>(),
+                    "{v}: {key} at table version {n}"
+                );
+                // The commit names the corpus version that made this table version: this one,
+                // or an ancestor that listed the very same file.
+                let maker = store.manifest(&st.corpus_version).await.unwrap();
+                assert_eq!(file_list(&maker, t), file_list(&m, t), "{v}: {key}");
+                assert_eq!(st.metadata.partition_columns, Vec::<String>::new());
+                if n > 0 {
+                    travelled.insert(t);
+                }
+            }
+            version = m.parent;
+        }
+        let moved = |r: RuleTable| {
+            travelled
+                .iter()
+                .any(|t| matches!(t, Table::Rule(_, _, x) if *x == r))
+        };
+        assert!(
+            moved(RuleTable::Supersessions),
+            "a correction moves a supersessions table"
+        );
+        assert!(moved(RuleTable::Coverage), "new rows move a coverage table");
     }
 
     #[test]

@@ -56,6 +56,27 @@ pub struct NameInterval {
     pub evidence: Vec<u32>,
 }
 
+/// The columns of the identity object's Parquet encoding ([`IdentityFile::to_parquet`]), for
+/// readers that need them before reading a file (its Delta table's schema). Every column is
+/// declared nullable: the encoding marks a column required only when no row leaves it empty.
+pub fn intervals_schema() -> arrow::datatypes::SchemaRef {
+    use arrow::datatypes::{DataType, Field, Schema};
+    let s = |n: &str| Field::new(n, DataType::Utf8, true);
+    let d = |n: &str| Field::new(n, DataType::Int32, true);
+    let t = |n: &str| Field::new(n, crate::record::ts_type(), true);
+    std::sync::Arc::new(Schema::new(vec![
+        s("kind"),
+        s("ticker"),
+        s("cik"),
+        s("name"),
+        t("valid_from"),
+        t("valid_to"),
+        d("from_day"),
+        d("to_day"),
+        s("evidence"),
+    ]))
+}
+
 /// The stored identity object (canonical JSON, hash-checked through the manifest).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IdentityFile {
@@ -700,6 +721,27 @@ mod tests {
         let back =
             IdentityFile::from_parquet("x", bytes::Bytes::from(f.to_parquet().unwrap())).unwrap();
         assert_eq!(back, f);
+    }
+
+    #[test]
+    fn the_declared_interval_columns_are_the_encodings_columns_in_order_and_type() {
+        let f = IdentityFile {
+            format: FORMAT.into(),
+            ..IdentityFile::default()
+        };
+        let bytes = bytes::Bytes::from(f.to_parquet().unwrap());
+        let written = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .schema()
+            .clone();
+        let declared = intervals_schema();
+        let shape = |s: &arrow::datatypes::Schema| -> Vec<(String, arrow::datatypes::DataType)> {
+            s.fields()
+                .iter()
+                .map(|f| (f.name().clone(), f.data_type().clone()))
+                .collect()
+        };
+        assert_eq!(shape(&written), shape(&declared));
     }
 
     #[test]

@@ -63,7 +63,7 @@ async fn a_rewritten_day_is_a_remove_and_an_add_and_each_table_version_lists_its
     assert_eq!(m1.delta.as_ref().unwrap()[&key], 0);
     assert_eq!(m2.delta.as_ref().unwrap()[&key], 1);
 
-    let mut log = DeltaLog::new(OFAC);
+    let mut log = DeltaLog::new(delta::Table::Records(OFAC.0, OFAC.1));
     log.extend(&store, 1).await.unwrap();
     for (n, (v, m)) in [(&v1, &m1), (&v2, &m2)].into_iter().enumerate() {
         let st = log.state(n as u64).unwrap();
@@ -102,8 +102,13 @@ async fn a_rewritten_day_is_a_remove_and_an_add_and_each_table_version_lists_its
             .any(|a| matches!(a, Action::MetaData(_) | Action::Protocol(_)))
     );
 
+    // Beside it, the source-lane's supersessions table (no span yet, so no coverage table):
+    // created by v1 and left alone by v2, which corrects nothing.
+    let sup = "us.ofac.sdn/certified_pit/supersessions";
+    assert_eq!(m1.delta.as_ref().unwrap()[sup], 0);
+    assert_eq!(m2.delta.as_ref().unwrap()[sup], 0);
     let checked = delta::check(&store, &v2).await.unwrap();
-    assert_eq!((checked.tables, checked.commits, checked.behind), (1, 2, 0));
+    assert_eq!((checked.tables, checked.commits, checked.behind), (2, 3, 0));
 }
 
 #[tokio::test]
@@ -131,14 +136,19 @@ async fn a_publish_that_leaves_a_table_alone_keeps_its_version_and_commits_nothi
     assert!(certified.changed);
     assert_ne!(certified.version, v2);
     let m = store.manifest(&certified.version).await.unwrap();
-    assert_eq!(
-        m.delta,
-        store.manifest(&v2).await.unwrap().delta,
-        "no table changed"
+    let (now, before) = (
+        m.delta.unwrap(),
+        store.manifest(&v2).await.unwrap().delta.unwrap(),
     );
+    // The records and supersessions tables keep their versions; the certification gives the
+    // source-lane a span, so its coverage table starts.
+    let coverage = "us.ofac.sdn/certified_pit/coverage";
+    let mut expected = before.clone();
+    expected.insert(coverage.into(), 0);
+    assert_eq!(now, expected, "only the coverage table changed");
     assert!(!commit_file(dir.path(), 2).exists());
     let checked = delta::check(&store, &certified.version).await.unwrap();
-    assert_eq!((checked.commits, checked.behind), (2, 0));
+    assert_eq!((checked.commits, checked.behind), (4, 0));
 }
 
 #[tokio::test]
@@ -170,7 +180,7 @@ async fn a_log_behind_its_pointer_is_reported_and_written_again_byte_for_byte() 
     let original = std::fs::read(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
     let checked = delta::check(&store, &v2).await.unwrap();
-    assert_eq!((checked.commits, checked.behind), (1, 1));
+    assert_eq!((checked.commits, checked.behind), (2, 1));
     let synced = delta::sync(&store, &v2).await.unwrap();
     assert_eq!(synced.commits, 1);
     assert_eq!(std::fs::read(&path).unwrap(), original);

@@ -285,7 +285,12 @@ async fn with_log<R>(
 ) -> Result<R, ApiError> {
     state
         .delta_logs()
-        .read(ctx.corpus.store(), t, latest, f)
+        .read(
+            ctx.corpus.store(),
+            delta::Table::Records(t.0, t.1),
+            latest,
+            f,
+        )
         .await
         .map_err(|e| {
             if e.is_not_found() {
@@ -618,7 +623,12 @@ pub async fn shared_file(
         // A log behind its pointer cannot name the file yet; any other fault is the answer.
         let found = match state
             .delta_logs()
-            .read(corpus.store(), t, latest, |log| log.file(id).cloned())
+            .read(
+                corpus.store(),
+                delta::Table::Records(t.0, t.1),
+                latest,
+                |log| log.file(id).cloned(),
+            )
             .await
         {
             Err(e) if e.is_not_found() => continue,
