@@ -119,6 +119,15 @@ impl Cut {
         pred
     }
 
+    /// This cut over one source-lane's record table, the rows of its lane alone (every
+    /// partition holds its own source-lane's rows, which `asof verify` checks): the lane
+    /// predicate is implied by the table and left out of the plan. What the rule exports to
+    /// other engines runs over such tables, where the predicate would cost a string column
+    /// read and compared for every row (a third of the rule's cost to Spark at 2M rows).
+    pub fn over_lane_table(self) -> Cut {
+        Cut { lane: None, ..self }
+    }
+
     /// Which rows of a supersessions table take their superseded revision out of this cut:
     /// every one under [`Revisions::Latest`] (the version's best knowledge), and under
     /// [`Revisions::AsCommitted`] those whose superseding revision was committed at or before

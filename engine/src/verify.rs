@@ -94,6 +94,20 @@ pub async fn verify_manifest(
                 format!("{rows} rows, manifest says {}", p.row_count),
             ));
         }
+        // A partition holds its source-lane's rows only: the walk and the exported rule
+        // (`Cut::over_lane_table`) read a source-lane's partitions without a lane predicate.
+        if let Some(r) = decoded
+            .iter()
+            .find(|r| r.source_id != p.source_id || r.lane != p.lane)
+        {
+            return Err(Error::integrity(
+                &p.path,
+                format!(
+                    "holds a row of {}/{} ({}) in a partition of {}/{}",
+                    r.source_id, r.lane, r.id, p.source_id, p.lane
+                ),
+            ));
+        }
         // The walk skips partitions by these statistics: a wrong one would drop rows.
         if PartitionClocks::from_rows(&decoded) != p.clocks {
             return Err(Error::integrity(
@@ -167,4 +181,44 @@ pub async fn verify_manifest(
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::clock::{Lane, SourceId};
+    use crate::encode::write_partition;
+    use crate::read::read_partition;
+    use crate::testkit::random_corpus;
+
+    #[tokio::test]
+    async fn verify_refuses_a_partition_holding_a_row_of_another_lane() {
+        let (_dir, store, _) = random_corpus(0x60_0020, false).await;
+        let (v, m) = store.current().await.unwrap();
+        crate::verify::verify(&store, None).await.unwrap();
+        let i = m
+            .partitions
+            .iter()
+            .position(|p| (p.source_id, p.lane) == (SourceId::SecEdgar, Lane::CertifiedPit))
+            .unwrap();
+        let p = m.partitions[i].clone();
+        let mut rows = read_partition(&store, &p).await.unwrap();
+        rows[0].lane = Lane::ForwardFirstSeen;
+        let stray = rows[0].id.clone();
+        let forged_entry = write_partition(&store, p.source_id, p.lane, p.date, rows)
+            .await
+            .unwrap();
+        assert_ne!(forged_entry.sha256, p.sha256);
+        let mut forged = m.clone();
+        forged.partitions[i] = forged_entry;
+        forged.parent = Some(v);
+        let fv = store.put_manifest(&forged).await.unwrap();
+        let err = crate::verify::verify(&store, Some(&fv))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("holds a row of sec.edgar/forward_first_seen") && err.contains(&stray),
+            "{err}"
+        );
+    }
 }

@@ -314,7 +314,13 @@ pub async fn emit_cut(
         return Ok(Emitted::Hole { coverage });
     }
     let views = views_of(manifest, &q.cut(), q.source, names)?;
-    let sql = cut_sql(&q.cut(), q.filer_filter(ciks.as_deref()), names, dialect).await?;
+    let sql = cut_sql(
+        &q.cut().over_lane_table(),
+        q.filer_filter(ciks.as_deref()),
+        names,
+        dialect,
+    )
+    .await?;
     Ok(Emitted::Query {
         sql,
         views: views.into(),

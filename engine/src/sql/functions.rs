@@ -305,6 +305,7 @@ impl Emit {
             ))
         };
         let df = cut
+            .over_lane_table()
             .plan(
                 scan(&names.news, crate::record::schema())?,
                 scan(
