@@ -48,6 +48,19 @@ def timed(f, runs):
     return statistics.median(times), times, answer
 
 
+def interleaved(fs, runs):
+    """Each of `fs` timed `runs` times, taking turns (a, b, a, b, ...): a JVM still compiling
+    or a neighbour's load then weighs on both sides of a ratio alike, where runs of one after
+    all runs of the other gave the first the cold runs."""
+    times, answers = [[] for _ in fs], [None for _ in fs]
+    for _ in range(runs):
+        for i, f in enumerate(fs):
+            t = time.monotonic()
+            answers[i] = f()
+            times[i].append(time.monotonic() - t)
+    return [(statistics.median(t), t, a) for t, a in zip(times, answers)]
+
+
 def asof_sql(binary, corpus, q):
     out = subprocess.run([binary, "sql", "--corpus", corpus, "--format", "json", q],
                          check=True, capture_output=True, text=True).stdout
@@ -59,7 +72,7 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("--corpus", required=True)
     ap.add_argument("--runs", type=int, default=5)
-    ap.add_argument("--warmups", type=int, default=2, help="unmeasured runs of each first (JIT, listing)")
+    ap.add_argument("--warmups", type=int, default=3, help="unmeasured runs of each first (JIT, listing)")
     ap.add_argument("--as-of", default=None, help="the cut (default: a month before the last day)")
     ap.add_argument("--executor-memory", default="3g")
     ap.add_argument("--worker-memory", default="4g", help="what each worker offers (>= executor memory)")
@@ -120,8 +133,7 @@ def main():
                 ("diff", rule_diff, plain_diff,
                  f"SELECT count(*) AS n FROM news_diff('{start}', '{as_of}')"),
             ):
-                r_med, r_all, r_ans = timed(rule, args.runs)
-                p_med, p_all, p_ans = timed(base, args.runs)
+                (r_med, r_all, r_ans), (p_med, p_all, p_ans) = interleaved([rule, base], args.runs)
                 s_med, s_all, s_ans = timed(lambda: asof_sql(args.bin, corpus, sql), args.runs)
                 if name == "cut":
                     by_sql = sorted(((x["form"], x["n"]) for x in s_ans), key=str)
