@@ -215,8 +215,15 @@ enum File<'a> {
     Object(&'a ObjectEntry),
 }
 
-impl File<'_> {
-    fn sha256(&self) -> &str {
+impl<'a> File<'a> {
+    fn path(&self) -> &'a str {
+        match self {
+            File::Partition(p) => &p.path,
+            File::Object(o) => &o.path,
+        }
+    }
+
+    fn sha256(&self) -> &'a str {
         match self {
             File::Partition(p) => &p.sha256,
             File::Object(o) => &o.sha256,
@@ -253,29 +260,32 @@ fn relative<'a>(table: Table, path: &'a str) -> Result<&'a str> {
 
 /// The files of one table in a manifest, by path relative to the table's root.
 fn table_files(m: &Manifest, table: Table) -> Result<BTreeMap<&str, File<'_>>> {
-    let mut out = BTreeMap::new();
+    files_of(m, table)
+        .into_iter()
+        .map(|f| Ok((relative(table, f.path())?, f)))
+        .collect()
+}
+
+/// The files of one table in a manifest, as the manifest lists them.
+fn files_of(m: &Manifest, table: Table) -> Vec<File<'_>> {
     match table {
-        Table::Records(source, lane) => {
-            for p in m
-                .partitions
-                .iter()
-                .filter(|p| p.source_id == source && p.lane == lane)
-            {
-                out.insert(relative(table, &p.path)?, File::Partition(p));
-            }
-        }
-        Table::Rule(source, lane, t) => {
-            if let Some(e) = rule_tables::entry(m, source, lane, t) {
-                out.insert(relative(table, &e.path)?, File::Object(e));
-            }
-        }
-        Table::Identity => {
-            for e in m.identity.iter().filter(|e| e.kind == IDENTITY_KIND) {
-                out.insert(relative(table, &e.path)?, File::Object(e));
-            }
-        }
+        Table::Records(source, lane) => m
+            .partitions
+            .iter()
+            .filter(|p| p.source_id == source && p.lane == lane)
+            .map(File::Partition)
+            .collect(),
+        Table::Rule(source, lane, t) => rule_tables::entry(m, source, lane, t)
+            .map(File::Object)
+            .into_iter()
+            .collect(),
+        Table::Identity => m
+            .identity
+            .iter()
+            .filter(|e| e.kind == IDENTITY_KIND)
+            .map(File::Object)
+            .collect(),
     }
-    Ok(out)
 }
 
 /// The tables a manifest holds files of.
@@ -298,16 +308,11 @@ fn tables_of(m: &Manifest) -> BTreeSet<Table> {
 }
 
 /// The (path, sha256) of a table's files in a manifest: what a new table version changes.
-fn file_list(m: &Manifest, table: Table) -> Vec<(String, String)> {
-    match table_files(m, table) {
-        Ok(files) => files
-            .into_iter()
-            .map(|(p, f)| (p.to_owned(), f.sha256().to_owned()))
-            .collect(),
-        // A file outside its root is refused when its commit is built; as a version change
-        // it counts as a change.
-        Err(_) => vec![("".into(), "".into())],
-    }
+fn file_list(m: &Manifest, table: Table) -> BTreeSet<(&str, &str)> {
+    files_of(m, table)
+        .into_iter()
+        .map(|f| (f.path(), f.sha256()))
+        .collect()
 }
 
 /// The table versions of `m`, given its parent's manifest and versions: a table whose

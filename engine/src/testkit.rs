@@ -259,3 +259,19 @@ pub async fn random_corpus(
     .unwrap();
     (dir, store, rows)
 }
+
+/// Stores `forged` as a child of `parent` (the version it was copied from, whose objects
+/// verify as already checked) and returns the error `asof verify` gives for it: what a test of
+/// a refused object asserts on. Panics if verify accepts it.
+pub async fn refusal_of(
+    store: &CorpusStore,
+    mut forged: crate::manifest::Manifest,
+    parent: &str,
+) -> String {
+    forged.parent = Some(parent.to_owned());
+    let version = store.put_manifest(&forged).await.unwrap();
+    crate::verify::verify(store, Some(&version))
+        .await
+        .expect_err("verify accepts the forged version")
+        .to_string()
+}

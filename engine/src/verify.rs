@@ -188,7 +188,7 @@ mod tests {
     use crate::clock::{Lane, SourceId};
     use crate::encode::write_partition;
     use crate::read::read_partition;
-    use crate::testkit::random_corpus;
+    use crate::testkit::{random_corpus, refusal_of};
 
     #[tokio::test]
     async fn verify_refuses_a_partition_holding_a_row_of_another_lane() {
@@ -210,12 +210,7 @@ mod tests {
         assert_ne!(forged_entry.sha256, p.sha256);
         let mut forged = m.clone();
         forged.partitions[i] = forged_entry;
-        forged.parent = Some(v);
-        let fv = store.put_manifest(&forged).await.unwrap();
-        let err = crate::verify::verify(&store, Some(&fv))
-            .await
-            .unwrap_err()
-            .to_string();
+        let err = refusal_of(&store, forged, &v).await;
         assert!(
             err.contains("holds a row of sec.edgar/forward_first_seen") && err.contains(&stray),
             "{err}"

@@ -502,7 +502,7 @@ pub async fn read_supersessions(
 mod tests {
     use super::*;
     use crate::publish::{ChangeSet, publish};
-    use crate::testkit::{edgar, random_corpus, t};
+    use crate::testkit::{edgar, random_corpus, refusal_of, t};
 
     /// Every stored row's supersession of one source-lane of `m`, read off its partitions.
     async fn recomputed(
@@ -673,12 +673,7 @@ mod tests {
         )
         .await
         .unwrap();
-        forged.parent = Some(v.clone());
-        let fv = store.put_manifest(&forged).await.unwrap();
-        let err = crate::verify::verify(&store, Some(&fv))
-            .await
-            .unwrap_err()
-            .to_string();
+        let err = refusal_of(&store, forged, &v).await;
         assert!(
             err.contains("lacks the supersession") && err.contains(&dropped.supersedes),
             "{err}"
@@ -691,12 +686,7 @@ mod tests {
         put(&store, &mut forged, s, l, RuleTable::Coverage, bytes, 1)
             .await
             .unwrap();
-        forged.parent = Some(v);
-        let fv = store.put_manifest(&forged).await.unwrap();
-        let err = crate::verify::verify(&store, Some(&fv))
-            .await
-            .unwrap_err()
-            .to_string();
+        let err = refusal_of(&store, forged, &v).await;
         assert!(err.contains("coverage table differs"), "{err}");
     }
 }
