@@ -216,6 +216,14 @@ enum File<'a> {
 }
 
 impl<'a> File<'a> {
+    /// An object's manifest kind (a partition has none).
+    fn kind(&self) -> Option<&'a str> {
+        match self {
+            File::Partition(_) => None,
+            File::Object(o) => Some(&o.kind),
+        }
+    }
+
     fn path(&self) -> &'a str {
         match self {
             File::Partition(p) => &p.path,
@@ -714,8 +722,14 @@ pub async fn commit(
         corpus_version: version.to_owned(),
         parent_version: m.parent.clone(),
     })];
+    // A table whose files change kind changes schema (a supersessions table of the unplaced
+    // kind replaced by a placed one): its new metaData, which readers take from the latest
+    // commit that has one.
+    let kinds: BTreeSet<&str> = before.values().chain(now.values()).filter_map(File::kind).collect();
     if table_version == 0 {
         actions.push(Action::Protocol(PROTOCOL));
+        actions.push(Action::MetaData(metadata(table, m.created_at)?));
+    } else if kinds.len() > 1 {
         actions.push(Action::MetaData(metadata(table, m.created_at)?));
     }
     for (path, f) in &before {

@@ -275,3 +275,41 @@ pub async fn refusal_of(
         .expect_err("verify accepts the forged version")
         .to_string()
 }
+
+/// The rows of partition files `paths` (under `dir`) with each row's place, as another engine
+/// defines a rows view of the exported rule ([`crate::rule::sql::view_sql`]: Spark's
+/// `_metadata.file_name` and `_metadata.row_index`). DataFusion reads no such columns from
+/// Parquet, so the tests that run the exported SQL in DataFusion build the view here.
+pub fn placed_rows(
+    dir: &std::path::Path,
+    paths: &[String],
+) -> std::sync::Arc<dyn datafusion::catalog::TableProvider> {
+    use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use std::sync::Arc;
+    let schema = crate::rule::sql::placed_rows_schema();
+    let mut batches = Vec::new();
+    for p in paths {
+        let file = std::fs::File::open(dir.join(p)).unwrap();
+        let name = crate::rule::tables::file_name(p);
+        let mut row = 0i64;
+        for b in ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap()
+            .build()
+            .unwrap()
+        {
+            let b = b.unwrap();
+            let n = b.num_rows();
+            let mut cols: Vec<ArrayRef> = crate::record::schema()
+                .fields()
+                .iter()
+                .map(|f| b.column_by_name(f.name()).unwrap().clone())
+                .collect();
+            cols.push(Arc::new(StringArray::from(vec![name; n])));
+            cols.push(Arc::new(Int64Array::from_iter_values(row..row + n as i64)));
+            row += n as i64;
+            batches.push(RecordBatch::try_new(schema.clone(), cols).unwrap());
+        }
+    }
+    Arc::new(datafusion::datasource::MemTable::try_new(schema, vec![batches]).unwrap())
+}

@@ -72,8 +72,10 @@ pub async fn verify_manifest(
         ..Default::default()
     };
     let mut late_rows = std::collections::HashMap::new();
-    // What the decoded partitions supersede, per source-lane: a rule table must list it all.
-    let mut superseding = std::collections::BTreeMap::<_, std::collections::BTreeSet<_>>::new();
+    // What the decoded partitions supersede, per source-lane, and where they store the
+    // revisions the rule tables name as superseded: a rule table must list and place it all.
+    let wanted = crate::rule::tables::superseded_revisions(store, m, &seen).await?;
+    let mut found = crate::rule::tables::Decoded::default();
     for p in m
         .partitions
         .iter()
@@ -126,10 +128,7 @@ pub async fn verify_manifest(
         }
         // The walk takes a late mark's rows from the late object, not the partition.
         late_rows.insert(p.path.as_str(), late::Finder::of(&decoded));
-        superseding
-            .entry((p.source_id, p.lane))
-            .or_default()
-            .extend(crate::rule::tables::superseding_of_rows(&decoded));
+        found.partition(p, &decoded, wanted.get(&(p.source_id, p.lane)))?;
         out.partitions += 1;
         out.rows += rows;
     }
@@ -155,7 +154,9 @@ pub async fn verify_manifest(
                 out.other_objects += 1;
             }
             // All at once below, with what the decoded partitions supersede.
-            crate::rule::KIND_SUPERSESSIONS | crate::rule::KIND_COVERAGE => {}
+            crate::rule::KIND_SUPERSESSIONS
+            | crate::rule::tables::KIND_SUPERSESSIONS_UNPLACED
+            | crate::rule::KIND_COVERAGE => {}
             _ => {
                 get_checked(store, &o.path, &o.sha256).await?;
                 out.other_objects += 1;
@@ -166,7 +167,7 @@ pub async fn verify_manifest(
     // seen), else the ones the served version did not list; each holds what the decoded
     // partitions supersede, and a whole check holds it to exactly that.
     out.other_objects +=
-        crate::rule::tables::verify(store, m, &seen, &superseding, known.is_none()).await?;
+        crate::rule::tables::verify(store, m, &seen, &found, known.is_none()).await?;
     // A data file without its sidecar would be skipped above, so it is a fault of its own.
     for o in m.access.iter().filter(|o| o.kind == access::KIND_CLUSTERED) {
         if !m

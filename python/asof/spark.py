@@ -12,9 +12,10 @@ The rule is not restated here. The package's engine (the same code the service r
 each cut before a row is read, as the service does: a coverage hole raises
 :class:`asof.CoverageMissing` with the API's ``missing`` keys, a refused argument raises the
 API's exception, a ticker is resolved through the identity intervals valid at ``as_of``. For a
-cut it answers, it writes the rule's own plan (a filter on the clock and lane, and an anti-join
-against the source-lane's supersessions table, small enough for Spark to broadcast) as Spark
-SQL over two views of the version's files; this module only registers those views and runs
+cut it answers, it writes the rule's own plan (a filter on the clock, and an anti-join against the
+source-lane's supersessions table, small enough for Spark to broadcast, on where each
+superseded revision is stored: file name and row index, which Spark computes as it reads) as
+Spark SQL over two views of the version's files; this module only registers those views and runs
 the SQL. ``docs/spark.md`` walks through a backtest."""
 
 from __future__ import annotations
@@ -125,7 +126,9 @@ class SparkCorpus(Cuts[Any]):
 
     def supersessions(self, source: str = "sec.edgar", lane: str = "certified_pit") -> Any:
         """The source-lane's supersessions table (``id``, ``revision_id`` superseded,
-        ``superseded_by``, ``superseded_at``)."""
+        ``superseded_by``, ``superseded_at``, and where the version stores the superseded
+        revision: ``superseded_file``, a partition's file name as ``_metadata.file_name``
+        gives it, and ``superseded_row``, its ``_metadata.row_index`` there)."""
         return self._table(source, lane, "supersessions")
 
     def coverage(self, source: str = "sec.edgar", lane: str = "certified_pit") -> Any:
@@ -145,7 +148,11 @@ class SparkCorpus(Cuts[Any]):
         and Spark skips row groups by their statistics. A backtest of many cuts then lists the
         source-lane's files once, not once per cut."""
         if not paths:
-            return self.spark.createDataFrame([], self._planner.schema(holds, "spark"))
+            empty = self.spark.createDataFrame([], self._planner.schema(holds, "spark"))
+            if holds == "rows":
+                empty = empty.selectExpr(
+                    "*", "CAST(NULL AS STRING) AS asof_file", "CAST(NULL AS BIGINT) AS asof_row")
+            return empty
         if holds == "rows" and len(paths) > _LISTED_AT_ONCE:
             key = (source, lane)
             if key not in self._lanes:
@@ -154,8 +161,16 @@ class SparkCorpus(Cuts[Any]):
         return self._read_parquet(holds, paths)
 
     def _read_parquet(self, holds: str, paths: List[str]) -> Any:
+        """The files read with the view's schema; a rows view also gets each row's place
+        (``asof_file``, ``asof_row``: Spark's ``_metadata.file_name`` and
+        ``_metadata.row_index``), which the rule's SQL anti-joins the supersessions table's
+        places on instead of reading and hashing every row's ``revision_id``."""
         schema = self._planner.schema(holds, "spark")
-        return self.spark.read.schema(schema).parquet(*[f"{self.root}/{p}" for p in paths])
+        frame = self.spark.read.schema(schema).parquet(*[f"{self.root}/{p}" for p in paths])
+        if holds == "rows":
+            frame = frame.selectExpr(
+                "*", "_metadata.file_name AS asof_file", "_metadata.row_index AS asof_row")
+        return frame
 
     def _table(self, source: str, lane: str, table: str) -> Any:
         path = self._planner.table_path(source, lane, table)

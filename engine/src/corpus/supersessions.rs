@@ -165,6 +165,35 @@ pub(crate) async fn superseding_rows(
     Ok(found)
 }
 
+/// Where one partition stores each revision of `wanted` it holds: (revision id, row index
+/// from 0), reading only the `revision_id` pages. What the rule tables place superseded
+/// revisions by (`crate::rule::tables`), for the partitions a publish must place them in.
+pub(crate) async fn rows_holding(
+    store: &CorpusStore,
+    p: &PartitionEntry,
+    wanted: &std::collections::HashSet<&str>,
+) -> Result<Vec<(String, i64)>> {
+    let reader = super::walk::reader(store, p);
+    let builder = ParquetRecordBatchStreamBuilder::new(reader).await?;
+    let mask = ProjectionMask::columns(builder.parquet_schema(), ["revision_id"]);
+    let mut batches = builder.with_projection(mask).build()?;
+    let (mut found, mut row) = (Vec::new(), 0i64);
+    while let Some(batch) = batches.try_next().await? {
+        let revs = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .ok_or_else(|| Error::integrity(&p.path, "revision_id is not utf8".to_owned()))?;
+        for i in 0..batch.num_rows() {
+            if wanted.contains(revs.value(i)) {
+                found.push((revs.value(i).to_owned(), row + i as i64));
+            }
+        }
+        row += batch.num_rows() as i64;
+    }
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

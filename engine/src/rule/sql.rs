@@ -11,7 +11,7 @@
 
 use std::sync::Arc;
 
-use arrow::datatypes::{DataType, Schema, SchemaRef, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::catalog::TableProvider;
 use datafusion::datasource::empty::EmptyTable;
 use datafusion::prelude::{Expr, SessionContext, col};
@@ -23,7 +23,7 @@ use super::tables::supersessions_schema;
 use crate::clock::{Lane, SourceId};
 use crate::corpus::NewsQuery;
 use crate::coverage::{Coverage, Scope, SourceCoverage};
-use crate::cut::Cut;
+use crate::cut::{Cut, ROW_FILE, ROW_INDEX};
 use crate::error::{Error, Result};
 use crate::identity::IdentityIndex;
 use crate::manifest::Manifest;
@@ -98,8 +98,20 @@ impl Names {
     }
 }
 
-/// One cut as a SELECT in `dialect`: the rows of `names.news` that `cut` admits (and
-/// `filter`, if any), every record column in the API's order. Unordered, as a table in another
+/// The columns of a rows view in another engine: the record columns, then each row's place
+/// ([`ROW_FILE`], [`ROW_INDEX`]), which that engine computes as it reads ([`view_sql`]) and
+/// [`Cut::plan_by_position`] anti-joins on.
+pub fn placed_rows_schema() -> SchemaRef {
+    let mut fields: Vec<Field> = schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    fields.push(Field::new(ROW_FILE, DataType::Utf8, false));
+    fields.push(Field::new(ROW_INDEX, DataType::Int64, false));
+    Arc::new(Schema::new(fields))
+}
+
+/// One cut as a SELECT in `dialect`: the rows of `names.news` (a view of
+/// [`placed_rows_schema`]) that `cut` admits (and `filter`, if any), every record column in
+/// the API's order, the superseded revisions taken out by their places
+/// ([`Cut::plan_by_position`]). Unordered, as a table in another
 /// engine is; the API's order is `published_at` (nulls last), then `id`.
 pub async fn cut_sql(
     cut: &Cut,
@@ -110,13 +122,13 @@ pub async fn cut_sql(
     let ctx = SessionContext::new();
     ctx.register_table(
         names.news.as_str(),
-        Arc::new(EmptyTable::new(schema())) as Arc<dyn TableProvider>,
+        Arc::new(EmptyTable::new(placed_rows_schema())) as Arc<dyn TableProvider>,
     )?;
     ctx.register_table(
         names.supersessions.as_str(),
         Arc::new(EmptyTable::new(supersessions_schema())) as Arc<dyn TableProvider>,
     )?;
-    let mut df = cut.plan(
+    let mut df = cut.plan_by_position(
         ctx.table(names.news.as_str()).await?,
         ctx.table(names.supersessions.as_str()).await?,
     )?;
@@ -198,6 +210,7 @@ pub fn ddl(schema: &Schema, dialect: Dialect) -> Result<String> {
         let ty = match (f.data_type(), dialect) {
             (DataType::Utf8, Dialect::Spark) => "STRING",
             (DataType::Utf8, _) => "VARCHAR",
+            (DataType::Int64, _) => "BIGINT",
             (DataType::Timestamp(TimeUnit::Microsecond, Some(_)), Dialect::Spark) => "TIMESTAMP",
             (DataType::Timestamp(TimeUnit::Microsecond, Some(_)), _) => "TIMESTAMPTZ",
             (other, _) => {
@@ -213,12 +226,27 @@ pub fn ddl(schema: &Schema, dialect: Dialect) -> Result<String> {
 }
 
 /// `CREATE OR REPLACE TEMPORARY VIEW` of one view in `dialect`: its files read as Parquet (a
-/// view with no file is empty, with its columns).
+/// view with no file is empty, with its columns). A rows view adds each row's place, as the
+/// engine reads it: Spark's `_metadata.file_name` and `_metadata.row_index`, DuckDB's
+/// `filename` (its last part) and `file_row_number`. DataFusion reads no such columns, so it
+/// gets no view here (the tests build theirs from the files, `crate::testkit`).
 pub fn view_sql(v: &View, dialect: Dialect, root: &str) -> Result<String> {
+    if dialect == Dialect::DataFusion {
+        return Err(Error::invalid(
+            "dialect",
+            "DataFusion reads no row places from Parquet files: define the views in spark or \
+             duckdb",
+        ));
+    }
     let root = root.trim_end_matches('/');
     let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
+    let rows = v.holds == Holds::Rows;
     let body = if v.paths.is_empty() {
-        let schema = v.holds.schema();
+        let schema = if rows {
+            placed_rows_schema()
+        } else {
+            v.holds.schema()
+        };
         let cols: Vec<String> = ddl(&schema, dialect)?
             .split(", ")
             .map(|c| {
@@ -238,7 +266,12 @@ pub fn view_sql(v: &View, dialect: Dialect, root: &str) -> Result<String> {
                 } else {
                     format!("{root}/{dir}{{{}}}", names.join(","))
                 };
-                format!("SELECT * FROM parquet.`{}`", path.replace('`', "``"))
+                let place = if rows {
+                    format!(", _metadata.file_name AS {ROW_FILE}, _metadata.row_index AS {ROW_INDEX}")
+                } else {
+                    String::new()
+                };
+                format!("SELECT *{place} FROM parquet.`{}`", path.replace('`', "``"))
             }
             Dialect::DuckDb | Dialect::DataFusion => {
                 let files: Vec<String> = v
@@ -246,7 +279,16 @@ pub fn view_sql(v: &View, dialect: Dialect, root: &str) -> Result<String> {
                     .iter()
                     .map(|p| quote(&format!("{root}/{p}")))
                     .collect();
-                format!("SELECT * FROM read_parquet([{}])", files.join(", "))
+                if rows {
+                    format!(
+                        "SELECT * EXCLUDE (filename, file_row_number), parse_filename(filename) \
+                         AS {ROW_FILE}, file_row_number AS {ROW_INDEX} FROM read_parquet([{}], \
+                         filename = true, file_row_number = true)",
+                        files.join(", ")
+                    )
+                } else {
+                    format!("SELECT * FROM read_parquet([{}])", files.join(", "))
+                }
             }
         }
     };
@@ -354,6 +396,16 @@ pub fn views_of(
             ),
         )
     })?;
+    if table.kind != super::tables::KIND_SUPERSESSIONS {
+        return Err(Error::invalid(
+            "corpus_version",
+            format!(
+                "this version's supersessions table of {source}/{lane} does not place the \
+                 revisions it names (published before the tables did); the next publish places \
+                 them"
+            ),
+        ));
+    }
     let paths = manifest
         .partitions
         .iter()
@@ -501,7 +553,9 @@ mod tests {
         let ctx = SessionContext::new();
         for v in views {
             let schema = v.holds.schema();
-            let table: Arc<dyn TableProvider> = if v.paths.is_empty() {
+            let table: Arc<dyn TableProvider> = if v.holds == Holds::Rows {
+                crate::testkit::placed_rows(dir, &v.paths)
+            } else if v.paths.is_empty() {
                 Arc::new(EmptyTable::new(schema))
             } else {
                 let files: Vec<String> = v
@@ -709,9 +763,22 @@ mod tests {
         };
         assert_eq!(
             view_sql(&v, Dialect::Spark, "s3a://b/c/").unwrap(),
-            "CREATE OR REPLACE TEMPORARY VIEW n AS SELECT * FROM parquet.`s3a://b/c/snapshots/\
+            "CREATE OR REPLACE TEMPORARY VIEW n AS SELECT *, _metadata.file_name AS asof_file, \
+             _metadata.row_index AS asof_row FROM parquet.`s3a://b/c/snapshots/\
              partitions/sec.edgar/certified_pit/{2025-01-02/ab.parquet,2025-01-03/cd.parquet}`"
         );
+        let duck = view_sql(&v, Dialect::DuckDb, "/x").unwrap();
+        assert!(
+            duck.contains("parse_filename(filename) AS asof_file, file_row_number AS asof_row")
+                && duck.contains("filename = true, file_row_number = true"),
+            "{duck}"
+        );
+        let sup = View {
+            holds: Holds::Supersessions,
+            ..v.clone()
+        };
+        assert!(!view_sql(&sup, Dialect::Spark, "/x").unwrap().contains("_metadata"));
+        assert!(view_sql(&v, Dialect::DataFusion, "/x").is_err());
         let empty = View {
             paths: vec![],
             ..v.clone()
@@ -720,6 +787,6 @@ mod tests {
         assert!(
             sql.starts_with("CREATE OR REPLACE TEMP VIEW n AS SELECT CAST(NULL AS VARCHAR) AS id")
         );
-        assert!(sql.ends_with("WHERE FALSE"), "{sql}");
+        assert!(sql.ends_with("CAST(NULL AS BIGINT) AS asof_row WHERE FALSE"), "{sql}");
     }
 }

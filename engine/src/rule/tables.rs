@@ -40,14 +40,18 @@ use parquet::file::properties::WriterProperties;
 
 use crate::clock::{Day, Instant, Lane, SourceId};
 pub use crate::corpus::supersessions::Superseding;
-use crate::corpus::supersessions::superseding_rows;
+use crate::corpus::supersessions::{rows_holding, superseding_rows};
 use crate::coverage::{DayTable, certificate_of};
 use crate::error::{Error, Result};
 use crate::manifest::{Manifest, ObjectEntry, PartitionEntry};
 use crate::store::{CorpusStore, sha256_hex};
 
 /// The kind of a supersessions table in the manifest's `access` list.
-pub const KIND_SUPERSESSIONS: &str = "rule.supersessions/1";
+pub const KIND_SUPERSESSIONS: &str = "rule.supersessions/2";
+/// The kind of a supersessions table written before it named where each superseded revision
+/// is stored: still read (its version's tables are replaced whole at the next publish), never
+/// written, and not exported ([`crate::rule::sql::views_of`] refuses it, naming the fix).
+pub const KIND_SUPERSESSIONS_UNPLACED: &str = "rule.supersessions/1";
 /// The kind of a coverage table.
 pub const KIND_COVERAGE: &str = "rule.coverage/1";
 
@@ -79,6 +83,13 @@ impl RuleTable {
         }
     }
 
+    /// Whether a manifest entry's kind is this table's: its current kind, or (supersessions)
+    /// the kind written before the tables placed revisions.
+    pub fn is_kind(self, kind: &str) -> bool {
+        kind == self.kind()
+            || (self == RuleTable::Supersessions && kind == KIND_SUPERSESSIONS_UNPLACED)
+    }
+
     pub fn schema(self) -> SchemaRef {
         match self {
             RuleTable::Supersessions => supersessions_schema(),
@@ -102,7 +113,7 @@ pub fn entry(m: &Manifest, source: SourceId, lane: Lane, table: RuleTable) -> Op
 
 /// The source-lane a rule table's entry belongs to.
 pub fn lane_of(e: &ObjectEntry) -> Option<(SourceId, Lane, RuleTable)> {
-    let table = RuleTable::ALL.into_iter().find(|t| t.kind() == e.kind)?;
+    let table = RuleTable::ALL.into_iter().find(|t| t.is_kind(&e.kind))?;
     let rest = e.path.strip_prefix("snapshots/rule/")?;
     let mut parts = rest.split('/');
     let (s, l) = (parts.next()?, parts.next()?);
@@ -121,14 +132,51 @@ pub fn lanes(m: &Manifest) -> BTreeSet<(SourceId, Lane)> {
 }
 
 /// `id`, `revision_id` (superseded), `superseded_by`, `superseded_at` (the superseding
-/// revision's `committed_at`).
+/// revision's `committed_at`), and where the version stores the superseded revision:
+/// `superseded_file` (its partition's file name) and `superseded_row` (its row there, from
+/// 0), both null when the source-lane holds no such revision.
 pub fn supersessions_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
+    let mut fields = unplaced_fields();
+    fields.push(Field::new(crate::cut::SUPERSEDED_FILE, DataType::Utf8, true));
+    fields.push(Field::new(crate::cut::SUPERSEDED_ROW, DataType::Int64, true));
+    Arc::new(Schema::new(fields))
+}
+
+/// The columns of a table of kind [`KIND_SUPERSESSIONS_UNPLACED`] (the first four).
+fn unplaced_fields() -> Vec<Field> {
+    vec![
         Field::new("id", DataType::Utf8, false),
         Field::new(crate::cut::SUPERSEDED, DataType::Utf8, false),
         Field::new("superseded_by", DataType::Utf8, false),
         Field::new(crate::cut::SUPERSEDED_AT, crate::record::ts_type(), false),
-    ]))
+    ]
+}
+
+/// Where a version stores a revision: its partition's file name (`<sha256>.parquet`, unique
+/// in the version, as Spark's `_metadata.file_name` names it) and its row index there, from 0
+/// (Spark's `_metadata.row_index`, DuckDB's `file_row_number`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Position {
+    pub file: String,
+    pub row: i64,
+}
+
+/// Superseded revision id → where the version stores it. A revision the source-lane does not
+/// hold has no entry.
+pub type Positions = BTreeMap<String, Position>;
+
+/// A supersessions table as stored.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Supersessions {
+    pub rows: BTreeSet<Superseding>,
+    pub positions: Positions,
+    /// Whether the table places revisions (false for [`KIND_SUPERSESSIONS_UNPLACED`]).
+    pub placed: bool,
+}
+
+/// The file name of a partition path: what Spark's `_metadata.file_name` gives for its rows.
+pub fn file_name(path: &str) -> &str {
+    path.rsplit_once('/').map_or(path, |(_, name)| name)
 }
 
 /// A certificate of `/v1/coverage` per day, and whether a cut on `available_at` can use it.
@@ -165,11 +213,13 @@ fn encode(batch: &RecordBatch) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-/// The supersessions table's bytes: rows sorted, so the bytes depend on the set alone.
-pub fn encode_supersessions(rows: &BTreeSet<Superseding>) -> Result<Vec<u8>> {
+/// The supersessions table's bytes: rows sorted, so the bytes depend on the set (and the
+/// places of its superseded revisions) alone.
+pub fn encode_supersessions(rows: &BTreeSet<Superseding>, positions: &Positions) -> Result<Vec<u8>> {
     let col = |f: fn(&Superseding) -> &str| -> ArrayRef {
         Arc::new(StringArray::from_iter_values(rows.iter().map(f)))
     };
+    let place = |r: &Superseding| positions.get(&r.supersedes);
     let batch = RecordBatch::try_new(
         supersessions_schema(),
         vec![
@@ -182,22 +232,36 @@ pub fn encode_supersessions(rows: &BTreeSet<Superseding>) -> Result<Vec<u8>> {
                 )
                 .with_timezone("UTC"),
             ),
+            Arc::new(StringArray::from_iter(
+                rows.iter().map(|r| place(r).map(|p| p.file.as_str())),
+            )),
+            Arc::new(Int64Array::from_iter(
+                rows.iter().map(|r| place(r).map(|p| p.row)),
+            )),
         ],
     )?;
     encode(&batch)
 }
 
-/// The rows of a stored supersessions table.
-pub fn decode_supersessions(path: &str, bytes: Bytes) -> Result<BTreeSet<Superseding>> {
+/// A stored supersessions table: of kind [`KIND_SUPERSESSIONS`], or the unplaced kind before
+/// it (`placed` false, no positions).
+pub fn decode_supersessions(path: &str, bytes: Bytes) -> Result<Supersessions> {
     let bad = |why: String| Error::integrity(path, why);
-    let mut out = BTreeSet::new();
+    let mut out = Supersessions {
+        placed: true,
+        ..Default::default()
+    };
+    let unplaced = Schema::new(unplaced_fields());
     let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
         .map_err(|e| bad(format!("not parquet: {e}")))?
         .build()?;
     for batch in reader {
         let b = batch?;
         if b.schema() != supersessions_schema() {
-            return Err(bad(format!("not a supersessions table: {}", b.schema())));
+            if *b.schema() != unplaced {
+                return Err(bad(format!("not a supersessions table: {}", b.schema())));
+            }
+            out.placed = false;
         }
         let s = |i: usize| b.column(i).as_any().downcast_ref::<StringArray>();
         let (Some(id), Some(rev), Some(by)) = (s(0), s(1), s(2)) else {
@@ -208,8 +272,33 @@ pub fn decode_supersessions(path: &str, bytes: Bytes) -> Result<BTreeSet<Superse
             .as_any()
             .downcast_ref::<TimestampMicrosecondArray>()
             .ok_or_else(|| bad("superseded_at".into()))?;
+        let places = out
+            .placed
+            .then(|| {
+                let file = b.column(4).as_any().downcast_ref::<StringArray>()?;
+                let row = b.column(5).as_any().downcast_ref::<Int64Array>()?;
+                Some((file, row))
+            })
+            .map(|p| p.ok_or_else(|| bad("superseded_file, superseded_row".into())))
+            .transpose()?;
         for i in 0..b.num_rows() {
-            out.insert(Superseding {
+            if let Some((file, row)) = places
+                && file.is_valid(i)
+            {
+                if !row.is_valid(i) {
+                    return Err(bad(format!("{} has a file but no row", rev.value(i))));
+                }
+                let place = Position {
+                    file: file.value(i).to_owned(),
+                    row: row.value(i),
+                };
+                if let Some(other) = out.positions.insert(rev.value(i).to_owned(), place.clone())
+                    && other != place
+                {
+                    return Err(bad(format!("{} is placed twice", rev.value(i))));
+                }
+            }
+            out.rows.insert(Superseding {
                 id: id.value(i).to_owned(),
                 supersedes: rev.value(i).to_owned(),
                 revision_id: by.value(i).to_owned(),
@@ -338,11 +427,85 @@ async fn superseding_of(
     Ok(found.into_iter().flatten().collect())
 }
 
+/// Where `m` stores the superseded revisions of `rows` in `source`/`lane`: each keeps the place
+/// `kept` gives it while that file is still one of the version's, and the others are looked for
+/// in the partitions that may hold their record ids (by the id runs; every partition of the
+/// source-lane where it has none), reading only their `revision_id` pages. A publish thus reads
+/// the partitions it rewrote and those its new corrections supersede into, never the corpus.
+async fn place(
+    store: &CorpusStore,
+    m: &Manifest,
+    source: SourceId,
+    lane: Lane,
+    rows: &BTreeSet<Superseding>,
+    kept: &Positions,
+) -> Result<Positions> {
+    let parts: Vec<&PartitionEntry> = m
+        .partitions
+        .iter()
+        .filter(|p| p.source_id == source && p.lane == lane)
+        .collect();
+    let files: HashSet<&str> = parts.iter().map(|p| file_name(&p.path)).collect();
+    let mut out = Positions::new();
+    // Superseded revision → its record id (a record's revisions share it).
+    let mut wanted: BTreeMap<&str, &str> = BTreeMap::new();
+    for r in rows {
+        match kept.get(&r.supersedes) {
+            Some(p) if files.contains(p.file.as_str()) => {
+                out.insert(r.supersedes.clone(), p.clone());
+            }
+            _ => {
+                wanted.insert(&r.supersedes, &r.id);
+            }
+        }
+    }
+    if wanted.is_empty() {
+        return Ok(out);
+    }
+    let days = crate::ids::days_holding(store, m, source, lane, wanted.values().copied()).await?;
+    let to_read: Vec<PartitionEntry> = parts
+        .into_iter()
+        .filter(|p| days.as_ref().is_none_or(|d| d.contains(&p.date)))
+        .cloned()
+        .collect();
+    let revisions: HashSet<&str> = wanted.keys().copied().collect();
+    let revisions = &revisions;
+    let found: Vec<(String, Vec<(String, i64)>)> = futures::stream::iter(to_read)
+        .map(
+            |p| -> futures::future::BoxFuture<'_, Result<(String, Vec<(String, i64)>)>> {
+                Box::pin(async move {
+                    let rows = rows_holding(store, &p, revisions).await?;
+                    Ok((file_name(&p.path).to_owned(), rows))
+                })
+            },
+        )
+        .buffer_unordered(READ_AHEAD)
+        .try_collect()
+        .await?;
+    for (file, rows) in found {
+        for (rev, row) in rows {
+            let place = Position {
+                file: file.clone(),
+                row,
+            };
+            if let Some(other) = out.insert(rev.clone(), place.clone()) {
+                return Err(Error::integrity(
+                    format!("snapshots/partitions/{source}/{lane}"),
+                    format!("revision {rev} is stored twice ({other:?} and {place:?})"),
+                ));
+            }
+        }
+    }
+    Ok(out)
+}
+
 /// Derives the rule tables of `m`, a version about to be published on `parent` (its
 /// partitions and certifications in place): each source-lane's supersessions (its parent's
-/// table and the superseding rows of the partitions the parent did not list) and coverage
-/// (from the manifest). A table whose bytes did not change keeps its entry; tables of
-/// source-lanes the version no longer has are dropped.
+/// table and the superseding rows of the partitions the parent did not list, each superseded
+/// revision placed in the version's files by [`place`]) and coverage (from the manifest). A
+/// table whose bytes did not change keeps its entry; tables of source-lanes the version no
+/// longer has are dropped. A parent's table of the unplaced kind is read for its rows and
+/// placed afresh.
 pub async fn update(
     store: &CorpusStore,
     m: &mut Manifest,
@@ -364,20 +527,34 @@ pub async fn update(
                 .collect(),
             None => HashSet::new(),
         };
+        let listed: HashSet<&str> = m
+            .partitions
+            .iter()
+            .filter(|p| p.source_id == source && p.lane == lane)
+            .map(|p| p.path.as_str())
+            .collect();
         let new: Vec<&PartitionEntry> = m
             .partitions
             .iter()
             .filter(|p| p.source_id == source && p.lane == lane && !held.contains(p.path.as_str()))
             .collect();
-        let unchanged = parent_table.is_some() && new.is_empty();
+        // The same files (so the same places) and a table that places them.
+        let unchanged = parent_table
+            .as_ref()
+            .is_some_and(|(_, e)| e.kind == KIND_SUPERSESSIONS)
+            && listed == held;
         if !unchanged {
             let mut rows = superseding_of(store, new).await?;
+            let mut kept = Positions::new();
             if let Some((_, e)) = &parent_table {
                 let bytes = crate::read::get_checked(store, &e.path, &e.sha256).await?;
-                rows.extend(decode_supersessions(&e.path, bytes)?);
+                let table = decode_supersessions(&e.path, bytes)?;
+                rows.extend(table.rows);
+                kept = table.positions;
             }
+            let positions = place(store, m, source, lane, &rows, &kept).await?;
             let n = rows.len() as u64;
-            let bytes = encode_supersessions(&rows)?;
+            let bytes = encode_supersessions(&rows, &positions)?;
             put(store, m, source, lane, RuleTable::Supersessions, bytes, n).await?;
         } else if let Some((_, e)) = parent_table
             && entry(m, source, lane, RuleTable::Supersessions).is_none()
@@ -398,25 +575,98 @@ pub async fn update(
     Ok(())
 }
 
+/// The revisions each supersessions table of `m` not in `seen` names as superseded, per
+/// source-lane: what `asof verify` looks for in the partitions it decodes, to hold the tables'
+/// places to where the rows are ([`verify`]).
+pub async fn superseded_revisions(
+    store: &CorpusStore,
+    m: &Manifest,
+    seen: &HashSet<&str>,
+) -> Result<HashMap<(SourceId, Lane), HashSet<String>>> {
+    let mut out: HashMap<_, HashSet<String>> = HashMap::new();
+    for e in m.access.iter().filter(|e| !seen.contains(e.path.as_str())) {
+        if let Some((source, lane, RuleTable::Supersessions)) = lane_of(e) {
+            let table = read_table(store, e).await?;
+            out.entry((source, lane))
+                .or_default()
+                .extend(table.rows.into_iter().map(|r| r.supersedes));
+        }
+    }
+    Ok(out)
+}
+
+/// What `asof verify` found of a version's rows, for its rule tables: per source-lane, the
+/// superseding rows of the partitions it decoded, and where those partitions store the
+/// revisions [`superseded_revisions`] named; and the file names of the partitions decoded.
+#[derive(Debug, Default)]
+pub struct Decoded {
+    pub superseding: BTreeMap<(SourceId, Lane), BTreeSet<Superseding>>,
+    pub placed: HashMap<(SourceId, Lane), Positions>,
+    pub files: HashSet<String>,
+}
+
+impl Decoded {
+    /// Notes one decoded partition: its superseding rows, and the rows (by index) of the
+    /// revisions `wanted` names.
+    pub fn partition(
+        &mut self,
+        p: &PartitionEntry,
+        rows: &[crate::record::NewsRow],
+        wanted: Option<&HashSet<String>>,
+    ) -> Result<()> {
+        let key = (p.source_id, p.lane);
+        self.superseding
+            .entry(key)
+            .or_default()
+            .extend(superseding_of_rows(rows));
+        let file = file_name(&p.path);
+        self.files.insert(file.to_owned());
+        if let Some(wanted) = wanted {
+            let placed = self.placed.entry(key).or_default();
+            for (i, r) in rows.iter().enumerate() {
+                if wanted.contains(&r.revision_id) {
+                    let place = Position {
+                        file: file.to_owned(),
+                        row: i as i64,
+                    };
+                    if let Some(other) = placed.insert(r.revision_id.clone(), place) {
+                        return Err(Error::integrity(
+                            &p.path,
+                            format!("revision {} is also stored in {}", r.revision_id, other.file),
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What `asof verify` holds of a version's rule tables (those whose path is not in `seen`,
-/// the objects a served version already listed), given the superseding rows of the
-/// partitions it decoded (`found`, per source-lane) and whether it decoded every partition:
-/// each coverage table is the one the manifest derives, byte for byte; each supersessions
-/// table holds every superseding row of the partitions decoded, and, where every partition
-/// was decoded, nothing else. Every source-lane with partitions or a span has both (one
-/// without a span has no coverage table) once any has one.
+/// the objects a served version already listed), given what it decoded (`found`) and whether
+/// it decoded every partition: each coverage table is the one the manifest derives, byte for
+/// byte; each supersessions table holds every superseding row of the partitions decoded
+/// (and, where every partition was decoded, nothing else), and places each superseded
+/// revision where the decoded partitions store it: a place in a decoded partition holds that
+/// revision, a place names one of the version's partitions of the source-lane, and a revision
+/// a decoded partition holds is placed there. Every source-lane with partitions or a span
+/// has both tables (one without a span has no coverage table) once any has one.
 pub async fn verify(
     store: &CorpusStore,
     m: &Manifest,
     seen: &HashSet<&str>,
-    found: &BTreeMap<(SourceId, Lane), BTreeSet<Superseding>>,
+    found: &Decoded,
     whole: bool,
 ) -> Result<usize> {
     let mut checked = 0;
     let any = m.access.iter().any(|e| lane_of(e).is_some());
-    for e in m.access.iter().filter(|e| {
-        RuleTable::ALL.iter().any(|t| t.kind() == e.kind) && !seen.contains(e.path.as_str())
-    }) {
+    for e in m
+        .access
+        .iter()
+        .filter(|e| {
+            RuleTable::ALL.iter().any(|t| t.is_kind(&e.kind)) && !seen.contains(e.path.as_str())
+        })
+    {
         let Some((source, lane, table)) = lane_of(e) else {
             return Err(Error::integrity(&e.path, "a rule table outside its folder"));
         };
@@ -432,10 +682,17 @@ pub async fn verify(
                 }
             }
             RuleTable::Supersessions => {
-                let rows = decode_supersessions(&e.path, bytes)?;
+                let table = decode_supersessions(&e.path, bytes)?;
+                if table.placed != (e.kind == KIND_SUPERSESSIONS) {
+                    return Err(Error::integrity(
+                        &e.path,
+                        format!("its columns are not those of a {} table", e.kind),
+                    ));
+                }
+                let rows = &table.rows;
                 let empty = BTreeSet::new();
-                let decoded = found.get(&(source, lane)).unwrap_or(&empty);
-                if let Some(missing) = decoded.difference(&rows).next() {
+                let decoded = found.superseding.get(&(source, lane)).unwrap_or(&empty);
+                if let Some(missing) = decoded.difference(rows).next() {
                     return Err(Error::integrity(
                         &e.path,
                         format!(
@@ -452,6 +709,9 @@ pub async fn verify(
                             extra.supersedes, extra.revision_id
                         ),
                     ));
+                }
+                if table.placed {
+                    verify_places(m, source, lane, &e.path, &table, found)?;
                 }
             }
         }
@@ -474,6 +734,49 @@ pub async fn verify(
     Ok(checked)
 }
 
+/// The places of one supersessions table against the decoded partitions ([`verify`]).
+fn verify_places(
+    m: &Manifest,
+    source: SourceId,
+    lane: Lane,
+    path: &str,
+    table: &Supersessions,
+    found: &Decoded,
+) -> Result<()> {
+    let files: HashSet<&str> = m
+        .partitions
+        .iter()
+        .filter(|p| p.source_id == source && p.lane == lane)
+        .map(|p| file_name(&p.path))
+        .collect();
+    let empty = Positions::new();
+    let placed = found.placed.get(&(source, lane)).unwrap_or(&empty);
+    let bad = |why: String| Err(Error::integrity(path, why));
+    for (rev, at) in &table.positions {
+        if !files.contains(at.file.as_str()) {
+            return bad(format!(
+                "places {rev} in {}, not a partition of {source}/{lane} in this version",
+                at.file
+            ));
+        }
+        if found.files.contains(&at.file) && placed.get(rev) != Some(at) {
+            return bad(format!(
+                "places {rev} at row {} of {}, which holds another revision",
+                at.row, at.file
+            ));
+        }
+    }
+    for (rev, at) in placed {
+        if table.positions.get(rev) != Some(at) {
+            return bad(format!(
+                "does not place {rev} at row {} of {}, where it is stored",
+                at.row, at.file
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The superseding rows of decoded partition rows (what [`verify`] compares with).
 pub fn superseding_of_rows<'a>(
     rows: impl IntoIterator<Item = &'a crate::record::NewsRow>,
@@ -494,6 +797,11 @@ pub async fn read_supersessions(
     store: &CorpusStore,
     e: &ObjectEntry,
 ) -> Result<BTreeSet<Superseding>> {
+    Ok(read_table(store, e).await?.rows)
+}
+
+/// A version's supersessions table as stored, with its places.
+pub async fn read_table(store: &CorpusStore, e: &ObjectEntry) -> Result<Supersessions> {
     let bytes = crate::read::get_checked(store, &e.path, &e.sha256).await?;
     decode_supersessions(&e.path, bytes)
 }
@@ -511,17 +819,48 @@ mod tests {
         source: SourceId,
         lane: Lane,
     ) -> BTreeSet<Superseding> {
-        let mut out = BTreeSet::new();
-        for p in m
+        recomputed_table(store, m, source, lane).await.rows
+    }
+
+    /// The supersessions table of one source-lane of `m` as its partitions say it: every
+    /// stored row's supersession, and where (file name, row index) each superseded revision is
+    /// stored.
+    async fn recomputed_table(
+        store: &CorpusStore,
+        m: &Manifest,
+        source: SourceId,
+        lane: Lane,
+    ) -> Supersessions {
+        let parts: Vec<&PartitionEntry> = m
             .partitions
             .iter()
             .filter(|p| p.source_id == source && p.lane == lane)
-        {
-            let rows =
-                crate::read::decode_parquet(&p.path, store.get(&p.path).await.unwrap()).unwrap();
-            out.extend(superseding_of_rows(&rows));
+            .collect();
+        let mut decoded = Vec::new();
+        for p in &parts {
+            decoded.push(
+                crate::read::decode_parquet(&p.path, store.get(&p.path).await.unwrap()).unwrap(),
+            );
         }
-        out
+        let rows: BTreeSet<Superseding> = decoded.iter().flat_map(|r| superseding_of_rows(r)).collect();
+        let superseded: HashSet<&str> = rows.iter().map(|r| r.supersedes.as_str()).collect();
+        let mut positions = Positions::new();
+        for (p, decoded) in parts.iter().zip(&decoded) {
+            for (i, r) in decoded.iter().enumerate() {
+                if superseded.contains(r.revision_id.as_str()) {
+                    let place = Position {
+                        file: file_name(&p.path).to_owned(),
+                        row: i as i64,
+                    };
+                    assert!(positions.insert(r.revision_id.clone(), place).is_none());
+                }
+            }
+        }
+        Supersessions {
+            rows,
+            positions,
+            placed: true,
+        }
     }
 
     /// Checks every version of the chain ending at the pointer: both tables of every
@@ -534,13 +873,17 @@ mod tests {
             for (source, lane) in lanes(&m) {
                 let e = entry(&m, source, lane, RuleTable::Supersessions)
                     .unwrap_or_else(|| panic!("{v}: {source}/{lane} has a supersessions table"));
-                let stored = read_supersessions(store, e).await.unwrap();
+                let stored = read_table(store, e).await.unwrap();
+                let want = recomputed_table(store, &m, source, lane).await;
+                assert_eq!(stored, want, "{v}: {source}/{lane}");
+                // Every superseded revision the source-lane holds is placed (a correction
+                // of a revision the lane never held would be the one unplaced).
                 assert_eq!(
-                    stored,
-                    recomputed(store, &m, source, lane).await,
+                    stored.positions.len(),
+                    stored.rows.iter().map(|r| &r.supersedes).collect::<BTreeSet<_>>().len(),
                     "{v}: {source}/{lane}"
                 );
-                corrections += stored.len();
+                corrections += stored.rows.len();
                 let coverage = entry(&m, source, lane, RuleTable::Coverage).map(|e| e.path.clone());
                 match encode_coverage(&m, source, lane).unwrap() {
                     Some(bytes) => assert_eq!(
@@ -668,7 +1011,7 @@ mod tests {
             s,
             l,
             RuleTable::Supersessions,
-            encode_supersessions(&rows).unwrap(),
+            encode_supersessions(&rows, &Positions::new()).unwrap(),
             0,
         )
         .await
@@ -688,5 +1031,134 @@ mod tests {
             .unwrap();
         let err = refusal_of(&store, forged, &v).await;
         assert!(err.contains("coverage table differs"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn verify_refuses_a_supersessions_table_that_places_a_revision_where_it_is_not() {
+        let (_dir, store, _) = random_corpus(0x60_0005, false).await;
+        let (v, m) = store.current().await.unwrap();
+        let (s, l) = (SourceId::SecEdgar, Lane::CertifiedPit);
+        let e = entry(&m, s, l, RuleTable::Supersessions).unwrap().clone();
+        let table = read_table(&store, &e).await.unwrap();
+        let (rev, at) = table.positions.iter().next().map(|(r, p)| (r.clone(), p.clone())).unwrap();
+        let forge = |positions: Positions| {
+            let (store, m, rows) = (store.clone(), m.clone(), table.rows.clone());
+            async move {
+                let mut forged = m;
+                let bytes = encode_supersessions(&rows, &positions).unwrap();
+                put(&store, &mut forged, s, l, RuleTable::Supersessions, bytes, 0)
+                    .await
+                    .unwrap();
+                forged
+            }
+        };
+        // One row off.
+        let mut moved = table.positions.clone();
+        moved.insert(rev.clone(), Position { row: at.row + 1, ..at.clone() });
+        let err = refusal_of(&store, forge(moved).await, &v).await;
+        assert!(err.contains("which holds another revision") && err.contains(&rev), "{err}");
+        // Not placed at all, though stored.
+        let mut dropped = table.positions.clone();
+        dropped.remove(&rev);
+        let err = refusal_of(&store, forge(dropped).await, &v).await;
+        assert!(err.contains("does not place") && err.contains(&rev), "{err}");
+        // In a file the version does not list.
+        let mut elsewhere = table.positions.clone();
+        elsewhere.insert(rev.clone(), Position { file: "0.parquet".into(), row: 0 });
+        let err = refusal_of(&store, forge(elsewhere).await, &v).await;
+        assert!(err.contains("not a partition of"), "{err}");
+    }
+
+    /// A version whose supersessions tables were written before they placed revisions (kind
+    /// `rule.supersessions/1`, four columns): its cuts are not exported (refused, naming the
+    /// fix); its next publish places every revision afresh, and the table's Delta log gives
+    /// the placed schema from that version on.
+    #[tokio::test]
+    async fn an_unplaced_table_is_placed_whole_at_the_next_publish() {
+        use crate::delta::{DeltaLog, Table};
+        let (_dir, store, _) = random_corpus(0x60_0006, false).await;
+        let (v, m) = store.current().await.unwrap();
+        let (s, l) = (SourceId::SecEdgar, Lane::CertifiedPit);
+        let e = entry(&m, s, l, RuleTable::Supersessions).unwrap().clone();
+        let placed = read_table(&store, &e).await.unwrap();
+        assert!(!placed.positions.is_empty());
+        // The same rows in the old form, listed under the old kind.
+        let cols = supersessions_schema().fields().len() - 2;
+        let bytes = crate::read::get_checked(&store, &e.path, &e.sha256).await.unwrap();
+        let batch = ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .unwrap()
+            .build()
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap();
+        let old = RecordBatch::try_new(
+            Arc::new(Schema::new(unplaced_fields())),
+            batch.columns()[..cols].to_vec(),
+        )
+        .unwrap();
+        let mut legacy = m.clone();
+        put(&store, &mut legacy, s, l, RuleTable::Supersessions, encode(&old).unwrap(), 0)
+            .await
+            .unwrap();
+        legacy
+            .access
+            .iter_mut()
+            .filter(|x| lane_of(x) == Some((s, l, RuleTable::Supersessions)))
+            .for_each(|x| x.kind = KIND_SUPERSESSIONS_UNPLACED.into());
+        legacy.parent = Some(v.clone());
+        let parent_tables = crate::delta::versions_of(&store, &v, &m).await.unwrap();
+        legacy.delta = Some(crate::delta::next_versions(Some((&m, &parent_tables)), &legacy));
+        let old_version = store.put_manifest(&legacy).await.unwrap();
+        store.swap_pointer(Some(&v), &old_version).await.unwrap();
+        crate::delta::sync(&store, &old_version).await.unwrap();
+        crate::verify::verify(&store, None).await.unwrap();
+        let unplaced = read_table(&store, entry(&legacy, s, l, RuleTable::Supersessions).unwrap())
+            .await
+            .unwrap();
+        assert!(!unplaced.placed && unplaced.positions.is_empty());
+        assert_eq!(unplaced.rows, placed.rows);
+        let cut = crate::cut::Cut {
+            lane: Some(l),
+            ..crate::cut::Cut::at(t("2025-03-01T00:00:00Z"), crate::clock::VisibleBy::PublishedAt)
+        };
+        let names = crate::rule::Names::prefixed("x");
+        let err = crate::rule::sql::views_of(&legacy, &cut, s, &names).unwrap_err().to_string();
+        assert!(err.contains("does not place") && err.contains("next publish"), "{err}");
+
+        publish(
+            &store,
+            ChangeSet {
+                rows: vec![edgar(
+                    "0000000009-25-000002",
+                    "1",
+                    Some("2025-01-15T12:00:00Z"),
+                    "2025-04-03T00:00:00Z",
+                )],
+                ..Default::default()
+            },
+            t("2025-04-03T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+        let (now_v, now) = store.current().await.unwrap();
+        let e = entry(&now, s, l, RuleTable::Supersessions).unwrap();
+        assert_eq!(e.kind, KIND_SUPERSESSIONS);
+        assert_eq!(
+            read_table(&store, e).await.unwrap(),
+            recomputed_table(&store, &now, s, l).await
+        );
+        crate::verify::verify(&store, None).await.unwrap();
+        crate::delta::check(&store, &now_v).await.unwrap();
+        crate::rule::sql::views_of(&now, &cut, s, &names).unwrap();
+        // Delta readers get the new columns from the version that placed them.
+        let table = Table::Rule(s, l, RuleTable::Supersessions);
+        let version = now.delta.as_ref().unwrap()[&table.key()];
+        let mut log = DeltaLog::new(table);
+        log.extend(&store, version).await.unwrap();
+        let state = log.state(version).unwrap();
+        let schema = &state.metadata.schema_string;
+        assert!(schema.contains(crate::cut::SUPERSEDED_ROW), "{now_v}: {schema}");
+        assert_eq!(state.files.len(), 1, "the unplaced file is removed");
     }
 }

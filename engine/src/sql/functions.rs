@@ -248,7 +248,7 @@ impl TableFunctionImpl for NewsCut {
 }
 
 /// A session that writes SQL for another engine instead of running it (`asof sql
-/// --emit-sql`): each `news_asof`/`news_diff` is planned as [`Cut::plan`] over two views, the
+/// --emit-sql`): each `news_asof`/`news_diff` is planned as [`Cut::plan_by_position`] over two views, the
 /// partitions that may hold a row of the cut and the source-lane's supersessions table, which
 /// it records for the caller to define in the other engine.
 #[derive(Debug, Default)]
@@ -306,8 +306,8 @@ impl Emit {
         };
         let df = cut
             .over_lane_table()
-            .plan(
-                scan(&names.news, crate::record::schema())?,
+            .plan_by_position(
+                scan(&names.news, crate::rule::sql::placed_rows_schema())?,
                 scan(
                     &names.supersessions,
                     crate::rule::RuleTable::Supersessions.schema(),
@@ -554,6 +554,11 @@ mod tests {
             assert!(emitted.views.len() >= 2, "{:?}", emitted.views);
             let ctx = datafusion::prelude::SessionContext::new();
             for v in &emitted.views {
+                if v.holds == crate::rule::Holds::Rows {
+                    let rows = crate::testkit::placed_rows(dir.path(), &v.paths);
+                    ctx.register_table(v.name.as_str(), rows).unwrap();
+                    continue;
+                }
                 let files: Vec<String> = v
                     .paths
                     .iter()
