@@ -725,7 +725,11 @@ pub async fn commit(
     // A table whose files change kind changes schema (a supersessions table of the unplaced
     // kind replaced by a placed one): its new metaData, which readers take from the latest
     // commit that has one.
-    let kinds: BTreeSet<&str> = before.values().chain(now.values()).filter_map(File::kind).collect();
+    let kinds: BTreeSet<&str> = before
+        .values()
+        .chain(now.values())
+        .filter_map(File::kind)
+        .collect();
     if table_version == 0 {
         actions.push(Action::Protocol(PROTOCOL));
         actions.push(Action::MetaData(metadata(table, m.created_at)?));

@@ -102,7 +102,11 @@ impl Names {
 /// ([`ROW_FILE`], [`ROW_INDEX`]), which that engine computes as it reads ([`view_sql`]) and
 /// [`Cut::plan_by_position`] anti-joins on.
 pub fn placed_rows_schema() -> SchemaRef {
-    let mut fields: Vec<Field> = schema().fields().iter().map(|f| f.as_ref().clone()).collect();
+    let mut fields: Vec<Field> = schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
     fields.push(Field::new(ROW_FILE, DataType::Utf8, false));
     fields.push(Field::new(ROW_INDEX, DataType::Int64, false));
     Arc::new(Schema::new(fields))
@@ -267,7 +271,9 @@ pub fn view_sql(v: &View, dialect: Dialect, root: &str) -> Result<String> {
                     format!("{root}/{dir}{{{}}}", names.join(","))
                 };
                 let place = if rows {
-                    format!(", _metadata.file_name AS {ROW_FILE}, _metadata.row_index AS {ROW_INDEX}")
+                    format!(
+                        ", _metadata.file_name AS {ROW_FILE}, _metadata.row_index AS {ROW_INDEX}"
+                    )
                 } else {
                     String::new()
                 };
@@ -777,7 +783,11 @@ mod tests {
             holds: Holds::Supersessions,
             ..v.clone()
         };
-        assert!(!view_sql(&sup, Dialect::Spark, "/x").unwrap().contains("_metadata"));
+        assert!(
+            !view_sql(&sup, Dialect::Spark, "/x")
+                .unwrap()
+                .contains("_metadata")
+        );
         assert!(view_sql(&v, Dialect::DataFusion, "/x").is_err());
         let empty = View {
             paths: vec![],
@@ -787,6 +797,9 @@ mod tests {
         assert!(
             sql.starts_with("CREATE OR REPLACE TEMP VIEW n AS SELECT CAST(NULL AS VARCHAR) AS id")
         );
-        assert!(sql.ends_with("CAST(NULL AS BIGINT) AS asof_row WHERE FALSE"), "{sql}");
+        assert!(
+            sql.ends_with("CAST(NULL AS BIGINT) AS asof_row WHERE FALSE"),
+            "{sql}"
+        );
     }
 }

@@ -137,8 +137,16 @@ pub fn lanes(m: &Manifest) -> BTreeSet<(SourceId, Lane)> {
 /// 0), both null when the source-lane holds no such revision.
 pub fn supersessions_schema() -> SchemaRef {
     let mut fields = unplaced_fields();
-    fields.push(Field::new(crate::cut::SUPERSEDED_FILE, DataType::Utf8, true));
-    fields.push(Field::new(crate::cut::SUPERSEDED_ROW, DataType::Int64, true));
+    fields.push(Field::new(
+        crate::cut::SUPERSEDED_FILE,
+        DataType::Utf8,
+        true,
+    ));
+    fields.push(Field::new(
+        crate::cut::SUPERSEDED_ROW,
+        DataType::Int64,
+        true,
+    ));
     Arc::new(Schema::new(fields))
 }
 
@@ -215,7 +223,10 @@ fn encode(batch: &RecordBatch) -> Result<Vec<u8>> {
 
 /// The supersessions table's bytes: rows sorted, so the bytes depend on the set (and the
 /// places of its superseded revisions) alone.
-pub fn encode_supersessions(rows: &BTreeSet<Superseding>, positions: &Positions) -> Result<Vec<u8>> {
+pub fn encode_supersessions(
+    rows: &BTreeSet<Superseding>,
+    positions: &Positions,
+) -> Result<Vec<u8>> {
     let col = |f: fn(&Superseding) -> &str| -> ArrayRef {
         Arc::new(StringArray::from_iter_values(rows.iter().map(f)))
     };
@@ -632,7 +643,10 @@ impl Decoded {
                     if let Some(other) = placed.insert(r.revision_id.clone(), place) {
                         return Err(Error::integrity(
                             &p.path,
-                            format!("revision {} is also stored in {}", r.revision_id, other.file),
+                            format!(
+                                "revision {} is also stored in {}",
+                                r.revision_id, other.file
+                            ),
                         ));
                     }
                 }
@@ -660,13 +674,9 @@ pub async fn verify(
 ) -> Result<usize> {
     let mut checked = 0;
     let any = m.access.iter().any(|e| lane_of(e).is_some());
-    for e in m
-        .access
-        .iter()
-        .filter(|e| {
-            RuleTable::ALL.iter().any(|t| t.is_kind(&e.kind)) && !seen.contains(e.path.as_str())
-        })
-    {
+    for e in m.access.iter().filter(|e| {
+        RuleTable::ALL.iter().any(|t| t.is_kind(&e.kind)) && !seen.contains(e.path.as_str())
+    }) {
         let Some((source, lane, table)) = lane_of(e) else {
             return Err(Error::integrity(&e.path, "a rule table outside its folder"));
         };
@@ -842,7 +852,10 @@ mod tests {
                 crate::read::decode_parquet(&p.path, store.get(&p.path).await.unwrap()).unwrap(),
             );
         }
-        let rows: BTreeSet<Superseding> = decoded.iter().flat_map(|r| superseding_of_rows(r)).collect();
+        let rows: BTreeSet<Superseding> = decoded
+            .iter()
+            .flat_map(|r| superseding_of_rows(r))
+            .collect();
         let superseded: HashSet<&str> = rows.iter().map(|r| r.supersedes.as_str()).collect();
         let mut positions = Positions::new();
         for (p, decoded) in parts.iter().zip(&decoded) {
@@ -880,7 +893,12 @@ mod tests {
                 // of a revision the lane never held would be the one unplaced).
                 assert_eq!(
                     stored.positions.len(),
-                    stored.rows.iter().map(|r| &r.supersedes).collect::<BTreeSet<_>>().len(),
+                    stored
+                        .rows
+                        .iter()
+                        .map(|r| &r.supersedes)
+                        .collect::<BTreeSet<_>>()
+                        .len(),
                     "{v}: {source}/{lane}"
                 );
                 corrections += stored.rows.len();
@@ -1040,31 +1058,62 @@ mod tests {
         let (s, l) = (SourceId::SecEdgar, Lane::CertifiedPit);
         let e = entry(&m, s, l, RuleTable::Supersessions).unwrap().clone();
         let table = read_table(&store, &e).await.unwrap();
-        let (rev, at) = table.positions.iter().next().map(|(r, p)| (r.clone(), p.clone())).unwrap();
+        let (rev, at) = table
+            .positions
+            .iter()
+            .next()
+            .map(|(r, p)| (r.clone(), p.clone()))
+            .unwrap();
         let forge = |positions: Positions| {
             let (store, m, rows) = (store.clone(), m.clone(), table.rows.clone());
             async move {
                 let mut forged = m;
                 let bytes = encode_supersessions(&rows, &positions).unwrap();
-                put(&store, &mut forged, s, l, RuleTable::Supersessions, bytes, 0)
-                    .await
-                    .unwrap();
+                put(
+                    &store,
+                    &mut forged,
+                    s,
+                    l,
+                    RuleTable::Supersessions,
+                    bytes,
+                    0,
+                )
+                .await
+                .unwrap();
                 forged
             }
         };
         // One row off.
         let mut moved = table.positions.clone();
-        moved.insert(rev.clone(), Position { row: at.row + 1, ..at.clone() });
+        moved.insert(
+            rev.clone(),
+            Position {
+                row: at.row + 1,
+                ..at.clone()
+            },
+        );
         let err = refusal_of(&store, forge(moved).await, &v).await;
-        assert!(err.contains("which holds another revision") && err.contains(&rev), "{err}");
+        assert!(
+            err.contains("which holds another revision") && err.contains(&rev),
+            "{err}"
+        );
         // Not placed at all, though stored.
         let mut dropped = table.positions.clone();
         dropped.remove(&rev);
         let err = refusal_of(&store, forge(dropped).await, &v).await;
-        assert!(err.contains("does not place") && err.contains(&rev), "{err}");
+        assert!(
+            err.contains("does not place") && err.contains(&rev),
+            "{err}"
+        );
         // In a file the version does not list.
         let mut elsewhere = table.positions.clone();
-        elsewhere.insert(rev.clone(), Position { file: "0.parquet".into(), row: 0 });
+        elsewhere.insert(
+            rev.clone(),
+            Position {
+                file: "0.parquet".into(),
+                row: 0,
+            },
+        );
         let err = refusal_of(&store, forge(elsewhere).await, &v).await;
         assert!(err.contains("not a partition of"), "{err}");
     }
@@ -1084,7 +1133,9 @@ mod tests {
         assert!(!placed.positions.is_empty());
         // The same rows in the old form, listed under the old kind.
         let cols = supersessions_schema().fields().len() - 2;
-        let bytes = crate::read::get_checked(&store, &e.path, &e.sha256).await.unwrap();
+        let bytes = crate::read::get_checked(&store, &e.path, &e.sha256)
+            .await
+            .unwrap();
         let batch = ParquetRecordBatchReaderBuilder::try_new(bytes)
             .unwrap()
             .build()
@@ -1098,9 +1149,17 @@ mod tests {
         )
         .unwrap();
         let mut legacy = m.clone();
-        put(&store, &mut legacy, s, l, RuleTable::Supersessions, encode(&old).unwrap(), 0)
-            .await
-            .unwrap();
+        put(
+            &store,
+            &mut legacy,
+            s,
+            l,
+            RuleTable::Supersessions,
+            encode(&old).unwrap(),
+            0,
+        )
+        .await
+        .unwrap();
         legacy
             .access
             .iter_mut()
@@ -1108,23 +1167,37 @@ mod tests {
             .for_each(|x| x.kind = KIND_SUPERSESSIONS_UNPLACED.into());
         legacy.parent = Some(v.clone());
         let parent_tables = crate::delta::versions_of(&store, &v, &m).await.unwrap();
-        legacy.delta = Some(crate::delta::next_versions(Some((&m, &parent_tables)), &legacy));
+        legacy.delta = Some(crate::delta::next_versions(
+            Some((&m, &parent_tables)),
+            &legacy,
+        ));
         let old_version = store.put_manifest(&legacy).await.unwrap();
         store.swap_pointer(Some(&v), &old_version).await.unwrap();
         crate::delta::sync(&store, &old_version).await.unwrap();
         crate::verify::verify(&store, None).await.unwrap();
-        let unplaced = read_table(&store, entry(&legacy, s, l, RuleTable::Supersessions).unwrap())
-            .await
-            .unwrap();
+        let unplaced = read_table(
+            &store,
+            entry(&legacy, s, l, RuleTable::Supersessions).unwrap(),
+        )
+        .await
+        .unwrap();
         assert!(!unplaced.placed && unplaced.positions.is_empty());
         assert_eq!(unplaced.rows, placed.rows);
         let cut = crate::cut::Cut {
             lane: Some(l),
-            ..crate::cut::Cut::at(t("2025-03-01T00:00:00Z"), crate::clock::VisibleBy::PublishedAt)
+            ..crate::cut::Cut::at(
+                t("2025-03-01T00:00:00Z"),
+                crate::clock::VisibleBy::PublishedAt,
+            )
         };
         let names = crate::rule::Names::prefixed("x");
-        let err = crate::rule::sql::views_of(&legacy, &cut, s, &names).unwrap_err().to_string();
-        assert!(err.contains("does not place") && err.contains("next publish"), "{err}");
+        let err = crate::rule::sql::views_of(&legacy, &cut, s, &names)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("does not place") && err.contains("next publish"),
+            "{err}"
+        );
 
         publish(
             &store,
@@ -1158,7 +1231,10 @@ mod tests {
         log.extend(&store, version).await.unwrap();
         let state = log.state(version).unwrap();
         let schema = &state.metadata.schema_string;
-        assert!(schema.contains(crate::cut::SUPERSEDED_ROW), "{now_v}: {schema}");
+        assert!(
+            schema.contains(crate::cut::SUPERSEDED_ROW),
+            "{now_v}: {schema}"
+        );
         assert_eq!(state.files.len(), 1, "the unplaced file is removed");
     }
 }
