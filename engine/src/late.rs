@@ -30,7 +30,7 @@ use std::io::Cursor;
 use std::sync::Arc;
 
 use arrow::array::{Array, ArrayRef, BooleanArray, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, SchemaRef};
 use arrow::ipc::CompressionType;
 use arrow::ipc::reader::FileReader;
 use arrow::ipc::writer::{FileWriter, IpcWriteOptions};
@@ -200,15 +200,11 @@ const ON_COMMITTED: &str = "late_on_committed_at";
 const ON_AVAILABLE: &str = "late_on_available_at";
 
 fn file_schema() -> SchemaRef {
-    let mut fields: Vec<Field> = crate::record::schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new(PARTITION, DataType::Utf8, false));
-    fields.push(Field::new(ON_COMMITTED, DataType::Boolean, false));
-    fields.push(Field::new(ON_AVAILABLE, DataType::Boolean, false));
-    Arc::new(Schema::new(fields))
+    crate::record::schema_with([
+        Field::new(PARTITION, DataType::Utf8, false),
+        Field::new(ON_COMMITTED, DataType::Boolean, false),
+        Field::new(ON_AVAILABLE, DataType::Boolean, false),
+    ])
 }
 
 /// The bytes of a late object: `rows` (partition path, row), in the order given.

@@ -390,6 +390,17 @@ pub struct SampleExample {
 }
 
 impl Manifest {
+    /// The partitions of one source-lane, in the manifest's order.
+    pub fn lane_partitions(
+        &self,
+        source: SourceId,
+        lane: Lane,
+    ) -> impl Iterator<Item = &PartitionEntry> {
+        self.partitions
+            .iter()
+            .filter(move |p| p.source_id == source && p.lane == lane)
+    }
+
     /// Canonical bytes: sorted keys, compact, trailing newline.
     pub fn to_canonical_bytes(&self) -> Result<Vec<u8>> {
         let value = serde_json::to_value(self)?;

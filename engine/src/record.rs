@@ -326,6 +326,18 @@ pub const CLOCK_COLUMNS: [&str; 5] = [
     "committed_at",
 ];
 
+/// The record columns followed by `extra`: the schema of a table that carries each row with
+/// something about it (the late object's partition and flags, an exported rows view's place).
+pub fn schema_with(extra: impl IntoIterator<Item = Field>) -> SchemaRef {
+    let mut fields: Vec<Field> = schema()
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    fields.extend(extra);
+    Arc::new(Schema::new(fields))
+}
+
 /// The Arrow schema of partitions and compacted access files.
 pub fn schema() -> SchemaRef {
     let s = |n: &str, null: bool| Field::new(n, DataType::Utf8, null);

@@ -102,14 +102,10 @@ impl Names {
 /// ([`ROW_FILE`], [`ROW_INDEX`]), which that engine computes as it reads ([`view_sql`]) and
 /// [`Cut::plan_by_position`] anti-joins on.
 pub fn placed_rows_schema() -> SchemaRef {
-    let mut fields: Vec<Field> = schema()
-        .fields()
-        .iter()
-        .map(|f| f.as_ref().clone())
-        .collect();
-    fields.push(Field::new(ROW_FILE, DataType::Utf8, false));
-    fields.push(Field::new(ROW_INDEX, DataType::Int64, false));
-    Arc::new(Schema::new(fields))
+    crate::record::schema_with([
+        Field::new(ROW_FILE, DataType::Utf8, false),
+        Field::new(ROW_INDEX, DataType::Int64, false),
+    ])
 }
 
 /// One cut as a SELECT in `dialect`: the rows of `names.news` (a view of

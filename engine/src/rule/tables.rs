@@ -328,9 +328,7 @@ pub fn encode_coverage(m: &Manifest, source: SourceId, lane: Lane) -> Result<Opt
     };
     let table = DayTable::build(m, source, lane);
     let parts: HashMap<Day, &PartitionEntry> = m
-        .partitions
-        .iter()
-        .filter(|p| p.source_id == source && p.lane == lane)
+        .lane_partitions(source, lane)
         .map(|p| (p.date, p))
         .collect();
     let n = (span.last.days() - span.first.days() + 1) as usize;
@@ -451,11 +449,7 @@ async fn place(
     rows: &BTreeSet<Superseding>,
     kept: &Positions,
 ) -> Result<Positions> {
-    let parts: Vec<&PartitionEntry> = m
-        .partitions
-        .iter()
-        .filter(|p| p.source_id == source && p.lane == lane)
-        .collect();
+    let parts: Vec<&PartitionEntry> = m.lane_partitions(source, lane).collect();
     let files: HashSet<&str> = parts.iter().map(|p| file_name(&p.path)).collect();
     let mut out = Positions::new();
     // Superseded revision → its record id (a record's revisions share it).
@@ -531,29 +525,22 @@ pub async fn update(
         });
         let held: HashSet<&str> = match &parent_table {
             Some((pm, _)) => pm
-                .partitions
-                .iter()
-                .filter(|p| p.source_id == source && p.lane == lane)
+                .lane_partitions(source, lane)
                 .map(|p| p.path.as_str())
                 .collect(),
             None => HashSet::new(),
         };
-        let listed: HashSet<&str> = m
-            .partitions
-            .iter()
-            .filter(|p| p.source_id == source && p.lane == lane)
-            .map(|p| p.path.as_str())
-            .collect();
         let new: Vec<&PartitionEntry> = m
-            .partitions
-            .iter()
-            .filter(|p| p.source_id == source && p.lane == lane && !held.contains(p.path.as_str()))
+            .lane_partitions(source, lane)
+            .filter(|p| !held.contains(p.path.as_str()))
             .collect();
+        let listed = m.lane_partitions(source, lane).count();
         // The same files (so the same places) and a table that places them.
         let unchanged = parent_table
             .as_ref()
             .is_some_and(|(_, e)| e.kind == KIND_SUPERSESSIONS)
-            && listed == held;
+            && new.is_empty()
+            && listed == held.len();
         if !unchanged {
             let mut rows = superseding_of(store, new).await?;
             let mut kept = Positions::new();
@@ -754,9 +741,7 @@ fn verify_places(
     found: &Decoded,
 ) -> Result<()> {
     let files: HashSet<&str> = m
-        .partitions
-        .iter()
-        .filter(|p| p.source_id == source && p.lane == lane)
+        .lane_partitions(source, lane)
         .map(|p| file_name(&p.path))
         .collect();
     let empty = Positions::new();
@@ -841,11 +826,7 @@ mod tests {
         source: SourceId,
         lane: Lane,
     ) -> Supersessions {
-        let parts: Vec<&PartitionEntry> = m
-            .partitions
-            .iter()
-            .filter(|p| p.source_id == source && p.lane == lane)
-            .collect();
+        let parts: Vec<&PartitionEntry> = m.lane_partitions(source, lane).collect();
         let mut decoded = Vec::new();
         for p in &parts {
             decoded.push(
@@ -917,6 +898,26 @@ mod tests {
         corrections
     }
 
+    /// Publishes one new row of filer 1 on 2025-01-15 (rewriting that day's partition),
+    /// correcting nothing.
+    async fn publish_a_row(store: &CorpusStore, accession: &str) {
+        publish(
+            store,
+            ChangeSet {
+                rows: vec![edgar(
+                    accession,
+                    "1",
+                    Some("2025-01-15T12:00:00Z"),
+                    "2025-04-03T00:00:00Z",
+                )],
+                ..Default::default()
+            },
+            t("2025-04-03T00:00:00Z"),
+        )
+        .await
+        .unwrap();
+    }
+
     #[tokio::test]
     async fn each_versions_rule_tables_are_what_its_partitions_and_manifest_say() {
         for batched in [false, true] {
@@ -982,21 +983,7 @@ mod tests {
         let old = store.put_manifest(&m).await.unwrap();
         store.swap_pointer(Some(&v), &old).await.unwrap();
         // One new row, correcting nothing: the tables come from every partition, once.
-        publish(
-            &store,
-            ChangeSet {
-                rows: vec![edgar(
-                    "0000000009-25-000001",
-                    "1",
-                    Some("2025-01-15T12:00:00Z"),
-                    "2025-04-03T00:00:00Z",
-                )],
-                ..Default::default()
-            },
-            t("2025-04-03T00:00:00Z"),
-        )
-        .await
-        .unwrap();
+        publish_a_row(&store, "0000000009-25-000001").await;
         let (_, now) = store.current().await.unwrap();
         let e = entry(
             &now,
@@ -1199,21 +1186,7 @@ mod tests {
             "{err}"
         );
 
-        publish(
-            &store,
-            ChangeSet {
-                rows: vec![edgar(
-                    "0000000009-25-000002",
-                    "1",
-                    Some("2025-01-15T12:00:00Z"),
-                    "2025-04-03T00:00:00Z",
-                )],
-                ..Default::default()
-            },
-            t("2025-04-03T00:00:00Z"),
-        )
-        .await
-        .unwrap();
+        publish_a_row(&store, "0000000009-25-000002").await;
         let (now_v, now) = store.current().await.unwrap();
         let e = entry(&now, s, l, RuleTable::Supersessions).unwrap();
         assert_eq!(e.kind, KIND_SUPERSESSIONS);
