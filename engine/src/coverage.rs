@@ -66,7 +66,9 @@ impl Coverage {
         self.missing_total += 1;
         self.missing.truncate(MAX_MISSING_KEYS);
     }
-    fn miss(&mut self, key: String) {
+    /// Adds `key` to the missing, keeping the list within [`MAX_MISSING_KEYS`] (`missing_total`
+    /// counts it either way).
+    pub fn miss(&mut self, key: String) {
         self.missing_total += 1;
         if self.missing.len() < MAX_MISSING_KEYS {
             self.missing.push(key);

@@ -104,8 +104,7 @@ impl Corpus {
                 if read {
                     coverage.touch(key.clone());
                 } else {
-                    coverage.missing.push(key.clone());
-                    coverage.missing_total += 1;
+                    coverage.miss(key.clone());
                 }
                 SampleCertificate {
                     key,

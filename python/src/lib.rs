@@ -1,5 +1,5 @@
 //! `asof._native`, the Python package's native module: `LocalCorpus` opens a corpus directory or
-//! object-store URL in-process and answers the data routes through `asof_server::local` (the
+//! object-store URL in-process and answers the data routes through `asof_answer::local` (the
 //! routes' own parameter parsing, engine calls and envelopes), so `asof.open()` answers what
 //! `asof.connect()` answers for the same corpus (news and diff pages also as Arrow batches made
 //! from the engine's rows); and runs `asof sql`'s read-only SQL. Arrow leaves through the Arrow
@@ -15,7 +15,7 @@ use arrow::error::ArrowError;
 use arrow::ffi::to_ffi;
 use arrow::ffi_stream::FFI_ArrowArrayStream;
 use asof_engine::sql::SendableRecordBatchStream;
-use asof_server::local::LocalApi;
+use asof_answer::local::LocalApi;
 use futures::StreamExt;
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;

@@ -62,7 +62,7 @@ fn stack(state: AppState) -> Router {
     let timeout = state.options().request_timeout;
     let routes = routes
         .fallback(|| async {
-            ApiError::NotFound(
+            ApiError::not_found(
                 "no such route; see /v1/openapi.json for the routes this service offers".into(),
             )
         })

@@ -4,36 +4,28 @@
 //! extension, and the envelope middleware (see `app.rs`) renders every error envelope in one
 //! place with the request id and corpus version. Messages never include internals: internal
 //! faults are logged with their detail and answered with a fixed message.
+//!
+//! The refusals of answers (bad parameters, holes, expired cursors, missing records, engine
+//! faults) are the answer layer's ([`asof_answer::Error`], wrapped as [`ApiError::Answer`]
+//! with its status, code and message as that crate gives them); the variants here are what
+//! only a deployment refuses (keys, limits, sign-in, billing, connectors).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
+use asof_answer::envelope::Refusal;
 use asof_engine::coverage::Coverage;
 
 /// A refusal or fault, as the client will see it.
 #[derive(Debug, Clone, thiserror::Error)]
 pub enum ApiError {
-    #[error("{message}")]
-    InvalidRequest {
-        param: Option<String>,
-        message: String,
-    },
-    #[error("{message}")]
-    InvalidClock { param: String, message: String },
-    #[error("coverage missing")]
-    CoverageMissing {
-        coverage: Coverage,
-        as_of: Option<asof_engine::Instant>,
-        visible_by: Option<String>,
-    },
-    #[error("cursor expired")]
-    CursorExpired,
+    /// A refusal of the answer layer (the same on every front end).
+    #[error(transparent)]
+    Answer(#[from] asof_answer::Error),
     #[error("{0}")]
     Unauthenticated(String),
     #[error("{0}")]
     Forbidden(String),
-    #[error("{0}")]
-    NotFound(String),
     #[error("method not allowed")]
     MethodNotAllowed { allow: String },
     #[error("range not satisfiable")]
@@ -54,17 +46,11 @@ pub enum ApiError {
     TooManyStreams { limit: usize },
     #[error("request timed out")]
     Timeout { after_secs: u64 },
-    #[error("overloaded")]
-    Overloaded { retry_after: u64 },
     /// The replica is not ready for traffic (`GET /ready`, and every request while the
     /// corpus is still loading): starting, draining before a shutdown, or its state store
     /// not answering. Another replica can answer.
     #[error("not ready")]
     NotReady { reason: &'static str },
-    /// The question would read more rows than one request may (`--max-walk-rows`): the same
-    /// request would be refused again, so it is a 400, not a retryable 503.
-    #[error("query too broad")]
-    TooBroad { limit: u64 },
     /// A sign-in way (e-mail, a provider) this server is not configured for.
     #[error("{0}")]
     SignInNotConfigured(String),
@@ -110,35 +96,34 @@ pub enum ApiError {
     /// The state store (accounts, keys, rate windows) cannot be reached just now.
     #[error("state store unavailable")]
     StateUnavailable,
-    /// The object store holding the corpus cannot be reached just now.
-    #[error("corpus storage unavailable")]
-    StorageUnavailable,
-    #[error("internal error")]
-    Internal,
 }
 
 impl ApiError {
+    /// A fault answered without its detail (logged where it happened).
+    pub const INTERNAL: ApiError = ApiError::Answer(asof_answer::Error::Internal);
+    /// The object store holding the corpus cannot be reached just now.
+    pub const STORAGE_UNAVAILABLE: ApiError =
+        ApiError::Answer(asof_answer::Error::StorageUnavailable);
+
     pub fn invalid(param: impl Into<String>, message: impl Into<String>) -> Self {
-        ApiError::InvalidRequest {
-            param: Some(param.into()),
-            message: message.into(),
-        }
+        ApiError::Answer(asof_answer::Error::invalid(param, message))
+    }
+
+    pub fn not_found(message: String) -> Self {
+        ApiError::Answer(asof_answer::Error::NotFound(message))
     }
 
     pub fn status(&self) -> StatusCode {
         match self {
-            ApiError::InvalidRequest { .. } | ApiError::InvalidClock { .. } => {
-                StatusCode::BAD_REQUEST
+            ApiError::Answer(e) => {
+                StatusCode::from_u16(e.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
             }
-            ApiError::InvalidSignature(_) | ApiError::TooBroad { .. } => StatusCode::BAD_REQUEST,
-            ApiError::CoverageMissing { .. }
-            | ApiError::CursorExpired
-            | ApiError::SubscriptionActive { .. } => StatusCode::CONFLICT,
+            ApiError::InvalidSignature(_) => StatusCode::BAD_REQUEST,
+            ApiError::SubscriptionActive { .. } => StatusCode::CONFLICT,
             ApiError::Unauthenticated(_) => StatusCode::UNAUTHORIZED,
             ApiError::Forbidden(_)
             | ApiError::CommercialLicenseRequired { .. }
             | ApiError::VendorRefused => StatusCode::FORBIDDEN,
-            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::MethodNotAllowed { .. } => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::RangeNotSatisfiable { .. } => StatusCode::RANGE_NOT_SATISFIABLE,
             ApiError::PayloadTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -149,7 +134,6 @@ impl ApiError {
             | ApiError::VendorRateLimited { .. }
             | ApiError::ConnectorBusy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Timeout { .. }
-            | ApiError::Overloaded { .. }
             | ApiError::NotReady { .. }
             | ApiError::SignInNotConfigured(_)
             | ApiError::MailUnavailable
@@ -157,10 +141,8 @@ impl ApiError {
             | ApiError::BillingNotConfigured(_)
             | ApiError::ProcessorUnavailable
             | ApiError::ConnectorNotConfigured(_)
-            | ApiError::StateUnavailable
-            | ApiError::StorageUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            | ApiError::StateUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::ProcessorError | ApiError::VendorError => StatusCode::BAD_GATEWAY,
-            ApiError::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 
@@ -168,15 +150,14 @@ impl ApiError {
     /// that pass.
     pub fn retry_after(&self) -> Option<u64> {
         match self {
-            ApiError::RateLimited { retry_after }
-            | ApiError::Overloaded { retry_after }
-            | ApiError::VendorRateLimited { retry_after } => Some(*retry_after),
+            ApiError::Answer(e) => e.retry_after(),
+            ApiError::RateLimited { retry_after } | ApiError::VendorRateLimited { retry_after } => {
+                Some(*retry_after)
+            }
             ApiError::ConnectorBusy { .. }
             | ApiError::Timeout { .. }
             | ApiError::NotReady { .. } => Some(1),
-            ApiError::StateUnavailable
-            | ApiError::StorageUnavailable
-            | ApiError::TooManyStreams { .. } => Some(5),
+            ApiError::StateUnavailable | ApiError::TooManyStreams { .. } => Some(5),
             ApiError::MailUnavailable
             | ApiError::ProviderUnavailable(_)
             | ApiError::ProcessorUnavailable => Some(60),
@@ -191,13 +172,9 @@ impl ApiError {
     /// The stable `error.code` of each case (documented in the OpenAPI description).
     pub fn code(&self) -> &'static str {
         match self {
-            ApiError::InvalidRequest { .. } => "invalid_request",
-            ApiError::InvalidClock { .. } => "invalid_clock",
-            ApiError::CoverageMissing { .. } => "coverage_missing",
-            ApiError::CursorExpired => "cursor_expired",
+            ApiError::Answer(e) => e.code(),
             ApiError::Unauthenticated(_) => "unauthorized",
             ApiError::Forbidden(_) => "forbidden",
-            ApiError::NotFound(_) => "not_found",
             ApiError::MethodNotAllowed { .. } => "method_not_allowed",
             ApiError::RangeNotSatisfiable { .. } => "range_not_satisfiable",
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
@@ -206,9 +183,7 @@ impl ApiError {
             ApiError::RateLimited { .. } => "rate_limited",
             ApiError::TooManyStreams { .. } => "too_many_streams",
             ApiError::Timeout { .. } => "timeout",
-            ApiError::Overloaded { .. } => "overloaded",
             ApiError::NotReady { .. } => "not_ready",
-            ApiError::TooBroad { .. } => "query_too_broad",
             ApiError::SignInNotConfigured(_) => "sign_in_not_configured",
             ApiError::MailUnavailable => "mail_unavailable",
             ApiError::ProviderUnavailable(_) => "provider_unavailable",
@@ -224,16 +199,12 @@ impl ApiError {
             ApiError::VendorError => "vendor_error",
             ApiError::ConnectorBusy { .. } => "too_many_connector_calls",
             ApiError::StateUnavailable => "state_unavailable",
-            ApiError::StorageUnavailable => "storage_unavailable",
-            ApiError::Internal => "internal",
         }
     }
 
     pub fn param(&self) -> Option<String> {
         match self {
-            ApiError::InvalidRequest { param, .. } => param.clone(),
-            ApiError::InvalidClock { param, .. } => Some(param.clone()),
-            ApiError::CursorExpired => Some("cursor".into()),
+            ApiError::Answer(e) => e.param(),
             ApiError::PayloadTooLarge { .. } => Some("body".into()),
             _ => None,
         }
@@ -241,18 +212,13 @@ impl ApiError {
 
     pub fn message(&self) -> String {
         match self {
-            ApiError::CoverageMissing { .. } => {
-                "the answer depends on source-days or identity intervals the corpus does not hold (see coverage.missing); missing coverage is not zero events".into()
-            }
-            ApiError::CursorExpired => "the corpus moved to a new corpus_version since this cursor was minted; restart from the first page".into(),
+            ApiError::Answer(e) => e.message(),
             ApiError::MethodNotAllowed { allow } => format!("method not allowed on this path; allowed: {allow}"),
             ApiError::RangeNotSatisfiable { size } => format!("the requested range lies past the end of the file ({size} bytes)"),
             ApiError::RateLimited { retry_after } => format!("rate limit exceeded; retry after {retry_after} seconds"),
             ApiError::TooManyStreams { limit } => format!("this key already holds {limit} open streams on this server; close one (or wait for it to end) and retry"),
             ApiError::Timeout { after_secs } => format!("the answer took longer than {after_secs} s and was abandoned; retry, or narrow the query (a ticker, cik or limit)"),
-            ApiError::Overloaded { retry_after } => format!("too many queries are scanning the corpus right now; retry after {retry_after} s"),
             ApiError::NotReady { reason } => format!("this replica is not ready for traffic: {reason}; retry in a second (a load balancer sends it elsewhere)"),
-            ApiError::TooBroad { limit } => format!("answering this page would read more than {limit} rows of the corpus, more than one request may; narrow the question (a ticker or cik, a shorter diff window, a clock whose rows are dense at this cut) or download the partitions (/v1/files) and query them locally"),
             ApiError::MailUnavailable => "the sign-in e-mail could not be sent just now; retry in a minute".into(),
             ApiError::ProviderUnavailable(p) => format!("{p} could not be reached just now; retry in a minute, or sign in another way"),
             ApiError::CommercialLicenseRequired { contact } => format!("self-serve plans are for internal use only, and checkout needs attestation: true; commercial use or redistribution needs a separate license: ask at {contact}"),
@@ -264,8 +230,6 @@ impl ApiError {
             ApiError::VendorError => "the vendor did not answer in time or answered out of shape; nothing partial is returned; retry later".into(),
             ApiError::ConnectorBusy { limit } => format!("this key already has {limit} connector calls in flight; retry when one ends"),
             ApiError::StateUnavailable => "the service cannot reach its account store just now, so keys and sessions cannot be checked; public and sample routes still answer; retry in a few seconds".into(),
-            ApiError::StorageUnavailable => "the service cannot read the corpus storage just now; nothing partial is answered; retry in a few seconds".into(),
-            ApiError::Internal => "internal error; the request id identifies it in the service logs".into(),
             other => other.to_string(),
         }
     }
@@ -273,37 +237,30 @@ impl ApiError {
 
 impl From<asof_cursor::Error> for ApiError {
     fn from(e: asof_cursor::Error) -> Self {
-        match e {
-            asof_cursor::Error::Invalid => ApiError::invalid(
-                "cursor",
-                "cursor is not a token this service minted for this operation and filter set; restart without cursor",
-            ),
-            asof_cursor::Error::Expired => ApiError::CursorExpired,
-        }
+        ApiError::Answer(e.into())
     }
 }
 
 impl From<asof_engine::Error> for ApiError {
     fn from(e: asof_engine::Error) -> Self {
-        match e {
-            asof_engine::Error::InvalidClock { param, fault } => ApiError::InvalidClock {
-                message: format!("{param}: {fault}"),
-                param,
-            },
-            asof_engine::Error::InvalidInput { param, message } => ApiError::InvalidRequest {
-                param: Some(param),
-                message,
-            },
-            asof_engine::Error::Busy => ApiError::Overloaded { retry_after: 1 },
-            asof_engine::Error::TooBroad { limit } => ApiError::TooBroad { limit },
-            other if other.is_unavailable() => {
-                tracing::warn!(error = %other, "corpus storage unreachable");
-                ApiError::StorageUnavailable
-            }
-            other => {
-                tracing::error!(error = %other, "engine fault");
-                ApiError::Internal
-            }
+        ApiError::Answer(e.into())
+    }
+}
+
+impl Refusal for ApiError {
+    fn code(&self) -> &'static str {
+        ApiError::code(self)
+    }
+    fn message(&self) -> String {
+        ApiError::message(self)
+    }
+    fn param(&self) -> Option<String> {
+        ApiError::param(self)
+    }
+    fn hole(&self) -> Option<(&Coverage, Option<asof_engine::Instant>, Option<&str>)> {
+        match self {
+            ApiError::Answer(e) => e.hole(),
+            _ => None,
         }
     }
 }
@@ -375,7 +332,7 @@ impl From<Error> for ApiError {
             }
             e => {
                 tracing::error!(error = %e, "server fault");
-                ApiError::Internal
+                ApiError::INTERNAL
             }
         }
     }

@@ -1,5 +1,5 @@
-//! asof server library: the HTTP service over the as-of engine, laid out by area, each layer
-//! using only the ones below it:
+//! asof server library: the HTTP service over the answer layer (`asof-answer`) and the as-of
+//! engine, laid out by area, each layer using only the ones below it:
 //!
 //! - `error`, `plan`, `obs`: the server's error type, the data plans, and the metrics' names;
 //! - `state`: the state store and the in-process layers in front of it;
@@ -11,8 +11,7 @@
 //! - `mcp`: the MCP endpoint, re-dispatching tool calls through the router;
 //! - `routes`: the route table and the handlers, by area;
 //! - `app`, `serve`, `reload`: the application, the listening process and its corpus reloads;
-//! - `ops`: the metrics listener, the per-request metrics and access log;
-//! - `local`: the data routes answered in-process (the Python package's `asof.open()`).
+//! - `ops`: the metrics listener, the per-request metrics and access log.
 
 pub mod app;
 pub mod billing;
@@ -20,7 +19,6 @@ pub mod connector;
 pub mod error;
 pub mod http;
 pub mod json;
-pub mod local;
 pub mod mcp;
 pub mod obs;
 pub mod openapi;

@@ -1,17 +1,22 @@
-//! The in-process API (`asof_server::local`, what `asof.open()` in Python calls) answers what
+//! The in-process API (`asof_answer::local`, what `asof.open()` in Python calls) answers what
 //! the HTTP routes answer for the same corpus: the same envelopes but for the request id and
 //! the cursors (each signed with its own key), the same refusals, the same pages when walked.
 
 mod common;
 
-use asof_server::local::{LOCAL_ROUTES, LocalApi};
+use asof_answer::local::{LocalApi, ROUTES};
 use axum::http::StatusCode;
 use common::{get, sample_corpus, setup};
 use serde_json::Value;
 
-/// An envelope without what differs by design: its request id, and the cursor's bytes (only
-/// whether there is a next page is compared).
+/// An envelope without what differs by design: its request id, the cursor's bytes (only
+/// whether there is a next page is compared), and in a meta record what a deployment adds (its
+/// plans and public allowance; in-process, none apply).
 fn comparable(mut v: Value) -> Value {
+    if let Some(meta) = v.pointer_mut("/results/0/plans") {
+        *meta = Value::Null;
+        v["results"][0]["limits"]["public_requests_per_minute_per_address"] = Value::Null;
+    }
     let o = v.as_object_mut().unwrap();
     o.remove("request_id");
     if let Some(c) = o.get_mut("next_cursor") {
@@ -127,7 +132,31 @@ async fn a_cursor_of_another_process_is_refused_and_an_unknown_path_is_404() {
         assert_eq!(v["error"]["code"], "not_found", "{path}");
         assert_eq!(v["count"], Value::Null);
     }
-    assert!(LOCAL_ROUTES.contains(&"/v1/news/{id}"));
+}
+
+#[test]
+fn the_in_process_routes_are_the_route_tables_in_process_entries_in_its_order() {
+    let table: Vec<String> = asof_server::routes::TABLE
+        .iter()
+        .filter(|r| r.in_process)
+        .map(|r| r.path())
+        .collect();
+    let local: Vec<&str> = ROUTES.iter().map(|r| r.path).collect();
+    assert_eq!(table, local);
+}
+
+#[tokio::test]
+async fn an_in_process_meta_record_lists_no_plans_and_no_public_allowance() {
+    let local = LocalApi::new(sample_corpus().await);
+    let meta = local.get("/v1/meta", None).await;
+    assert_eq!(meta.status, 200);
+    let meta: Value = serde_json::from_slice(&meta.body).unwrap();
+    assert_eq!(meta["results"][0]["plans"], Value::Array(vec![]));
+    assert_eq!(
+        meta["results"][0]["limits"]["public_requests_per_minute_per_address"],
+        0
+    );
+    assert_eq!(meta["results"][0]["corpus"]["corpus_version"], local.version());
 }
 
 #[tokio::test]

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use asof_engine::{CorpusStore, Instant, Lane, SourceId};
-use asof_server::http::params::enum_param;
+use asof_answer::params::enum_param;
 use clap::Args;
 
 use super::query::flag_error;

@@ -5,14 +5,13 @@ use std::io::Write;
 use std::process::ExitCode;
 use std::sync::Arc;
 
+use asof_answer::Error;
+use asof_answer::data::{DiffParams, NewsParams, news_page};
+use asof_answer::envelope::{Envelope, ErrorEnvelope, NewsRecord, Status};
+use asof_answer::params::{FromQuery, Params};
+use asof_answer::{Op, Pager};
 use asof_engine::coverage::Scope;
-use asof_engine::{Answer, Corpus, Instant, NewsQuery, VisibleBy};
-use asof_server::error::ApiError;
-use asof_server::http::envelope::{CoverageBody, Envelope, ErrorEnvelope, NewsRecord, Status};
-use asof_server::http::params::{FromQuery, Params};
-use asof_server::http::response::error_envelope;
-use asof_server::http::state::Ctx;
-use asof_server::routes::data::{DiffParams, NewsParams};
+use asof_engine::{Corpus, Instant, NewsQuery, VisibleBy};
 use clap::Args;
 
 use super::flags::{CorpusArg, Format};
@@ -65,7 +64,7 @@ pub(crate) const QUERY_FLAGS: &[(&str, &str)] = &[
 ];
 
 /// An API refusal, said with the flag's name instead of the parameter's.
-pub(crate) fn flag_error(e: ApiError) -> Box<dyn std::error::Error> {
+pub(crate) fn flag_error(e: Error) -> Box<dyn std::error::Error> {
     let param = e.param();
     let flag = QUERY_FLAGS
         .iter()
@@ -78,7 +77,7 @@ pub(crate) fn flag_error(e: ApiError) -> Box<dyn std::error::Error> {
 }
 
 /// The engine query `asof query` runs: a diff window with `--since`, else a cut.
-pub(crate) fn query_of(a: &QueryArgs, corpus: &Corpus) -> Result<NewsQuery, ApiError> {
+pub(crate) fn query_of(a: &QueryArgs, corpus: &Corpus) -> Result<NewsQuery, Error> {
     let (cut_name, names) = match a.since {
         None => ("as_of", NewsParams::NAMES),
         Some(_) => ("as_of_end", DiffParams::NAMES),
@@ -103,7 +102,7 @@ pub(crate) fn query_of(a: &QueryArgs, corpus: &Corpus) -> Result<NewsQuery, ApiE
             // The API answers a backwards window as empty (its description cannot relate two
             // parameters); at a terminal a reversed pair is far likelier a slip, so say so.
             if d.as_of_start > d.as_of_end {
-                return Err(ApiError::invalid(
+                return Err(Error::invalid(
                     "as_of_start",
                     "as_of_start must not be after as_of_end",
                 ));
@@ -117,50 +116,32 @@ pub(crate) async fn query(a: QueryArgs) -> CliResult {
     let corpus = Arc::new(open(&a.corpus.corpus).await?);
     let q = query_of(&a, &corpus).map_err(flag_error)?;
     let (as_of, visible_by) = (q.as_of, q.visible_by);
-    let (rows, coverage) = match corpus.news(&q, Scope::Corpus).await? {
-        Answer::Page { rows, coverage, .. } => (rows, coverage),
-        Answer::Hole { coverage } => {
-            // The API's own error envelope, rendered where every error is.
-            let err = ApiError::CoverageMissing {
-                coverage,
-                as_of: Some(as_of),
-                visible_by: Some(visible_by.to_string()),
-            };
-            let ctx = Ctx {
-                request_id: String::new(),
-                corpus: Arc::clone(&corpus),
-            };
-            write_hole(
-                &error_envelope(&ctx, &err, false),
-                a.format,
-                as_of,
-                visible_by,
-            )?;
+    let op = if q.start.is_some() { Op::Diff } else { Op::News };
+    // One page, never resumed: the cursor key is nobody's and no cursor is printed.
+    let pager = Pager::new("asof query");
+    let mut page = match news_page(&corpus, &pager, op, q, None, Scope::Corpus).await {
+        Ok(page) => page.next(None),
+        Err(hole @ Error::CoverageMissing { .. }) => {
+            // The API's own error envelope, rendered where every refusal is.
+            let env = ErrorEnvelope::of("", corpus.version(), &hole, false);
+            write_hole(&env, a.format, as_of, visible_by)?;
             return Ok(ExitCode::from(EXIT_HOLE));
         }
+        Err(e) => return Err(flag_error(e)),
     };
+    let rows = std::mem::take(&mut page.results);
     let records: Vec<NewsRecord> = rows
-        .into_iter()
-        .map(|r| NewsRecord::from_row(r, false))
+        .iter()
+        .map(|r| NewsRecord::from_row((**r).clone(), false))
         .collect();
     let mut out = std::io::stdout().lock();
     match a.format {
         Format::Json => {
-            let env = Envelope {
-                request_id: String::new(),
-                corpus_version: corpus.version().to_owned(),
-                as_of: Some(as_of),
-                visible_by: Some(visible_by.to_string()),
-                status: Status::Ok,
-                count: Some(records.len()),
-                results: records,
-                next_cursor: None,
-                coverage: CoverageBody::from(coverage),
-                error: None,
-                sample: None,
-                origin: None,
-                cached: None,
-            };
+            let env = Envelope::of(
+                String::new(),
+                corpus.version().to_owned(),
+                page.map(|_| records),
+            );
             serde_json::to_writer_pretty(&mut out, &env)?;
             writeln!(out)?;
         }

@@ -174,7 +174,7 @@ impl From<Fault> for ApiError {
         match f {
             Fault::Refused => ApiError::VendorRefused,
             Fault::NotFound => {
-                ApiError::NotFound("the vendor has no daily bars for this ticker".into())
+                ApiError::not_found("the vendor has no daily bars for this ticker".into())
             }
             Fault::RateLimited { retry_after } => ApiError::VendorRateLimited { retry_after },
             Fault::Upstream(detail) => {

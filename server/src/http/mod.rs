@@ -19,6 +19,6 @@ pub mod route;
 pub mod state;
 pub mod stream;
 
-pub use response::{Reply, ok};
+pub use response::{Reply, answered, ok};
 pub use route::{Access, Kind, Route};
 pub use state::{AppState, Caller, ClientAddr, Ctx, Options, Principal};

@@ -7,8 +7,11 @@ use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
+use asof_answer::Answer;
+use asof_answer::envelope::encode;
+
 use crate::error::ApiError;
-use crate::http::envelope::{CoverageBody, Envelope, ErrorBody, ErrorEnvelope, Origin, Status};
+use crate::http::envelope::{Envelope, ErrorEnvelope, Origin};
 use crate::http::state::Ctx;
 
 /// The request id every answer carries (the client's, when it sent a UUID).
@@ -61,56 +64,28 @@ pub fn envelope_response<E: Serialize>(status: StatusCode, env: &E, cache: Cache
     r
 }
 
-/// Encoding buffers above this size are not kept between answers.
-const KEEP_BUFFER_BYTES: usize = 4 << 20;
-
-thread_local! {
-    /// The thread's encoding buffer. An envelope is encoded into it, then copied out once at
-    /// its final size: a fresh `Vec` grown by doubling from 128 bytes reallocated and copied
-    /// a page of rows a dozen times, a quarter of a keyed page's instructions (BENCHMARKS.md).
-    static BODY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// The envelope's JSON and one trailing newline.
-fn encode<E: Serialize>(env: &E) -> Vec<u8> {
-    BODY.with_borrow_mut(|buf| {
-        buf.clear();
-        serde_json::to_writer(&mut *buf, env).expect("envelope serializes");
-        buf.push(b'\n');
-        let body = buf.as_slice().to_vec();
-        if buf.capacity() > KEEP_BUFFER_BYTES {
-            *buf = Vec::new();
-        }
-        body
-    })
-}
-
-/// A successful envelope under construction: `ok(&ctx, results)` then what the answer is
-/// about (`cut`, `coverage`, `next`, `sample`), then `.into_response()`. Caching follows the
-/// cut: historical when `as_of` is in the past, live otherwise.
+/// A successful envelope under construction: `ok(&ctx, results)` (or [`answered`] with the
+/// answer layer's value) then what the answer is about (`at`, `coverage`, `next`, `sample`,
+/// `origin`), then `.into_response()`. Caching follows the cut: historical when `as_of` is in
+/// the past, live otherwise.
 #[must_use]
 #[derive(Debug)]
 pub struct Success<'a, T: Serialize> {
     ctx: &'a Ctx,
-    results: Vec<T>,
-    as_of: Option<Instant>,
-    visible_by: Option<VisibleBy>,
-    coverage: Coverage,
-    next_cursor: Option<String>,
-    sample: bool,
+    answer: Answer<T>,
     origin: Option<Origin>,
 }
 
 /// Starts a successful envelope of `results`.
 pub fn ok<T: Serialize>(ctx: &Ctx, results: Vec<T>) -> Success<'_, T> {
+    answered(ctx, Answer::of(results))
+}
+
+/// The envelope of an answer of the answer layer.
+pub fn answered<T: Serialize>(ctx: &Ctx, answer: Answer<T>) -> Success<'_, T> {
     Success {
         ctx,
-        results,
-        as_of: None,
-        visible_by: None,
-        coverage: Coverage::default(),
-        next_cursor: None,
-        sample: false,
+        answer,
         origin: None,
     }
 }
@@ -118,16 +93,15 @@ pub fn ok<T: Serialize>(ctx: &Ctx, results: Vec<T>) -> Success<'_, T> {
 impl<T: Serialize> Success<'_, T> {
     /// The instant answered (and the clock, on cut and diff routes).
     pub fn at(mut self, as_of: Option<Instant>, visible_by: Option<VisibleBy>) -> Self {
-        self.as_of = as_of;
-        self.visible_by = visible_by;
+        self.answer = self.answer.at(as_of, visible_by);
         self
     }
     pub fn coverage(mut self, coverage: Coverage) -> Self {
-        self.coverage = coverage;
+        self.answer = self.answer.coverage(coverage);
         self
     }
     pub fn next(mut self, cursor: Option<String>) -> Self {
-        self.next_cursor = cursor;
+        self.answer = self.answer.next(cursor);
         self
     }
     /// Names where third-party results came from (`origin`, with `cached: false`); the
@@ -138,58 +112,27 @@ impl<T: Serialize> Success<'_, T> {
     }
     /// Watermarks the answer `sample: true` (sample routes and the keyless MCP tier).
     pub fn sample(mut self, sample: bool) -> Self {
-        self.sample = sample;
+        self.answer = self.answer.sample(sample);
         self
     }
 }
 
 impl<T: Serialize> IntoResponse for Success<'_, T> {
     fn into_response(self) -> Response {
-        let env = Envelope {
-            request_id: self.ctx.request_id.clone(),
-            corpus_version: self.ctx.corpus.version().to_owned(),
-            as_of: self.as_of,
-            visible_by: self.visible_by.map(|v| v.to_string()),
-            status: Status::Ok,
-            count: Some(self.results.len()),
-            results: self.results,
-            next_cursor: self.next_cursor,
-            coverage: CoverageBody::from(self.coverage),
-            error: None,
-            sample: self.sample.then_some(true),
-            cached: self.origin.as_ref().map(|_| false),
-            origin: self.origin,
-        };
+        let as_of = self.answer.as_of;
+        let mut env = Envelope::of(
+            self.ctx.request_id.clone(),
+            self.ctx.corpus.version().to_owned(),
+            self.answer,
+        );
+        env.cached = self.origin.as_ref().map(|_| false);
+        env.origin = self.origin;
         let cache = if env.origin.is_some() {
             CacheKind::NoStore
         } else {
-            CacheKind::for_cut(self.as_of)
+            CacheKind::for_cut(as_of)
         };
         envelope_response(StatusCode::OK, &env, cache)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn each_encoding_is_its_value_and_a_newline_whatever_the_thread_encoded_before() {
-        let big = serde_json::json!({ "rows": vec!["x".repeat(1000); 50] });
-        let small = serde_json::json!({ "rows": [] });
-        let mut expected = serde_json::to_vec(&big).unwrap();
-        expected.push(b'\n');
-        assert_eq!(encode(&big), expected);
-        assert_eq!(encode(&small), b"{\"rows\":[]}\n");
-        // A body past the size the buffer keeps is answered whole, and the next one too.
-        let huge = serde_json::json!({ "rows": "y".repeat(KEEP_BUFFER_BYTES + 1) });
-        let out = encode(&huge);
-        assert_eq!(
-            out.len(),
-            KEEP_BUFFER_BYTES + 1 + r#"{"rows":""}"#.len() + 1
-        );
-        assert!(out.ends_with(b"y\"}\n"));
-        assert_eq!(encode(&small), b"{\"rows\":[]}\n");
     }
 }
 
@@ -207,36 +150,7 @@ pub fn error_envelope_at(
     err: &ApiError,
     sample: bool,
 ) -> ErrorEnvelope {
-    let (coverage, as_of, visible_by, status) = match err {
-        ApiError::CoverageMissing {
-            coverage,
-            as_of,
-            visible_by,
-        } => (
-            CoverageBody::from(coverage.clone()),
-            *as_of,
-            visible_by.clone(),
-            Status::CoverageMissing,
-        ),
-        _ => (CoverageBody::default(), None, None, Status::Error),
-    };
-    ErrorEnvelope {
-        request_id: request_id.to_owned(),
-        corpus_version: corpus_version.to_owned(),
-        as_of,
-        visible_by,
-        status,
-        results: [],
-        next_cursor: None,
-        count: None,
-        coverage,
-        error: ErrorBody {
-            code: err.code().into(),
-            message: err.message(),
-            param: err.param(),
-        },
-        sample: sample.then_some(true),
-    }
+    ErrorEnvelope::of(request_id, corpus_version, err, sample)
 }
 
 /// Renders every error response: the envelope, `no-store`, and `Allow`/`Retry-After` where

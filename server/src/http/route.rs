@@ -86,6 +86,10 @@ pub struct Route {
     /// example ids (the description's enums), and MCP tool calls without a key go to them.
     pub sample: bool,
     pub endpoint: fn() -> Endpoint,
+    /// Also answered in-process, by the answer layer's `LocalApi` (the Python package's
+    /// `asof.open()`): its table, `asof_answer::local::ROUTES`, holds exactly these entries'
+    /// paths, in this order (a test holds the two equal).
+    pub in_process: bool,
     /// The JSON schema of a request body the handler reads as a JSON value rather than
     /// through a typed body (rules utoipa's schema types cannot hold: `not`, `null`-only
     /// members, a value of any shape); the description gives it in place of the annotation's.
@@ -110,6 +114,7 @@ impl Route {
             receipts: true,
             endpoint,
             sample: false,
+            in_process: false,
             body: None,
         }
     }
@@ -122,6 +127,7 @@ impl Route {
             receipts: true,
             endpoint,
             sample: false,
+            in_process: false,
             body: None,
         }
     }
@@ -134,6 +140,7 @@ impl Route {
             receipts: true,
             endpoint,
             sample: false,
+            in_process: false,
             body: None,
         }
     }
@@ -146,6 +153,7 @@ impl Route {
             receipts: true,
             endpoint,
             sample: false,
+            in_process: false,
             body: None,
         }
     }
@@ -158,6 +166,7 @@ impl Route {
             receipts: false,
             endpoint,
             sample: false,
+            in_process: false,
             body: None,
         }
     }
@@ -170,6 +179,7 @@ impl Route {
             receipts: true,
             endpoint,
             sample: false,
+            in_process: false,
             body: None,
         }
     }
@@ -182,6 +192,7 @@ impl Route {
             receipts: false,
             endpoint,
             sample: false,
+            in_process: false,
             body: None,
         }
     }
@@ -202,6 +213,14 @@ impl Route {
     pub const fn body(self, schema: fn() -> serde_json::Value) -> Self {
         Route {
             body: Some(schema),
+            ..self
+        }
+    }
+
+    /// Also answered in-process (see [`Route::in_process`]).
+    pub const fn in_process(self) -> Self {
+        Route {
+            in_process: true,
             ..self
         }
     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 use asof_engine::{Corpus, ScanPool};
 
 use crate::http::cursor::CursorSigner;
+use asof_answer::Pager;
 use crate::http::file_url::FileUrlSigner;
 use crate::plan::PUBLIC_REQUESTS_PER_MINUTE;
 use crate::signin::SignInConfig;
@@ -30,7 +31,8 @@ pub struct AppState {
 struct Inner {
     corpus: RwLock<Arc<Corpus>>,
     store: Arc<dyn StateStore>,
-    signer: CursorSigner,
+    /// Opens and mints every paged route's cursors (and signs MCP sessions).
+    pager: Pager,
     file_urls: FileUrlSigner,
     opts: Options,
     audit: Audit,
@@ -244,7 +246,7 @@ impl AppState {
                 corpus: RwLock::new(Arc::new(corpus)),
                 audit: Audit::start(store.clone(), opts.audit_queue_capacity),
                 store,
-                signer: CursorSigner::new(&secret),
+                pager: Pager::new(&secret),
                 file_urls: FileUrlSigner::new(&file_secret),
                 rate,
                 usage,
@@ -339,8 +341,13 @@ impl AppState {
         &self.inner.store
     }
 
+    pub fn pager(&self) -> &Pager {
+        &self.inner.pager
+    }
+
+    /// The cursor key's signer, for tokens that are not page cursors (MCP sessions).
     pub fn signer(&self) -> &CursorSigner {
-        &self.inner.signer
+        self.inner.pager.signer()
     }
 
     /// How this request's file URLs are signed: for the configured `--public-url`, else the

@@ -62,7 +62,7 @@ pub async fn post(
 ) -> Response {
     // Only a request re-dispatched by a tool call lacks it, and no tool call targets /mcp.
     let Some(Extension(dispatch)) = dispatch else {
-        return ApiError::Internal.into_response();
+        return ApiError::INTERNAL.into_response();
     };
     let incoming = match transport::receive(&state, req).await {
         Ok(i) => i,

@@ -187,7 +187,7 @@ pub(crate) async fn revoke_key(
         .revoke_key(&user.id, &id, Instant::now())
         .await?
     {
-        return Err(ApiError::NotFound("no key with this id among yours".into()));
+        return Err(ApiError::not_found("no key with this id among yours".into()));
     }
     state.keys().forget(&id);
     let key = state
@@ -196,7 +196,7 @@ pub(crate) async fn revoke_key(
         .await?
         .into_iter()
         .find(|k| k.id == id)
-        .ok_or(ApiError::Internal)?;
+        .ok_or(ApiError::INTERNAL)?;
     tracing::info!(user_id = %user.id, key_id = %key.id, "key revoked");
     Ok(ok(&ctx, vec![key]).into_response())
 }

@@ -6,8 +6,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use crate::error::ApiError;
-use crate::http::cursor::filter_digest;
+use asof_answer::Op;
 use crate::http::envelope::Envelope;
 use crate::http::params::{FromParam, Limit, NoQuery, Q, query};
 use crate::http::response::{CacheKind, JsonEnvelope};
@@ -44,11 +43,11 @@ pub enum Format {
 }
 
 impl FromParam for Format {
-    fn from_param(name: &str, raw: Option<&str>) -> Result<Self, ApiError> {
+    fn from_param(name: &str, raw: Option<&str>) -> Result<Self, asof_answer::Error> {
         match raw {
             None | Some("json") => Ok(Format::Json),
             Some("jsonl") => Ok(Format::Jsonl),
-            Some(other) => Err(ApiError::invalid(
+            Some(other) => Err(asof_answer::Error::invalid(
                 name,
                 format!("{name} must be one of: json, jsonl; got {other:?}"),
             )),
@@ -81,36 +80,25 @@ pub(crate) async fn audit_log(
         ),
         None => (i64::MIN / 4, i64::MAX / 4),
     };
-    let filters = filter_digest(&[
-        ("key", caller.key.id.clone()),
-        (
-            "day",
-            day.map_or_else(|| "all".to_owned(), |d| d.to_string()),
-        ),
-    ]);
-    let after: Option<(i64, String)> = p
-        .cursor
-        .as_deref()
-        .map(|c| {
-            state
-                .signer()
-                .open(c, "audit-log", &filters, CURSOR_VERSION)
-        })
-        .transpose()?;
+    let paging = state.pager().bind(
+        Op::AuditLog,
+        &[
+            ("key", caller.key.id.clone()),
+            (
+                "day",
+                day.map_or_else(|| "all".to_owned(), |d| d.to_string()),
+            ),
+        ],
+        CURSOR_VERSION,
+    );
+    let after: Option<(i64, String)> = paging.open(p.cursor.as_deref())?;
     let mut rows = state
         .store()
         .receipts(&caller.key.id, from_ms, to_ms, after, limit as i64 + 1)
         .await?;
     let next_cursor = if rows.len() > limit {
         rows.truncate(limit);
-        rows.last().map(|last| {
-            state.signer().mint(
-                "audit-log",
-                &filters,
-                CURSOR_VERSION,
-                &(last.ts_ms, last.request_id.clone()),
-            )
-        })
+        paging.mint(rows.last().map(|last| (last.ts_ms, last.request_id.clone())))
     } else {
         None
     };

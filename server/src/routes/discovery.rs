@@ -92,8 +92,8 @@ pub(crate) async fn meta(
 
 /// The answer of `/v1/meta`, naming `public_requests_per_minute` as the public allowance.
 pub(crate) fn meta_answer(ctx: &Ctx, public_requests_per_minute: u32, sample: bool) -> Reply {
-    let record =
-        crate::routes::meta::meta_record(&ctx.corpus, super::TABLE, public_requests_per_minute);
+    let plans = crate::routes::meta::plans(super::TABLE);
+    let record = crate::routes::meta::meta_record(&ctx.corpus, plans, public_requests_per_minute);
     Ok(ok(ctx, vec![record]).sample(sample).into_response())
 }
 

@@ -15,7 +15,7 @@ use axum::response::IntoResponse;
 use futures::TryStreamExt;
 
 use crate::error::ApiError;
-use crate::http::cursor::filter_digest;
+use asof_answer::Op;
 use crate::http::envelope::{Envelope, FileRecord};
 use crate::http::file_url::Signing;
 use crate::http::params::{Limit, NoQuery, Q, held_source, query};
@@ -80,17 +80,16 @@ pub(crate) async fn files(
     // `from` after `to` is an empty range: no files (the description cannot relate two
     // parameters, so it is answered rather than refused).
     let day = |d: Option<Day>| d.map(|d| d.to_string()).unwrap_or_default();
-    let filters = filter_digest(&[
-        ("source", source.map(|s| s.to_string()).unwrap_or_default()),
-        ("from", day(p.from)),
-        ("to", day(p.to)),
-    ]);
-    let version = ctx.corpus.version();
-    let after: Option<FilePosition> = p
-        .cursor
-        .as_deref()
-        .map(|c| state.signer().open(c, "files", &filters, version))
-        .transpose()?;
+    let paging = state.pager().bind(
+        Op::Files,
+        &[
+            ("source", source.map(|s| s.to_string()).unwrap_or_default()),
+            ("from", day(p.from)),
+            ("to", day(p.to)),
+        ],
+        ctx.corpus.version(),
+    );
+    let after: Option<FilePosition> = paging.open(p.cursor.as_deref())?;
     let (entries, next) = ctx.corpus.files(&FilesQuery {
         source,
         from: p.from,
@@ -103,8 +102,7 @@ pub(crate) async fn files(
     for e in entries {
         records.push(record(&signing, &ctx.corpus, e).await?);
     }
-    let next_cursor = next.map(|pos| state.signer().mint("files", &filters, version, &pos));
-    Ok(ok(&ctx, records).next(next_cursor).into_response())
+    Ok(ok(&ctx, records).next(paging.mint(next)).into_response())
 }
 
 /// One file of the corpus version, with a fresh signed URL.
@@ -162,9 +160,9 @@ pub(crate) async fn file_bytes(
     // shared through /delta-sharing names those; the URL's signature vouches for the id).
     let entry = match lookup(&ctx.corpus, &id) {
         Ok(e) => e,
-        Err(ApiError::NotFound(m)) => crate::routes::sharing::shared_file(&state, &ctx.corpus, &id)
+        Err(ApiError::Answer(asof_answer::Error::NotFound(m))) => crate::routes::sharing::shared_file(&state, &ctx.corpus, &id)
             .await?
-            .ok_or(ApiError::NotFound(m))?,
+            .ok_or(ApiError::not_found(m))?,
         Err(e) => return Err(e),
     };
     // Cacheable by the one client holding the URL, and no longer than the URL lives.
@@ -193,7 +191,7 @@ pub(crate) async fn file_bytes(
             .await?;
         if got.meta.size != entry.bytes {
             tracing::error!(path = %entry.path, stored = got.meta.size, listed = entry.bytes, "file size differs from the manifest");
-            return Err(ApiError::Internal);
+            return Err(ApiError::INTERNAL);
         }
         Body::from_stream(got.into_stream().map_err(std::io::Error::other))
     };
@@ -209,7 +207,7 @@ fn lookup(corpus: &Corpus, id: &str) -> Result<FileEntry, ApiError> {
         ));
     }
     corpus.file(id).ok_or_else(|| {
-        ApiError::NotFound(format!(
+        ApiError::not_found(format!(
             "corpus version {} holds no file {id}; list the current files with /v1/files",
             corpus.version()
         ))

@@ -1,160 +1,15 @@
-//! The meta record (`results[0]` of `/v1/meta`): vocabularies, plans, limits and the corpus.
+//! The plans of the meta record (`results[0]` of `/v1/meta`), derived from the route table;
+//! the rest of the record is the answer layer's (`asof_answer::meta`).
 
-use asof_engine::manifest::Manifest;
-use asof_engine::{AvailabilityBasis, Clock, Corpus, Day, Instant, Lane, SourceId, VisibleBy};
-use serde::Serialize;
+pub use asof_answer::meta::{MetaRecord, PlanInfo, meta_record};
 
-use crate::http::params::{DEFAULT_LIMIT, MAX_LIMIT, TICKER_MAX_LENGTH};
 use crate::http::route::{Access, Route};
 use crate::plan::Plan;
 
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct MetaRecord {
-    /// Every clock a row may carry.
-    pub clocks: Vec<&'static str>,
-    /// The clocks visibility may be evaluated on (`visible_by`), default first.
-    pub visible_by: Vec<&'static str>,
-    pub lanes: Vec<&'static str>,
-    pub availability_basis: Vec<&'static str>,
-    pub plans: Vec<PlanInfo>,
-    pub limits: Limits,
-    pub corpus: CorpusInfo,
-    pub sample: Option<SampleInfo>,
-    pub license: &'static str,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct PlanInfo {
-    pub plan_id: &'static str,
-    pub requests_per_minute: u32,
-    /// Live (neither revoked nor expired) keys a user of this plan may hold at once.
-    pub max_live_keys: u32,
-    /// The routes this plan may call with a credential (path patterns as in the
-    /// description): its keyed routes and the account routes; public routes need no plan.
-    pub routes: Vec<String>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct Limits {
-    pub limit_default: usize,
-    pub limit_max: usize,
-    pub ticker_max_length: usize,
-    pub public_requests_per_minute_per_address: u32,
-    pub coverage_missing_keys_listed: usize,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct CorpusInfo {
-    pub corpus_version: String,
-    pub created_at: Instant,
-    pub parent: Option<String>,
-    pub sources: Vec<SourceInfo>,
-    pub identity: IdentityInfo,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct SourceInfo {
-    pub source_id: SourceId,
-    /// The newest day with a partition, any lane.
-    pub last_partition_date: Option<Day>,
-    /// Certified span of the default lane (`certified_pit`), when there is one.
-    pub certified: Option<SpanInfo>,
-    pub lanes: Vec<LaneInfo>,
-    pub note: Option<String>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct LaneInfo {
-    pub lane: Lane,
-    pub partitions: usize,
-    pub rows: u64,
-    pub first_partition_date: Option<Day>,
-    pub last_partition_date: Option<Day>,
-    pub certified: Option<SpanInfo>,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct SpanInfo {
-    pub first: Day,
-    pub last: Day,
-    pub holes: u64,
-    pub frontier_key: String,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct IdentityInfo {
-    pub ticker_intervals: usize,
-    pub evidence_files: usize,
-    pub max_carry_days: i64,
-}
-
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub struct SampleInfo {
-    pub source_id: SourceId,
-    pub lane: Lane,
-    pub first_day: Option<Day>,
-    pub last_day: Option<Day>,
-    pub examples: Vec<asof_engine::manifest::SampleExample>,
-}
-
-fn span(m: &Manifest, s: SourceId, l: Lane) -> Option<SpanInfo> {
-    m.span(s, l).map(|sp| SpanInfo {
-        first: sp.first,
-        last: sp.last,
-        holes: sp.hole_days() as u64,
-        frontier_key: sp.frontier_key(),
-    })
-}
-
-/// The meta record of `corpus`: the plans' routes from `routes` (the route table), and the
-/// process's public allowance per client address.
-pub fn meta_record(
-    corpus: &Corpus,
-    routes: &[Route],
-    public_requests_per_minute: u32,
-) -> MetaRecord {
-    let m = corpus.manifest();
-    let sources = m
-        .held_sources()
-        .into_iter()
-        .map(|s| {
-            let lanes: Vec<LaneInfo> = Lane::ALL
-                .iter()
-                .filter_map(|&l| {
-                    let parts: Vec<_> = m
-                        .partitions
-                        .iter()
-                        .filter(|p| p.source_id == s && p.lane == l)
-                        .collect();
-                    let certified = span(m, s, l);
-                    if parts.is_empty() && certified.is_none() {
-                        return None;
-                    }
-                    Some(LaneInfo {
-                        lane: l,
-                        partitions: parts.len(),
-                        rows: parts.iter().map(|p| p.row_count).sum(),
-                        first_partition_date: parts.iter().map(|p| p.date).min(),
-                        last_partition_date: parts.iter().map(|p| p.date).max(),
-                        certified,
-                    })
-                })
-                .collect();
-            SourceInfo {
-                source_id: s,
-                last_partition_date: m
-                    .partitions
-                    .iter()
-                    .filter(|p| p.source_id == s)
-                    .map(|p| p.date)
-                    .max(),
-                certified: span(m, s, Lane::CertifiedPit),
-                lanes,
-                note: m.notes.get(s.as_str()).cloned(),
-            }
-        })
-        .collect();
-    let plans = Plan::ALL
+/// Each plan, with the routes it may call: keyed routes of its plan or below, and the account
+/// routes every plan has.
+pub fn plans(routes: &[Route]) -> Vec<PlanInfo> {
+    Plan::ALL
         .iter()
         .map(|&p| PlanInfo {
             plan_id: p.as_str(),
@@ -177,38 +32,5 @@ pub fn meta_record(
                 paths
             },
         })
-        .collect();
-    MetaRecord {
-        clocks: Clock::ALL.iter().map(|c| c.as_str()).collect(),
-        visible_by: VisibleBy::ALL.iter().map(|v| v.as_str()).collect(),
-        lanes: Lane::ALL.iter().map(|l| l.as_str()).collect(),
-        availability_basis: AvailabilityBasis::ALL.iter().map(|b| b.as_str()).collect(),
-        plans,
-        limits: Limits {
-            limit_default: DEFAULT_LIMIT,
-            limit_max: MAX_LIMIT,
-            ticker_max_length: TICKER_MAX_LENGTH,
-            public_requests_per_minute_per_address: public_requests_per_minute,
-            coverage_missing_keys_listed: asof_engine::coverage::MAX_MISSING_KEYS,
-        },
-        corpus: CorpusInfo {
-            corpus_version: corpus.version().to_owned(),
-            created_at: m.created_at,
-            parent: m.parent.clone(),
-            sources,
-            identity: IdentityInfo {
-                ticker_intervals: corpus.identity().file().tickers.len(),
-                evidence_files: corpus.identity().file().evidence.len(),
-                max_carry_days: asof_engine::identity::MAX_CARRY_DAYS,
-            },
-        },
-        sample: m.sample.as_ref().map(|s| SampleInfo {
-            source_id: s.source_id,
-            lane: s.lane,
-            first_day: s.days.iter().min().copied(),
-            last_day: s.days.iter().max().copied(),
-            examples: s.examples.clone(),
-        }),
-        license: "Self-serve use is internal use only; commercial redistribution needs a separate license.",
-    }
+        .collect()
 }

@@ -79,7 +79,7 @@ fn share_exists(share: &str) -> Result<(), ApiError> {
     if share == SHARE {
         Ok(())
     } else {
-        Err(ApiError::NotFound(format!(
+        Err(ApiError::not_found(format!(
             "no share {share:?}; the one share is {SHARE:?}"
         )))
     }
@@ -228,7 +228,7 @@ pub(crate) async fn list_tables(
         .map(|((s, t), (id, _))| table_item(s, t, *id))
         .collect();
     if items.is_empty() {
-        return Err(ApiError::NotFound(format!(
+        return Err(ApiError::not_found(format!(
             "share {SHARE:?} has no schema {schema:?}; list them at /delta-sharing/shares/{SHARE}/schemas"
         )));
     }
@@ -267,7 +267,7 @@ async fn table(
         .await?
         .remove(&(schema.to_owned(), table.to_owned()))
         .ok_or_else(|| {
-            ApiError::NotFound(format!(
+            ApiError::not_found(format!(
                 "no table {schema}.{table} in share {SHARE}; list them at /delta-sharing/shares/{SHARE}/all-tables"
             ))
         })
@@ -295,7 +295,7 @@ async fn with_log<R>(
         .map_err(|e| {
             if e.is_not_found() {
                 tracing::warn!(error = %e, "Delta log behind the served corpus version");
-                ApiError::StorageUnavailable
+                ApiError::STORAGE_UNAVAILABLE
             } else {
                 e.into()
             }
@@ -330,7 +330,7 @@ pub(crate) async fn table_version(
             with_log(&state, &ctx, t, latest, |log| log.version_from(at))
                 .await?
                 .ok_or_else(|| {
-                    ApiError::NotFound(format!(
+                    ApiError::not_found(format!(
                         "no version of {schema}.{name} was committed at or after {s}"
                     ))
                 })?
@@ -384,7 +384,7 @@ pub(crate) async fn table_metadata(
     let (t, latest) = table(&ctx, &share, &schema, &name).await?;
     let st = with_log(&state, &ctx, t, latest, |log| log.state(latest))
         .await?
-        .ok_or(ApiError::Internal)?;
+        .ok_or(ApiError::INTERNAL)?;
     let size = st.files.values().map(|f| f.size).sum();
     let body = head_lines(&st.metadata, latest, Some((size, st.files.len())));
     Ok(answer(&ctx, "application/x-ndjson", body, Some(latest)))
@@ -554,13 +554,13 @@ async fn snapshot(
     })
     .await?
     .ok_or_else(|| {
-        ApiError::NotFound(format!(
+        ApiError::not_found(format!(
             "{schema}.{name} has no version committed at or before {}",
             q.timestamp.as_deref().unwrap_or("")
         ))
     })?;
     let st = st.ok_or_else(|| {
-        ApiError::NotFound(format!(
+        ApiError::not_found(format!(
             "{schema}.{name} has versions 0 to {latest} in corpus version {}; {version} is not one of them",
             ctx.corpus.version()
         ))
@@ -602,7 +602,7 @@ async fn snapshot_lines(
 fn file_id_of(add: &Add) -> Result<String, ApiError> {
     delta::file_id(&add.path).map(str::to_owned).ok_or_else(|| {
         tracing::error!(path = %add.path, "a Delta file path without a sha256 name");
-        ApiError::Internal
+        ApiError::INTERNAL
     })
 }
 

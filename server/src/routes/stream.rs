@@ -121,7 +121,7 @@ pub(crate) async fn stream(
             Refused::TooManyStreams { limit } => ApiError::TooManyStreams { limit },
             Refused::Replay(e) => {
                 tracing::error!(error = %e, "stream: cannot read the corpus chain to replay");
-                ApiError::Internal
+                ApiError::INTERNAL
             }
         })?;
     let body = frames.map(Ok::<Bytes, Infallible>);
