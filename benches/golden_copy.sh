@@ -18,7 +18,7 @@ mkdir -p "$out"
 sizes=("$@")
 [ ${#sizes[@]} -gt 0 ] || sizes=(250000 1000000)
 
-cargo build --release --locked -p asof-server --bin asof
+cargo build --release --locked -p asof --bin asof
 bin="$target/release/asof"
 
 run() { # label, corpus, file

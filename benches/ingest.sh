@@ -32,7 +32,7 @@ out="$target/bench-results/$scale"
 work="$target/bench-ingest/$scale"
 mkdir -p "$out"
 
-cargo build --release --locked -p asof-server --bin asof -p asof-test-support --bin asof-fake-edgar
+cargo build --release --locked -p asof --bin asof -p asof-test-support --bin asof-fake-edgar
 bin="$target/release/asof"
 fake="$target/release/asof-fake-edgar"
 { echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -sr)";

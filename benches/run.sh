@@ -25,7 +25,7 @@ corpus="${ASOF_BENCH_DIR:-$target/bench}/$scale"
 out="$target/bench-results/$scale"
 mkdir -p "$out"
 
-cargo build --release --locked -p asof-server --bin asof -p asof-bench --bin asof-bench
+cargo build --release --locked -p asof --bin asof -p asof-bench --bin asof-bench
 bin="$target/release/asof"
 { echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -sr)";
   grep -m1 'model name' /proc/cpuinfo || true; } >"$out/machine.txt"

@@ -15,7 +15,7 @@ fi
 target="${CARGO_TARGET_DIR:-$PWD/target}"
 out="$target/bench-results/stream"
 mkdir -p "$out"
-cargo build --release --locked -p asof-server --bin asof -p asof-bench --bin asof-stream-bench
+cargo build --release --locked -p asof --bin asof -p asof-bench --bin asof-stream-bench
 { echo "machine: $(nproc) cores, $(free -g | awk '/Mem:/{print $2}') GiB, $(uname -sr)";
   grep -m1 'model name' /proc/cpuinfo || true; } >"$out/machine.txt"
 # Each stream is a socket on both sides (client and server in this one machine).

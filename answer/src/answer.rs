@@ -4,8 +4,6 @@
 use asof_engine::record::SharedRow;
 use asof_engine::{Coverage, Instant, VisibleBy};
 
-use crate::envelope::{NewsRecordRef, Record, keyed_record_json};
-
 /// A successful answer of one route.
 #[derive(Debug, Clone)]
 #[must_use]
@@ -67,18 +65,3 @@ impl<T> Answer<T> {
 
 /// A page of `/v1/news` or `/v1/news/diff`: the rows the engine shares with its row cache.
 pub type NewsPage = Answer<SharedRow>;
-
-/// The records of a page's rows, as its envelope encodes them: a keyed row's encoding is kept
-/// with the cached row (made once, by whichever thread first needs it); the sample tier's rows
-/// carry `sample: true` and are encoded each time.
-pub fn records(rows: &[SharedRow], sample: bool) -> Vec<Record<'_>> {
-    rows.iter()
-        .map(|r| {
-            if sample {
-                Record::Fields(Box::new(NewsRecordRef::of(r, true)))
-            } else {
-                Record::Encoded(r.json(keyed_record_json))
-            }
-        })
-        .collect()
-}

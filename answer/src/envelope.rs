@@ -7,6 +7,8 @@ use asof_engine::{Certificate, Instant, NewsRow};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
+use asof_engine::record::SharedRow;
+
 use crate::answer::Answer;
 
 /// `status` of an envelope: an outcome of this response, not a lifecycle state.
@@ -307,6 +309,21 @@ pub enum Record<'a> {
     /// Boxed: only the sample tier's pages encode from fields, and a page is one or the other.
     Fields(Box<NewsRecordRef<'a>>),
     Encoded(&'a RawValue),
+}
+
+/// The records of a page's rows, as its envelope encodes them: a keyed row's encoding is kept
+/// with the cached row (made once, by whichever thread first needs it); the sample tier's rows
+/// carry `sample: true` and are encoded each time.
+pub fn records(rows: &[SharedRow], sample: bool) -> Vec<Record<'_>> {
+    rows.iter()
+        .map(|r| {
+            if sample {
+                Record::Fields(Box::new(NewsRecordRef::of(r, true)))
+            } else {
+                Record::Encoded(r.json(keyed_record_json))
+            }
+        })
+        .collect()
 }
 
 /// The envelope of every refusal: `status` is `coverage_missing` or `error`, `count` and

@@ -24,8 +24,8 @@ use futures::future::BoxFuture;
 use rand::RngCore;
 use serde::Serialize;
 
-use crate::answer::{Answer, NewsPage, records};
-use crate::envelope::{Envelope, ErrorEnvelope, Record, encode};
+use crate::answer::{Answer, NewsPage};
+use crate::envelope::{Envelope, ErrorEnvelope, Record, encode, records};
 use crate::pager::Pager;
 use crate::params::{FromQuery, NoQuery};
 use crate::{Error, Result, data, meta};

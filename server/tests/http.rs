@@ -1368,3 +1368,53 @@ async fn rotating_the_forwarded_for_entries_a_client_writes_escapes_no_per_addre
     .await;
     assert_eq!(r.status, StatusCode::OK);
 }
+
+/// `coverage.missing` lists at most the documented 32 keys (`limits.coverage_missing_keys_listed`
+/// of `/v1/meta`) on every route that can report missing coverage, over HTTP and in-process,
+/// with `missing_total` counting them all; at least one answer here misses more than the cap,
+/// so the bound is exercised, not vacuous.
+#[tokio::test]
+async fn every_route_lists_at_most_the_documented_missing_keys_and_counts_them_all() {
+    let t = setup().await;
+    let local = asof_answer::local::LocalApi::new(common::sample_corpus().await);
+    let meta = get(&t, "/v1/meta").await;
+    let cap = meta.json["results"][0]["limits"]["coverage_missing_keys_listed"]
+        .as_u64()
+        .unwrap() as usize;
+    assert_eq!(cap, 32);
+    let uris = [
+        "/v1/news?as_of=2099-01-01T00:00:00Z",
+        "/v1/news?ticker=TSLA&as_of=2099-01-01T00:00:00Z&visible_by=committed_at",
+        "/v1/news?source=us.ofac.sdn&as_of=2099-01-01T00:00:00Z&visible_by=available_at",
+        "/v1/news/diff?as_of_start=2026-01-01T00:00:00Z&as_of_end=2099-01-01T00:00:00Z",
+        "/v1/news?as_of=1990-01-01T00:00:00Z",
+        "/v1/coverage?limit=1000",
+        "/v1/coverage?source=sec.edgar&limit=1000&as_of=2026-01-01T00:00:00Z",
+        "/v1/mapping/ticker/NOSUCHTICKER?as_of=2026-01-29T12:00:00Z",
+        "/v1/sample/news?as_of=2099-01-01T00:00:00Z",
+        "/v1/sample/diff?as_of_start=2000-01-01T00:00:00Z&as_of_end=2099-01-01T00:00:00Z",
+        "/v1/sample/coverage?as_of=2099-01-01T00:00:00Z",
+        "/v1/sample/mapping?as_of=1990-01-01T00:00:00Z",
+    ];
+    let mut beyond_the_cap = 0;
+    for uri in uris {
+        let mut answers = vec![("http", get(&t, uri).await.json)];
+        if !uri.starts_with("/v1/sample") {
+            let (path, query) = uri.split_once('?').unwrap();
+            let body = local.get(path, Some(query)).await.body;
+            answers.push(("in-process", serde_json::from_slice(&body).unwrap()));
+        }
+        for (front, env) in answers {
+            let listed = env["coverage"]["missing"].as_array().unwrap().len();
+            let total = env["coverage"]["missing_total"].as_u64().unwrap() as usize;
+            assert!(listed <= cap, "{front} {uri}: {listed} keys listed");
+            assert!(total >= listed, "{front} {uri}: total {total} < {listed}");
+            assert_eq!(listed == 0, total == 0, "{front} {uri}");
+            if total > cap {
+                assert_eq!(listed, cap, "{front} {uri}: a long list is cut at the cap");
+                beyond_the_cap += 1;
+            }
+        }
+    }
+    assert!(beyond_the_cap >= 2, "some answer missed more than the cap");
+}

@@ -4,7 +4,6 @@
 
 #[macro_use]
 pub mod backends;
-pub mod spawn;
 
 use asof_server::state::store::{
     AccountStore, BillingStore, ReceiptStore, SignInStore, UsageStore, WindowStore,

@@ -308,6 +308,21 @@ fn query_after_the_certified_span_is_a_hole_with_exit_code_3() {
 }
 
 #[test]
+fn query_far_past_the_span_lists_the_documented_32_missing_keys_and_counts_them_all() {
+    for since in [None, Some("2026-01-01T00:00:00Z")] {
+        let mut args = vec!["query", "--as-of", "2099-01-01T00:00:00Z"];
+        if let Some(s) = since {
+            args.extend(["--since", s]);
+        }
+        let o = asof(&args);
+        assert_eq!(o.status.code(), Some(3));
+        let v = json(&o);
+        assert_eq!(v["coverage"]["missing"].as_array().unwrap().len(), 32);
+        assert!(v["coverage"]["missing_total"].as_u64().unwrap() > 32);
+    }
+}
+
+#[test]
 fn query_for_a_ticker_no_interval_places_is_an_identity_hole() {
     let o = asof(&[
         "query",

@@ -63,16 +63,16 @@ pub(crate) const QUERY_FLAGS: &[(&str, &str)] = &[
     ("limit", "--limit"),
 ];
 
-/// An API refusal, said with the flag's name instead of the parameter's.
+/// An API refusal, said with the flag's name instead of the parameter's (a fault of no
+/// parameter, a corpus that cannot be read, is said as it is; its detail is logged above it).
 pub(crate) fn flag_error(e: Error) -> Box<dyn std::error::Error> {
-    let param = e.param();
+    let Some(param) = e.param() else {
+        return e.message().into();
+    };
     let flag = QUERY_FLAGS
         .iter()
-        .find(|(p, _)| Some(*p) == param.as_deref())
-        .map_or_else(
-            || param.clone().unwrap_or_default(),
-            |(_, f)| (*f).to_owned(),
-        );
+        .find(|(p, _)| *p == param)
+        .map_or(param.as_str(), |(_, f)| f);
     format!("{flag}: {}", e.message()).into()
 }
 
