@@ -4,6 +4,7 @@
 
 pub mod audit;
 pub mod billing;
+pub mod flush;
 pub mod key_cache;
 pub mod rate;
 pub mod store;

@@ -27,7 +27,7 @@
 //! overshoot its limit by at most (N - 1) margins; a single replica is exact.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use tokio::sync::Notify;
@@ -156,17 +156,8 @@ impl RateWindows {
 
     /// Starts the flusher; it stops when the last handle to `self` is dropped.
     pub fn start_flusher(self: &Arc<Self>) {
-        let weak: Weak<Self> = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(FLUSH_INTERVAL);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(this) = weak.upgrade() else { break };
-                if let Err(e) = this.flush().await {
-                    tracing::warn!(error = %e, "rate windows: flush to the state store failed; will retry");
-                }
-            }
+        crate::state::flush::start(self, FLUSH_INTERVAL, "rate windows", |this: Arc<Self>| async move {
+            this.flush().await
         });
     }
 

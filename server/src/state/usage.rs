@@ -9,7 +9,7 @@
 //! not waiting on the store.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::error::Result;
@@ -60,17 +60,8 @@ impl Usage {
 
     /// Starts the flusher; it stops when the last handle to `self` is dropped.
     pub fn start_flusher(self: &Arc<Self>) {
-        let weak: Weak<Self> = Arc::downgrade(self);
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(FLUSH_INTERVAL);
-            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            loop {
-                tick.tick().await;
-                let Some(this) = weak.upgrade() else { break };
-                if let Err(e) = this.flush().await {
-                    tracing::warn!(error = %e, "usage: write to the state store failed; will retry");
-                }
-            }
+        crate::state::flush::start(self, FLUSH_INTERVAL, "usage", |this: Arc<Self>| async move {
+            this.flush().await
         });
     }
 
