@@ -14,15 +14,13 @@
 pub mod vendor_a;
 pub mod vendor_b;
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use asof_engine::Day;
 use serde::Serialize;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{ApiError, Error, Result};
+use crate::state::slots::{KeySlot, KeySlots};
 
 /// Longest wait for a connection to a vendor.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -190,7 +188,7 @@ pub struct Connector {
     http: reqwest::Client,
     vendors: [Option<VendorConfig>; 2],
     /// In-flight calls per API key id.
-    slots: Mutex<HashMap<String, Arc<Semaphore>>>,
+    slots: KeySlots,
 }
 
 impl std::fmt::Debug for Connector {
@@ -240,7 +238,7 @@ impl Connector {
         Ok(Connector {
             http,
             vendors: [cfg.vendor_a.clone(), cfg.vendor_b.clone()],
-            slots: Mutex::default(),
+            slots: KeySlots::new(CALLS_PER_KEY),
         })
     }
 
@@ -257,21 +255,10 @@ impl Connector {
 
     /// One of the key's [`CALLS_PER_KEY`] call slots, held until the permit drops; `429`
     /// when all are taken.
-    pub fn slot(&self, key_id: &str) -> Result<OwnedSemaphorePermit, ApiError> {
-        let sem = {
-            let mut m = self.slots.lock().expect("slots lock");
-            if m.len() > 10_000 {
-                // Idle keys' semaphores (every permit back) are dropped.
-                m.retain(|_, s| s.available_permits() < CALLS_PER_KEY);
-            }
-            m.entry(key_id.to_owned())
-                .or_insert_with(|| Arc::new(Semaphore::new(CALLS_PER_KEY)))
-                .clone()
-        };
-        sem.try_acquire_owned()
-            .map_err(|_| ApiError::ConnectorBusy {
-                limit: CALLS_PER_KEY,
-            })
+    pub fn slot(&self, key_id: &str) -> Result<KeySlot, ApiError> {
+        self.slots.take(key_id).ok_or(ApiError::ConnectorBusy {
+            limit: CALLS_PER_KEY,
+        })
     }
 
     /// The bars of `req` from vendor `v` with the caller's `key`, sorted by date.

@@ -14,8 +14,8 @@
 //! Reloading from version A to version C walks C's parents back to A, so a replica that never
 //! loaded the intermediate B still emits B's rows under B's ids.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
-use std::sync::{Arc, Mutex, RwLock};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use asof_engine::changes::{added_counts, added_rows};
@@ -26,6 +26,7 @@ use tokio::sync::watch;
 use tokio::time::Instant as Clock;
 
 use crate::http::envelope::NewsRecord;
+use crate::state::slots::{KeySlot, KeySlots};
 
 /// Settings of the stream (flags of `asof serve`).
 #[derive(Debug, Clone)]
@@ -159,7 +160,8 @@ struct HubInner {
     /// The seq the next appended step gets; connections wait on it.
     head: watch::Sender<i64>,
     shutdown: watch::Sender<bool>,
-    open: Mutex<HashMap<String, usize>>,
+    /// Each key's open streams (at most `max_per_key`).
+    open: KeySlots,
     /// One backward extension at a time (replays of old ids share its work).
     extending: tokio::sync::Mutex<()>,
     opts: StreamOptions,
@@ -185,7 +187,7 @@ impl Hub {
                 }),
                 head: watch::channel(0).0,
                 shutdown: watch::channel(false).0,
-                open: Mutex::default(),
+                open: KeySlots::new(opts.max_per_key),
                 extending: tokio::sync::Mutex::new(()),
                 opts,
             }),
@@ -219,21 +221,12 @@ impl Hub {
 
     /// Takes one of `key_id`'s stream slots; `None` when all are taken.
     pub fn open_slot(&self, key_id: &str) -> Option<Slot> {
-        let mut open = self.inner.open.lock().expect("stream slots");
-        let n = open.entry(key_id.to_owned()).or_default();
-        if *n >= self.inner.opts.max_per_key {
-            return None;
-        }
-        *n += 1;
-        Some(Slot {
-            hub: self.clone(),
-            key_id: key_id.to_owned(),
-        })
+        self.inner.open.take(key_id)
     }
 
     /// Streams open now, all keys.
     pub fn open_streams(&self) -> usize {
-        self.inner.open.lock().expect("stream slots").values().sum()
+        self.inner.open.held()
     }
 
     /// What lies at `seq`.
@@ -663,22 +656,7 @@ fn closed(reason: &'static str) {
 }
 
 /// One of a key's stream slots; given back when the stream ends (dropped with its body).
-pub struct Slot {
-    hub: Hub,
-    key_id: String,
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let mut open = self.hub.inner.open.lock().expect("stream slots");
-        if let Some(n) = open.get_mut(&self.key_id) {
-            *n -= 1;
-            if *n == 0 {
-                open.remove(&self.key_id);
-            }
-        }
-    }
-}
+pub type Slot = KeySlot;
 
 #[cfg(test)]
 mod tests {
