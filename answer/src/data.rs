@@ -3,8 +3,8 @@
 
 use asof_engine::coverage::Scope;
 use asof_engine::{
-    Corpus, Coverage, CoverageQuery, Day, Entity, Instant, Lane, NewsQuery, RecordLookup,
-    SourceId, VisibleBy,
+    Corpus, Coverage, CoverageQuery, Day, Entity, Instant, Lane, NewsQuery, RecordLookup, SourceId,
+    VisibleBy,
 };
 
 use crate::Error;
@@ -187,7 +187,6 @@ impl CutParams for DiffParams {
     }
 }
 
-
 /// The page `/v1/news` or `/v1/news/diff` answers.
 pub async fn cut<P: CutParams>(corpus: &Corpus, pager: &Pager, p: &P) -> Result<NewsPage, Error> {
     let query = p.query(corpus)?;
@@ -363,7 +362,9 @@ pub fn mapping_cik(
 ) -> Result<Answer<MappingRecord>, Error> {
     let cik = params::cik(cik, "cik")?;
     if !corpus.identity().knows_cik(&cik) {
-        return Err(Error::NotFound(format!("no identity evidence for CIK {cik}")));
+        return Err(Error::NotFound(format!(
+            "no identity evidence for CIK {cik}"
+        )));
     }
     let m = corpus.mapping_cik(&cik, p.as_of);
     Ok(Answer::of(m).at(Some(p.as_of), None))

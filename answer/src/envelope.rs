@@ -54,7 +54,10 @@ pub struct ErrorBody {
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Envelope<T: Serialize> {
     /// Echoed from `X-Request-Id` when that is a UUID, else minted.
-    #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+    )]
     pub request_id: String,
     /// `sha256:<hex>` of the corpus manifest that answered (also `X-Corpus-Version`).
     #[cfg_attr(feature = "openapi", schema(pattern = r"^(sha256:[0-9a-f]{64})?$"))]
@@ -332,7 +335,10 @@ pub fn records(rows: &[SharedRow], sample: bool) -> Vec<Record<'_>> {
 #[derive(Debug, Clone, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ErrorEnvelope {
-    #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$"))]
+    #[cfg_attr(
+        feature = "openapi",
+        schema(pattern = "^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+    )]
     pub request_id: String,
     /// Empty when the refusal came before a corpus version was chosen.
     #[cfg_attr(feature = "openapi", schema(pattern = r"^(sha256:[0-9a-f]{64})?$"))]

@@ -128,7 +128,11 @@ mod tests {
             diff.open::<u64>(Some(&cursor)),
             Err(Error::InvalidRequest { .. })
         ));
-        let other = pager.bind(Op::News, &[("lane", "forward_first_seen".into())], "sha256:a");
+        let other = pager.bind(
+            Op::News,
+            &[("lane", "forward_first_seen".into())],
+            "sha256:a",
+        );
         assert!(matches!(
             other.open::<u64>(Some(&cursor)),
             Err(Error::InvalidRequest { .. })

@@ -294,10 +294,7 @@ impl FromParam for Option<SourceId> {
 }
 
 /// Refuses a source the corpus does not hold, naming the held ones.
-pub fn held_source(
-    source: Option<SourceId>,
-    held: &[SourceId],
-) -> Result<Option<SourceId>, Error> {
+pub fn held_source(source: Option<SourceId>, held: &[SourceId]) -> Result<Option<SourceId>, Error> {
     match source {
         Some(s) if !held.contains(&s) => Err(Error::invalid(
             "source",

@@ -134,7 +134,15 @@ pub async fn news(corpus: &Corpus, pager: &Pager, p: &SampleNewsParams) -> Resul
     let ex = example(&set, p.example.as_deref())?;
     let as_of = p.as_of.unwrap_or_else(|| sample_latest(&set));
     let query = sample_query(&set, ex, p.visible_by, None, as_of);
-    let page = crate::data::news_page(corpus, pager, Op::SampleNews, query, None, Scope::Sample(&set)).await?;
+    let page = crate::data::news_page(
+        corpus,
+        pager,
+        Op::SampleNews,
+        query,
+        None,
+        Scope::Sample(&set),
+    )
+    .await?;
     Ok(page.sample(true))
 }
 
@@ -143,7 +151,15 @@ pub async fn diff(corpus: &Corpus, pager: &Pager, p: &SampleDiffParams) -> Resul
     let set = sample_set(corpus)?;
     let ex = example(&set, p.example.as_deref())?;
     let query = sample_query(&set, ex, p.visible_by, Some(p.as_of_start), p.as_of_end);
-    let page = crate::data::news_page(corpus, pager, Op::SampleDiff, query, None, Scope::Sample(&set)).await?;
+    let page = crate::data::news_page(
+        corpus,
+        pager,
+        Op::SampleDiff,
+        query,
+        None,
+        Scope::Sample(&set),
+    )
+    .await?;
     Ok(page.sample(true))
 }
 

@@ -156,7 +156,10 @@ async fn an_in_process_meta_record_lists_no_plans_and_no_public_allowance() {
         meta["results"][0]["limits"]["public_requests_per_minute_per_address"],
         0
     );
-    assert_eq!(meta["results"][0]["corpus"]["corpus_version"], local.version());
+    assert_eq!(
+        meta["results"][0]["corpus"]["corpus_version"],
+        local.version()
+    );
 }
 
 #[tokio::test]

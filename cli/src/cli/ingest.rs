@@ -3,8 +3,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use asof_engine::{CorpusStore, Instant, Lane, SourceId};
 use asof_answer::params::enum_param;
+use asof_engine::{CorpusStore, Instant, Lane, SourceId};
 use clap::Args;
 
 use super::query::flag_error;

@@ -116,7 +116,11 @@ pub(crate) async fn query(a: QueryArgs) -> CliResult {
     let corpus = Arc::new(open(&a.corpus.corpus).await?);
     let q = query_of(&a, &corpus).map_err(flag_error)?;
     let (as_of, visible_by) = (q.as_of, q.visible_by);
-    let op = if q.start.is_some() { Op::Diff } else { Op::News };
+    let op = if q.start.is_some() {
+        Op::Diff
+    } else {
+        Op::News
+    };
     // One page, never resumed: the cursor key is nobody's and no cursor is printed.
     let pager = Pager::new("asof query");
     let mut page = match news_page(&corpus, &pager, op, q, None, Scope::Corpus).await {

@@ -9,7 +9,6 @@ use std::time::Duration;
 use asof_engine::{Corpus, ScanPool};
 
 use crate::http::cursor::CursorSigner;
-use asof_answer::Pager;
 use crate::http::file_url::FileUrlSigner;
 use crate::plan::PUBLIC_REQUESTS_PER_MINUTE;
 use crate::signin::SignInConfig;
@@ -21,6 +20,7 @@ use crate::state::key_cache::KeyCache;
 use crate::state::rate::RateWindows;
 use crate::state::usage::Usage;
 use crate::state::{KeyRecord, StateStore, User};
+use asof_answer::Pager;
 
 /// Shared state of one server process. Cheap to clone.
 #[derive(Clone)]

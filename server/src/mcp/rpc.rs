@@ -256,7 +256,10 @@ impl Call<'_> {
         if keyed && !args.contains_key("as_of") && self.takes_as_of(tool) {
             // With a key every tool answers as knowable at a cut the caller names (the REST
             // coverage route defaults to the latest; a tool call must not).
-            return self.refusal(id, &ApiError::from(crate::http::params::missing_instant("as_of")));
+            return self.refusal(
+                id,
+                &ApiError::from(crate::http::params::missing_instant("as_of")),
+            );
         }
         let uri = self.uri(tool, keyed, args);
         let (status, body) = self.send(&uri, !keyed).await;

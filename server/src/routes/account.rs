@@ -187,7 +187,9 @@ pub(crate) async fn revoke_key(
         .revoke_key(&user.id, &id, Instant::now())
         .await?
     {
-        return Err(ApiError::not_found("no key with this id among yours".into()));
+        return Err(ApiError::not_found(
+            "no key with this id among yours".into(),
+        ));
     }
     state.keys().forget(&id);
     let key = state

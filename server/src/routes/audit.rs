@@ -6,12 +6,12 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use asof_answer::Op;
 use crate::http::envelope::Envelope;
 use crate::http::params::{FromParam, Limit, NoQuery, Q, query};
 use crate::http::response::{CacheKind, JsonEnvelope};
 use crate::http::{AppState, Caller, Ctx, Reply, ok};
 use crate::state::audit::{AuditStats, NEXT_CURSOR_HEADER, Receipt};
+use asof_answer::Op;
 
 query! {
     /// Query of `GET /v1/audit-log`.
@@ -98,7 +98,10 @@ pub(crate) async fn audit_log(
         .await?;
     let next_cursor = if rows.len() > limit {
         rows.truncate(limit);
-        paging.mint(rows.last().map(|last| (last.ts_ms, last.request_id.clone())))
+        paging.mint(
+            rows.last()
+                .map(|last| (last.ts_ms, last.request_id.clone())),
+        )
     } else {
         None
     };

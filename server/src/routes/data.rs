@@ -3,8 +3,10 @@
 //! one answer of `asof_answer::data` and renders it.
 
 use asof_answer::NewsPage;
+use asof_answer::data::{
+    self, CoverageParams, DiffParams, MappingParams, NewsParams, RecordParams,
+};
 use asof_answer::envelope::records;
-use asof_answer::data::{self, CoverageParams, DiffParams, MappingParams, NewsParams, RecordParams};
 use axum::extract::{Extension, Path, State};
 use axum::response::{IntoResponse, Response};
 

@@ -15,12 +15,12 @@ use axum::response::IntoResponse;
 use futures::TryStreamExt;
 
 use crate::error::ApiError;
-use asof_answer::Op;
 use crate::http::envelope::{Envelope, FileRecord};
 use crate::http::file_url::Signing;
 use crate::http::params::{Limit, NoQuery, Q, held_source, query};
 use crate::http::range::{Asked, FileResponse};
 use crate::http::{AppState, Ctx, Reply, ok};
+use asof_answer::Op;
 
 /// The media type of every file.
 pub const PARQUET: &str = "application/vnd.apache.parquet";
@@ -160,9 +160,11 @@ pub(crate) async fn file_bytes(
     // shared through /delta-sharing names those; the URL's signature vouches for the id).
     let entry = match lookup(&ctx.corpus, &id) {
         Ok(e) => e,
-        Err(ApiError::Answer(asof_answer::Error::NotFound(m))) => crate::routes::sharing::shared_file(&state, &ctx.corpus, &id)
-            .await?
-            .ok_or(ApiError::not_found(m))?,
+        Err(ApiError::Answer(asof_answer::Error::NotFound(m))) => {
+            crate::routes::sharing::shared_file(&state, &ctx.corpus, &id)
+                .await?
+                .ok_or(ApiError::not_found(m))?
+        }
         Err(e) => return Err(e),
     };
     // Cacheable by the one client holding the URL, and no longer than the URL lives.

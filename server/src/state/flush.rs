@@ -61,13 +61,18 @@ mod tests {
         let owner = Arc::new(Counter {
             flushes: AtomicUsize::new(0),
         });
-        start(&owner, Duration::from_millis(10), "test", |c: Arc<Counter>| async move {
-            let n = c.flushes.fetch_add(1, Ordering::SeqCst);
-            if n == 1 {
-                return Err(crate::error::Error::Config("a failed flush".into()));
-            }
-            Ok(())
-        });
+        start(
+            &owner,
+            Duration::from_millis(10),
+            "test",
+            |c: Arc<Counter>| async move {
+                let n = c.flushes.fetch_add(1, Ordering::SeqCst);
+                if n == 1 {
+                    return Err(crate::error::Error::Config("a failed flush".into()));
+                }
+                Ok(())
+            },
+        );
         assert!(
             eventually(|| owner.flushes.load(Ordering::SeqCst) >= 4).await,
             "a flush each interval, going on after the failed one"
@@ -80,6 +85,10 @@ mod tests {
         );
         let after = weak.strong_count();
         tokio::time::sleep(Duration::from_millis(50)).await;
-        assert_eq!((after, weak.strong_count()), (0, 0), "and the task has ended");
+        assert_eq!(
+            (after, weak.strong_count()),
+            (0, 0),
+            "and the task has ended"
+        );
     }
 }

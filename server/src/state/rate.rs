@@ -156,9 +156,12 @@ impl RateWindows {
 
     /// Starts the flusher; it stops when the last handle to `self` is dropped.
     pub fn start_flusher(self: &Arc<Self>) {
-        crate::state::flush::start(self, FLUSH_INTERVAL, "rate windows", |this: Arc<Self>| async move {
-            this.flush().await
-        });
+        crate::state::flush::start(
+            self,
+            FLUSH_INTERVAL,
+            "rate windows",
+            |this: Arc<Self>| async move { this.flush().await },
+        );
     }
 
     /// Counts one request of `bucket` in the window starting at `window` (microseconds) and

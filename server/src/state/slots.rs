@@ -91,7 +91,10 @@ mod tests {
         let c = slots.take("k1").expect("a dropped slot is given back");
         drop((b, c, other));
         assert_eq!(slots.held(), 0);
-        assert!(slots.inner.held.lock().unwrap().is_empty(), "no entry for idle keys");
+        assert!(
+            slots.inner.held.lock().unwrap().is_empty(),
+            "no entry for idle keys"
+        );
         let none = KeySlots::new(0);
         assert!(none.take("k").is_none());
         assert!(none.inner.held.lock().unwrap().is_empty());

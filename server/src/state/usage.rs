@@ -60,9 +60,12 @@ impl Usage {
 
     /// Starts the flusher; it stops when the last handle to `self` is dropped.
     pub fn start_flusher(self: &Arc<Self>) {
-        crate::state::flush::start(self, FLUSH_INTERVAL, "usage", |this: Arc<Self>| async move {
-            this.flush().await
-        });
+        crate::state::flush::start(
+            self,
+            FLUSH_INTERVAL,
+            "usage",
+            |this: Arc<Self>| async move { this.flush().await },
+        );
     }
 
     /// Counts one request.
