@@ -1,7 +1,7 @@
 //! An answer as a value: the results and what they are about (the cut, the coverage, the next
 //! page), before any front end renders it. A refusal is the [`crate::Error`] beside it.
 
-use asof_engine::record::SharedRow;
+use asof_engine::model::record::SharedRow;
 use asof_engine::{Coverage, Instant, VisibleBy};
 
 /// A successful answer of one route.

@@ -1,7 +1,7 @@
 //! The data answers: the as-of cut, the became-knowable diff, single records, coverage
 //! certificates and identity as of an instant, with the query structs their routes take.
 
-use asof_engine::coverage::Scope;
+use asof_engine::model::coverage::Scope;
 use asof_engine::{
     Corpus, Coverage, CoverageQuery, Day, Entity, Instant, Lane, NewsQuery, RecordLookup, SourceId,
     VisibleBy,
@@ -269,7 +269,7 @@ pub async fn record(
         RecordLookup::Visible(r) => {
             let mut cov = Coverage::default();
             if let Some(d) = r.partition_day() {
-                cov.touch(asof_engine::coverage::day_key(r.source_id, d));
+                cov.touch(asof_engine::model::coverage::day_key(r.source_id, d));
             }
             Ok(Answer::of(vec![NewsRecord::from_row(*r, false)])
                 .at(Some(as_of), Some(visible_by))
@@ -343,7 +343,7 @@ pub fn mapping(
     match corpus.mapping_ticker(ticker, as_of) {
         Ok(m) => {
             let mut cov = Coverage::default();
-            cov.touch(asof_engine::identity::ticker_hole_key(ticker, as_of));
+            cov.touch(asof_engine::model::identity::ticker_hole_key(ticker, as_of));
             Ok(Answer::of(m).at(Some(as_of), None).coverage(cov))
         }
         Err(key) => {

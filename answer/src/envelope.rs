@@ -1,13 +1,13 @@
 //! The envelope and the record shapes every JSON answer uses, whoever renders it (HTTP, MCP,
 //! `asof query`, the Python module).
 
-use asof_engine::coverage::Coverage;
-use asof_engine::identity::Mapping;
+use asof_engine::model::coverage::Coverage;
+use asof_engine::model::identity::Mapping;
 use asof_engine::{Certificate, Instant, NewsRow};
 use serde::Serialize;
 use serde_json::value::RawValue;
 
-use asof_engine::record::SharedRow;
+use asof_engine::model::record::SharedRow;
 
 use crate::answer::Answer;
 
@@ -305,7 +305,7 @@ pub fn keyed_record_json(row: &NewsRow) -> Box<RawValue> {
 }
 
 /// A news record as a page encodes it: from its fields, or the encoding kept with a cached row
-/// ([`asof_engine::record::SharedRow::json`], made by [`keyed_record_json`]).
+/// ([`asof_engine::model::record::SharedRow::json`], made by [`keyed_record_json`]).
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum Record<'a> {
@@ -566,7 +566,7 @@ mod tests {
 
     #[test]
     fn a_record_kept_with_its_cached_row_is_the_same_bytes_and_is_encoded_once() {
-        use asof_engine::record::{RowBlock, SharedRow};
+        use asof_engine::model::record::{RowBlock, SharedRow};
         let block: std::sync::Arc<RowBlock> = std::sync::Arc::new(
             [row(Some(r#"{"a":"x\u00e9"}"#)), row(None)]
                 .into_iter()

@@ -5,7 +5,7 @@
 //! The server's `ApiError` wraps this type for the refusals of answers and adds its own (keys,
 //! limits, billing); it never restates these.
 
-use asof_engine::coverage::Coverage;
+use asof_engine::model::coverage::Coverage;
 use asof_engine::{Instant, VisibleBy};
 
 /// Why an answer could not be given.

@@ -18,7 +18,7 @@
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use asof_engine::record::to_batch;
+use asof_engine::model::record::to_batch;
 use asof_engine::{Corpus, CorpusStore};
 use futures::future::BoxFuture;
 use rand::RngCore;
@@ -53,7 +53,7 @@ pub struct LocalBatch {
     /// otherwise the error envelope as [`LocalApi::get`] answers it.
     pub head: Vec<u8>,
     /// On 200 the page's records, one row each in the stored record's columns
-    /// (`asof_engine::record::schema`), in the page's order.
+    /// (`asof_engine::model::record::schema`), in the page's order.
     pub batch: Option<RecordBatch>,
 }
 

@@ -1,6 +1,6 @@
 //! The meta record (`results[0]` of `/v1/meta`): vocabularies, plans, limits and the corpus.
 
-use asof_engine::manifest::Manifest;
+use asof_engine::model::manifest::Manifest;
 use asof_engine::{AvailabilityBasis, Clock, Corpus, Day, Instant, Lane, SourceId, VisibleBy};
 use serde::Serialize;
 
@@ -101,7 +101,7 @@ pub struct SampleInfo {
     pub lane: Lane,
     pub first_day: Option<Day>,
     pub last_day: Option<Day>,
-    pub examples: Vec<asof_engine::manifest::SampleExample>,
+    pub examples: Vec<asof_engine::model::manifest::SampleExample>,
 }
 
 fn span(m: &Manifest, s: SourceId, l: Lane) -> Option<SpanInfo> {
@@ -172,7 +172,7 @@ pub fn meta_record(
             limit_max: MAX_LIMIT,
             ticker_max_length: TICKER_MAX_LENGTH,
             public_requests_per_minute_per_address: public_requests_per_minute,
-            coverage_missing_keys_listed: asof_engine::coverage::MAX_MISSING_KEYS,
+            coverage_missing_keys_listed: asof_engine::model::coverage::MAX_MISSING_KEYS,
         },
         corpus: CorpusInfo {
             corpus_version: corpus.version().to_owned(),
@@ -182,7 +182,7 @@ pub fn meta_record(
             identity: IdentityInfo {
                 ticker_intervals: corpus.identity().file().tickers.len(),
                 evidence_files: corpus.identity().file().evidence.len(),
-                max_carry_days: asof_engine::identity::MAX_CARRY_DAYS,
+                max_carry_days: asof_engine::model::identity::MAX_CARRY_DAYS,
             },
         },
         sample: m.sample.as_ref().map(|s| SampleInfo {

@@ -22,7 +22,7 @@ pub const MAX_LIMIT: usize = 1000;
 pub const DEFAULT_LIMIT: usize = 100;
 /// Tickers: letters, digits, `.`, `-`; at most 16 characters (matched case-insensitively).
 pub const TICKER_PATTERN: &str = "^[A-Za-z0-9.-]{1,16}$";
-pub use asof_engine::identity::TICKER_MAX_LENGTH;
+pub use asof_engine::model::identity::TICKER_MAX_LENGTH;
 /// CIKs: up to ten digits, leading zeros optional, not all zero (`0` names no filer). The
 /// length bound is [`CIK_MAX_LENGTH`], apart, because the pattern has no lookahead.
 pub const CIK_PATTERN: &str = "^0*[1-9][0-9]*$";
@@ -420,9 +420,9 @@ pub fn entity(ticker: &Option<Ticker>, cik: &Option<Cik>) -> Result<Entity, Erro
 }
 
 /// A ticker: 1 to 16 of letters, digits, `.`, `-`; matched case-insensitively (stored upper).
-/// The engine's one rule ([`asof_engine::identity::ticker`]), refused as an envelope.
+/// The engine's one rule ([`asof_engine::model::identity::ticker`]), refused as an envelope.
 pub fn ticker(s: &str, param: &str) -> Result<String, Error> {
-    Ok(asof_engine::identity::ticker(s, param)?)
+    Ok(asof_engine::model::identity::ticker(s, param)?)
 }
 
 /// A CIK with or without leading zeros.

@@ -1,9 +1,9 @@
 //! The public sample's answers (every one watermarked `sample: true`): the same engine calls
 //! as the data answers, scoped to the sample's companies and days.
 
-use asof_engine::coverage::Scope;
-use asof_engine::manifest::{SampleExample, SampleSet};
-use asof_engine::sample::{SampleCoverageQuery, sample_latest};
+use asof_engine::model::coverage::Scope;
+use asof_engine::model::manifest::{SampleExample, SampleSet};
+use asof_engine::read::sample::{SampleCoverageQuery, sample_latest};
 use asof_engine::{Corpus, Day, Entity, Instant, Lane, NewsQuery, SourceId, VisibleBy};
 use serde::Serialize;
 
@@ -178,8 +178,8 @@ pub struct SampleCertificate {
     row_count: Option<u64>,
 }
 
-impl From<asof_engine::sample::SampleCertificate> for SampleCertificate {
-    fn from(c: asof_engine::sample::SampleCertificate) -> Self {
+impl From<asof_engine::read::sample::SampleCertificate> for SampleCertificate {
+    fn from(c: asof_engine::read::sample::SampleCertificate) -> Self {
         SampleCertificate {
             key: c.key,
             source_id: c.source_id,

@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use asof_bench::{Size, draw};
-use asof_engine::corpus::{Answer, Corpus};
-use asof_engine::coverage::Scope;
+use asof_engine::model::coverage::Scope;
+use asof_engine::read::corpus::{Answer, Corpus};
 use asof_engine::{CorpusStore, Lane, SourceId, VisibleBy};
 use criterion::{Criterion, criterion_group, criterion_main};
 

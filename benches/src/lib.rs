@@ -6,8 +6,8 @@
 //! uniform over the certified span after its first year. The same seed gives the same
 //! queries, so the engine, HTTP and DuckDB runs measure the same questions.
 
-use asof_engine::clock::{Instant, Lane, SourceId, VisibleBy};
-use asof_engine::corpus::{Corpus, Entity, NewsQuery};
+use asof_engine::model::clock::{Instant, Lane, SourceId, VisibleBy};
+use asof_engine::read::corpus::{Corpus, Entity, NewsQuery};
 use asof_ingest::corpora::synthetic::{Rng, cik_of};
 use serde::Serialize;
 

@@ -203,12 +203,12 @@ fn a_served_process_polls_the_pointer_and_serves_a_new_version() {
     );
     let mut guard = Guard(child);
     let before = health_version(&addr);
-    let changes = asof_engine::publish::ChangeSet {
+    let changes = asof_engine::write::publish::ChangeSet {
         notes: [("e2e".to_owned(), "reload loop".to_owned())].into(),
         ..Default::default()
     };
     let published = rt
-        .block_on(asof_engine::publish::publish(
+        .block_on(asof_engine::write::publish::publish(
             &store,
             changes,
             asof_engine::Instant::now(),

@@ -27,11 +27,11 @@ pub enum Error {
     /// Every scan slot stayed taken for the whole wait ([`crate::ScanPool`]).
     #[error("every scan slot is taken")]
     Busy,
-    /// The question would look at more rows than one request may ([`crate::scan_pool::Budget`]).
+    /// The question would look at more rows than one request may ([`crate::read::scan_pool::Budget`]).
     #[error("the question reads more than {limit} rows")]
     TooBroad { limit: u64 },
     /// Another publisher moved the pointer since this one read its parent (publishers rebase
-    /// on it; it reaches a caller only after the bounded retries, `crate::publish`).
+    /// on it; it reaches a caller only after the bounded retries, `crate::write::publish`).
     #[error("the corpus pointer moved: expected {expected:?}, found {found:?}")]
     PointerMoved {
         expected: Option<String>,

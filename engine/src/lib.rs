@@ -1,46 +1,36 @@
 //! asof engine: corpus manifests and partitions, visibility clocks, coverage and identity.
 //!
-//! The engine knows nothing of HTTP. The server maps its answers to envelopes; offline
-//! analysts call it through `asof query` and `asof sql`. See ARCHITECTURE.md for the map.
+//! The engine knows nothing of HTTP. The answer layer (`asof-answer`) and the server map its
+//! answers to envelopes; offline analysts call it through `asof query` and `asof sql`. The
+//! folders are its layers, each using only those listed before it (ARCHITECTURE.md):
+//! [`model`] (the as-of model: clocks, records, the cut, manifests, coverage, identity),
+//! [`store`] (where a corpus lives: objects put and read back, hash-checked), [`format`] (every
+//! stored object's layout, encoded and decoded), [`read`] (a loaded version and its answers),
+//! [`rule`] (the rule exported to other engines: its tables derived, its SQL written),
+//! [`write`] (publishing a version), [`sql`] (SQL over a snapshot) and [`verify`].
 
-pub mod access;
-pub mod changes;
-pub mod clock;
-pub mod corpus;
-pub mod coverage;
-pub mod cut;
-pub mod delta;
-pub mod encode;
 pub mod error;
-pub mod identity;
-pub mod ids;
-pub mod late;
-pub mod lists;
-pub mod manifest;
-pub mod page_cache;
-pub mod publish;
+pub mod format;
+pub mod model;
 pub mod read;
-pub mod record;
 pub mod rule;
-pub mod sample;
-pub mod scan_pool;
-pub mod spill;
 pub mod sql;
 pub mod store;
 pub mod verify;
+pub mod write;
 
-pub use clock::{
+pub use error::{ClockFault, Error, Result};
+pub use model::clock::{
     AvailabilityBasis, CLOCK_PATTERN, Clock, DAY_PATTERN, Day, Instant, Lane, SourceId, VisibleBy,
 };
-pub use corpus::{
+pub use model::coverage::{Coverage, Scope};
+pub use model::manifest::Manifest;
+pub use model::record::NewsRow;
+pub use read::corpus::{
     Answer, Certificate, Corpus, CoverageQuery, Entity, FileEntry, FilePosition, FilesQuery,
     NewsQuery, Position, RecordLookup, normalize_cik,
 };
-pub use coverage::{Coverage, Scope};
-pub use error::{ClockFault, Error, Result};
-pub use manifest::Manifest;
-pub use record::NewsRow;
-pub use scan_pool::ScanPool;
+pub use read::scan_pool::ScanPool;
 pub use store::CorpusStore;
 
 #[cfg(test)]

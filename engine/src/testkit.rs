@@ -1,11 +1,11 @@
 //! Test helpers: small corpora published through the real publish path into a temp directory.
 
-use crate::clock::{Day, Instant, Lane, SourceId};
-use crate::corpus::Corpus;
-use crate::manifest::Certification;
-use crate::publish::{ChangeSet, publish};
-use crate::record::NewsRow;
+use crate::model::clock::{Day, Instant, Lane, SourceId};
+use crate::model::manifest::Certification;
+use crate::model::record::NewsRow;
+use crate::read::corpus::Corpus;
 use crate::store::CorpusStore;
+use crate::write::publish::{ChangeSet, publish};
 
 pub fn t(s: &str) -> Instant {
     Instant::parse(s).unwrap()
@@ -30,7 +30,7 @@ pub fn edgar(accession: &str, cik: &str, published: Option<&str>, committed: &st
         available_at: None,
         acceptance_at: published.map(t),
         committed_at: Some(t(committed)),
-        availability_basis: crate::clock::AvailabilityBasis::Unknown,
+        availability_basis: crate::model::clock::AvailabilityBasis::Unknown,
         revision_id: String::new(),
         supersedes: None,
         content_sha256: String::new(),
@@ -77,7 +77,7 @@ pub async fn corpus(
 
 /// January certified in both lanes. Certified (committed) on Jan 1 so that `committed_at`
 /// cuts during January see the certification; a later `certified_at` would make them holes.
-pub fn january() -> Vec<crate::manifest::Certification> {
+pub fn january() -> Vec<crate::model::manifest::Certification> {
     vec![
         cert(
             Lane::CertifiedPit,
@@ -95,9 +95,9 @@ pub fn january() -> Vec<crate::manifest::Certification> {
 }
 
 /// A manifest with nothing in it, for tests that add derived objects one at a time.
-pub fn empty_manifest() -> crate::manifest::Manifest {
-    crate::manifest::Manifest {
-        format: crate::manifest::FORMAT.into(),
+pub fn empty_manifest() -> crate::model::manifest::Manifest {
+    crate::model::manifest::Manifest {
+        format: crate::model::manifest::FORMAT.into(),
         created_at: t("2026-01-01T00:00:00Z"),
         parent: None,
         partitions: vec![],
@@ -186,7 +186,7 @@ pub async fn random_corpus(
             1 | 2 => {
                 r.lane = Lane::ForwardFirstSeen;
                 r.available_at = Some(Instant::from_micros(published.micros() + 60_000_000));
-                r.availability_basis = crate::clock::AvailabilityBasis::LocalFirstSeen;
+                r.availability_basis = crate::model::clock::AvailabilityBasis::LocalFirstSeen;
             }
             _ => {}
         }
@@ -265,7 +265,7 @@ pub async fn random_corpus(
 /// a refused object asserts on. Panics if verify accepts it.
 pub async fn refusal_of(
     store: &CorpusStore,
-    mut forged: crate::manifest::Manifest,
+    mut forged: crate::model::manifest::Manifest,
     parent: &str,
 ) -> String {
     forged.parent = Some(parent.to_owned());
@@ -291,7 +291,7 @@ pub fn placed_rows(
     let mut batches = Vec::new();
     for p in paths {
         let file = std::fs::File::open(dir.join(p)).unwrap();
-        let name = crate::rule::tables::file_name(p);
+        let name = crate::format::rule::file_name(p);
         let mut row = 0i64;
         for b in ParquetRecordBatchReaderBuilder::try_new(file)
             .unwrap()
@@ -300,7 +300,7 @@ pub fn placed_rows(
         {
             let b = b.unwrap();
             let n = b.num_rows();
-            let mut cols: Vec<ArrayRef> = crate::record::schema()
+            let mut cols: Vec<ArrayRef> = crate::model::record::schema()
                 .fields()
                 .iter()
                 .map(|f| b.column_by_name(f.name()).unwrap().clone())

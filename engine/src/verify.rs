@@ -2,12 +2,12 @@
 //! read paths trust without decoding (partition statistics, access files' block offsets and
 //! slots).
 
-use crate::access;
 use crate::error::{Error, Result};
-use crate::late;
-use crate::manifest::{PartitionClocks, marks_of};
-use crate::read::{decode_parquet, get_checked};
+use crate::format::access;
+use crate::format::late;
+use crate::model::manifest::{PartitionClocks, marks_of};
 use crate::store::CorpusStore;
+use crate::store::objects::{decode_parquet, get_checked};
 
 /// What a successful verification checked.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -31,7 +31,7 @@ pub async fn verify(store: &CorpusStore, version: Option<&str>) -> Result<Verifi
 pub async fn verify_beyond(
     store: &CorpusStore,
     version: Option<&str>,
-    known: Option<&crate::manifest::Manifest>,
+    known: Option<&crate::model::manifest::Manifest>,
 ) -> Result<Verified> {
     let version = match version {
         Some(v) => v.to_owned(),
@@ -50,8 +50,8 @@ pub async fn verify_beyond(
 pub async fn verify_manifest(
     store: &CorpusStore,
     version: &str,
-    m: &crate::manifest::Manifest,
-    known: Option<&crate::manifest::Manifest>,
+    m: &crate::model::manifest::Manifest,
+    known: Option<&crate::model::manifest::Manifest>,
 ) -> Result<Verified> {
     let seen: std::collections::HashSet<&str> = known
         .map(|k| {
@@ -145,18 +145,18 @@ pub async fn verify_manifest(
                 access::verify_file(store, m, o).await?;
                 out.other_objects += 2;
             }
-            crate::ids::KIND_IDS_FILTER => {
-                crate::ids::verify_filter(store, m, o).await?;
+            crate::format::ids::KIND_IDS_FILTER => {
+                crate::format::ids::verify_filter(store, m, o).await?;
                 out.other_objects += 1;
             }
             late::KIND_LATE => {
-                late::verify(store, m, o, &late_rows).await?;
+                crate::read::late::verify(store, m, o, &late_rows).await?;
                 out.other_objects += 1;
             }
             // All at once below, with what the decoded partitions supersede.
-            crate::rule::KIND_SUPERSESSIONS
-            | crate::rule::tables::KIND_SUPERSESSIONS_UNPLACED
-            | crate::rule::KIND_COVERAGE => {}
+            crate::format::rule::KIND_SUPERSESSIONS
+            | crate::format::rule::KIND_SUPERSESSIONS_UNPLACED
+            | crate::format::rule::KIND_COVERAGE => {}
             _ => {
                 get_checked(store, &o.path, &o.sha256).await?;
                 out.other_objects += 1;
@@ -186,10 +186,10 @@ pub async fn verify_manifest(
 
 #[cfg(test)]
 mod tests {
-    use crate::clock::{Lane, SourceId};
-    use crate::encode::write_partition;
-    use crate::read::read_partition;
+    use crate::model::clock::{Lane, SourceId};
+    use crate::store::objects::read_partition;
     use crate::testkit::{random_corpus, refusal_of};
+    use crate::write::encode::write_partition;
 
     #[tokio::test]
     async fn verify_refuses_a_partition_holding_a_row_of_another_lane() {

@@ -3,8 +3,8 @@
 
 mod common;
 
-use asof_engine::publish::{ChangeSet, publish};
 use asof_engine::store::POINTER;
+use asof_engine::write::publish::{ChangeSet, publish};
 use asof_engine::{CorpusStore, Error};
 use common::{at, race, row};
 

@@ -5,9 +5,10 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use asof_engine::delta::{self, Action, DeltaLog};
-use asof_engine::manifest::Certification;
-use asof_engine::publish::{ChangeSet, publish};
+use asof_engine::format::delta::{self, Action};
+use asof_engine::model::manifest::Certification;
+use asof_engine::read::delta::DeltaLog;
+use asof_engine::write::publish::{ChangeSet, publish};
 use asof_engine::{CorpusStore, Lane, Manifest, SourceId};
 use common::{at, row};
 
@@ -107,7 +108,7 @@ async fn a_rewritten_day_is_a_remove_and_an_add_and_each_table_version_lists_its
     let sup = "us.ofac.sdn/certified_pit/supersessions";
     assert_eq!(m1.delta.as_ref().unwrap()[sup], 0);
     assert_eq!(m2.delta.as_ref().unwrap()[sup], 0);
-    let checked = delta::check(&store, &v2).await.unwrap();
+    let checked = asof_engine::write::delta::check(&store, &v2).await.unwrap();
     assert_eq!((checked.tables, checked.commits, checked.behind), (2, 3, 0));
 }
 
@@ -147,7 +148,9 @@ async fn a_publish_that_leaves_a_table_alone_keeps_its_version_and_commits_nothi
     expected.insert(coverage.into(), 0);
     assert_eq!(now, expected, "only the coverage table changed");
     assert!(!commit_file(dir.path(), 2).exists());
-    let checked = delta::check(&store, &certified.version).await.unwrap();
+    let checked = asof_engine::write::delta::check(&store, &certified.version)
+        .await
+        .unwrap();
     assert_eq!((checked.commits, checked.behind), (4, 0));
 }
 
@@ -166,7 +169,10 @@ async fn a_commit_that_differs_from_its_corpus_version_fails_the_check_naming_it
         .collect();
     assert_ne!(kept, text);
     std::fs::write(&path, kept).unwrap();
-    let err = delta::check(&store, &v2).await.unwrap_err().to_string();
+    let err = asof_engine::write::delta::check(&store, &v2)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("00000000000000000001.json"), "{err}");
     assert!(err.contains(&v2), "{err}");
 }
@@ -179,20 +185,26 @@ async fn a_log_behind_its_pointer_is_reported_and_written_again_byte_for_byte() 
     let path = commit_file(dir.path(), 1);
     let original = std::fs::read(&path).unwrap();
     std::fs::remove_file(&path).unwrap();
-    let checked = delta::check(&store, &v2).await.unwrap();
+    let checked = asof_engine::write::delta::check(&store, &v2).await.unwrap();
     assert_eq!((checked.commits, checked.behind), (2, 1));
-    let synced = delta::sync(&store, &v2).await.unwrap();
+    let synced = asof_engine::write::delta::sync(&store, &v2).await.unwrap();
     assert_eq!(synced.commits, 1);
     assert_eq!(std::fs::read(&path).unwrap(), original);
     assert_eq!(
-        delta::sync(&store, &v2).await.unwrap().commits,
+        asof_engine::write::delta::sync(&store, &v2)
+            .await
+            .unwrap()
+            .commits,
         0,
         "idempotent"
     );
 
     // A hole is not a lag: version 0 missing under a present version 1 is a fault.
     std::fs::remove_file(commit_file(dir.path(), 0)).unwrap();
-    let err = delta::check(&store, &v2).await.unwrap_err().to_string();
+    let err = asof_engine::write::delta::check(&store, &v2)
+        .await
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("after a missing one"), "{err}");
 }
 
@@ -212,7 +224,7 @@ async fn racing_writers_of_a_whole_missing_log_write_the_same_bytes() {
     let runs: Vec<_> = (0..4)
         .map(|_| {
             let (store, v2) = (store.clone(), v2.clone());
-            tokio::spawn(async move { delta::sync(&store, &v2).await })
+            tokio::spawn(async move { asof_engine::write::delta::sync(&store, &v2).await })
         })
         .collect();
     for r in runs {
@@ -224,5 +236,11 @@ async fn racing_writers_of_a_whole_missing_log_write_the_same_bytes() {
             bytes
         );
     }
-    assert_eq!(delta::check(&store, &v2).await.unwrap().behind, 0);
+    assert_eq!(
+        asof_engine::write::delta::check(&store, &v2)
+            .await
+            .unwrap()
+            .behind,
+        0
+    );
 }

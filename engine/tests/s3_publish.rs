@@ -9,10 +9,10 @@ mod common;
 
 use std::sync::Arc;
 
-use asof_engine::corpus::{Answer, Corpus, Entity, NewsQuery};
-use asof_engine::coverage::Scope;
-use asof_engine::manifest::Certification;
-use asof_engine::publish::{ChangeSet, publish};
+use asof_engine::model::coverage::Scope;
+use asof_engine::model::manifest::Certification;
+use asof_engine::read::corpus::{Answer, Corpus, Entity, NewsQuery};
+use asof_engine::write::publish::{ChangeSet, publish};
 use asof_engine::{CorpusStore, Error, Lane, NewsRow, SourceId, VisibleBy};
 use asof_test_support::S3;
 use asof_test_support::counting::CountingStore;
@@ -95,7 +95,7 @@ async fn on_s3_a_big_object_goes_up_in_parts_and_comes_back_whole() {
     // Three parts of S3's minimum size (5 MiB) and a short last one.
     let part = 5u64 << 20;
     let bytes: Vec<u8> = (0..(3 * part + 1000)).map(|i| (i % 251) as u8).collect();
-    let sha = asof_engine::store::sha256_hex(&bytes);
+    let sha = asof_engine::store::hashing::sha256_hex(&bytes);
     let mut file = tempfile::tempfile().unwrap();
     std::io::Write::write_all(&mut file, &bytes).unwrap();
     store
@@ -104,7 +104,7 @@ async fn on_s3_a_big_object_goes_up_in_parts_and_comes_back_whole() {
         .unwrap();
     let back = store.get("snapshots/big").await.unwrap();
     assert_eq!(back.len(), bytes.len());
-    assert_eq!(asof_engine::store::sha256_hex(&back), sha);
+    assert_eq!(asof_engine::store::hashing::sha256_hex(&back), sha);
 }
 
 /// An EDGAR row of `cik`, published `minute` minutes after the start of December 2024.

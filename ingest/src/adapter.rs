@@ -8,10 +8,10 @@
 
 use std::collections::BTreeMap;
 
-use asof_engine::clock::{Day, Instant, Lane, SourceId};
-use asof_engine::identity::{Observation, ObservedName};
-use asof_engine::record::NewsRow;
-use asof_engine::spill::RowSpill;
+use asof_engine::model::clock::{Day, Instant, Lane, SourceId};
+use asof_engine::model::identity::{Observation, ObservedName};
+use asof_engine::model::record::NewsRow;
+use asof_engine::write::spill::RowSpill;
 
 use crate::error::{Error, Result};
 

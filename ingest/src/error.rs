@@ -21,7 +21,7 @@ pub enum Error {
     Stopped,
 }
 
-impl asof_engine::publish::Rebase for Error {
+impl asof_engine::write::publish::Rebase for Error {
     fn pointer_moved(&self) -> bool {
         matches!(self, Error::Engine(e) if e.pointer_moved())
     }

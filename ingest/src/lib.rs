@@ -9,7 +9,7 @@
 //! - `corpora/`: whole corpora built in one go (the shipped sample, the synthetic bench corpus).
 //!
 //! Each adapter is a pure function of a file's bytes (plus the capture instant the caller
-//! knows from provenance); publishing goes through `asof_engine::publish`. Sources and their
+//! knows from provenance); publishing goes through `asof_engine::write::publish`. Sources and their
 //! clock rules are documented in docs/sources.md.
 
 pub mod adapter;

@@ -11,25 +11,25 @@
 //!    identity intervals only ([`list_makes_rows`]); every list's new state is kept;
 //! 4. rows of cumulative files keep the first-seen instant of rows already held;
 //! 5. stated and implied certifications get their evidence (file names and sha256);
-//! 6. `asof_engine::publish` writes partitions, then the manifest, then moves the pointer, so a
+//! 6. `asof_engine::write::publish` writes partitions, then the manifest, then moves the pointer, so a
 //!    failure at any point leaves the previous version current.
 //!
 //! What the corpus holds is read narrowly, so an ingest costs its input and the partitions it
-//! touches, not the corpus: the version's id runs (`asof_engine::ids`) name the partitions
+//! touches, not the corpus: the version's id runs (`asof_engine::format::ids`) name the partitions
 //! that can hold the ingest's record ids, and a list snapshot is compared with the source-lane's
-//! list state (`asof_engine::lists`), which the ingest publishes again with what changed.
+//! list state (`asof_engine::format::lists`), which the ingest publishes again with what changed.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 
-use asof_engine::clock::{Day, Instant, Lane, SourceId};
-use asof_engine::identity::IdentityFile;
-use asof_engine::identity::read_identity;
-use asof_engine::lists::{self, ListObject, ListState, Listed, StateFileWriter};
-use asof_engine::manifest::{Certification, Evidence, SampleSet};
-use asof_engine::publish::{ChangeSet, Published, publish_onto, rebasing};
-use asof_engine::read::read_partition;
-use asof_engine::record::NewsRow;
+use asof_engine::format::identity::read_identity;
+use asof_engine::format::lists::{self, ListObject, ListState, Listed, StateFileWriter};
+use asof_engine::model::clock::{Day, Instant, Lane, SourceId};
+use asof_engine::model::identity::IdentityFile;
+use asof_engine::model::manifest::{Certification, Evidence, SampleSet};
+use asof_engine::model::record::NewsRow;
 use asof_engine::store::CorpusStore;
+use asof_engine::store::objects::read_partition;
+use asof_engine::write::publish::{ChangeSet, Published, publish_onto, rebasing};
 use serde_json::{Value, json};
 
 use crate::adapter::{Context, Input, Parsed, Snapshot, base_row, canonical_json};
@@ -243,7 +243,8 @@ async fn held(
     let days = if whole {
         None
     } else if want_rows {
-        asof_engine::ids::days_holding(store, &manifest, source, lane, ids.iter().copied()).await?
+        asof_engine::read::ids::days_holding(store, &manifest, source, lane, ids.iter().copied())
+            .await?
     } else {
         Some(Default::default())
     };
@@ -748,7 +749,7 @@ pub fn prepare(req: &Request, parsed: Parsed, held: &mut Held) -> Result<(Change
     let mut identity = None;
     if !parsed.observations.is_empty() || !parsed.names.is_empty() {
         let before = held.identity.as_ref().map_or(0, |f| f.evidence.len());
-        let updated = asof_engine::identity::update(
+        let updated = asof_engine::model::identity::update(
             held.identity.as_ref(),
             parsed.observations,
             parsed.names,

@@ -13,7 +13,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use asof_engine::clock::{Day, Instant, Lane, SourceId};
+use asof_engine::model::clock::{Day, Instant, Lane, SourceId};
 use asof_engine::store::CorpusStore;
 use rand::Rng;
 

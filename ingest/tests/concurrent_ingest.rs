@@ -7,7 +7,7 @@ mod common;
 use common::file;
 use std::collections::{BTreeMap, BTreeSet};
 
-use asof_engine::read::read_partition;
+use asof_engine::store::objects::read_partition;
 use asof_engine::{CorpusStore, Instant, Lane, SourceId};
 use asof_ingest::pipeline::{Request, ingest};
 

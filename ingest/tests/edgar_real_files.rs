@@ -3,7 +3,7 @@
 
 use std::path::PathBuf;
 
-use asof_engine::clock::{Instant, Lane};
+use asof_engine::model::clock::{Instant, Lane};
 use asof_ingest::sources::edgar::{IndexLayout, parse_atom, parse_index, parse_submissions};
 use asof_ingest::sources::tickers::parse_ticker_file;
 

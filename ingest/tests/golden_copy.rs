@@ -7,8 +7,8 @@ use common::{at, run};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use asof_engine::corpus::RecordLookup;
-use asof_engine::lists::KIND_LIST;
+use asof_engine::format::lists::KIND_LIST;
+use asof_engine::read::corpus::RecordLookup;
 use asof_engine::{Corpus, CorpusStore, Lane, SourceId, VisibleBy};
 use asof_ingest::adapter::InputFile;
 use asof_ingest::pipeline::{Request, read_files};

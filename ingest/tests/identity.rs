@@ -7,8 +7,8 @@ mod common;
 use common::{at, file, request};
 use std::path::PathBuf;
 
-use asof_engine::corpus::{Entity, NewsQuery};
-use asof_engine::coverage::Scope;
+use asof_engine::model::coverage::Scope;
+use asof_engine::read::corpus::{Entity, NewsQuery};
 use asof_engine::{Answer, Corpus, CorpusStore, Lane, SourceId, VisibleBy};
 use asof_ingest::adapter::InputFile;
 use asof_ingest::pipeline::{Request, ingest};
@@ -90,9 +90,14 @@ async fn two_ticker_lists_ingested_in_turn_place_changed_tickers_only_from_each_
         limit: 10,
     };
     let ticker_hole = |a: &Answer<asof_engine::NewsRow>, when: &str| match a {
-        Answer::Hole { coverage } => coverage
-            .missing
-            .contains(&asof_engine::identity::ticker_hole_key("ALOVU", at(when))),
+        Answer::Hole { coverage } => {
+            coverage
+                .missing
+                .contains(&asof_engine::model::identity::ticker_hole_key(
+                    "ALOVU",
+                    at(when),
+                ))
+        }
         Answer::Page { .. } => false,
     };
     let a = corpus.news(&q(between), Scope::Corpus).await.unwrap();

@@ -6,7 +6,7 @@ mod common;
 
 use common::{day, file, run};
 
-use asof_engine::manifest::{SampleExample, SampleSet};
+use asof_engine::model::manifest::{SampleExample, SampleSet};
 use asof_engine::{Corpus, CorpusStore, Lane, SourceId};
 use asof_ingest::pipeline::{Options, Request};
 
@@ -136,10 +136,10 @@ async fn identity_only_takes_a_ticker_list_as_observations_and_nothing_else() {
     assert_eq!(after.partitions, before.partitions);
     assert_eq!(after.certifications, before.certifications);
     assert_ne!(after.identity, before.identity);
-    let list_files = |m: &asof_engine::manifest::Manifest| -> Vec<String> {
+    let list_files = |m: &asof_engine::model::manifest::Manifest| -> Vec<String> {
         m.access
             .iter()
-            .filter(|e| e.kind == asof_engine::lists::KIND_LIST)
+            .filter(|e| e.kind == asof_engine::format::lists::KIND_LIST)
             .map(|e| e.path.clone())
             .collect()
     };

@@ -7,8 +7,8 @@ use common::{at, file, request, run};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use asof_engine::corpus::{Entity, NewsQuery, RecordLookup};
-use asof_engine::coverage::Scope;
+use asof_engine::model::coverage::Scope;
+use asof_engine::read::corpus::{Entity, NewsQuery, RecordLookup};
 use asof_engine::{Answer, Corpus, CorpusStore, Day, Lane, SourceId, VisibleBy};
 use asof_ingest::adapter::InputFile;
 use asof_ingest::pipeline::{Outcome, Request};
@@ -787,7 +787,7 @@ async fn successive_sec_ticker_lists_report_their_changes_and_move_the_identity_
         .mapping_ticker("ABXL", at("2026-01-11T06:01:14Z"))
         .unwrap();
     assert_eq!(abxl[0].cik, "1814287");
-    let named = |m: &[asof_engine::identity::Mapping], file: &str| {
+    let named = |m: &[asof_engine::model::identity::Mapping], file: &str| {
         m.iter()
             .any(|m| m.evidence.iter().any(|e| e.file.contains(file)))
     };
@@ -851,7 +851,7 @@ fn master_index(n: usize, changed: Option<usize>) -> InputFile {
 #[tokio::test]
 async fn an_index_larger_than_the_row_spill_publishes_every_filing_once() {
     // More rows than a spill holds in memory: the ingest streams them through its file.
-    let n = asof_engine::spill::DEFAULT_LIMIT + 7_000;
+    let n = asof_engine::write::spill::DEFAULT_LIMIT + 7_000;
     let dir = tempfile::tempdir().unwrap();
     let store = CorpusStore::local(dir.path()).unwrap();
     let commit = "2025-04-01T06:00:00Z";

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use asof_engine::read::read_partition;
+use asof_engine::store::objects::read_partition;
 use asof_engine::{CorpusStore, Instant, Lane};
 use asof_ingest::poll::{Config, Poller};
 use asof_ingest::sources::edgar::parse_atom;

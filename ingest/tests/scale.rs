@@ -4,9 +4,9 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use asof_engine::corpus::{Entity, NewsQuery};
-use asof_engine::coverage::Scope;
-use asof_engine::manifest::Manifest;
+use asof_engine::model::coverage::Scope;
+use asof_engine::model::manifest::Manifest;
+use asof_engine::read::corpus::{Entity, NewsQuery};
 use asof_engine::{Answer, Corpus, CorpusStore, Day, Instant, Lane, SourceId, VisibleBy};
 use asof_ingest::adapter::InputFile;
 use asof_ingest::corpora::synthetic::{Spec, build};
@@ -154,9 +154,10 @@ async fn one_days_ingest_into_a_large_corpus_reads_that_days_partition_and_no_ac
     };
     let (id_gets, id_bytes) = under("snapshots/ids/sec.edgar/certified_pit/");
     let (late_gets, late_bytes) = under("snapshots/late/sec.edgar/certified_pit/");
-    let late_size = asof_engine::late::entry_of(&before, SourceId::SecEdgar, Lane::CertifiedPit)
-        .unwrap()
-        .bytes;
+    let late_size =
+        asof_engine::format::late::entry_of(&before, SourceId::SecEdgar, Lane::CertifiedPit)
+            .unwrap()
+            .bytes;
     assert!(
         late_gets <= 2 && late_bytes <= 2 * late_size,
         "the late object: {late_gets} GETs, {late_bytes} bytes of {late_size}"
@@ -183,7 +184,7 @@ async fn one_days_ingest_into_a_large_corpus_reads_that_days_partition_and_no_ac
     // for the filers of that day, and the day's filings are found.
     let fast = Corpus::open(store.clone()).await.unwrap();
     let mut scan = Corpus::open(store.clone()).await.unwrap();
-    scan.set_read_path(asof_engine::corpus::ReadPath::Scan);
+    scan.set_read_path(asof_engine::read::corpus::ReadPath::Scan);
     let ids = |a: Answer<asof_engine::NewsRow>| match a {
         Answer::Page { rows, .. } => rows.into_iter().map(|r| r.id).collect::<Vec<_>>(),
         Answer::Hole { coverage } => panic!("a hole: {:?}", coverage.missing),
@@ -239,7 +240,7 @@ async fn an_all_rows_page_reads_the_days_it_answers_from_not_the_corpus() {
     let (store, counting) = big_corpus(dir.path()).await;
     let corpus = Corpus::open(store.clone()).await.unwrap();
     let mut scan = Corpus::open(store).await.unwrap();
-    scan.set_read_path(asof_engine::corpus::ReadPath::Scan);
+    scan.set_read_path(asof_engine::read::corpus::ReadPath::Scan);
     let days: Vec<Day> = corpus
         .manifest()
         .partitions

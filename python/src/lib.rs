@@ -229,7 +229,7 @@ impl RecordBatchReader for Batches {
 struct RulePlanner {
     version: String,
     manifest: asof_engine::Manifest,
-    identity: OnceLock<asof_engine::identity::IdentityIndex>,
+    identity: OnceLock<asof_engine::model::identity::IdentityIndex>,
 }
 
 #[pymethods]
@@ -238,7 +238,7 @@ impl RulePlanner {
     /// hash to (the pointer's, or the one asked for).
     #[new]
     fn new(manifest: &[u8], version: &str) -> PyResult<Self> {
-        let actual = asof_engine::manifest::version_of(manifest);
+        let actual = asof_engine::model::manifest::version_of(manifest);
         if actual != version {
             return Err(CorpusError::new_err(format!(
                 "the manifest of {version} hashes to {actual}: not that version's manifest"
@@ -276,19 +276,20 @@ impl RulePlanner {
     fn load_identity(&self, bytes: Vec<u8>) -> PyResult<()> {
         let index = match self.manifest.identity.first() {
             Some(e) => {
-                let actual = asof_engine::store::sha256_hex(&bytes);
+                let actual = asof_engine::store::hashing::sha256_hex(&bytes);
                 if actual != e.sha256 {
                     return Err(CorpusError::new_err(format!(
                         "{}: hashes to {actual}, the manifest says {}",
                         e.path, e.sha256
                     )));
                 }
-                let file = asof_engine::identity::IdentityFile::from_parquet(&e.path, bytes.into())
-                    .map_err(|e| CorpusError::new_err(e.to_string()))?;
-                asof_engine::identity::IdentityIndex::new(file)
+                let file =
+                    asof_engine::model::identity::IdentityFile::from_parquet(&e.path, bytes.into())
+                        .map_err(|e| CorpusError::new_err(e.to_string()))?;
+                asof_engine::model::identity::IdentityIndex::new(file)
                     .map_err(|e| CorpusError::new_err(e.to_string()))?
             }
-            None => asof_engine::identity::IdentityIndex::default(),
+            None => asof_engine::model::identity::IdentityIndex::default(),
         };
         let _ = self.identity.set(index);
         Ok(())
@@ -296,11 +297,11 @@ impl RulePlanner {
 
     /// The path of a source-lane's rule table (`supersessions` or `coverage`), if listed.
     fn table_path(&self, source: &str, lane: &str, table: &str) -> Option<String> {
-        use asof_engine::rule::RuleTable;
+        use asof_engine::format::rule::RuleTable;
         let source = source.parse().ok()?;
         let lane = lane.parse().ok()?;
         let table = RuleTable::ALL.into_iter().find(|t| t.name() == table)?;
-        asof_engine::rule::tables::entry(&self.manifest, source, lane, table)
+        asof_engine::format::rule::entry(&self.manifest, source, lane, table)
             .map(|e| e.path.clone())
     }
 
@@ -395,7 +396,7 @@ impl RulePlanner {
             }
             Err(e) => return Err(CorpusError::new_err(e.to_string())),
         };
-        let empty = asof_engine::identity::IdentityIndex::default();
+        let empty = asof_engine::model::identity::IdentityIndex::default();
         let identity = match (&q.entity, self.identity.get()) {
             (asof_engine::Entity::Ticker(_), None) => {
                 return Err(PyException::new_err(

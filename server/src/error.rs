@@ -14,7 +14,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use asof_answer::envelope::Refusal;
-use asof_engine::coverage::Coverage;
+use asof_engine::model::coverage::Coverage;
 
 /// A refusal or fault, as the client will see it.
 #[derive(Debug, Clone, thiserror::Error)]

@@ -39,13 +39,13 @@ pub const SCAN_QUEUED: &str = "asof_scan_queue_depth";
 /// Walks and scans running on the pool (gauge).
 pub const SCAN_RUNNING: &str = "asof_scan_running";
 /// Time a walk or scan waited for a slot (refused ones included).
-pub const SCAN_WAIT: &str = asof_engine::scan_pool::METRIC_WAIT;
+pub const SCAN_WAIT: &str = asof_engine::read::scan_pool::METRIC_WAIT;
 /// Walks and scans refused, by reason: `busy` (no slot in time), `too_broad` (row budget).
-pub const SCAN_REJECTED: &str = asof_engine::scan_pool::METRIC_REJECTED;
+pub const SCAN_REJECTED: &str = asof_engine::read::scan_pool::METRIC_REJECTED;
 /// Rows walks and scans looked at.
-pub const SCAN_ROWS: &str = asof_engine::scan_pool::METRIC_ROWS;
+pub const SCAN_ROWS: &str = asof_engine::read::scan_pool::METRIC_ROWS;
 /// Partitions walks opened (each read from its page index on, never whole).
-pub const SCAN_PARTITIONS: &str = asof_engine::scan_pool::METRIC_PARTITIONS;
+pub const SCAN_PARTITIONS: &str = asof_engine::read::scan_pool::METRIC_PARTITIONS;
 
 // ---- corpus --------------------------------------------------------------------------------
 

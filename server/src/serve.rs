@@ -29,26 +29,15 @@ use crate::app::app;
 use crate::error::{Error, Result};
 use crate::http::AppState;
 
+/// What `asof serve` runs: the process's own settings (where it listens and loads from, its
+/// connection loop, reloads, metrics and shutdown) and the application's
+/// ([`crate::http::Options`]), each listed once; the CLI fills it from its flags.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
     pub listen: String,
     pub corpus: String,
     pub database_url: String,
     pub reload_interval: Duration,
-    pub trust_forwarded_for: bool,
-    pub trusted_proxies: usize,
-    pub public_requests_per_minute: u32,
-    pub request_timeout: Duration,
-    pub max_concurrent_scans: usize,
-    pub scan_wait: Duration,
-    pub scan_threads: usize,
-    /// Share of the cores the scan threads may keep busy together, in (0, 1].
-    pub scan_cpu_share: f64,
-    pub max_walk_rows: u64,
-    pub file_url_ttl: Duration,
-    pub file_requests_per_minute: u32,
-    pub public_url: Option<String>,
-    pub max_streams_per_key: usize,
     /// How long after the shutdown signal connections may take to finish.
     pub shutdown_grace: Duration,
     /// How long a client may take to send a request head (from the connection's start, or
@@ -57,18 +46,12 @@ pub struct ServeConfig {
     pub header_read_timeout: Duration,
     /// Connections open at once; more wait in the listen backlog.
     pub max_connections: usize,
-    /// Which sign-in ways are configured.
-    pub sign_in: crate::signin::SignInConfig,
-    /// Send the session cookie with `Secure`.
-    pub secure_cookies: bool,
-    /// The payment processor's settings.
-    pub billing: crate::billing::BillingConfig,
-    /// The connector's vendors.
-    pub connector: crate::connector::ConnectorConfig,
     /// Where to serve Prometheus metrics (loopback only); `None`: no metrics kept.
     pub metrics_listen: Option<String>,
     /// How long after the shutdown signal the replica keeps serving with `/ready` at 503.
     pub drain_delay: Duration,
+    /// The application's settings: limits, sign-in, billing, connectors.
+    pub options: crate::http::Options,
 }
 
 pub async fn serve(cfg: ServeConfig) -> Result<()> {
@@ -113,33 +96,7 @@ async fn load(cfg: &ServeConfig) -> Result<(AppState, CorpusStore)> {
         state = state_store.backend(),
         "corpus loaded"
     );
-    let opts = crate::http::Options {
-        trust_forwarded_for: cfg.trust_forwarded_for,
-        trusted_proxies: cfg.trusted_proxies,
-        public_requests_per_minute: cfg.public_requests_per_minute,
-        request_timeout: cfg.request_timeout,
-        max_concurrent_scans: cfg.max_concurrent_scans,
-        scan_wait: cfg.scan_wait,
-        scan_threads: cfg.scan_threads,
-        scan_cpu_share: cfg.scan_cpu_share,
-        max_walk_rows: cfg.max_walk_rows,
-        file_url_ttl: cfg.file_url_ttl,
-        file_requests_per_minute: cfg.file_requests_per_minute,
-        public_url: cfg.public_url.clone(),
-        stream: crate::http::stream::StreamOptions {
-            max_per_key: cfg.max_streams_per_key,
-            ..Default::default()
-        },
-        sessions: crate::signin::session::SessionOptions {
-            secure: cfg.secure_cookies,
-            ..Default::default()
-        },
-        sign_in: cfg.sign_in.clone(),
-        billing: cfg.billing.clone(),
-        connector: cfg.connector.clone(),
-        ..crate::http::Options::default()
-    };
-    let state = AppState::with_options(corpus, state_store, opts).await?;
+    let state = AppState::with_options(corpus, state_store, cfg.options.clone()).await?;
     Ok((state, store))
 }
 

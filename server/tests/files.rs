@@ -218,11 +218,11 @@ async fn a_files_cursor_after_a_reload_is_cursor_expired() {
         .to_owned();
     let copy = tempfile::tempdir().unwrap();
     let dst = common::copy_of_sample_corpus_into(copy.path()).await;
-    let changes = asof_engine::publish::ChangeSet {
+    let changes = asof_engine::write::publish::ChangeSet {
         notes: [("test".to_owned(), "reload".to_owned())].into(),
         ..Default::default()
     };
-    asof_engine::publish::publish(&dst, changes, asof_engine::Instant::now())
+    asof_engine::write::publish::publish(&dst, changes, asof_engine::Instant::now())
         .await
         .unwrap();
     assert!(

@@ -458,11 +458,11 @@ async fn a_reload_during_a_paged_walk_expires_the_cursor() {
     let c = r.json["next_cursor"].as_str().unwrap().to_owned();
     // A new version: a copy of the shipped corpus with one more published note.
     let (_copy, dst) = copy_of_sample_corpus().await;
-    let changes = asof_engine::publish::ChangeSet {
+    let changes = asof_engine::write::publish::ChangeSet {
         notes: [("test".to_owned(), "reload".to_owned())].into(),
         ..Default::default()
     };
-    asof_engine::publish::publish(&dst, changes, asof_engine::Instant::now())
+    asof_engine::write::publish::publish(&dst, changes, asof_engine::Instant::now())
         .await
         .unwrap();
     assert!(
@@ -505,9 +505,9 @@ async fn a_reload_to_a_version_with_a_corrupt_or_missing_object_is_refused_and_t
         entity_id: Some("789019".into()),
         payload: None,
     };
-    let published = asof_engine::publish::publish(
+    let published = asof_engine::write::publish::publish(
         &dst,
-        asof_engine::publish::ChangeSet {
+        asof_engine::write::publish::ChangeSet {
             rows: vec![row],
             ..Default::default()
         },
@@ -980,11 +980,11 @@ async fn a_successful_reload_is_served_and_reported_by_health_and_etags_follow_i
     let before = t.state.corpus().version().to_owned();
     let old = get(&t, TSLA).await;
     let (_copy, dst) = copy_of_sample_corpus().await;
-    let changes = asof_engine::publish::ChangeSet {
+    let changes = asof_engine::write::publish::ChangeSet {
         notes: [("test".to_owned(), "etag".to_owned())].into(),
         ..Default::default()
     };
-    asof_engine::publish::publish(&dst, changes, asof_engine::Instant::now())
+    asof_engine::write::publish::publish(&dst, changes, asof_engine::Instant::now())
         .await
         .unwrap();
     let new = asof_server::reload::reload_once(&t.state, &dst)

@@ -5,7 +5,7 @@
 
 mod common;
 
-use asof_engine::publish::{ChangeSet, publish};
+use asof_engine::write::publish::{ChangeSet, publish};
 use asof_engine::{Corpus, CorpusStore, Instant, Lane, NewsRow, SourceId};
 use asof_server::http::{AppState, Options};
 use asof_server::plan::Plan;

@@ -9,7 +9,7 @@ mod common;
 
 use std::time::Duration;
 
-use asof_engine::publish::{ChangeSet, publish};
+use asof_engine::write::publish::{ChangeSet, publish};
 use asof_engine::{Corpus, CorpusStore, Instant, Lane, NewsRow, SourceId};
 use asof_server::http::stream::StreamOptions;
 use asof_server::plan::Plan;

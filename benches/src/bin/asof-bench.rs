@@ -14,8 +14,8 @@ use std::io::Write;
 use std::time::Instant as Clock;
 
 use asof_bench::{Drawn, Size, draw, percentiles};
-use asof_engine::corpus::{Answer, Corpus};
-use asof_engine::coverage::Scope;
+use asof_engine::model::coverage::Scope;
+use asof_engine::read::corpus::{Answer, Corpus};
 use asof_engine::{CorpusStore, Lane, SourceId, VisibleBy};
 
 fn arg(args: &[String], name: &str) -> Option<String> {
@@ -108,7 +108,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let mut scan = vec![];
         if scan_n > 0 {
             let mut s = Corpus::open(corpus.store().clone()).await?;
-            s.set_read_path(asof_engine::corpus::ReadPath::Scan);
+            s.set_read_path(asof_engine::read::corpus::ReadPath::Scan);
             for q in drawn.iter().take(scan_n) {
                 let (us, a) = time_us(s.news(&q.cut(100), Scope::Corpus)).await;
                 a?;

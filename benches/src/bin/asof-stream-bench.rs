@@ -25,7 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant as Clock};
 
 use asof_bench::percentiles;
-use asof_engine::publish::{ChangeSet, publish};
+use asof_engine::write::publish::{ChangeSet, publish};
 use asof_engine::{CorpusStore, Instant, Lane, NewsRow, SourceId};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

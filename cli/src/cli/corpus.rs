@@ -66,7 +66,7 @@ pub(crate) async fn verify(a: CorpusArg) -> CliResult {
         "ok: {} partitions, {} rows, {} other objects",
         v.partitions, v.rows, v.other_objects
     );
-    let d = asof_engine::delta::check(&store, &v.version).await?;
+    let d = asof_engine::write::delta::check(&store, &v.version).await?;
     println!(
         "ok: {} Delta tables, {} commits re-derived and equal{}",
         d.tables,
@@ -87,7 +87,7 @@ pub(crate) async fn verify(a: CorpusArg) -> CliResult {
 pub(crate) async fn delta_backfill(a: CorpusArg) -> CliResult {
     let store = CorpusStore::open(&a.corpus)?;
     let (version, _) = store.current().await?;
-    let s = asof_engine::delta::sync(&store, &version).await?;
+    let s = asof_engine::write::delta::sync(&store, &version).await?;
     println!(
         "wrote {} Delta commits for {} corpus versions",
         s.commits, s.versions

@@ -82,7 +82,7 @@ pub(crate) async fn ingest(a: IngestArgs) -> CliResult {
         .since
         .as_deref()
         .map(|d| {
-            d.parse::<asof_engine::clock::Day>()
+            d.parse::<asof_engine::model::clock::Day>()
                 .map_err(|()| format!("--since {d:?}: expected one day, YYYY-MM-DD"))
         })
         .transpose()?;
@@ -91,7 +91,7 @@ pub(crate) async fn ingest(a: IngestArgs) -> CliResult {
             let bytes =
                 std::fs::read(path).map_err(|e| format!("--sample-set {}: {e}", path.display()))?;
             Some(
-                serde_json::from_slice::<asof_engine::manifest::SampleSet>(&bytes)
+                serde_json::from_slice::<asof_engine::model::manifest::SampleSet>(&bytes)
                     .map_err(|e| format!("--sample-set {}: {e}", path.display()))?,
             )
         }

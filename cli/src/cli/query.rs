@@ -10,7 +10,7 @@ use asof_answer::data::{DiffParams, NewsParams, news_page};
 use asof_answer::envelope::{Envelope, ErrorEnvelope, NewsRecord, Status};
 use asof_answer::params::{FromQuery, Params};
 use asof_answer::{Op, Pager};
-use asof_engine::coverage::Scope;
+use asof_engine::model::coverage::Scope;
 use asof_engine::{Corpus, Instant, NewsQuery, VisibleBy};
 use clap::Args;
 

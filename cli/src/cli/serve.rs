@@ -101,7 +101,7 @@ pub struct ServeArgs {
     #[arg(
         long = "max-walk-rows",
         env = "ASOF_MAX_WALK_ROWS",
-        default_value_t = asof_engine::scan_pool::DEFAULT_MAX_ROWS,
+        default_value_t = asof_engine::read::scan_pool::DEFAULT_MAX_ROWS,
         value_parser = clap::value_parser!(u64).range(1..)
     )]
     pub max_walk_rows: u64,
@@ -379,63 +379,70 @@ fn drain_seconds(s: &str) -> Result<std::time::Duration, String> {
 }
 
 pub(crate) async fn serve(a: ServeArgs) -> CliResult {
-    let cfg =
-        asof_server::serve::ServeConfig {
-            listen: a.listen,
-            corpus: a.corpus.corpus,
-            database_url: a.database_url,
-            reload_interval: a.reload_interval,
-            trust_forwarded_for: a.trust_forwarded_for,
-            trusted_proxies: a.trusted_proxies as usize,
-            public_requests_per_minute: a.public_rate_limit,
-            request_timeout: std::time::Duration::from_secs(a.request_timeout),
-            max_concurrent_scans: a.max_scans as usize,
-            scan_wait: std::time::Duration::from_millis(a.scan_wait_ms),
-            scan_threads: a.scan_threads as usize,
-            scan_cpu_share: a.scan_cpu_share,
-            max_walk_rows: a.max_walk_rows,
-            file_url_ttl: std::time::Duration::from_secs(a.file_url_ttl),
-            file_requests_per_minute: a.file_rate_limit,
-            public_url: a.public_url.clone(),
-            max_streams_per_key: a.max_streams_per_key as usize,
-            shutdown_grace: std::time::Duration::from_secs(a.shutdown_grace),
-            header_read_timeout: std::time::Duration::from_secs(a.header_read_timeout),
-            max_connections: a.max_connections as usize,
-            metrics_listen: a.metrics_listen,
-            drain_delay: a.drain_delay,
-            sign_in: asof_server::signin::SignInConfig {
-                mail: a.smtp_url.zip(a.mail_from),
-                provider_a: a.provider_a.config(a.public_url.as_deref())?,
-                provider_b: a.provider_b.config(a.public_url.as_deref())?,
-            },
-            secure_cookies: !a.insecure_cookies,
-            billing: asof_server::billing::BillingConfig {
-                api_url: a.billing.api_url,
-                secret_key: a.billing.secret_key,
-                webhook_secret: a.billing.webhook_secret,
-                prices: [
-                    a.billing.price_researcher,
-                    a.billing.price_power,
-                    a.billing.price_desk,
-                ],
-                license_contact: a.billing.license_contact,
-            },
-            connector: asof_server::connector::ConnectorConfig {
-                vendor_a: a.connector.vendor_a_url.map(|url| {
-                    asof_server::connector::VendorConfig {
-                        url,
-                        license_class: a.connector.vendor_a_license_class,
-                    }
-                }),
-                vendor_b: a.connector.vendor_b_url.map(|url| {
-                    asof_server::connector::VendorConfig {
-                        url,
-                        license_class: a.connector.vendor_b_license_class,
-                    }
-                }),
-                ..Default::default()
-            },
-        };
+    use asof_server::connector::{ConnectorConfig, VendorConfig};
+    use std::time::Duration;
+    let options = asof_server::http::Options {
+        trust_forwarded_for: a.trust_forwarded_for,
+        trusted_proxies: a.trusted_proxies as usize,
+        public_requests_per_minute: a.public_rate_limit,
+        request_timeout: Duration::from_secs(a.request_timeout),
+        max_concurrent_scans: a.max_scans as usize,
+        scan_wait: Duration::from_millis(a.scan_wait_ms),
+        scan_threads: a.scan_threads as usize,
+        scan_cpu_share: a.scan_cpu_share,
+        max_walk_rows: a.max_walk_rows,
+        file_url_ttl: Duration::from_secs(a.file_url_ttl),
+        file_requests_per_minute: a.file_rate_limit,
+        public_url: a.public_url.clone(),
+        stream: asof_server::http::stream::StreamOptions {
+            max_per_key: a.max_streams_per_key as usize,
+            ..Default::default()
+        },
+        sessions: asof_server::signin::session::SessionOptions {
+            secure: !a.insecure_cookies,
+            ..Default::default()
+        },
+        sign_in: asof_server::signin::SignInConfig {
+            mail: a.smtp_url.zip(a.mail_from),
+            provider_a: a.provider_a.config(a.public_url.as_deref())?,
+            provider_b: a.provider_b.config(a.public_url.as_deref())?,
+        },
+        billing: asof_server::billing::BillingConfig {
+            api_url: a.billing.api_url,
+            secret_key: a.billing.secret_key,
+            webhook_secret: a.billing.webhook_secret,
+            prices: [
+                a.billing.price_researcher,
+                a.billing.price_power,
+                a.billing.price_desk,
+            ],
+            license_contact: a.billing.license_contact,
+        },
+        connector: ConnectorConfig {
+            vendor_a: a.connector.vendor_a_url.map(|url| VendorConfig {
+                url,
+                license_class: a.connector.vendor_a_license_class,
+            }),
+            vendor_b: a.connector.vendor_b_url.map(|url| VendorConfig {
+                url,
+                license_class: a.connector.vendor_b_license_class,
+            }),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let cfg = asof_server::serve::ServeConfig {
+        listen: a.listen,
+        corpus: a.corpus.corpus,
+        database_url: a.database_url,
+        reload_interval: a.reload_interval,
+        shutdown_grace: Duration::from_secs(a.shutdown_grace),
+        header_read_timeout: Duration::from_secs(a.header_read_timeout),
+        max_connections: a.max_connections as usize,
+        metrics_listen: a.metrics_listen,
+        drain_delay: a.drain_delay,
+        options,
+    };
     asof_server::serve::serve(cfg).await?;
     Ok(ExitCode::SUCCESS)
 }

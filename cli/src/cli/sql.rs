@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use asof_engine::CorpusStore;
-use asof_engine::manifest::Manifest;
+use asof_engine::model::manifest::Manifest;
 use futures::TryStreamExt;
 
 use super::CliResult;

@@ -19,15 +19,15 @@ use datafusion::sql::sqlparser::ast;
 use datafusion::sql::unparser::Unparser;
 use datafusion::sql::unparser::dialect::{CustomDialectBuilder, Dialect as UnparserDialect};
 
-use super::tables::supersessions_schema;
-use crate::clock::{Lane, SourceId};
-use crate::corpus::NewsQuery;
-use crate::coverage::{Coverage, Scope, SourceCoverage};
-use crate::cut::{Cut, ROW_FILE, ROW_INDEX};
 use crate::error::{Error, Result};
-use crate::identity::IdentityIndex;
-use crate::manifest::Manifest;
-use crate::record::schema;
+use crate::format::rule::supersessions_schema;
+use crate::model::clock::{Lane, SourceId};
+use crate::model::coverage::{Coverage, Scope, SourceCoverage};
+use crate::model::cut::{Cut, ROW_FILE, ROW_INDEX};
+use crate::model::identity::IdentityIndex;
+use crate::model::manifest::Manifest;
+use crate::model::record::schema;
+use crate::read::corpus::NewsQuery;
 
 /// Whose SQL to write.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -102,7 +102,7 @@ impl Names {
 /// ([`ROW_FILE`], [`ROW_INDEX`]), which that engine computes as it reads ([`view_sql`]) and
 /// [`Cut::plan_by_position`] anti-joins on.
 pub fn placed_rows_schema() -> SchemaRef {
-    crate::record::schema_with([
+    crate::model::record::schema_with([
         Field::new(ROW_FILE, DataType::Utf8, false),
         Field::new(ROW_INDEX, DataType::Int64, false),
     ])
@@ -383,11 +383,11 @@ pub fn views_of(
     names: &Names,
 ) -> Result<[View; 2]> {
     let lane = cut.lane.unwrap_or(Lane::CertifiedPit);
-    let table = super::tables::entry(
+    let table = crate::format::rule::entry(
         manifest,
         source,
         lane,
-        super::tables::RuleTable::Supersessions,
+        crate::format::rule::RuleTable::Supersessions,
     )
     .ok_or_else(|| {
         Error::invalid(
@@ -398,7 +398,7 @@ pub fn views_of(
             ),
         )
     })?;
-    if table.kind != super::tables::KIND_SUPERSESSIONS {
+    if table.kind != crate::format::rule::KIND_SUPERSESSIONS {
         return Err(Error::invalid(
             "corpus_version",
             format!(
@@ -462,8 +462,8 @@ impl CutArgs<'_> {
     /// The query these arguments ask of `manifest`'s version (whose held sources bound
     /// `source`), with the API's defaults (`published_at`, `certified_pit`, `sec.edgar`).
     pub fn query(&self, manifest: &Manifest) -> Result<NewsQuery> {
-        use crate::clock::{Instant, Lane, SourceId, VisibleBy};
-        use crate::corpus::Entity;
+        use crate::model::clock::{Instant, Lane, SourceId, VisibleBy};
+        use crate::read::corpus::Entity;
         fn named<T: std::str::FromStr>(
             param: &str,
             v: Option<&str>,
@@ -509,8 +509,8 @@ impl CutArgs<'_> {
         }
         let entity = match (self.ticker, self.cik) {
             (Some(_), Some(_)) => return Err(Error::invalid("cik", "send ticker or cik, not both")),
-            (Some(t), None) => Entity::Ticker(crate::identity::ticker(t, "ticker")?),
-            (None, Some(c)) => Entity::Cik(crate::corpus::normalize_cik(c).ok_or_else(|| {
+            (Some(t), None) => Entity::Ticker(crate::model::identity::ticker(t, "ticker")?),
+            (None, Some(c)) => Entity::Cik(crate::read::corpus::normalize_cik(c).ok_or_else(|| {
                 Error::invalid(
                     "cik",
                     format!(
@@ -546,8 +546,8 @@ mod tests {
     use datafusion::datasource::file_format::options::ParquetReadOptions;
 
     use super::*;
-    use crate::clock::{Instant, Lane, SourceId, VisibleBy};
-    use crate::corpus::{Answer, Corpus, Entity};
+    use crate::model::clock::{Instant, Lane, SourceId, VisibleBy};
+    use crate::read::corpus::{Answer, Corpus, Entity};
     use crate::testkit::{RANDOM_CIKS, RANDOM_FROM, RANDOM_SPAN, Rng, random_corpus};
 
     /// A session with the views of `emitted` read from the corpus directory `dir`.
@@ -668,7 +668,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_ticker_is_resolved_by_the_identity_rule_and_a_ticker_no_interval_places_is_a_hole() {
-        use crate::identity::{FORMAT, IdentityFile, TickerInterval};
+        use crate::model::identity::{FORMAT, IdentityFile, TickerInterval};
         let (_dir, store, _) = random_corpus(0x6000_0061, false).await;
         let (_, m) = store.current().await.unwrap();
         let identity = IdentityIndex::new(IdentityFile {

@@ -1,17 +1,7 @@
-//! The rule tables: what another engine needs, beside a source-lane's record table, to answer
-//! a cut the way the service does. Two per source-lane, derived at publish, content-addressed,
-//! listed in the manifest (`access`, kinds [`KIND_SUPERSESSIONS`] and [`KIND_COVERAGE`]) and
-//! checked by `asof verify`:
-//!
-//! - `supersessions`: one row per (superseded revision, superseding revision), with the
-//!   superseding revision's `committed_at` (`superseded_at`): the table [`Cut::plan`] anti-joins.
-//! - `coverage`: one row per day of the source-lane's certified span, the certificate
-//!   `/v1/coverage` answers for it ([`certificate_of`], the same rule) plus whether every row of
-//!   the day carries `available_at` (a cut on that clock misses the day as
-//!   `availability.<source>/<day>` otherwise).
-//!
-//! The identity intervals (ticker ↔ CIK, as `/v1/mapping`) are the identity object itself,
-//! already a Parquet table of intervals listed in the manifest.
+//! The rule tables derived at publish, and held to the partitions by `asof verify`: each
+//! source-lane's `supersessions` (each superseded revision placed by file name and row) and
+//! `coverage` (a function of the manifest). What they hold, and their layout, in
+//! `crate::format::rule`.
 //!
 //! **Cost.** A version's supersessions are its parent's plus those of the partitions it lists
 //! and its parent did not (partitions only grow, so a rewritten day's old rows are in the
@@ -21,366 +11,24 @@
 //! `supersedes` pages of the few partitions that hold a correction. The coverage table is a
 //! function of the manifest alone.
 //!
-//! [`Cut::plan`]: crate::cut::Cut::plan
+//! [`Cut::plan`]: crate::model::cut::Cut::plan
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::Arc;
 
-use arrow::array::{
-    Array, ArrayRef, BooleanArray, Date32Array, Int64Array, RecordBatch, StringArray,
-    TimestampMicrosecondArray,
-};
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
-use parquet::arrow::ArrowWriter;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-use parquet::basic::Compression;
-use parquet::file::properties::WriterProperties;
 
-use crate::clock::{Day, Instant, Lane, SourceId};
-pub use crate::corpus::supersessions::Superseding;
-use crate::corpus::supersessions::{rows_holding, superseding_rows};
-use crate::coverage::{DayTable, certificate_of};
 use crate::error::{Error, Result};
-use crate::manifest::{Manifest, ObjectEntry, PartitionEntry};
-use crate::store::{CorpusStore, sha256_hex};
-
-/// The kind of a supersessions table in the manifest's `access` list.
-pub const KIND_SUPERSESSIONS: &str = "rule.supersessions/2";
-/// The kind of a supersessions table written before it named where each superseded revision
-/// is stored: still read (its version's tables are replaced whole at the next publish), never
-/// written, and not exported ([`crate::rule::sql::views_of`] refuses it, naming the fix).
-pub const KIND_SUPERSESSIONS_UNPLACED: &str = "rule.supersessions/1";
-/// The kind of a coverage table.
-pub const KIND_COVERAGE: &str = "rule.coverage/1";
+use crate::format::rule::*;
+use crate::model::clock::{Lane, SourceId};
+use crate::model::manifest::{Manifest, ObjectEntry, PartitionEntry};
+use crate::read::corpus::supersessions::{rows_holding, superseding_rows};
+use crate::store::CorpusStore;
+use crate::store::hashing::sha256_hex;
 
 /// Partitions whose superseding rows are read at once (a store over the network answers each
 /// footer in a round trip).
 const READ_AHEAD: usize = 16;
-
-/// The two tables of a source-lane.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum RuleTable {
-    Supersessions,
-    Coverage,
-}
-
-impl RuleTable {
-    pub const ALL: [RuleTable; 2] = [RuleTable::Supersessions, RuleTable::Coverage];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            RuleTable::Supersessions => "supersessions",
-            RuleTable::Coverage => "coverage",
-        }
-    }
-
-    pub fn kind(self) -> &'static str {
-        match self {
-            RuleTable::Supersessions => KIND_SUPERSESSIONS,
-            RuleTable::Coverage => KIND_COVERAGE,
-        }
-    }
-
-    /// Whether a manifest entry's kind is this table's: its current kind, or (supersessions)
-    /// the kind written before the tables placed revisions.
-    pub fn is_kind(self, kind: &str) -> bool {
-        kind == self.kind()
-            || (self == RuleTable::Supersessions && kind == KIND_SUPERSESSIONS_UNPLACED)
-    }
-
-    pub fn schema(self) -> SchemaRef {
-        match self {
-            RuleTable::Supersessions => supersessions_schema(),
-            RuleTable::Coverage => coverage_schema(),
-        }
-    }
-}
-
-/// Where a source-lane's table of one kind lives: `snapshots/rule/<source>/<lane>/<table>/`,
-/// each version's file named by its sha256.
-pub fn table_dir(source: SourceId, lane: Lane, table: RuleTable) -> String {
-    format!("snapshots/rule/{source}/{lane}/{}", table.name())
-}
-
-/// The manifest's entry of a source-lane's table, if the version has one.
-pub fn entry(m: &Manifest, source: SourceId, lane: Lane, table: RuleTable) -> Option<&ObjectEntry> {
-    m.access
-        .iter()
-        .find(|e| lane_of(e) == Some((source, lane, table)))
-}
-
-/// The source-lane a rule table's entry belongs to.
-pub fn lane_of(e: &ObjectEntry) -> Option<(SourceId, Lane, RuleTable)> {
-    let table = RuleTable::ALL.into_iter().find(|t| t.is_kind(&e.kind))?;
-    let rest = e.path.strip_prefix("snapshots/rule/")?;
-    let mut parts = rest.split('/');
-    let (s, l) = (parts.next()?, parts.next()?);
-    let source = *SourceId::ALL.iter().find(|x| x.as_str() == s)?;
-    let lane = *Lane::ALL.iter().find(|x| x.as_str() == l)?;
-    (parts.next()? == table.name()).then_some((source, lane, table))
-}
-
-/// The source-lanes a manifest has rule tables for: every one with partitions or a span.
-pub fn lanes(m: &Manifest) -> BTreeSet<(SourceId, Lane)> {
-    m.partitions
-        .iter()
-        .map(|p| (p.source_id, p.lane))
-        .chain(m.spans.iter().map(|s| (s.source_id, s.lane)))
-        .collect()
-}
-
-/// `id`, `revision_id` (superseded), `superseded_by`, `superseded_at` (the superseding
-/// revision's `committed_at`), and where the version stores the superseded revision:
-/// `superseded_file` (its partition's file name) and `superseded_row` (its row there, from
-/// 0), both null when the source-lane holds no such revision.
-pub fn supersessions_schema() -> SchemaRef {
-    let mut fields = unplaced_fields();
-    fields.push(Field::new(
-        crate::cut::SUPERSEDED_FILE,
-        DataType::Utf8,
-        true,
-    ));
-    fields.push(Field::new(
-        crate::cut::SUPERSEDED_ROW,
-        DataType::Int64,
-        true,
-    ));
-    Arc::new(Schema::new(fields))
-}
-
-/// The columns of a table of kind [`KIND_SUPERSESSIONS_UNPLACED`] (the first four).
-fn unplaced_fields() -> Vec<Field> {
-    vec![
-        Field::new("id", DataType::Utf8, false),
-        Field::new(crate::cut::SUPERSEDED, DataType::Utf8, false),
-        Field::new("superseded_by", DataType::Utf8, false),
-        Field::new(crate::cut::SUPERSEDED_AT, crate::record::ts_type(), false),
-    ]
-}
-
-/// Where a version stores a revision: its partition's file name (`<sha256>.parquet`, unique
-/// in the version, as Spark's `_metadata.file_name` names it) and its row index there, from 0
-/// (Spark's `_metadata.row_index`, DuckDB's `file_row_number`).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Position {
-    pub file: String,
-    pub row: i64,
-}
-
-/// Superseded revision id → where the version stores it. A revision the source-lane does not
-/// hold has no entry.
-pub type Positions = BTreeMap<String, Position>;
-
-/// A supersessions table as stored.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Supersessions {
-    pub rows: BTreeSet<Superseding>,
-    pub positions: Positions,
-    /// Whether the table places revisions (false for [`KIND_SUPERSESSIONS_UNPLACED`]).
-    pub placed: bool,
-}
-
-/// The file name of a partition path: what Spark's `_metadata.file_name` gives for its rows.
-pub fn file_name(path: &str) -> &str {
-    path.rsplit_once('/').map_or(path, |(_, name)| name)
-}
-
-/// A certificate of `/v1/coverage` per day, and whether a cut on `available_at` can use it.
-pub fn coverage_schema() -> SchemaRef {
-    Arc::new(Schema::new(vec![
-        Field::new("key", DataType::Utf8, false),
-        Field::new("source_id", DataType::Utf8, false),
-        Field::new("lane", DataType::Utf8, false),
-        Field::new("date", DataType::Date32, false),
-        Field::new("status", DataType::Utf8, false),
-        Field::new("row_count", DataType::Int64, true),
-        Field::new("rows_held", DataType::Int64, false),
-        Field::new("certified_at", crate::record::ts_type(), true),
-        Field::new("partition_path", DataType::Utf8, true),
-        Field::new("partition_sha256", DataType::Utf8, true),
-        Field::new("evidence", DataType::Utf8, false),
-        Field::new("available_at_complete", DataType::Boolean, false),
-        Field::new("availability_key", DataType::Utf8, false),
-    ]))
-}
-
-/// One Parquet object of one batch: snappy, no dictionaries, a fixed `created_by`, so the
-/// same rows are the same bytes (and the same content address) in every run.
-fn encode(batch: &RecordBatch) -> Result<Vec<u8>> {
-    let props = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .set_dictionary_enabled(false)
-        .set_created_by("asof".into())
-        .build();
-    let mut buf = Vec::new();
-    let mut w = ArrowWriter::try_new(&mut buf, batch.schema(), Some(props))?;
-    w.write(batch)?;
-    w.close()?;
-    Ok(buf)
-}
-
-/// The supersessions table's bytes: rows sorted, so the bytes depend on the set (and the
-/// places of its superseded revisions) alone.
-pub fn encode_supersessions(
-    rows: &BTreeSet<Superseding>,
-    positions: &Positions,
-) -> Result<Vec<u8>> {
-    let col = |f: fn(&Superseding) -> &str| -> ArrayRef {
-        Arc::new(StringArray::from_iter_values(rows.iter().map(f)))
-    };
-    let place = |r: &Superseding| positions.get(&r.supersedes);
-    let batch = RecordBatch::try_new(
-        supersessions_schema(),
-        vec![
-            col(|r| &r.id),
-            col(|r| &r.supersedes),
-            col(|r| &r.revision_id),
-            Arc::new(
-                TimestampMicrosecondArray::from_iter_values(
-                    rows.iter().map(|r| r.committed_at.micros()),
-                )
-                .with_timezone("UTC"),
-            ),
-            Arc::new(StringArray::from_iter(
-                rows.iter().map(|r| place(r).map(|p| p.file.as_str())),
-            )),
-            Arc::new(Int64Array::from_iter(
-                rows.iter().map(|r| place(r).map(|p| p.row)),
-            )),
-        ],
-    )?;
-    encode(&batch)
-}
-
-/// A stored supersessions table: of kind [`KIND_SUPERSESSIONS`], or the unplaced kind before
-/// it (`placed` false, no positions).
-pub fn decode_supersessions(path: &str, bytes: Bytes) -> Result<Supersessions> {
-    let bad = |why: String| Error::integrity(path, why);
-    let mut out = Supersessions {
-        placed: true,
-        ..Default::default()
-    };
-    let unplaced = Schema::new(unplaced_fields());
-    let reader = ParquetRecordBatchReaderBuilder::try_new(bytes)
-        .map_err(|e| bad(format!("not parquet: {e}")))?
-        .build()?;
-    for batch in reader {
-        let b = batch?;
-        if b.schema() != supersessions_schema() {
-            if *b.schema() != unplaced {
-                return Err(bad(format!("not a supersessions table: {}", b.schema())));
-            }
-            out.placed = false;
-        }
-        let s = |i: usize| b.column(i).as_any().downcast_ref::<StringArray>();
-        let (Some(id), Some(rev), Some(by)) = (s(0), s(1), s(2)) else {
-            return Err(bad("column types".into()));
-        };
-        let at = b
-            .column(3)
-            .as_any()
-            .downcast_ref::<TimestampMicrosecondArray>()
-            .ok_or_else(|| bad("superseded_at".into()))?;
-        let places = out
-            .placed
-            .then(|| {
-                let file = b.column(4).as_any().downcast_ref::<StringArray>()?;
-                let row = b.column(5).as_any().downcast_ref::<Int64Array>()?;
-                Some((file, row))
-            })
-            .map(|p| p.ok_or_else(|| bad("superseded_file, superseded_row".into())))
-            .transpose()?;
-        for i in 0..b.num_rows() {
-            if let Some((file, row)) = places
-                && file.is_valid(i)
-            {
-                if !row.is_valid(i) {
-                    return Err(bad(format!("{} has a file but no row", rev.value(i))));
-                }
-                let place = Position {
-                    file: file.value(i).to_owned(),
-                    row: row.value(i),
-                };
-                if let Some(other) = out.positions.insert(rev.value(i).to_owned(), place.clone())
-                    && other != place
-                {
-                    return Err(bad(format!("{} is placed twice", rev.value(i))));
-                }
-            }
-            out.rows.insert(Superseding {
-                id: id.value(i).to_owned(),
-                supersedes: rev.value(i).to_owned(),
-                revision_id: by.value(i).to_owned(),
-                committed_at: Instant::from_micros(at.value(i)),
-            });
-        }
-    }
-    Ok(out)
-}
-
-/// The coverage table's bytes of one source-lane of `m` (`None` without a certified span):
-/// every day of the span, its certificate as `/v1/coverage` answers it for the latest cut.
-pub fn encode_coverage(m: &Manifest, source: SourceId, lane: Lane) -> Result<Option<Vec<u8>>> {
-    let Some(span) = m.span(source, lane) else {
-        return Ok(None);
-    };
-    let table = DayTable::build(m, source, lane);
-    let parts: HashMap<Day, &PartitionEntry> = m
-        .lane_partitions(source, lane)
-        .map(|p| (p.date, p))
-        .collect();
-    let n = (span.last.days() - span.first.days() + 1) as usize;
-    let mut key = Vec::with_capacity(n);
-    let mut date = Vec::with_capacity(n);
-    let mut status = Vec::with_capacity(n);
-    let mut row_count = Vec::with_capacity(n);
-    let mut rows_held = Vec::with_capacity(n);
-    let mut certified_at = Vec::with_capacity(n);
-    let mut path = Vec::with_capacity(n);
-    let mut sha = Vec::with_capacity(n);
-    let mut evidence = Vec::with_capacity(n);
-    let mut available = Vec::with_capacity(n);
-    let mut availability_key = Vec::with_capacity(n);
-    let mut day = span.first;
-    while day <= span.last {
-        let part = parts.get(&day).copied();
-        let c = certificate_of(m, table.as_ref(), (source, lane, day), part, None);
-        key.push(c.key);
-        date.push(day.days());
-        status.push(c.status);
-        row_count.push(c.row_count.map(|n| n as i64));
-        rows_held.push(c.rows_held as i64);
-        certified_at.push(c.certified_at.map(Instant::micros));
-        path.push(c.partition.as_ref().map(|p| p.path.clone()));
-        sha.push(c.partition.as_ref().map(|p| p.sha256.clone()));
-        evidence.push(serde_json::to_string(&c.evidence)?);
-        available.push(part.is_none_or(|p| p.clocks.available_at.nulls == 0));
-        availability_key.push(format!("availability.{source}/{day}"));
-        day = day.next();
-    }
-    let constant = |v: &str| -> ArrayRef { Arc::new(StringArray::from(vec![v; n])) };
-    let batch = RecordBatch::try_new(
-        coverage_schema(),
-        vec![
-            Arc::new(StringArray::from(key)),
-            constant(source.as_str()),
-            constant(lane.as_str()),
-            Arc::new(Date32Array::from(date)),
-            Arc::new(StringArray::from(status)),
-            Arc::new(Int64Array::from(row_count)),
-            Arc::new(Int64Array::from(rows_held)),
-            Arc::new(TimestampMicrosecondArray::from(certified_at).with_timezone("UTC")),
-            Arc::new(StringArray::from(path)),
-            Arc::new(StringArray::from(sha)),
-            Arc::new(StringArray::from(evidence)),
-            Arc::new(BooleanArray::from(available)),
-            Arc::new(StringArray::from(availability_key)),
-        ],
-    )?;
-    Ok(Some(encode(&batch)?))
-}
 
 /// Stores `bytes` as the source-lane's table of its kind and lists it in `m` in place of the
 /// version's earlier entry of that table.
@@ -467,7 +115,8 @@ async fn place(
     if wanted.is_empty() {
         return Ok(out);
     }
-    let days = crate::ids::days_holding(store, m, source, lane, wanted.values().copied()).await?;
+    let days =
+        crate::read::ids::days_holding(store, m, source, lane, wanted.values().copied()).await?;
     let to_read: Vec<PartitionEntry> = parts
         .into_iter()
         .filter(|p| days.as_ref().is_none_or(|d| d.contains(&p.date)))
@@ -545,7 +194,7 @@ pub async fn update(
             let mut rows = superseding_of(store, new).await?;
             let mut kept = Positions::new();
             if let Some((_, e)) = &parent_table {
-                let bytes = crate::read::get_checked(store, &e.path, &e.sha256).await?;
+                let bytes = crate::store::objects::get_checked(store, &e.path, &e.sha256).await?;
                 let table = decode_supersessions(&e.path, bytes)?;
                 rows.extend(table.rows);
                 kept = table.positions;
@@ -609,7 +258,7 @@ impl Decoded {
     pub fn partition(
         &mut self,
         p: &PartitionEntry,
-        rows: &[crate::record::NewsRow],
+        rows: &[crate::model::record::NewsRow],
         wanted: Option<&HashSet<String>>,
     ) -> Result<()> {
         let key = (p.source_id, p.lane);
@@ -667,7 +316,7 @@ pub async fn verify(
         let Some((source, lane, table)) = lane_of(e) else {
             return Err(Error::integrity(&e.path, "a rule table outside its folder"));
         };
-        let bytes = crate::read::get_checked(store, &e.path, &e.sha256).await?;
+        let bytes = crate::store::objects::get_checked(store, &e.path, &e.sha256).await?;
         match table {
             RuleTable::Coverage => {
                 let want = encode_coverage(m, source, lane)?;
@@ -774,7 +423,7 @@ fn verify_places(
 
 /// The superseding rows of decoded partition rows (what [`verify`] compares with).
 pub fn superseding_of_rows<'a>(
-    rows: impl IntoIterator<Item = &'a crate::record::NewsRow>,
+    rows: impl IntoIterator<Item = &'a crate::model::record::NewsRow>,
 ) -> impl Iterator<Item = Superseding> {
     rows.into_iter().filter_map(|r| {
         Some(Superseding {
@@ -786,26 +435,16 @@ pub fn superseding_of_rows<'a>(
     })
 }
 
-/// The supersessions of a version's source-lane as a loaded map would hold them, read from
-/// its table (for the SQL and the tests).
-pub async fn read_supersessions(
-    store: &CorpusStore,
-    e: &ObjectEntry,
-) -> Result<BTreeSet<Superseding>> {
-    Ok(read_table(store, e).await?.rows)
-}
-
-/// A version's supersessions table as stored, with its places.
-pub async fn read_table(store: &CorpusStore, e: &ObjectEntry) -> Result<Supersessions> {
-    let bytes = crate::read::get_checked(store, &e.path, &e.sha256).await?;
-    decode_supersessions(&e.path, bytes)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::publish::{ChangeSet, publish};
+    use crate::format::rule::{encode, unplaced_fields};
     use crate::testkit::{edgar, random_corpus, refusal_of, t};
+    use crate::write::publish::{ChangeSet, publish};
+    use arrow::array::{RecordBatch, StringArray};
+    use arrow::datatypes::Schema;
+    use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+    use std::sync::Arc;
 
     /// Every stored row's supersession of one source-lane of `m`, read off its partitions.
     async fn recomputed(
@@ -830,7 +469,8 @@ mod tests {
         let mut decoded = Vec::new();
         for p in &parts {
             decoded.push(
-                crate::read::decode_parquet(&p.path, store.get(&p.path).await.unwrap()).unwrap(),
+                crate::store::objects::decode_parquet(&p.path, store.get(&p.path).await.unwrap())
+                    .unwrap(),
             );
         }
         let rows: BTreeSet<Superseding> = decoded
@@ -962,7 +602,7 @@ mod tests {
             .as_any()
             .downcast_ref::<StringArray>()
             .unwrap();
-        let first = crate::coverage::certificate_of(
+        let first = crate::model::coverage::certificate_of(
             &m,
             None,
             (SourceId::SecEdgar, Lane::CertifiedPit, span.first),
@@ -1111,7 +751,8 @@ mod tests {
     /// the placed schema from that version on.
     #[tokio::test]
     async fn an_unplaced_table_is_placed_whole_at_the_next_publish() {
-        use crate::delta::{DeltaLog, Table};
+        use crate::format::delta::Table;
+        use crate::read::delta::DeltaLog;
         let (_dir, store, _) = random_corpus(0x60_0006, false).await;
         let (v, m) = store.current().await.unwrap();
         let (s, l) = (SourceId::SecEdgar, Lane::CertifiedPit);
@@ -1120,7 +761,7 @@ mod tests {
         assert!(!placed.positions.is_empty());
         // The same rows in the old form, listed under the old kind.
         let cols = supersessions_schema().fields().len() - 2;
-        let bytes = crate::read::get_checked(&store, &e.path, &e.sha256)
+        let bytes = crate::store::objects::get_checked(&store, &e.path, &e.sha256)
             .await
             .unwrap();
         let batch = ParquetRecordBatchReaderBuilder::try_new(bytes)
@@ -1153,14 +794,18 @@ mod tests {
             .filter(|x| lane_of(x) == Some((s, l, RuleTable::Supersessions)))
             .for_each(|x| x.kind = KIND_SUPERSESSIONS_UNPLACED.into());
         legacy.parent = Some(v.clone());
-        let parent_tables = crate::delta::versions_of(&store, &v, &m).await.unwrap();
-        legacy.delta = Some(crate::delta::next_versions(
+        let parent_tables = crate::format::delta::versions_of(&store, &v, &m)
+            .await
+            .unwrap();
+        legacy.delta = Some(crate::format::delta::next_versions(
             Some((&m, &parent_tables)),
             &legacy,
         ));
         let old_version = store.put_manifest(&legacy).await.unwrap();
         store.swap_pointer(Some(&v), &old_version).await.unwrap();
-        crate::delta::sync(&store, &old_version).await.unwrap();
+        crate::write::delta::sync(&store, &old_version)
+            .await
+            .unwrap();
         crate::verify::verify(&store, None).await.unwrap();
         let unplaced = read_table(
             &store,
@@ -1170,11 +815,11 @@ mod tests {
         .unwrap();
         assert!(!unplaced.placed && unplaced.positions.is_empty());
         assert_eq!(unplaced.rows, placed.rows);
-        let cut = crate::cut::Cut {
+        let cut = crate::model::cut::Cut {
             lane: Some(l),
-            ..crate::cut::Cut::at(
+            ..crate::model::cut::Cut::at(
                 t("2025-03-01T00:00:00Z"),
-                crate::clock::VisibleBy::PublishedAt,
+                crate::model::clock::VisibleBy::PublishedAt,
             )
         };
         let names = crate::rule::Names::prefixed("x");
@@ -1195,7 +840,7 @@ mod tests {
             recomputed_table(&store, &now, s, l).await
         );
         crate::verify::verify(&store, None).await.unwrap();
-        crate::delta::check(&store, &now_v).await.unwrap();
+        crate::write::delta::check(&store, &now_v).await.unwrap();
         crate::rule::sql::views_of(&now, &cut, s, &names).unwrap();
         // Delta readers get the new columns from the version that placed them.
         let table = Table::Rule(s, l, RuleTable::Supersessions);
@@ -1205,7 +850,7 @@ mod tests {
         let state = log.state(version).unwrap();
         let schema = &state.metadata.schema_string;
         assert!(
-            schema.contains(crate::cut::SUPERSEDED_ROW),
+            schema.contains(crate::model::cut::SUPERSEDED_ROW),
             "{now_v}: {schema}"
         );
         assert_eq!(state.files.len(), 1, "the unplaced file is removed");

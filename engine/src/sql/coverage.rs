@@ -1,6 +1,6 @@
 //! Coverage in SQL: the `coverage` table (every certificate of every source and lane, as the
 //! version stands) and `coverage_asof(as_of)` (each as known at an instant), row for row what
-//! `/v1/coverage` pages, made by the one rule of `crate::coverage::certificate_of`.
+//! `/v1/coverage` pages, made by the one rule of `crate::model::coverage::certificate_of`.
 //!
 //! With `news_asof`, a hole fails the query; these let an analyst see the holes themselves:
 //! `SELECT key FROM coverage WHERE status = 'missing'`.
@@ -16,9 +16,9 @@ use futures::FutureExt;
 
 use super::functions::only_instant;
 use super::lazy::{Lazy, Make};
-use crate::clock::{Instant, Lane};
-use crate::coverage::{Certificate, DayTable, certificate_keys, certificate_of};
-use crate::manifest::Manifest;
+use crate::model::clock::{Instant, Lane};
+use crate::model::coverage::{Certificate, DayTable, certificate_keys, certificate_of};
+use crate::model::manifest::Manifest;
 
 /// The columns of `coverage` and `coverage_asof`.
 pub(crate) fn schema() -> SchemaRef {
@@ -126,8 +126,8 @@ impl TableFunctionImpl for CoverageAsOf {
 mod tests {
     use arrow::array::Array;
 
-    use crate::clock::{Instant, Lane, SourceId};
-    use crate::corpus::{Corpus, CoverageQuery};
+    use crate::model::clock::{Instant, Lane, SourceId};
+    use crate::read::corpus::{Corpus, CoverageQuery};
     use crate::testkit::{cert, corpus, edgar, t};
 
     /// Each certificate as one line, from SQL.
@@ -201,7 +201,7 @@ mod tests {
         );
         forward.lane = Lane::ForwardFirstSeen;
         forward.available_at = Some(t("2026-01-06T10:01:00Z"));
-        forward.availability_basis = crate::clock::AvailabilityBasis::LocalFirstSeen;
+        forward.availability_basis = crate::model::clock::AvailabilityBasis::LocalFirstSeen;
         let rows = vec![
             edgar(
                 "0000000001-26-000001",
@@ -224,7 +224,7 @@ mod tests {
             "2026-01-09",
             "2026-02-01T00:00:00Z",
         );
-        late.evidence = vec![crate::manifest::Evidence {
+        late.evidence = vec![crate::model::manifest::Evidence {
             file: "raw/edgar/2026-01-09.idx".into(),
             sha256: "ab".repeat(32),
         }];

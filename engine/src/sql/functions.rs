@@ -18,32 +18,31 @@
 use std::str::FromStr;
 use std::sync::Arc;
 
-use arrow::array::{Array, StringArray, TimestampMicrosecondArray};
 use arrow::datatypes::SchemaRef;
 use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionArgs, TableFunctionImpl, TableProvider};
 use datafusion::common::ScalarValue;
 use datafusion::error::{DataFusionError, Result};
 use datafusion::execution::context::SessionState;
-use datafusion::functions_aggregate::expr_fn::min;
 use datafusion::logical_expr::{Expr, TableType};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::prelude::{SessionContext, col};
 
 use super::NewsTable;
-use crate::clock::{Instant, Lane, SourceId, VisibleBy};
-use crate::coverage::{Scope, SourceCoverage};
-use crate::cut::{Cut, Revisions, Superseded};
-use crate::manifest::{Manifest, PartitionEntry};
+use crate::model::clock::{Instant, Lane, SourceId, VisibleBy};
+use crate::model::coverage::{Scope, SourceCoverage};
+use crate::model::cut::{Cut, Revisions, Superseded};
+use crate::model::manifest::{Manifest, PartitionEntry};
+use crate::read::corpus::supersessions;
+use crate::store::CorpusStore;
 
 /// `news_asof` (a cut) or `news_diff` (a window).
 #[derive(Debug)]
 pub(crate) struct NewsCut {
     manifest: Arc<Manifest>,
-    url: url::Url,
-    /// Every stored row: where the superseding revisions are looked for (the version's
-    /// superseded map spans sources and lanes).
-    all: Arc<NewsTable>,
+    /// Where the partitions are read: the cut's rows, and every partition's superseding
+    /// revisions (the version's superseded map spans sources and lanes).
+    store: CorpusStore,
     window: bool,
     /// Set when the session writes SQL for another engine rather than running it.
     emit: Option<Arc<Emit>>,
@@ -52,15 +51,13 @@ pub(crate) struct NewsCut {
 impl NewsCut {
     pub(crate) fn new(
         manifest: Arc<Manifest>,
-        url: url::Url,
-        all: Arc<NewsTable>,
+        store: CorpusStore,
         window: bool,
         emit: Option<Arc<Emit>>,
     ) -> Self {
         NewsCut {
             manifest,
-            url,
-            all,
+            store,
             window,
             emit,
         }
@@ -240,9 +237,10 @@ impl TableFunctionImpl for NewsCut {
             .collect();
         Ok(Arc::new(CutTable {
             cut,
-            rows: Arc::new(NewsTable::new(&self.url, &mine)?),
-            all: self.all.clone(),
-            schema: crate::record::schema(),
+            rows: Arc::new(NewsTable::new(self.store.url(), &mine)?),
+            store: self.store.clone(),
+            manifest: Arc::clone(&self.manifest),
+            schema: crate::model::record::schema(),
         }))
     }
 }
@@ -310,7 +308,7 @@ impl Emit {
                 scan(&names.news, crate::rule::sql::placed_rows_schema())?,
                 scan(
                     &names.supersessions,
-                    crate::rule::RuleTable::Supersessions.schema(),
+                    crate::format::rule::RuleTable::Supersessions.schema(),
                 )?,
             )
             .map_err(|e| DataFusionError::External(Box::new(e)))?
@@ -334,45 +332,22 @@ struct CutTable {
     cut: Cut,
     /// The partitions of the cut's source and lane.
     rows: Arc<NewsTable>,
-    /// Every partition: where superseding revisions are looked for (the version's map spans
-    /// sources and lanes, as the service's does).
-    all: Arc<NewsTable>,
+    /// Where every partition's superseding revisions are read, and the version that lists
+    /// them (the version's map spans sources and lanes, as the service's does).
+    store: CorpusStore,
+    manifest: Arc<Manifest>,
     schema: SchemaRef,
 }
 
 impl CutTable {
-    /// The version's superseded map: each revision some row supersedes, with the earliest
-    /// commit that superseded it (`corpus::supersessions` keeps the same).
-    async fn superseded(&self, ctx: &SessionContext) -> Result<Superseded> {
-        let found = ctx
-            .read_table(self.all.clone() as Arc<dyn TableProvider>)?
-            .filter(col("supersedes").is_not_null())?
-            .aggregate(
-                vec![col("supersedes")],
-                vec![min(col("committed_at")).alias("at")],
-            )?
-            .collect()
-            .await?;
-        let mut map = Superseded::default();
-        for b in &found {
-            let bad = || DataFusionError::Internal("the superseded map's columns".into());
-            let ids = b
-                .column(0)
-                .as_any()
-                .downcast_ref::<StringArray>()
-                .ok_or_else(bad)?;
-            let at = b
-                .column(1)
-                .as_any()
-                .downcast_ref::<TimestampMicrosecondArray>()
-                .ok_or_else(bad)?;
-            for i in 0..b.num_rows() {
-                // A superseding row is always committed; one without would supersede nothing.
-                if at.is_valid(i) {
-                    map.insert(ids.value(i).to_owned(), Instant::from_micros(at.value(i)));
-                }
-            }
-        }
+    /// The version's superseded map, gathered as the service gathers it when it loads a
+    /// version ([`supersessions::gather`], the one reading of it): each revision some row
+    /// supersedes, with the earliest commit that superseded it. A superseding row without a
+    /// commit instant (which publish never writes) fails the query there, as it fails a load.
+    async fn superseded(&self) -> Result<Superseded> {
+        let (map, _) = supersessions::gather(&self.store, &self.manifest, None, None)
+            .await
+            .map_err(|e| DataFusionError::External(Box::new(e)))?;
         Ok(map)
     }
 }
@@ -407,7 +382,7 @@ impl TableProvider for CutTable {
             .optimizer
             .enable_join_dynamic_filter_pushdown = false;
         let ctx = SessionContext::new_with_state(state);
-        let superseded = self.superseded(&ctx).await?;
+        let superseded = self.superseded().await?;
         let mut df = self
             .cut
             .apply(
@@ -435,9 +410,9 @@ impl TableProvider for CutTable {
 mod tests {
     use arrow::array::{Array, StringArray};
 
-    use crate::clock::{Instant, Lane, VisibleBy};
-    use crate::corpus::{Answer, Corpus, Entity, NewsQuery};
-    use crate::coverage::Scope;
+    use crate::model::clock::{Instant, Lane, VisibleBy};
+    use crate::model::coverage::Scope;
+    use crate::read::corpus::{Answer, Corpus, Entity, NewsQuery};
     use crate::testkit::{RANDOM_FROM, RANDOM_SPAN, Rng, random_corpus};
 
     /// The ids a SQL query returns (its first column), sorted.
@@ -495,7 +470,7 @@ mod tests {
                 let (start, as_of) = (a.min(b), a.max(b));
                 let window = rng.below(2) == 0 && start < as_of;
                 let q = NewsQuery {
-                    source: crate::clock::SourceId::SecEdgar,
+                    source: crate::model::clock::SourceId::SecEdgar,
                     lane,
                     visible_by: clock,
                     start: window.then_some(start),
@@ -604,7 +579,7 @@ mod tests {
         let c = Corpus::open(store).await.unwrap();
         // The certifications end on 2025-03-31: a cut in May is a hole for the API.
         let q = NewsQuery {
-            source: crate::clock::SourceId::SecEdgar,
+            source: crate::model::clock::SourceId::SecEdgar,
             lane: Lane::CertifiedPit,
             visible_by: VisibleBy::PublishedAt,
             start: None,

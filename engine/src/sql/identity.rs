@@ -16,9 +16,9 @@ use tokio::sync::OnceCell;
 
 use super::functions::only_instant;
 use super::lazy::{Lazy, Make};
-use crate::clock::Instant;
-use crate::identity::{EvidenceFile, IdentityFile, IdentityIndex, Mapping};
-use crate::manifest::ObjectEntry;
+use crate::model::clock::Instant;
+use crate::model::identity::{EvidenceFile, IdentityFile, IdentityIndex, Mapping};
+use crate::model::manifest::ObjectEntry;
 use crate::store::CorpusStore;
 
 /// The version's identity object, read once per process when first needed.
@@ -42,7 +42,7 @@ impl Source {
         self.index
             .get_or_try_init(|| async {
                 let file = match &self.entry {
-                    Some(e) => crate::identity::read_identity(&self.store, e).await,
+                    Some(e) => crate::format::identity::read_identity(&self.store, e).await,
                     None => Ok(IdentityFile::default()),
                 };
                 file.and_then(IdentityIndex::new)
@@ -206,11 +206,13 @@ pub(crate) fn tables(source: &Arc<Source>) -> [(&'static str, Lazy); 2] {
 mod tests {
     use arrow::array::Array;
 
-    use crate::corpus::Corpus;
-    use crate::identity::{EvidenceFile, FORMAT, IdentityFile, NameInterval, TickerInterval};
-    use crate::publish::{ChangeSet, publish};
+    use crate::model::identity::{
+        EvidenceFile, FORMAT, IdentityFile, NameInterval, TickerInterval,
+    };
+    use crate::read::corpus::Corpus;
     use crate::store::CorpusStore;
     use crate::testkit::{day, t};
+    use crate::write::publish::{ChangeSet, publish};
 
     fn interval(
         ticker: &str,

@@ -29,7 +29,7 @@ use datafusion::prelude::{SessionConfig, SessionContext};
 use futures::TryStreamExt;
 
 use crate::error::{Error, Result};
-use crate::manifest::{Manifest, PartitionEntry};
+use crate::model::manifest::{Manifest, PartitionEntry};
 use crate::store::CorpusStore;
 
 mod coverage;
@@ -74,7 +74,7 @@ pub async fn stream_on(
 }
 
 /// `sql` as another engine runs it over a version's files (`asof sql --emit-sql`): each
-/// `news_asof`/`news_diff` becomes the rule's one plan ([`crate::cut::Cut::plan`]) over two
+/// `news_asof`/`news_diff` becomes the rule's one plan ([`crate::model::cut::Cut::plan`]) over two
 /// views, the partitions that may hold a row of the cut and the source-lane's supersessions
 /// table (`crate::rule`), and the whole statement is unparsed in `dialect`. A cut the version
 /// does not cover is refused here with the API's missing keys, as `asof sql` refuses it:
@@ -200,13 +200,7 @@ fn session_of(
     let news = Arc::new(NewsTable::new(store.url(), &manifest.partitions)?);
     let shared = Arc::new(manifest.clone());
     for window in [false, true] {
-        let f = functions::NewsCut::new(
-            shared.clone(),
-            store.url().clone(),
-            news.clone(),
-            window,
-            emit.clone(),
-        );
+        let f = functions::NewsCut::new(shared.clone(), store.clone(), window, emit.clone());
         ctx.register_udtf(if window { "news_diff" } else { "news_asof" }, Arc::new(f));
     }
     if !all_tables {

@@ -27,8 +27,8 @@ use datafusion::physical_optimizer::pruning::PruningPredicateBuilder;
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::physical_plan::empty::EmptyExec;
 
-use crate::clock::Instant;
-use crate::manifest::{ClockStats, PartitionEntry};
+use crate::model::clock::Instant;
+use crate::model::manifest::{ClockStats, PartitionEntry};
 
 /// Bytes read from a partition's end to find its footer in one read: the footers of the
 /// corpus's partitions are a few kilobytes (one row group, nineteen columns).
@@ -54,7 +54,7 @@ pub struct NewsTable {
 impl NewsTable {
     /// The partitions `partitions` of the store registered at `store_url`.
     pub fn new(store_url: &url::Url, partitions: &[PartitionEntry]) -> Result<Self> {
-        let schema = crate::record::schema();
+        let schema = crate::model::record::schema();
         let url = ObjectStoreUrl::parse(store_url.as_str())?;
         let files = partitions
             .iter()
@@ -233,7 +233,7 @@ mod tests {
     use datafusion::datasource::file_format::options::ParquetReadOptions;
     use datafusion::prelude::SessionContext;
 
-    use crate::record::NewsRow;
+    use crate::model::record::NewsRow;
     use crate::testkit::{corpus, counted_store, edgar, january};
 
     /// Rows over ten January days, a few without `published_at`, one filer in three.
@@ -335,9 +335,9 @@ mod tests {
                 r
             })
             .collect();
-        let published = crate::publish::publish(
+        let published = crate::write::publish::publish(
             &store,
-            crate::publish::ChangeSet {
+            crate::write::publish::ChangeSet {
                 rows: fixes,
                 ..Default::default()
             },
@@ -346,7 +346,9 @@ mod tests {
         .await
         .unwrap();
         assert_eq!(published.rows_added, 400);
-        let c = crate::corpus::Corpus::open(store.clone()).await.unwrap();
+        let c = crate::read::corpus::Corpus::open(store.clone())
+            .await
+            .unwrap();
         assert_eq!(c.version(), published.version);
         let manifest = c.manifest().clone();
         // The revision ids of one whole side are 40,000 × 64 bytes, 2.5 MB: past a 1 MiB
@@ -376,7 +378,7 @@ mod tests {
         let df = listing
             .read_parquet(
                 files,
-                ParquetReadOptions::default().schema(&crate::record::schema()),
+                ParquetReadOptions::default().schema(&crate::model::record::schema()),
             )
             .await
             .unwrap();

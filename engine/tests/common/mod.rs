@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use asof_engine::publish::{ChangeSet, publish};
-use asof_engine::read::read_partition;
+use asof_engine::store::objects::read_partition;
+use asof_engine::write::publish::{ChangeSet, publish};
 use asof_engine::{CorpusStore, Instant, Lane, NewsRow, SourceId};
 
 pub fn at(s: &str) -> Instant {
@@ -104,7 +104,9 @@ pub async fn race(store: CorpusStore, publishers: usize, each: usize) {
     // version's partitions, and one of the source-lane's supersessions table, which the first
     // version creates and no later one changes (no row corrects another; no certification, so
     // no coverage table).
-    let checked = asof_engine::delta::check(&store, &current).await.unwrap();
+    let checked = asof_engine::write::delta::check(&store, &current)
+        .await
+        .unwrap();
     assert_eq!(
         (checked.commits, checked.behind),
         (publishers * each + 1, 0),

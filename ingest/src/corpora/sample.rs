@@ -26,11 +26,11 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use asof_engine::clock::{Day, Instant, Lane, SourceId};
-use asof_engine::manifest::{SampleExample, SampleSet};
-use asof_engine::publish::{Published, publish_as_first};
-use asof_engine::record::NewsRow;
+use asof_engine::model::clock::{Day, Instant, Lane, SourceId};
+use asof_engine::model::manifest::{SampleExample, SampleSet};
+use asof_engine::model::record::NewsRow;
 use asof_engine::store::CorpusStore;
+use asof_engine::write::publish::{Published, publish_as_first};
 
 use crate::adapter::InputFile;
 use crate::error::{Error, Result};

@@ -23,13 +23,14 @@
 
 use std::collections::BTreeMap;
 
-use asof_engine::clock::{Day, Instant, Lane, SourceId};
-use asof_engine::encode::write_partition;
-use asof_engine::manifest::{Certification, Evidence, FORMAT, Manifest};
-use asof_engine::publish::publish_manifest;
-use asof_engine::record::NewsRow;
+use asof_engine::format::{access, ids, late};
+use asof_engine::model::clock::{Day, Instant, Lane, SourceId};
+use asof_engine::model::manifest::{Certification, Evidence, FORMAT, Manifest};
+use asof_engine::model::record::NewsRow;
 use asof_engine::store::CorpusStore;
-use asof_engine::{access, ids, late};
+use asof_engine::write::access::GroupBuilder;
+use asof_engine::write::encode::write_partition;
+use asof_engine::write::publish::publish_manifest;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
@@ -351,8 +352,8 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
     };
     let (mut serial, mut written) = (0u64, 0u64);
     // The certified lane's access file of the era being written (days come in order), and the
-    // forward lane's by era: both sort in bounded memory (`access::GroupBuilder` spills).
-    let mut era_rows: Option<access::GroupBuilder> = None;
+    // forward lane's by era: both sort in bounded memory (`GroupBuilder` spills).
+    let mut era_rows: Option<GroupBuilder> = None;
     // Every row's id run entry (12 bytes a row), written as one run at the end, so ingests
     // into the corpus find what it holds by id from the start.
     let mut id_entries: Vec<ids::IdEntry> = Vec::new();
@@ -360,7 +361,7 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
     // The forward lane: its certified range, rows (for its access files) and id entries.
     let mut forward_run: Option<(Day, Day)> = None;
     let mut fresh_late = std::collections::HashMap::new();
-    let mut forward_rows: BTreeMap<i32, access::GroupBuilder> = BTreeMap::new();
+    let mut forward_rows: BTreeMap<i32, GroupBuilder> = BTreeMap::new();
     let mut forward_ids = Vec::new();
     let mut built = Built {
         version: String::new(),
@@ -402,7 +403,7 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
             written += (rows.len() + ahead.len()) as u64;
             era_rows
                 .get_or_insert_with(|| {
-                    access::GroupBuilder::new((SourceId::SecEdgar, Lane::CertifiedPit, era))
+                    GroupBuilder::new((SourceId::SecEdgar, Lane::CertifiedPit, era))
                 })
                 .push(rows.iter().cloned())?;
             id_entries.extend(rows.iter().map(|r| ids::entry(&r.id, day)));
@@ -415,7 +416,7 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
                 forward_rows
                     .entry(era)
                     .or_insert_with(|| {
-                        access::GroupBuilder::new((SourceId::SecEdgar, Lane::ForwardFirstSeen, era))
+                        GroupBuilder::new((SourceId::SecEdgar, Lane::ForwardFirstSeen, era))
                     })
                     .push(ahead.iter().cloned())?;
                 forward_ids.extend(ahead.iter().map(|r| ids::entry(&r.id, day)));
@@ -456,7 +457,7 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
     if let Some(b) = era_rows {
         manifest.access.extend(b.finish(store, "").await?);
     }
-    ids::add(
+    asof_engine::write::ids::add(
         store,
         &mut manifest,
         SourceId::SecEdgar,
@@ -468,7 +469,7 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
         for b in forward_rows.into_values() {
             manifest.access.extend(b.finish(store, "").await?);
         }
-        ids::add(
+        asof_engine::write::ids::add(
             store,
             &mut manifest,
             SourceId::SecEdgar,
@@ -477,7 +478,7 @@ pub async fn build(store: &CorpusStore, spec: &Spec, progress: &dyn Fn(u64)) -> 
         )
         .await?;
     }
-    late::update(store, &mut manifest, None, fresh_late).await?;
+    asof_engine::write::late::update(store, &mut manifest, None, fresh_late).await?;
     built.partitions = manifest.partitions.len();
     built.rows = written;
     built.version = publish_manifest(store, manifest).await?;
@@ -505,8 +506,8 @@ fn certification(
 mod tests {
     use super::*;
     use asof_engine::VisibleBy;
-    use asof_engine::corpus::{Answer, Corpus, Entity, NewsQuery};
-    use asof_engine::coverage::Scope;
+    use asof_engine::model::coverage::Scope;
+    use asof_engine::read::corpus::{Answer, Corpus, Entity, NewsQuery};
 
     fn spec(seed: u64) -> Spec {
         Spec {
@@ -660,7 +661,7 @@ mod tests {
             after: None,
             limit: 10_000,
         };
-        let page = |a: Answer<asof_engine::record::NewsRow>| match a {
+        let page = |a: Answer<asof_engine::model::record::NewsRow>| match a {
             Answer::Page { rows, .. } => rows,
             Answer::Hole { coverage } => panic!("unexpected hole {:?}", coverage.missing),
         };
@@ -677,8 +678,8 @@ mod tests {
             );
         }
         let mut scanned = Corpus::open(sb.clone()).await.unwrap();
-        scanned.set_read_path(asof_engine::corpus::ReadPath::Scan);
-        let ids = |rows: Vec<asof_engine::record::NewsRow>| -> Vec<(String, String)> {
+        scanned.set_read_path(asof_engine::read::corpus::ReadPath::Scan);
+        let ids = |rows: Vec<asof_engine::model::record::NewsRow>| -> Vec<(String, String)> {
             rows.into_iter().map(|r| (r.id, r.revision_id)).collect()
         };
         assert_eq!(

@@ -5,8 +5,8 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use asof_engine::clock::{Day, Instant, SourceId};
-use asof_engine::record::NewsRow;
+use asof_engine::model::clock::{Day, Instant, SourceId};
+use asof_engine::model::record::NewsRow;
 use serde_json::{Map, Value};
 
 use crate::adapter::{
@@ -408,7 +408,7 @@ pub fn commit_instants(file: &str, commits_txt: &str) -> Result<BTreeMap<Day, In
 #[cfg(test)]
 mod tests {
     use super::*;
-    use asof_engine::clock::Lane;
+    use asof_engine::model::clock::Lane;
 
     const DIR: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -3,11 +3,11 @@
 
 use std::collections::BTreeMap;
 
-use asof_engine::clock::{Day, Instant, Lane, SourceId};
-use asof_engine::identity::{EvidenceFile, NameInterval, Observation, ObservedName};
+use asof_engine::model::clock::{Day, Instant, Lane, SourceId};
+use asof_engine::model::identity::{EvidenceFile, NameInterval, Observation, ObservedName};
+use asof_engine::model::record::NewsRow;
 use asof_engine::normalize_cik;
-use asof_engine::record::NewsRow;
-use asof_engine::store::sha256_hex;
+use asof_engine::store::hashing::sha256_hex;
 use serde_json::{Map, Value, json};
 
 use crate::adapter::{Context, InputFile, Parsed, non_empty, require_capture};

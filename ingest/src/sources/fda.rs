@@ -9,8 +9,8 @@
 
 use std::collections::BTreeMap;
 
-use asof_engine::clock::{Day, SourceId};
-use asof_engine::record::NewsRow;
+use asof_engine::model::clock::{Day, SourceId};
+use asof_engine::model::record::NewsRow;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
@@ -513,7 +513,7 @@ fn shorten(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
-    use asof_engine::clock::{Instant, Lane};
+    use asof_engine::model::clock::{Instant, Lane};
 
     use super::*;
 

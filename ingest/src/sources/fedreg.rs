@@ -4,8 +4,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use asof_engine::clock::{Day, Instant};
-use asof_engine::record::NewsRow;
+use asof_engine::model::clock::{Day, Instant};
+use asof_engine::model::record::NewsRow;
 use serde_json::{Map, Value};
 
 use crate::adapter::{Columns, Context, InputFile, Parsed, base_row, non_empty, utf8};
@@ -354,7 +354,7 @@ fn document(file: &str, at: &str, v: &Value, ctx: &Context) -> Result<NewsRow> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use asof_engine::clock::{Lane, SourceId};
+    use asof_engine::model::clock::{Lane, SourceId};
 
     const DIR: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry as MapEntry;
 
-use asof_engine::clock::Instant;
+use asof_engine::model::clock::Instant;
 use serde_json::{Map, Value};
 
 use crate::adapter::{self, Context, Entry, InputFile, Parsed, Snapshot};
@@ -324,7 +324,7 @@ impl SnapshotBuilder {
 
 #[derive(Default)]
 struct RowsBuilder {
-    rows: Vec<asof_engine::record::NewsRow>,
+    rows: Vec<asof_engine::model::record::NewsRow>,
     /// Row id → (index in `rows`, file that gave it), to collapse pages that overlap.
     seen: BTreeMap<String, (usize, String)>,
 }
@@ -404,7 +404,7 @@ fn modification_row(
     file: &str,
     r: &Record<'_>,
     ctx: &Context,
-) -> Result<asof_engine::record::NewsRow> {
+) -> Result<asof_engine::model::record::NewsRow> {
     let mod_id = str_at(file, &r.at, r.value, "id")?;
     if mod_id.trim().is_empty() {
         return Err(Error::parse(file, &r.at, "id: empty"));
@@ -485,7 +485,7 @@ fn modification_row(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use asof_engine::clock::{Lane, SourceId};
+    use asof_engine::model::clock::{Lane, SourceId};
 
     const RS: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),

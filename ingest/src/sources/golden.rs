@@ -15,7 +15,7 @@
 //! absence says nothing). A file named otherwise is a whole golden copy captured at
 //! `--captured-at`. Unzip GLEIF's `.csv.zip` first (`unzip -p X.csv.zip > X.csv`).
 
-use asof_engine::clock::Instant;
+use asof_engine::model::clock::Instant;
 
 use crate::adapter::{Context, Input, SpilledSnapshot};
 use crate::entries::{EntrySpill, Seen};
@@ -220,7 +220,7 @@ impl serde::Serialize for CanonicalObject<'_> {
 mod tests {
     use super::*;
     use crate::adapter::{InputFile, canonical_json};
-    use asof_engine::clock::{Lane, SourceId};
+    use asof_engine::model::clock::{Lane, SourceId};
 
     pub(crate) const DIR: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),

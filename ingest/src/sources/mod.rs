@@ -14,7 +14,7 @@ pub mod tickers;
 #[cfg(test)]
 mod robustness;
 
-use asof_engine::clock::{Instant, Lane, SourceId};
+use asof_engine::model::clock::{Instant, Lane, SourceId};
 
 use crate::adapter::{Context, Input, InputFile, Parsed};
 use crate::error::{Error, Result};

@@ -489,7 +489,7 @@ pub fn parse(files: &[InputFile], ctx: &Context) -> Result<Parsed> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use asof_engine::clock::{Instant, Lane, SourceId};
+    use asof_engine::model::clock::{Instant, Lane, SourceId};
 
     const Y2019: &str = concat!(
         env!("CARGO_MANIFEST_DIR"),

@@ -4,7 +4,7 @@
 //! (`fuzz/run.sh`); its seeds and every crashing input it found (`fuzz/crashes/parse/`) are
 //! replayed here on every test run.
 
-use asof_engine::clock::{Instant, Lane, SourceId};
+use asof_engine::model::clock::{Instant, Lane, SourceId};
 use proptest::prelude::*;
 
 use crate::adapter::{Context, Input, InputFile};

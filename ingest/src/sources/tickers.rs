@@ -6,10 +6,10 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use asof_engine::clock::Instant;
-use asof_engine::identity::{EvidenceFile, Observation};
+use asof_engine::model::clock::Instant;
+use asof_engine::model::identity::{EvidenceFile, Observation};
 use asof_engine::normalize_cik;
-use asof_engine::store::sha256_hex;
+use asof_engine::store::hashing::sha256_hex;
 use serde_json::{Value, json};
 
 use crate::adapter::{Entry, Snapshot};

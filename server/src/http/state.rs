@@ -57,7 +57,7 @@ struct Inner {
     per_version: Mutex<HashMap<TypeId, PerVersion>>,
     /// The Delta logs `/delta-sharing` reads, kept across corpus versions (commits are
     /// immutable; a new version only adds some).
-    delta_logs: asof_engine::delta::LogCache,
+    delta_logs: asof_engine::read::delta::LogCache,
     /// Whether the replica should get traffic (`GET /ready`).
     readiness: crate::http::ready::Readiness,
 }
@@ -131,7 +131,7 @@ impl Default for Options {
             scan_wait: Duration::from_secs(2),
             scan_threads: 0,
             scan_cpu_share: DEFAULT_SCAN_CPU_SHARE,
-            max_walk_rows: asof_engine::scan_pool::DEFAULT_MAX_ROWS,
+            max_walk_rows: asof_engine::read::scan_pool::DEFAULT_MAX_ROWS,
             file_url_ttl: Duration::from_secs(15 * 60),
             file_requests_per_minute: FILE_REQUESTS_PER_MINUTE,
             public_url: None,
@@ -284,7 +284,7 @@ impl AppState {
     }
 
     /// The Delta logs of the corpus's tables (`/delta-sharing`).
-    pub fn delta_logs(&self) -> &asof_engine::delta::LogCache {
+    pub fn delta_logs(&self) -> &asof_engine::read::delta::LogCache {
         &self.inner.delta_logs
     }
 

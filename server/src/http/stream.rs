@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
-use asof_engine::changes::{added_counts, added_rows};
+use asof_engine::read::changes::{added_counts, added_rows};
 use asof_engine::{CorpusStore, Instant, Lane, Manifest, NewsRow, SourceId};
 use bytes::Bytes;
 use serde::Serialize;

@@ -1,5 +1,5 @@
 //! The Delta Sharing protocol under `/delta-sharing/` (Power plan): the corpus's Delta tables
-//! (`asof_engine::delta`) listed as one share, read at any table version through the same
+//! (`asof_engine::format::delta`) listed as one share, read at any table version through the same
 //! signed file URLs as `/v1/files`, so the official clients (pandas, Spark) read the very
 //! files the service serves.
 //!
@@ -12,7 +12,8 @@
 
 use std::collections::BTreeMap;
 
-use asof_engine::delta::{self, Add, DeltaLog, MetaData, TableState, TableVersions};
+use asof_engine::format::delta::{self, Add, MetaData, TableVersions};
+use asof_engine::read::delta::{DeltaLog, TableState};
 use asof_engine::{Corpus, Instant, Lane, SourceId};
 use axum::body::Body;
 use axum::extract::{Extension, Path, State};
@@ -600,10 +601,12 @@ async fn snapshot_lines(
 }
 
 fn file_id_of(add: &Add) -> Result<String, ApiError> {
-    delta::file_id(&add.path).map(str::to_owned).ok_or_else(|| {
-        tracing::error!(path = %add.path, "a Delta file path without a sha256 name");
-        ApiError::INTERNAL
-    })
+    asof_engine::read::delta::file_id(&add.path)
+        .map(str::to_owned)
+        .ok_or_else(|| {
+            tracing::error!(path = %add.path, "a Delta file path without a sha256 name");
+            ApiError::INTERNAL
+        })
 }
 
 /// The partition behind file `id` in any version of the served corpus's Delta tables (a

@@ -1,0 +1,702 @@
+//! Coverage: which source-days a cut depends on, which of those are certified, and the keys
+//! (`touched`, `missing`) every answer reports, and the certificate of a source-lane-day
+//! (`/v1/coverage` and SQL's `coverage` table).
+//!
+//! Rules (documented in ARCHITECTURE.md):
+//! - A cut at `as_of` depends on every day of the certified span from its first day through
+//!   `as_of`'s UTC day; a diff `(start, end]` on the days from `start`'s to `end`'s. Days before
+//!   the span's first day are outside what the corpus claims (the frontier key says where it
+//!   starts); a cut ending before that first day is itself a hole.
+//! - A needed day is missing when it is a hole inside the span or lies after its last day;
+//!   under `visible_by=committed_at` also when it was certified only after `as_of`.
+//! - Under `visible_by=available_at`, a needed day whose rows lack that clock is missing as
+//!   `availability.<source>/<day>`.
+//! - `missing` lists at most [`MAX_MISSING_KEYS`] keys, earliest first; `missing_total` says how
+//!   many there were, so a far-future cut stays small.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::model::clock::{Day, Instant, Lane, SourceId, VisibleBy};
+use crate::model::manifest::{Manifest, PartitionEntry, SampleSet};
+
+pub const MAX_MISSING_KEYS: usize = 32;
+
+/// The coverage object of an answer.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Coverage {
+    pub touched: Vec<String>,
+    pub missing: Vec<String>,
+    /// How many keys `missing` would hold unbounded (≥ `missing.len()`).
+    pub missing_total: usize,
+}
+
+impl Coverage {
+    pub fn is_complete(&self) -> bool {
+        self.missing_total == 0
+    }
+    pub fn touch(&mut self, key: String) {
+        if !self.touched.contains(&key) {
+            self.touched.push(key);
+        }
+    }
+    /// Touches the key of each source-day in order, once, as `touch` would key by key, but
+    /// formatting each distinct day once and comparing days, not strings: a page's rows name
+    /// up to a hundred days, mostly the same few.
+    pub fn touch_days(&mut self, days: impl IntoIterator<Item = (SourceId, Day)>) {
+        let before = self.touched.len();
+        let mut seen: Vec<(SourceId, Day)> = Vec::new();
+        for (source, day) in days {
+            if seen.contains(&(source, day)) {
+                continue;
+            }
+            seen.push((source, day));
+            // Keys of distinct days differ: only the keys touched before can repeat one.
+            let key = day_key(source, day);
+            if !self.touched[..before].contains(&key) {
+                self.touched.push(key);
+            }
+        }
+    }
+    /// Puts `key` first among the missing (an identity hole comes before the days a cut
+    /// needs), keeping the list within [`MAX_MISSING_KEYS`].
+    pub fn miss_first(&mut self, key: String) {
+        self.missing.insert(0, key);
+        self.missing_total += 1;
+        self.missing.truncate(MAX_MISSING_KEYS);
+    }
+    /// Adds `key` to the missing, keeping the list within [`MAX_MISSING_KEYS`] (`missing_total`
+    /// counts it either way).
+    pub fn miss(&mut self, key: String) {
+        self.missing_total += 1;
+        if self.missing.len() < MAX_MISSING_KEYS {
+            self.missing.push(key);
+        }
+    }
+}
+
+/// `<source>/<YYYY-MM-DD>`: the coverage key of one source-day.
+pub fn day_key(source: SourceId, day: Day) -> String {
+    let mut key = String::with_capacity(source.as_str().len() + 11);
+    key.push_str(source.as_str());
+    key.push('/');
+    day.push_iso(&mut key);
+    key
+}
+
+/// What the certified days of one source-lane are, as seen by one kind of answer.
+#[derive(Debug, Clone, Copy)]
+pub enum Scope<'a> {
+    /// The whole corpus: certifications of the manifest.
+    Corpus,
+    /// The public sample: only the sample set's days count as read.
+    Sample(&'a SampleSet),
+}
+
+/// The certification status of one day for one source-lane, as of a cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DayStatus {
+    Certified,
+    /// Certified in this version, but only after the `committed_at` cut.
+    CertifiedLater,
+    Missing,
+}
+
+/// Per-day certification facts of one source-lane over its span, computed once per loaded
+/// version: a coverage decision then reads a dense array instead of walking the
+/// certification and partition lists for every day a cut needs.
+#[derive(Debug, Clone)]
+pub struct DayTable {
+    first: Day,
+    /// Earliest `certified_at` (µs) of a certification covering each day of the span;
+    /// `i64::MAX` for a day no certification covers.
+    earliest: Vec<i64>,
+    /// Whether every row of each day carries `available_at`.
+    available: Vec<bool>,
+    /// `uncovered[i]`: days before offset `i` that no certification covers.
+    uncovered: Vec<u32>,
+}
+
+impl DayTable {
+    /// The table of a source-lane, or `None` when nothing of it is certified.
+    pub fn build(manifest: &Manifest, source: SourceId, lane: Lane) -> Option<Self> {
+        let span = manifest.span(source, lane)?;
+        let len = (span.last.days() - span.first.days() + 1) as usize;
+        let mut earliest = vec![i64::MAX; len];
+        for c in manifest
+            .certifications
+            .iter()
+            .filter(|c| c.source_id == source && c.lane == lane)
+        {
+            let from = (c.from.days() - span.first.days()).max(0) as usize;
+            let to = ((c.to.days() - span.first.days()) as usize).min(len - 1);
+            for e in &mut earliest[from..=to] {
+                *e = (*e).min(c.certified_at.micros());
+            }
+        }
+        let mut available = vec![true; len];
+        for p in manifest
+            .partitions
+            .iter()
+            .filter(|p| p.source_id == source && p.lane == lane)
+        {
+            let off = p.date.days() - span.first.days();
+            if off >= 0 && (off as usize) < len {
+                available[off as usize] = p.clocks.available_at.nulls == 0;
+            }
+        }
+        let mut uncovered = Vec::with_capacity(len + 1);
+        uncovered.push(0);
+        for e in &earliest {
+            let last = *uncovered.last().expect("non-empty");
+            uncovered.push(last + u32::from(*e == i64::MAX));
+        }
+        Some(DayTable {
+            first: span.first,
+            earliest,
+            available,
+            uncovered,
+        })
+    }
+
+    fn offset(&self, day: Day) -> Option<usize> {
+        let off = day.days() - self.first.days();
+        (off >= 0 && (off as usize) < self.earliest.len()).then_some(off as usize)
+    }
+}
+
+/// Coverage view of one source-lane.
+#[derive(Debug)]
+pub struct SourceCoverage<'a> {
+    manifest: &'a Manifest,
+    source: SourceId,
+    lane: Lane,
+    scope: Scope<'a>,
+    /// The source-lane's day table on the whole corpus (`None` when nothing of it is
+    /// certified, and on the sample, whose days are its own list): the one decision of a
+    /// day's certification status.
+    table: Option<Cow<'a, DayTable>>,
+    first: Option<Day>,
+    last: Option<Day>,
+    frontier: Option<String>,
+}
+
+impl<'a> SourceCoverage<'a> {
+    /// The view of a source-lane; on the whole corpus its [`DayTable`] is built here (one pass
+    /// over the span, the certifications and the partitions), so a caller answering many cuts
+    /// keeps the table and uses [`Self::with_day_table`].
+    pub fn new(manifest: &'a Manifest, source: SourceId, lane: Lane, scope: Scope<'a>) -> Self {
+        let table = match scope {
+            Scope::Corpus => DayTable::build(manifest, source, lane).map(Cow::Owned),
+            Scope::Sample(_) => None,
+        };
+        Self::with(manifest, source, lane, scope, table)
+    }
+
+    /// The view of a source-lane of the whole corpus with its table built beforehand, as
+    /// [`DayTable::build`] gives it (the corpus keeps one per loaded version).
+    pub fn with_day_table(
+        manifest: &'a Manifest,
+        source: SourceId,
+        lane: Lane,
+        table: Option<&'a DayTable>,
+    ) -> Self {
+        Self::with(
+            manifest,
+            source,
+            lane,
+            Scope::Corpus,
+            table.map(Cow::Borrowed),
+        )
+    }
+
+    fn with(
+        manifest: &'a Manifest,
+        source: SourceId,
+        lane: Lane,
+        scope: Scope<'a>,
+        table: Option<Cow<'a, DayTable>>,
+    ) -> Self {
+        let (first, last, frontier) = match scope {
+            Scope::Corpus => match manifest.span(source, lane) {
+                Some(s) => (Some(s.first), Some(s.last), Some(s.frontier_key())),
+                None => (None, None, None),
+            },
+            Scope::Sample(set) => {
+                let first = set.days.iter().min().copied();
+                let last = set.days.iter().max().copied();
+                let frontier = first.zip(last).map(|(f, l)| {
+                    let holes = (l.days() - f.days() + 1) as usize
+                        - set.days.iter().collect::<BTreeSet<_>>().len();
+                    format!("{source}/frontier:{f}..{l};holes={holes}")
+                });
+                (first, last, frontier)
+            }
+        };
+        SourceCoverage {
+            manifest,
+            source,
+            lane,
+            scope,
+            table,
+            first,
+            last,
+            frontier,
+        }
+    }
+
+    pub fn frontier_key(&self) -> Option<&str> {
+        self.frontier.as_deref()
+    }
+    pub fn first(&self) -> Option<Day> {
+        self.first
+    }
+    pub fn last(&self) -> Option<Day> {
+        self.last
+    }
+
+    /// Status of `day` as seen by a cut at `as_of` on `visible_by`.
+    pub fn status(&self, day: Day, visible_by: VisibleBy, as_of: Instant) -> DayStatus {
+        match self.scope {
+            Scope::Sample(set) => {
+                if set.days.contains(&day) {
+                    DayStatus::Certified
+                } else {
+                    DayStatus::Missing
+                }
+            }
+            Scope::Corpus => {
+                let earliest = self
+                    .table
+                    .as_deref()
+                    .and_then(|t| t.offset(day).map(|o| t.earliest[o]));
+                match earliest {
+                    None | Some(i64::MAX) => DayStatus::Missing,
+                    Some(at) if visible_by == VisibleBy::CommittedAt && at > as_of.micros() => {
+                        DayStatus::CertifiedLater
+                    }
+                    Some(_) => DayStatus::Certified,
+                }
+            }
+        }
+    }
+
+    /// Whether rows of `day` all carry `available_at` (a day without rows trivially does).
+    fn has_availability(&self, day: Day) -> bool {
+        if let Some(t) = self.table.as_deref()
+            && let Some(o) = t.offset(day)
+        {
+            return t.available[o];
+        }
+        self.manifest
+            .partitions
+            .iter()
+            .find(|p| p.source_id == self.source && p.lane == self.lane && p.date == day)
+            .is_none_or(|p| p.clocks.available_at.nulls == 0)
+    }
+
+    /// Coverage of the days `[from, to]` needed by a cut at `as_of`.
+    pub fn needed(&self, from: Day, to: Day, visible_by: VisibleBy, as_of: Instant) -> Coverage {
+        let mut cov = Coverage::default();
+        let Some(first) = self.first else {
+            // Nothing of this source-lane was ever certified: the cut's own day is a hole.
+            cov.miss(day_key(self.source, to));
+            return cov;
+        };
+        if let Some(f) = &self.frontier {
+            cov.touch(f.clone());
+        }
+        if to < first {
+            cov.miss(day_key(self.source, to));
+            return cov;
+        }
+        let mut day = from.max(first);
+        // Fast path: on the publication clock, a range inside the span with no uncovered day
+        // is complete without a walk.
+        if let Some(t) = self.table.as_deref()
+            && visible_by == VisibleBy::PublishedAt
+            && let (Some(a), Some(b)) = (t.offset(day), t.offset(to))
+            && t.uncovered[b + 1] == t.uncovered[a]
+        {
+            cov.touch(day_key(self.source, to));
+            return cov;
+        }
+        while day <= to {
+            if self.status(day, visible_by, as_of) != DayStatus::Certified {
+                cov.miss(day_key(self.source, day));
+                // Past the last certified day everything is missing: count without walking.
+                if let Some(last) = self.last
+                    && day > last
+                    && cov.missing.len() >= MAX_MISSING_KEYS
+                {
+                    cov.missing_total += (to.days() - day.days()) as usize;
+                    break;
+                }
+            } else if visible_by == VisibleBy::AvailableAt && !self.has_availability(day) {
+                cov.miss(format!("availability.{}/{day}", self.source));
+            }
+            day = day.next();
+        }
+        if self.status(to, visible_by, as_of) == DayStatus::Certified {
+            cov.touch(day_key(self.source, to));
+        }
+        cov
+    }
+
+    /// Coverage of a point cut at `as_of`.
+    pub fn cut(&self, visible_by: VisibleBy, as_of: Instant) -> Coverage {
+        self.needed(
+            self.first.unwrap_or(as_of.day()),
+            as_of.day(),
+            visible_by,
+            as_of,
+        )
+    }
+
+    /// Coverage of a diff `(start, end]`.
+    pub fn window(&self, visible_by: VisibleBy, start: Instant, end: Instant) -> Coverage {
+        self.needed(start.day(), end.day(), visible_by, end)
+    }
+}
+
+/// A coverage certificate: one per source-lane-day.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Certificate {
+    pub key: String,
+    pub source_id: SourceId,
+    pub lane: Lane,
+    pub date: Day,
+    /// `certified`, or `missing` (never certified, or certified only after the cut).
+    pub status: &'static str,
+    /// Rows of a certified day (0 for a complete empty day); null when missing.
+    pub row_count: Option<u64>,
+    /// Rows the corpus holds for a day it does not certify (partial, never a count).
+    pub rows_held: u64,
+    pub certified_at: Option<Instant>,
+    pub partition: Option<PartitionRef>,
+    pub evidence: Vec<crate::model::manifest::Evidence>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct PartitionRef {
+    pub path: String,
+    pub sha256: String,
+    pub bytes: u64,
+}
+
+/// Where the next page of coverage certificates starts.
+pub type CoveragePosition = (SourceId, Lane, Day);
+
+/// The `(source, lane, day)` keys a coverage listing of one lane holds, in order: every day of
+/// each of the `held` sources' span (through `as_of`'s day when given), or the one `date` asked for.
+/// `SELECT … FROM coverage` (SQL) lists the same keys as `/v1/coverage`.
+pub fn certificate_keys(
+    manifest: &Manifest,
+    held: &[SourceId],
+    source: Option<SourceId>,
+    lane: Lane,
+    date: Option<Day>,
+    as_of: Option<Instant>,
+) -> Vec<CoveragePosition> {
+    let mut keys = Vec::new();
+    let sources = match source {
+        Some(s) => vec![s],
+        None => held.to_vec(),
+    };
+    let as_of_day = as_of.map(Instant::day);
+    for source in sources {
+        if let Some(date) = date {
+            keys.push((source, lane, date));
+            continue;
+        }
+        if let Some(span) = manifest.span(source, lane) {
+            let mut d = span.first;
+            let last = as_of_day.map_or(span.last, |a| a.min(span.last));
+            while d <= last {
+                keys.push((source, lane, d));
+                d = d.next();
+            }
+        }
+    }
+    keys.sort();
+    keys
+}
+
+/// The certificate of one source-lane-day of `manifest`, as known at `as_of` (latest when
+/// `None`): the one rule behind `/v1/coverage` and SQL's `coverage`. `part` is the day's
+/// partition (the caller finds it, by a scan or a map); `table` the source-lane's
+/// [`DayTable`], as [`DayTable::build`] gives it (callers listing many days build it once).
+pub fn certificate_of(
+    manifest: &Manifest,
+    table: Option<&DayTable>,
+    (source, lane, date): CoveragePosition,
+    part: Option<&PartitionEntry>,
+    as_of: Option<Instant>,
+) -> Certificate {
+    let view = SourceCoverage::with_day_table(manifest, source, lane, table);
+    // Coverage listings are cuts on what the corpus had committed: a certification made
+    // after `as_of` is not yet in force.
+    let status = view.status(
+        date,
+        VisibleBy::CommittedAt,
+        as_of.unwrap_or(Instant::from_micros(i64::MAX)),
+    );
+    let cert = manifest
+        .certifications
+        .iter()
+        .filter(|c| c.source_id == source && c.lane == lane && c.from <= date && date <= c.to)
+        .min_by_key(|c| c.certified_at);
+    let certified = status == DayStatus::Certified;
+    Certificate {
+        key: day_key(source, date),
+        source_id: source,
+        lane,
+        date,
+        status: if certified { "certified" } else { "missing" },
+        row_count: certified.then(|| part.map_or(0, |p| p.row_count)),
+        rows_held: part.map_or(0, |p| p.row_count),
+        certified_at: cert.filter(|_| certified).map(|c| c.certified_at),
+        partition: part.map(|p| PartitionRef {
+            path: p.path.clone(),
+            sha256: p.sha256.clone(),
+            bytes: p.bytes,
+        }),
+        evidence: cert
+            .filter(|_| certified)
+            .map(|c| c.evidence.clone())
+            .unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use super::*;
+    use crate::model::manifest::{Certification, FORMAT, derive_spans};
+
+    #[test]
+    fn touching_a_pages_days_at_once_gives_what_touching_their_keys_one_by_one_gives() {
+        let fr = SourceId::FederalRegisterPi;
+        let days = [
+            (SourceId::SecEdgar, day("2026-01-05")),
+            (SourceId::SecEdgar, day("2026-01-02")),
+            (SourceId::SecEdgar, day("2026-01-05")),
+            (fr, day("2026-01-05")),
+            (SourceId::SecEdgar, day("2026-01-02")),
+            (SourceId::SecEdgar, day("2026-01-07")),
+        ];
+        let mut one_by_one = Coverage::default();
+        one_by_one.touch("sec.edgar/2026-01-02".into());
+        let mut at_once = one_by_one.clone();
+        for (s, d) in days {
+            one_by_one.touch(day_key(s, d));
+        }
+        at_once.touch_days(days);
+        assert_eq!(at_once, one_by_one);
+        assert_eq!(
+            at_once.touched,
+            [
+                "sec.edgar/2026-01-02",
+                "sec.edgar/2026-01-05",
+                "us.federal_register.pi/2026-01-05",
+                "sec.edgar/2026-01-07"
+            ]
+        );
+    }
+
+    fn day(s: &str) -> Day {
+        s.parse().unwrap()
+    }
+    fn t(s: &str) -> Instant {
+        Instant::parse(s).unwrap()
+    }
+
+    fn manifest(ranges: &[(&str, &str, &str)]) -> Manifest {
+        let certifications: Vec<Certification> = ranges
+            .iter()
+            .map(|(f, to, at)| Certification {
+                source_id: SourceId::SecEdgar,
+                lane: Lane::CertifiedPit,
+                from: day(f),
+                to: day(to),
+                certified_at: t(at),
+                evidence: vec![],
+            })
+            .collect();
+        Manifest {
+            format: FORMAT.into(),
+            created_at: t("2026-03-01T00:00:00Z"),
+            parent: None,
+            partitions: vec![],
+            spans: derive_spans(&certifications),
+            certifications,
+            identity: vec![],
+            access: vec![],
+            notes: BTreeMap::new(),
+            sample: None,
+            delta: None,
+        }
+    }
+
+    #[test]
+    fn a_cut_inside_a_fully_certified_span_misses_nothing() {
+        let m = manifest(&[("2026-01-01", "2026-01-31", "2026-02-01T00:00:00Z")]);
+        let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus)
+            .cut(VisibleBy::PublishedAt, t("2026-01-15T12:00:00Z"));
+        assert!(c.is_complete());
+        assert_eq!(
+            c.touched,
+            vec![
+                "sec.edgar/frontier:2026-01-01..2026-01-31;holes=0",
+                "sec.edgar/2026-01-15"
+            ]
+        );
+    }
+
+    #[test]
+    fn a_cut_over_a_hole_inside_the_span_is_missing_that_day() {
+        let m = manifest(&[
+            ("2026-01-01", "2026-01-09", "2026-02-01T00:00:00Z"),
+            ("2026-01-11", "2026-01-31", "2026-02-01T00:00:00Z"),
+        ]);
+        let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus)
+            .cut(VisibleBy::PublishedAt, t("2026-01-15T12:00:00Z"));
+        assert_eq!(c.missing, vec!["sec.edgar/2026-01-10"]);
+        assert!(c.touched[0].ends_with(";holes=1"));
+    }
+
+    #[test]
+    fn days_after_the_last_certified_day_are_holes_and_the_list_stays_bounded() {
+        let m = manifest(&[("2026-01-01", "2026-01-31", "2026-02-01T00:00:00Z")]);
+        let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus)
+            .cut(VisibleBy::PublishedAt, t("2126-01-01T00:00:00Z"));
+        assert_eq!(c.missing.len(), MAX_MISSING_KEYS);
+        assert_eq!(c.missing[0], "sec.edgar/2026-02-01");
+        let expected = (day("2126-01-01").days() - day("2026-02-01").days() + 1) as usize;
+        assert_eq!(c.missing_total, expected);
+    }
+
+    #[test]
+    fn a_cut_before_the_span_is_a_hole_on_its_own_day() {
+        let m = manifest(&[("2026-01-01", "2026-01-31", "2026-02-01T00:00:00Z")]);
+        let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus)
+            .cut(VisibleBy::PublishedAt, t("2025-06-01T00:00:00Z"));
+        assert_eq!(c.missing, vec!["sec.edgar/2025-06-01"]);
+    }
+
+    #[test]
+    fn committed_at_cut_before_certification_treats_the_day_as_missing() {
+        let m = manifest(&[("2026-01-01", "2026-01-31", "2026-01-15T00:00:00Z")]);
+        let cov = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus);
+        assert!(
+            !cov.cut(VisibleBy::CommittedAt, t("2026-01-10T00:00:00Z"))
+                .is_complete()
+        );
+        assert!(
+            cov.cut(VisibleBy::PublishedAt, t("2026-01-10T00:00:00Z"))
+                .is_complete()
+        );
+        assert!(
+            cov.cut(VisibleBy::CommittedAt, t("2026-01-20T00:00:00Z"))
+                .is_complete()
+        );
+    }
+
+    #[test]
+    fn a_lane_never_certified_is_a_hole_not_an_empty_answer() {
+        let m = manifest(&[("2026-01-01", "2026-01-31", "2026-02-01T00:00:00Z")]);
+        let c = SourceCoverage::new(
+            &m,
+            SourceId::SecEdgar,
+            Lane::ForwardFirstSeen,
+            Scope::Corpus,
+        )
+        .cut(VisibleBy::PublishedAt, t("2026-01-20T00:00:00Z"));
+        assert_eq!(c.missing, vec!["sec.edgar/2026-01-20"]);
+    }
+
+    #[test]
+    fn diff_window_needs_only_the_days_from_start_to_end() {
+        let m = manifest(&[
+            ("2026-01-01", "2026-01-04", "2026-02-01T00:00:00Z"),
+            ("2026-01-06", "2026-01-31", "2026-02-01T00:00:00Z"),
+        ]);
+        let cov = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus);
+        assert!(
+            cov.window(
+                VisibleBy::PublishedAt,
+                t("2026-01-07T00:00:00Z"),
+                t("2026-01-09T00:00:00Z")
+            )
+            .is_complete()
+        );
+        assert_eq!(
+            cov.window(
+                VisibleBy::PublishedAt,
+                t("2026-01-04T00:00:00Z"),
+                t("2026-01-09T00:00:00Z")
+            )
+            .missing,
+            vec!["sec.edgar/2026-01-05"]
+        );
+    }
+
+    /// The certification walk the day table replaced, kept only here as its oracle: a day is
+    /// certified when a certification covers it (made by `as_of` on the commit clock), certified
+    /// later when one covers it only after, missing otherwise.
+    fn walked(m: &Manifest, day: Day, by: VisibleBy, as_of: Instant) -> DayStatus {
+        let mut best = DayStatus::Missing;
+        for c in &m.certifications {
+            if c.from <= day && day <= c.to {
+                if by != VisibleBy::CommittedAt || c.certified_at <= as_of {
+                    return DayStatus::Certified;
+                }
+                best = DayStatus::CertifiedLater;
+            }
+        }
+        best
+    }
+
+    #[test]
+    fn the_day_table_decides_exactly_as_the_certification_walk() {
+        let m = manifest(&[
+            ("2026-01-01", "2026-01-10", "2026-01-11T00:00:00Z"),
+            ("2026-01-05", "2026-01-20", "2026-01-21T00:00:00Z"),
+            ("2026-01-25", "2026-02-03", "2026-02-04T00:00:00Z"),
+            ("2026-02-01", "2026-02-01", "2026-01-15T00:00:00Z"),
+        ]);
+        let table = DayTable::build(&m, SourceId::SecEdgar, Lane::CertifiedPit);
+        assert!(table.is_some());
+        let built = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus);
+        let kept = SourceCoverage::with_day_table(
+            &m,
+            SourceId::SecEdgar,
+            Lane::CertifiedPit,
+            table.as_ref(),
+        );
+        let start = day("2025-12-28").start().micros();
+        for h in (0..50 * 24).step_by(7) {
+            let at = Instant::from_micros(start + h * 3_600_000_000);
+            for by in [
+                VisibleBy::PublishedAt,
+                VisibleBy::AvailableAt,
+                VisibleBy::CommittedAt,
+            ] {
+                let d = at.day();
+                assert_eq!(
+                    built.status(d, by, at),
+                    walked(&m, d, by, at),
+                    "{d} at {at} by {by:?}"
+                );
+                assert_eq!(built.cut(by, at), kept.cut(by, at), "cut at {at} by {by:?}");
+                let from = Instant::from_micros(at.micros() - 5 * 86_400_000_000);
+                assert_eq!(built.window(by, from, at), kept.window(by, from, at));
+            }
+        }
+    }
+}
