@@ -7,7 +7,8 @@
 //! [`store`] (where a corpus lives: objects put and read back, hash-checked), [`format`] (every
 //! stored object's layout, encoded and decoded), [`read`] (a loaded version and its answers),
 //! [`rule`] (the rule exported to other engines: its tables derived, its SQL written),
-//! [`write`] (publishing a version), [`sql`] (SQL over a snapshot) and [`verify`].
+//! [`sql`] (SQL over a snapshot), [`verify`] (`asof verify`) and [`write`] (publishing a
+//! version), the order `scripts/check-circles` prints.
 
 pub mod error;
 pub mod format;
