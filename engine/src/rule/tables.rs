@@ -602,9 +602,11 @@ mod tests {
             .as_any()
             .downcast_ref::<StringArray>()
             .unwrap();
+        let table =
+            crate::model::coverage::DayTable::build(&m, SourceId::SecEdgar, Lane::CertifiedPit);
         let first = crate::model::coverage::certificate_of(
             &m,
-            None,
+            table.as_ref(),
             (SourceId::SecEdgar, Lane::CertifiedPit, span.first),
             None,
             None,

@@ -401,6 +401,15 @@ mod tests {
         .unwrap();
         w.write(&batch).unwrap();
         w.close().unwrap();
+        // The manifest as it would list those bytes (readers take the size from it).
+        let mut manifest = manifest.clone();
+        let entry = manifest
+            .partitions
+            .iter_mut()
+            .find(|e| e.path == p.path)
+            .unwrap();
+        entry.bytes = bytes.len() as u64;
+        entry.sha256 = crate::store::hashing::sha256_hex(&bytes);
         let file = dir.path().join(&p.path);
         std::fs::remove_file(&file).unwrap();
         std::fs::write(&file, bytes).unwrap();
