@@ -164,17 +164,6 @@ pub async fn random_corpus(
     seed: u64,
     batched: bool,
 ) -> (tempfile::TempDir, CorpusStore, Vec<NewsRow>) {
-    random_corpus_with(seed, batched, true).await
-}
-
-/// [`random_corpus`], with rows without `published_at` only where `null_published` (without
-/// them every partition holds rows of its own publication day alone: a version whose places
-/// the exported rule keys by day, `crate::rule::sql::day_keys`).
-pub async fn random_corpus_with(
-    seed: u64,
-    batched: bool,
-    null_published: bool,
-) -> (tempfile::TempDir, CorpusStore, Vec<NewsRow>) {
     let mut rng = Rng(seed);
     let mut rows = Vec::new();
     for i in 0..900u64 {
@@ -193,7 +182,7 @@ pub async fn random_corpus_with(
             &committed.to_string(),
         );
         match rng.below(10) {
-            0 if null_published => r.published_at = None,
+            0 => r.published_at = None,
             1 | 2 => {
                 r.lane = Lane::ForwardFirstSeen;
                 r.available_at = Some(Instant::from_micros(published.micros() + 60_000_000));
@@ -318,74 +307,9 @@ pub fn placed_rows(
                 .collect();
             cols.push(Arc::new(StringArray::from(vec![name; n])));
             cols.push(Arc::new(Int64Array::from_iter_values(row..row + n as i64)));
-            let published = b
-                .column_by_name("published_at")
-                .unwrap()
-                .as_any()
-                .downcast_ref::<arrow::array::TimestampMicrosecondArray>()
-                .unwrap();
-            cols.push(Arc::new(Int64Array::from_iter((0..n).map(|i| {
-                crate::rule::sql::day_key(
-                    arrow::array::Array::is_valid(published, i).then(|| published.value(i)),
-                    row + i as i64,
-                )
-            }))));
             row += n as i64;
             batches.push(RecordBatch::try_new(schema.clone(), cols).unwrap());
         }
     }
     Arc::new(datafusion::datasource::MemTable::try_new(schema, vec![batches]).unwrap())
-}
-
-/// Registers in `ctx` every view of an exported cut as another engine defines it
-/// ([`crate::rule::sql::view_sql`]) over the corpus directory `dir`: rows with their places
-/// ([`placed_rows`]), tables read from their Parquet files, a files view from its listed days.
-pub async fn register_views(
-    ctx: &datafusion::prelude::SessionContext,
-    dir: &std::path::Path,
-    views: &[crate::rule::View],
-) {
-    use crate::rule::Holds;
-    use arrow::array::{Int64Array, RecordBatch, StringArray};
-    use datafusion::catalog::TableProvider;
-    use datafusion::datasource::MemTable;
-    use datafusion::datasource::file_format::options::ParquetReadOptions;
-    use std::sync::Arc;
-    for v in views {
-        let schema = v.holds.schema();
-        let table: Arc<dyn TableProvider> = match v.holds {
-            Holds::Rows => placed_rows(dir, &v.paths),
-            Holds::Files => {
-                let names: Vec<&str> = v
-                    .paths
-                    .iter()
-                    .map(|p| crate::format::rule::file_name(p))
-                    .collect();
-                let batch = RecordBatch::try_new(
-                    schema.clone(),
-                    vec![
-                        Arc::new(StringArray::from(names)),
-                        Arc::new(Int64Array::from(v.days.clone())),
-                    ],
-                )
-                .unwrap();
-                Arc::new(MemTable::try_new(schema, vec![vec![batch]]).unwrap())
-            }
-            Holds::Supersessions if v.paths.is_empty() => {
-                Arc::new(datafusion::datasource::empty::EmptyTable::new(schema))
-            }
-            Holds::Supersessions => {
-                let files: Vec<String> = v
-                    .paths
-                    .iter()
-                    .map(|p| dir.join(p).to_string_lossy().into_owned())
-                    .collect();
-                ctx.read_parquet(files, ParquetReadOptions::default().schema(&schema))
-                    .await
-                    .unwrap()
-                    .into_view()
-            }
-        };
-        ctx.register_table(v.name.as_str(), table).unwrap();
-    }
 }

@@ -14,9 +14,8 @@ each cut before a row is read, as the service does: a coverage hole raises
 API's exception, a ticker is resolved through the identity intervals valid at ``as_of``. For a
 cut it answers, it writes the rule's own plan (a filter on the clock, and an anti-join against the
 source-lane's supersessions table, small enough for Spark to broadcast, on where each
-superseded revision is stored: one number, the day of its partition above its row index, where
-the manifest proves that exact, else file name and row index; Spark computes both as it reads)
-as Spark SQL over views of the version's files; this module only registers those views and runs
+superseded revision is stored: file name and row index, which Spark computes as it reads) as
+Spark SQL over two views of the version's files; this module only registers those views and runs
 the SQL. ``docs/spark.md`` walks through a backtest."""
 
 from __future__ import annotations
@@ -83,10 +82,8 @@ class SparkCorpus(Cuts[Any]):
             self._planner = _native.RulePlanner(manifest, version)
         except _native.CorpusError as e:
             raise CorpusError(str(e)) from None
-        # Each source-lane's DataFrame of all its partitions, and of its files by day, made on
-        # first use (`_frame`).
+        # Each source-lane's DataFrame of all its partitions, made on first use (`_frame`).
         self._lanes: Dict[Tuple[str, str], Any] = {}
-        self._files: Dict[Tuple[str, str], Any] = {}
 
     @property
     def corpus_version(self) -> str:
@@ -118,7 +115,7 @@ class SparkCorpus(Cuts[Any]):
         if answer["kind"] == "error":
             raise error_of(int(answer["status"]), answer["envelope"])
         for view in answer["views"]:
-            frame = self._frame(answer["source"], answer["lane"], view)
+            frame = self._frame(answer["source"], answer["lane"], view["holds"], view["paths"])
             frame.createOrReplaceTempView(view["name"])
         df = self.spark.sql(answer["sql"])
         if limit is not None:
@@ -140,11 +137,9 @@ class SparkCorpus(Cuts[Any]):
 
     # -- inside --------------------------------------------------------------------------
 
-    def _frame(self, source: str, lane: str, view: Dict[str, Any]) -> Any:
-        """A DataFrame of one view: the version's files ``paths``, read with the view's schema
-        (no inference, no listing of folders that hold other versions' files), or for a
-        ``files`` view the source-lane's partitions by name and day, made from the planner's
-        list (the same for every cut of the source-lane).
+    def _frame(self, source: str, lane: str, holds: str, paths: List[str]) -> Any:
+        """A DataFrame of the version's files ``paths``, read with the view's schema (no
+        inference, no listing of folders that hold other versions' files).
 
         A cut names the partitions that may hold one of its rows (by the manifest's clock
         statistics). Few of them are read as they are; many (more than Spark lists without a
@@ -152,20 +147,11 @@ class SparkCorpus(Cuts[Any]):
         object and reused by every cut: the SQL's own filter answers the same rows from it,
         and Spark skips row groups by their statistics. A backtest of many cuts then lists the
         source-lane's files once, not once per cut."""
-        holds, paths = view["holds"], view["paths"]
-        if holds == "files":
-            key = (source, lane)
-            if key not in self._files:
-                names = [p.rsplit("/", 1)[-1] for p in paths]
-                self._files[key] = self.spark.createDataFrame(
-                    list(zip(names, view["days"])), self._planner.schema(holds, "spark"))
-            return self._files[key]
         if not paths:
             empty = self.spark.createDataFrame([], self._planner.schema(holds, "spark"))
             if holds == "rows":
                 empty = empty.selectExpr(
-                    "*", "CAST(NULL AS STRING) AS asof_file", "CAST(NULL AS BIGINT) AS asof_row",
-                    "CAST(NULL AS BIGINT) AS asof_key")
+                    "*", "CAST(NULL AS STRING) AS asof_file", "CAST(NULL AS BIGINT) AS asof_row")
             return empty
         if holds == "rows" and len(paths) > _LISTED_AT_ONCE:
             key = (source, lane)
@@ -177,14 +163,13 @@ class SparkCorpus(Cuts[Any]):
     def _read_parquet(self, holds: str, paths: List[str]) -> Any:
         """The files read with the view's schema; a rows view also gets each row's place
         (``asof_file``, ``asof_row``: Spark's ``_metadata.file_name`` and
-        ``_metadata.row_index``) and its day key (``asof_key``), the columns the planner
-        names, which the rule's SQL anti-joins the supersessions table's places on instead
-        of reading and hashing every row's ``revision_id``. Spark computes only those the
-        SQL reads."""
+        ``_metadata.row_index``), which the rule's SQL anti-joins the supersessions table's
+        places on instead of reading and hashing every row's ``revision_id``."""
         schema = self._planner.schema(holds, "spark")
         frame = self.spark.read.schema(schema).parquet(*[f"{self.root}/{p}" for p in paths])
         if holds == "rows":
-            frame = frame.selectExpr("*", *self._planner.place_columns("spark"))
+            frame = frame.selectExpr(
+                "*", "_metadata.file_name AS asof_file", "_metadata.row_index AS asof_row")
         return frame
 
     def _table(self, source: str, lane: str, table: str) -> Any:

@@ -321,33 +321,22 @@ impl RulePlanner {
             .collect()
     }
 
-    /// The columns of a view (`rows`, `supersessions` or `files`) as a schema string of
-    /// `dialect`.
+    /// The columns of a view (`rows` or `supersessions`) as a schema string of `dialect`.
     #[pyo3(signature = (holds, dialect="spark"))]
     fn schema(&self, holds: &str, dialect: &str) -> PyResult<String> {
         use asof_engine::rule::{Dialect, Holds};
-        let holds = Holds::ALL
-            .into_iter()
-            .find(|h| h.name() == holds)
-            .ok_or_else(|| PyException::new_err(format!("no view holds {holds:?}")))?;
+        let holds = match holds {
+            "rows" => Holds::Rows,
+            "supersessions" => Holds::Supersessions,
+            other => return Err(PyException::new_err(format!("no view holds {other:?}"))),
+        };
         let dialect = Dialect::parse(dialect).map_err(|e| PyException::new_err(e.to_string()))?;
         asof_engine::rule::sql::ddl(&holds.schema(), dialect)
             .map_err(|e| PyException::new_err(e.to_string()))
     }
 
-    /// The columns `asof.spark` adds to a rows view's DataFrame (`selectExpr` strings): each
-    /// row's place and day key, as the rule's SQL reads them.
-    #[pyo3(signature = (dialect="spark"))]
-    fn place_columns(&self, dialect: &str) -> PyResult<Vec<String>> {
-        use asof_engine::rule::Dialect;
-        let dialect = Dialect::parse(dialect).map_err(|e| PyException::new_err(e.to_string()))?;
-        asof_engine::rule::sql::place_columns(dialect)
-            .map(Vec::from)
-            .map_err(|e| PyException::new_err(e.to_string()))
-    }
-
     /// One cut (a diff with `window`): a JSON object, `{"kind": "sql", "sql", "views":
-    /// [{"name", "holds", "paths", "days"}], "coverage"}` for a cut the version answers, or `{"kind":
+    /// [{"name", "holds", "paths"}], "coverage"}` for a cut the version answers, or `{"kind":
     /// "error", "status", "envelope"}` with the envelope the service answers instead (a hole,
     /// `409 coverage_missing`, or a refused argument).
     #[pyo3(signature = (window, as_of=None, as_of_start=None, as_of_end=None, visible_by=None,
@@ -459,9 +448,11 @@ impl RulePlanner {
                 "lane": q.lane.as_str(),
                 "views": views.iter().map(|v| serde_json::json!({
                     "name": v.name,
-                    "holds": v.holds.name(),
+                    "holds": match v.holds {
+                        asof_engine::rule::Holds::Rows => "rows",
+                        asof_engine::rule::Holds::Supersessions => "supersessions",
+                    },
                     "paths": v.paths,
-                    "days": v.days,
                 })).collect::<Vec<_>>(),
             })
             .to_string(),

@@ -173,17 +173,6 @@ impl Cut {
         )
     }
 
-    /// [`Self::plan_by_position`] with each place as one number: `rows` carries [`ROW_KEY`],
-    /// `keyed` (the supersessions table with [`SUPERSEDED_KEY`] beside [`SUPERSEDED_AT`]) the
-    /// same number of each superseded revision's place. Why: another engine probes one 64-bit
-    /// key a row far faster than a file name and a row index (Spark's broadcast join of a
-    /// single long key; 1.45x of its plain scan for the place, BENCHMARKS.md). The number is
-    /// exact only where `crate::rule::sql::day_keys` proves it names one place of the
-    /// version; elsewhere the export runs [`Self::plan_by_position`].
-    pub fn plan_by_key(&self, rows: DataFrame, keyed: DataFrame) -> Result<DataFrame> {
-        self.plan_on(rows, keyed, &[ROW_KEY], &[SUPERSEDED_KEY])
-    }
-
     fn plan_on(
         &self,
         rows: DataFrame,
@@ -252,10 +241,6 @@ pub const SUPERSEDED_ROW: &str = "superseded_row";
 pub const ROW_FILE: &str = "asof_file";
 /// The column of a row's index in its partition file (from 0).
 pub const ROW_INDEX: &str = "asof_row";
-/// The column of a row's place as one number that [`Cut::plan_by_key`] reads.
-pub const ROW_KEY: &str = "asof_key";
-/// The column of a superseded revision's place as one number ([`Cut::plan_by_key`]).
-pub const SUPERSEDED_KEY: &str = "superseded_key";
 
 #[cfg(test)]
 mod tests {

@@ -8,6 +8,4 @@
 pub mod sql;
 pub mod tables;
 
-pub use sql::{
-    CutArgs, Dialect, Emitted, EmittedSql, Holds, Keying, Names, View, cut_sql, emit_cut,
-};
+pub use sql::{CutArgs, Dialect, Emitted, EmittedSql, Holds, Names, View, cut_sql, emit_cut};

@@ -23,9 +23,7 @@ use crate::error::{Error, Result};
 use crate::format::rule::supersessions_schema;
 use crate::model::clock::{Lane, SourceId};
 use crate::model::coverage::{Coverage, Scope, SourceCoverage};
-use crate::model::cut::{
-    Cut, ROW_FILE, ROW_INDEX, ROW_KEY, SUPERSEDED_FILE, SUPERSEDED_KEY, SUPERSEDED_ROW,
-};
+use crate::model::cut::{Cut, ROW_FILE, ROW_INDEX};
 use crate::model::identity::IdentityIndex;
 use crate::model::manifest::Manifest;
 use crate::model::record::schema;
@@ -81,147 +79,33 @@ impl Dialect {
     }
 }
 
-/// The names the SQL gives the tables of one cut.
+/// The names the SQL gives the two tables of one cut.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Names {
     /// The source-lane's partition rows (the record table).
     pub news: String,
     /// The source-lane's supersessions table.
     pub supersessions: String,
-    /// The source-lane's partitions with their days ([`Holds::Files`]), read where the
-    /// places are keyed by day ([`Keying::Day`]).
-    pub files: String,
 }
 
 impl Names {
-    /// `<prefix>_news`, `<prefix>_supersessions` and `<prefix>_files`.
+    /// `<prefix>_news` and `<prefix>_supersessions`.
     pub fn prefixed(prefix: &str) -> Self {
         Names {
             news: format!("{prefix}_news"),
             supersessions: format!("{prefix}_supersessions"),
-            files: format!("{prefix}_files"),
         }
     }
-}
-
-/// How the exported plan finds a superseded revision's place among the rows it reads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Keying {
-    /// By file name and row index ([`Cut::plan_by_position`]): exact in every version.
-    Place,
-    /// By one number, `day << 32 | row index`, the day that of the row's `published_at`
-    /// ([`Cut::plan_by_key`]): exact where [`day_keys`] holds, and what another engine probes
-    /// fastest. `stale_rows` is the supersessions table's row count (the manifest's, which
-    /// `asof verify` holds to the file): the keyed table never has more rows, and the plan
-    /// says so with a `LIMIT` ([`cut_plan`]).
-    Day { stale_rows: u64 },
-}
-
-/// The bits of a day key below its day: where a partition's row index goes.
-pub const KEY_ROW_BITS: u32 = 32;
-/// Microseconds of a day: a row's day is `published_at`'s micros divided by it.
-const DAY_MICROS: i64 = 86_400_000_000;
-
-/// The source-lane's partitions (paths) and each one's day, when a row's place in the version
-/// is exactly `day(published_at) << 32 | row index` ([`Keying::Day`]): every partition holds
-/// rows of its own UTC day alone (`published_at` never null, its least and greatest value on
-/// the partition's date, which is 1970-01-01 or later, so integer division finds it in every
-/// dialect), no two partitions share a date, and none holds 2^32 rows. Then the day names the
-/// file and the row index the row, and no other row of the source-lane has the number.
-/// Decided from the manifest's statistics alone (which `asof verify` recomputes from the
-/// files), in O(partitions) and without reading a row; `None` where anything fails, or the
-/// source-lane holds no partition (the export then keys by place).
-pub fn day_keys(manifest: &Manifest, source: SourceId, lane: Lane) -> Option<Vec<(String, i64)>> {
-    let mut out = Vec::new();
-    let mut days = std::collections::HashSet::new();
-    for p in manifest
-        .partitions
-        .iter()
-        .filter(|p| p.source_id == source && p.lane == lane)
-    {
-        let c = &p.clocks.published_at;
-        let day = i64::from(p.date.days());
-        let on_day = |t: Option<crate::model::clock::Instant>| {
-            t.is_some_and(|t| t.micros().div_euclid(DAY_MICROS) == day)
-        };
-        if c.nulls != 0
-            || !on_day(c.min)
-            || !on_day(c.max)
-            || day < 0
-            || p.row_count >= 1 << KEY_ROW_BITS
-            || !days.insert(day)
-        {
-            return None;
-        }
-        out.push((p.path.clone(), day));
-    }
-    (!out.is_empty()).then_some(out)
-}
-
-/// The columns of a [`Holds::Files`] view: a partition's file name (as [`ROW_FILE`] and
-/// [`SUPERSEDED_FILE`] give it) and its day (days since 1970-01-01).
-pub const FILE_NAME: &str = "file";
-pub const FILE_DAY: &str = "day";
-
-/// The rule's plan over the tables of one cut: `rows` (of [`placed_rows_schema`]) and the
-/// source-lane's `supersessions`, their places matched by name and row, or, given `keyed`
-/// (the source-lane's [`Holds::Files`] table and [`Keying::Day`]'s `stale_rows`), by day key.
-///
-/// The keyed supersessions are the table joined to the files (a day for each superseded
-/// revision's file), then `LIMIT stale_rows`, which takes nothing away (the join yields at
-/// most one row per supersession) and is there for Spark's planner: without statistics of a
-/// join's output it estimates the product of its inputs' sizes (gigabytes for a table of 20,000
-/// supersessions and 7,000 files) and shuffles the whole cut for a sort-merge anti-join, where
-/// a limit's estimate (rows times width) lets it broadcast the keys (BENCHMARKS.md, "The as-of
-/// rule in Spark").
-pub fn cut_plan(
-    cut: &Cut,
-    rows: datafusion::dataframe::DataFrame,
-    supersessions: datafusion::dataframe::DataFrame,
-    keyed: Option<(datafusion::dataframe::DataFrame, u64)>,
-) -> Result<datafusion::dataframe::DataFrame> {
-    use datafusion::logical_expr::JoinType;
-    use datafusion::prelude::lit;
-    let Some((files, stale_rows)) = keyed else {
-        return cut.plan_by_position(rows, supersessions);
-    };
-    let keyed = supersessions
-        .join(
-            files,
-            JoinType::Inner,
-            &[SUPERSEDED_FILE],
-            &[FILE_NAME],
-            None,
-        )?
-        .select(vec![
-            // Aliased, so the column is the derived table's, not the join's: the unparser
-            // writes a qualified column above a `LIMIT` with the qualifier of the table below
-            // it, a name the SQL cannot see there.
-            col(crate::model::cut::SUPERSEDED_AT).alias(crate::model::cut::SUPERSEDED_AT),
-            (col(FILE_DAY) * lit(1i64 << KEY_ROW_BITS) + col(SUPERSEDED_ROW)).alias(SUPERSEDED_KEY),
-        ])?
-        .limit(0, Some(usize::try_from(stale_rows).unwrap_or(usize::MAX)))?;
-    cut.plan_by_key(rows, keyed)
 }
 
 /// The columns of a rows view in another engine: the record columns, then each row's place
-/// ([`ROW_FILE`], [`ROW_INDEX`]) and its day key ([`ROW_KEY`], null where `published_at` is),
-/// which that engine computes as it reads ([`view_sql`]) and [`Cut::plan_by_position`] or
-/// [`Cut::plan_by_key`] anti-joins on.
+/// ([`ROW_FILE`], [`ROW_INDEX`]), which that engine computes as it reads ([`view_sql`]) and
+/// [`Cut::plan_by_position`] anti-joins on.
 pub fn placed_rows_schema() -> SchemaRef {
     crate::model::record::schema_with([
         Field::new(ROW_FILE, DataType::Utf8, false),
         Field::new(ROW_INDEX, DataType::Int64, false),
-        Field::new(ROW_KEY, DataType::Int64, true),
     ])
-}
-
-/// A row's day key as [`view_sql`]'s views compute it and [`Keying::Day`] matches it: the
-/// day of `published_at` (micros since 1970 divided by a day's) shifted above the row index.
-/// `None` where `published_at` is null. The tests' views (`crate::testkit::placed_rows`)
-/// compute it here.
-pub fn day_key(published_at_micros: Option<i64>, row_index: i64) -> Option<i64> {
-    published_at_micros.map(|t| t.div_euclid(DAY_MICROS) * (1i64 << KEY_ROW_BITS) + row_index)
 }
 
 /// One cut as a SELECT in `dialect`: the rows of `names.news` (a view of
@@ -233,29 +117,20 @@ pub async fn cut_sql(
     cut: &Cut,
     filter: Option<Expr>,
     names: &Names,
-    keying: Keying,
     dialect: Dialect,
 ) -> Result<String> {
     let ctx = SessionContext::new();
-    for (name, schema) in [
-        (&names.news, placed_rows_schema()),
-        (&names.supersessions, supersessions_schema()),
-        (&names.files, Holds::Files.schema()),
-    ] {
-        ctx.register_table(
-            name.as_str(),
-            Arc::new(EmptyTable::new(schema)) as Arc<dyn TableProvider>,
-        )?;
-    }
-    let keyed = match keying {
-        Keying::Place => None,
-        Keying::Day { stale_rows } => Some((ctx.table(names.files.as_str()).await?, stale_rows)),
-    };
-    let mut df = cut_plan(
-        cut,
+    ctx.register_table(
+        names.news.as_str(),
+        Arc::new(EmptyTable::new(placed_rows_schema())) as Arc<dyn TableProvider>,
+    )?;
+    ctx.register_table(
+        names.supersessions.as_str(),
+        Arc::new(EmptyTable::new(supersessions_schema())) as Arc<dyn TableProvider>,
+    )?;
+    let mut df = cut.plan_by_position(
         ctx.table(names.news.as_str()).await?,
         ctx.table(names.supersessions.as_str()).await?,
-        keyed,
     )?;
     // Above the rule's plan, not below it: the unparser drops a filter under an anti-join.
     if let Some(f) = filter {
@@ -273,15 +148,12 @@ pub fn unparse(plan: &datafusion::logical_expr::LogicalPlan, dialect: Dialect) -
 }
 
 /// A table the emitted SQL reads: its name there, what it holds and its files, relative to
-/// the corpus root. A [`Holds::Files`] view reads no file: it lists `paths` (by file name)
-/// with `days`, one for each.
+/// the corpus root.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct View {
     pub name: String,
     pub holds: Holds,
     pub paths: Vec<String>,
-    /// Each path's day (days since 1970-01-01), in a [`Holds::Files`] view; empty elsewhere.
-    pub days: Vec<i64>,
 }
 
 /// What a view of the emitted SQL holds.
@@ -291,32 +163,13 @@ pub enum Holds {
     Rows,
     /// A supersessions table.
     Supersessions,
-    /// A source-lane's partitions by file name ([`FILE_NAME`]) and day ([`FILE_DAY`]), what
-    /// [`Keying::Day`] maps a superseded revision's place to its key with; written out from
-    /// the manifest, not read from a file.
-    Files,
 }
 
 impl Holds {
-    pub const ALL: [Holds; 3] = [Holds::Rows, Holds::Supersessions, Holds::Files];
-
     pub fn schema(self) -> SchemaRef {
         match self {
             Holds::Rows => schema(),
             Holds::Supersessions => supersessions_schema(),
-            Holds::Files => Arc::new(Schema::new(vec![
-                Field::new(FILE_NAME, DataType::Utf8, false),
-                Field::new(FILE_DAY, DataType::Int64, false),
-            ])),
-        }
-    }
-
-    /// The name a caller outside Rust gives it (`asof.spark`'s views).
-    pub fn name(self) -> &'static str {
-        match self {
-            Holds::Rows => "rows",
-            Holds::Supersessions => "supersessions",
-            Holds::Files => "files",
         }
     }
 }
@@ -375,34 +228,20 @@ pub fn ddl(schema: &Schema, dialect: Dialect) -> Result<String> {
 /// `CREATE OR REPLACE TEMPORARY VIEW` of one view in `dialect`: its files read as Parquet (a
 /// view with no file is empty, with its columns). A rows view adds each row's place, as the
 /// engine reads it: Spark's `_metadata.file_name` and `_metadata.row_index`, DuckDB's
-/// `filename` (its last part) and `file_row_number`, and its day key ([`day_key`], computed
-/// only where a query reads it). A files view is its rows written out (`VALUES`). DataFusion
-/// reads no such columns, so it gets no view here (the tests build theirs from the files,
-/// `crate::testkit`).
+/// `filename` (its last part) and `file_row_number`. DataFusion reads no such columns, so it
+/// gets no view here (the tests build theirs from the files, `crate::testkit`).
 pub fn view_sql(v: &View, dialect: Dialect, root: &str) -> Result<String> {
-    // Refuses DataFusion, which reads no row places from Parquet files.
-    let place = place_columns(dialect)?;
+    if dialect == Dialect::DataFusion {
+        return Err(Error::invalid(
+            "dialect",
+            "DataFusion reads no row places from Parquet files: define the views in spark or \
+             duckdb",
+        ));
+    }
     let root = root.trim_end_matches('/');
     let quote = |s: &str| format!("'{}'", s.replace('\'', "''"));
     let rows = v.holds == Holds::Rows;
-    let body = if v.holds == Holds::Files && !v.paths.is_empty() {
-        let values: Vec<String> = v
-            .paths
-            .iter()
-            .zip(&v.days)
-            .map(|(p, day)| format!("({}, {day})", quote(crate::format::rule::file_name(p))))
-            .collect();
-        match dialect {
-            Dialect::Spark => format!(
-                "SELECT * FROM VALUES {} AS t({FILE_NAME}, {FILE_DAY})",
-                values.join(", ")
-            ),
-            _ => format!(
-                "SELECT * FROM (VALUES {}) AS t({FILE_NAME}, {FILE_DAY})",
-                values.join(", ")
-            ),
-        }
-    } else if v.paths.is_empty() {
+    let body = if v.paths.is_empty() {
         let schema = if rows {
             placed_rows_schema()
         } else {
@@ -428,7 +267,9 @@ pub fn view_sql(v: &View, dialect: Dialect, root: &str) -> Result<String> {
                     format!("{root}/{dir}{{{}}}", names.join(","))
                 };
                 let place = if rows {
-                    format!(", {}", place.join(", "))
+                    format!(
+                        ", _metadata.file_name AS {ROW_FILE}, _metadata.row_index AS {ROW_INDEX}"
+                    )
                 } else {
                     String::new()
                 };
@@ -442,9 +283,9 @@ pub fn view_sql(v: &View, dialect: Dialect, root: &str) -> Result<String> {
                     .collect();
                 if rows {
                     format!(
-                        "SELECT * EXCLUDE (filename, file_row_number), {} FROM \
-                         read_parquet([{}], filename = true, file_row_number = true)",
-                        place.join(", "),
+                        "SELECT * EXCLUDE (filename, file_row_number), parse_filename(filename) \
+                         AS {ROW_FILE}, file_row_number AS {ROW_INDEX} FROM read_parquet([{}], \
+                         filename = true, file_row_number = true)",
                         files.join(", ")
                     )
                 } else {
@@ -461,46 +302,6 @@ pub fn view_sql(v: &View, dialect: Dialect, root: &str) -> Result<String> {
         "CREATE OR REPLACE {temporary} VIEW {} AS {body}",
         v.name
     ))
-}
-
-/// The columns a rows view adds to a partition's record columns in `dialect`, each as
-/// `<expression> AS <name>`: the row's place ([`ROW_FILE`], [`ROW_INDEX`]) as the engine
-/// computes it while it reads (Spark's `_metadata.file_name` and `_metadata.row_index`,
-/// DuckDB's `filename`, its last part, and `file_row_number`, both read with
-/// `read_parquet(…, filename = true, file_row_number = true)`), and its day key ([`ROW_KEY`],
-/// as [`day_key`] computes it: integer division of a non-negative count of micros, which
-/// [`day_keys`] ensures, is a floor in both). `asof.spark` selects these on its own
-/// DataFrames.
-pub fn place_columns(dialect: Dialect) -> Result<[String; 3]> {
-    let (file, row, micros, div) = match dialect {
-        Dialect::Spark => (
-            "_metadata.file_name",
-            "_metadata.row_index",
-            "unix_micros(published_at)",
-            "div",
-        ),
-        Dialect::DuckDb => (
-            "parse_filename(filename)",
-            "file_row_number",
-            "epoch_us(published_at)",
-            "//",
-        ),
-        Dialect::DataFusion => {
-            return Err(Error::invalid(
-                "dialect",
-                "DataFusion reads no row places from Parquet files: define the views in spark \
-                 or duckdb",
-            ));
-        }
-    };
-    Ok([
-        format!("{file} AS {ROW_FILE}"),
-        format!("{row} AS {ROW_INDEX}"),
-        format!(
-            "({micros} {div} {DAY_MICROS}) * {} + {row} AS {ROW_KEY}",
-            1i64 << KEY_ROW_BITS
-        ),
-    ])
 }
 
 /// The longest folder prefix (ending in `/`) the paths share, and each path after it.
@@ -530,8 +331,7 @@ pub enum Emitted {
         sql: String,
         /// The record rows and the supersessions the SQL reads: `names.news` (the
         /// source-lane's partitions that may hold a row of the cut, by the manifest's clock
-        /// statistics), `names.supersessions` (the source-lane's table) and, where the
-        /// places are keyed by day, `names.files` ([`views_of`]).
+        /// statistics) and `names.supersessions` (the source-lane's table).
         views: Vec<View>,
         coverage: Coverage,
     },
@@ -557,33 +357,31 @@ pub async fn emit_cut(
     if !coverage.is_complete() {
         return Ok(Emitted::Hole { coverage });
     }
-    let (views, keying) = views_of(manifest, &q.cut(), q.source, names)?;
+    let views = views_of(manifest, &q.cut(), q.source, names)?;
     let sql = cut_sql(
         &q.cut().over_lane_table(),
         q.filer_filter(ciks.as_deref()),
         names,
-        keying,
         dialect,
     )
     .await?;
     Ok(Emitted::Query {
         sql,
-        views,
+        views: views.into(),
         coverage,
     })
 }
 
-/// The views a cut of `source` (in `cut`'s lane) reads, and how its plan matches places: the
-/// partitions that may hold a row of it (by the manifest's clock statistics), the
-/// source-lane's supersessions table and, where the version's places can be keyed by day
-/// ([`day_keys`]), the source-lane's files with their days ([`Keying::Day`]). A version
-/// published before the rule tables existed has no such table: refused, naming the fix.
+/// The two views a cut of `source` (in `cut`'s lane) reads: the partitions that may hold a
+/// row of it (by the manifest's clock statistics) and the source-lane's supersessions table.
+/// A version published before the rule tables existed has no such table: refused, naming
+/// the fix.
 pub fn views_of(
     manifest: &Manifest,
     cut: &Cut,
     source: SourceId,
     names: &Names,
-) -> Result<(Vec<View>, Keying)> {
+) -> Result<[View; 2]> {
     let lane = cut.lane.unwrap_or(Lane::CertifiedPit);
     let table = crate::format::rule::entry(
         manifest,
@@ -620,36 +418,18 @@ pub fn views_of(
         })
         .map(|p| p.path.clone())
         .collect();
-    let mut views = vec![
+    Ok([
         View {
             name: names.news.clone(),
             holds: Holds::Rows,
             paths,
-            days: vec![],
         },
         View {
             name: names.supersessions.clone(),
             holds: Holds::Supersessions,
             paths: vec![table.path.clone()],
-            days: vec![],
         },
-    ];
-    let Some(files) = day_keys(manifest, source, lane) else {
-        return Ok((views, Keying::Place));
-    };
-    let (paths, days) = files.into_iter().unzip();
-    views.push(View {
-        name: names.files.clone(),
-        holds: Holds::Files,
-        paths,
-        days,
-    });
-    Ok((
-        views,
-        Keying::Day {
-            stale_rows: table.row_count,
-        },
-    ))
+    ])
 }
 
 /// Every record column of `table`, in the API's order: what a cut's SQL selects.
@@ -763,6 +543,7 @@ mod tests {
     use std::path::Path;
 
     use arrow::array::{Array, StringArray};
+    use datafusion::datasource::file_format::options::ParquetReadOptions;
 
     use super::*;
     use crate::model::clock::{Instant, Lane, SourceId, VisibleBy};
@@ -772,7 +553,25 @@ mod tests {
     /// A session with the views of `emitted` read from the corpus directory `dir`.
     async fn session_of(dir: &Path, views: &[View]) -> SessionContext {
         let ctx = SessionContext::new();
-        crate::testkit::register_views(&ctx, dir, views).await;
+        for v in views {
+            let schema = v.holds.schema();
+            let table: Arc<dyn TableProvider> = if v.holds == Holds::Rows {
+                crate::testkit::placed_rows(dir, &v.paths)
+            } else if v.paths.is_empty() {
+                Arc::new(EmptyTable::new(schema))
+            } else {
+                let files: Vec<String> = v
+                    .paths
+                    .iter()
+                    .map(|p| dir.join(p).to_string_lossy().into_owned())
+                    .collect();
+                ctx.read_parquet(files, ParquetReadOptions::default().schema(&schema))
+                    .await
+                    .unwrap()
+                    .into_view()
+            };
+            ctx.register_table(v.name.as_str(), table).unwrap();
+        }
         ctx
     }
 
@@ -795,25 +594,13 @@ mod tests {
     /// and entity (all rows, a CIK, a ticker, a ticker no interval places), the SQL written
     /// for another engine, run over the views it names, answers the rows the API answers;
     /// and it is a hole exactly when the API's answer is, with the same keys. On a fixed
-    /// seed and a fresh one (printed, to replay), each over a corpus with rows without
-    /// `published_at` (places keyed by file and row) and one without (keyed by day).
+    /// seed and a fresh one (printed, to replay).
     #[tokio::test]
     async fn the_sql_other_engines_run_answers_what_the_api_answers_for_drawn_cuts() {
-        for (seed, null_published) in [0x6000_0060, crate::testkit::fresh_seed()]
-            .into_iter()
-            .flat_map(|s| [(s, true), (s, false)])
-        {
-            println!(
-                "exported-rule differential seed {seed:#x} (null published_at: {null_published})"
-            );
-            let (dir, store, _) =
-                crate::testkit::random_corpus_with(seed, seed % 2 == 0, null_published).await;
+        for seed in [0x6000_0060, crate::testkit::fresh_seed()] {
+            println!("exported-rule differential seed {seed:#x}");
+            let (dir, store, _) = random_corpus(seed, seed % 2 == 0).await;
             let c = Corpus::open(store.clone()).await.unwrap();
-            // Rows without `published_at` (certified-lane rows of the random corpus) keep that
-            // source-lane's places from being keyed by day; every other source-lane is keyed.
-            let keyed = |lane: Lane| day_keys(c.manifest(), SourceId::SecEdgar, lane).is_some();
-            assert_eq!(keyed(Lane::CertifiedPit), !null_published);
-            assert!(keyed(Lane::ForwardFirstSeen));
             let identity = IdentityIndex::default();
             let mut rng = Rng(seed);
             let (mut compared, mut holes) = (0, 0);
@@ -850,11 +637,6 @@ mod tests {
                 match (api, emitted) {
                     (Answer::Page { rows, next, .. }, Emitted::Query { sql, views, .. }) => {
                         assert!(next.is_none());
-                        assert_eq!(
-                            views.iter().any(|v| v.holds == Holds::Files),
-                            keyed(lane),
-                            "{sql}"
-                        );
                         let mut want: Vec<String> = rows
                             .iter()
                             .map(|r| format!("{}/{}", r.id, r.revision_id))
@@ -953,9 +735,7 @@ mod tests {
             )
         };
         let names = Names::prefixed("v");
-        let spark = cut_sql(&cut, None, &names, Keying::Place, Dialect::Spark)
-            .await
-            .unwrap();
+        let spark = cut_sql(&cut, None, &names, Dialect::Spark).await.unwrap();
         assert!(spark.contains("AND NOT EXISTS (SELECT 1 FROM"), "{spark}");
         assert!(
             spark.contains("`v_news`") && !spark.contains('"'),
@@ -965,122 +745,12 @@ mod tests {
             spark.contains("CAST('2025-02-01T12:30:00.500+00:00' AS TIMESTAMP)"),
             "{spark}"
         );
-        let duck = cut_sql(&cut, None, &names, Keying::Place, Dialect::DuckDb)
-            .await
-            .unwrap();
+        let duck = cut_sql(&cut, None, &names, Dialect::DuckDb).await.unwrap();
         assert!(
             duck.contains("NOT EXISTS") && duck.contains("\"v_news\""),
             "{duck}"
         );
         assert!(duck.contains("TIMESTAMP WITH TIME ZONE"), "{duck}");
-        // Keyed by day: the anti-join probes the one number, never the file name.
-        let keyed = cut_sql(
-            &cut,
-            None,
-            &names,
-            Keying::Day { stale_rows: 7 },
-            Dialect::Spark,
-        )
-        .await
-        .unwrap();
-        assert!(
-            keyed.contains("`v_files`")
-                && keyed.contains("`asof_key`")
-                && keyed.contains("LIMIT 7")
-                && !keyed.contains("`asof_file`"),
-            "{keyed}"
-        );
-    }
-
-    /// A partition of `day` (days since 1970) whose rows' `published_at` run from `min` to
-    /// `max` (micros), with `nulls` null.
-    fn partition(
-        day: i32,
-        min: i64,
-        max: i64,
-        nulls: u64,
-    ) -> crate::model::manifest::PartitionEntry {
-        use crate::model::clock::{Day, Instant};
-        use crate::model::manifest::{ClockStats, PartitionClocks};
-        let none = ClockStats {
-            min: None,
-            max: None,
-            nulls: 0,
-        };
-        crate::model::manifest::PartitionEntry {
-            source_id: SourceId::SecEdgar,
-            lane: Lane::CertifiedPit,
-            date: Day::from_days(day),
-            path: format!("snapshots/partitions/sec.edgar/certified_pit/d{day}/{day:064}.parquet"),
-            row_count: 10,
-            bytes: 1,
-            sha256: format!("{day:064}"),
-            clocks: PartitionClocks {
-                event_at: none,
-                published_at: ClockStats {
-                    min: Some(Instant::from_micros(min)),
-                    max: Some(Instant::from_micros(max)),
-                    nulls,
-                },
-                available_at: none,
-                acceptance_at: none,
-                committed_at: none,
-            },
-            commits: None,
-            available_hours: None,
-        }
-    }
-
-    /// The day key is a rule only where it is exact, read off the manifest: every partition's
-    /// `published_at` on its own date and never null, no date twice, no day before 1970.
-    /// Anything else keys by place.
-    #[test]
-    fn places_are_keyed_by_day_only_where_the_manifest_proves_the_key_names_one_place() {
-        const D: i64 = 86_400_000_000;
-        let mut m = crate::testkit::empty_manifest();
-        let keys = |m: &Manifest| day_keys(m, SourceId::SecEdgar, Lane::CertifiedPit);
-        assert_eq!(keys(&m), None, "no partition: nothing to key");
-        m.partitions = vec![
-            partition(20_000, 20_000 * D, 20_001 * D - 1, 0),
-            partition(20_001, 20_001 * D + 5, 20_001 * D + 9, 0),
-        ];
-        let got = keys(&m).expect("every partition on its own day");
-        assert_eq!(
-            got.iter().map(|(_, d)| *d).collect::<Vec<_>>(),
-            [20_000, 20_001]
-        );
-        let refused = [
-            (
-                "a row of the next day",
-                partition(20_002, 20_002 * D, 20_003 * D, 0),
-            ),
-            (
-                "a null published_at",
-                partition(20_002, 20_002 * D, 20_002 * D, 1),
-            ),
-            ("a date twice", partition(20_001, 20_001 * D, 20_001 * D, 0)),
-            ("a day before 1970", partition(-1, -D, -1, 0)),
-        ];
-        for (why, p) in refused {
-            let mut m = m.clone();
-            m.partitions.push(p);
-            assert_eq!(keys(&m), None, "{why}");
-        }
-        let mut big = m.clone();
-        big.partitions[0].row_count = 1 << KEY_ROW_BITS;
-        assert_eq!(keys(&big), None, "a partition of 2^32 rows");
-        // Another source-lane's partitions are not this one's concern.
-        let mut other = m.clone();
-        other
-            .partitions
-            .push(crate::model::manifest::PartitionEntry {
-                lane: Lane::ForwardFirstSeen,
-                ..partition(20_000, 0, 0, 3)
-            });
-        assert!(keys(&other).is_some());
-        // The key each engine computes from a row: the day above the row index.
-        assert_eq!(day_key(Some(20_001 * D + 7), 3), Some((20_001 << 32) + 3));
-        assert_eq!(day_key(None, 3), None);
     }
 
     #[test]
@@ -1092,38 +762,19 @@ mod tests {
                 "snapshots/partitions/sec.edgar/certified_pit/2025-01-02/ab.parquet".into(),
                 "snapshots/partitions/sec.edgar/certified_pit/2025-01-03/cd.parquet".into(),
             ],
-            days: vec![],
         };
         assert_eq!(
             view_sql(&v, Dialect::Spark, "s3a://b/c/").unwrap(),
             "CREATE OR REPLACE TEMPORARY VIEW n AS SELECT *, _metadata.file_name AS asof_file, \
-             _metadata.row_index AS asof_row, (unix_micros(published_at) div 86400000000) * \
-             4294967296 + _metadata.row_index AS asof_key FROM parquet.`s3a://b/c/snapshots/\
+             _metadata.row_index AS asof_row FROM parquet.`s3a://b/c/snapshots/\
              partitions/sec.edgar/certified_pit/{2025-01-02/ab.parquet,2025-01-03/cd.parquet}`"
         );
         let duck = view_sql(&v, Dialect::DuckDb, "/x").unwrap();
         assert!(
             duck.contains("parse_filename(filename) AS asof_file, file_row_number AS asof_row")
-                && duck.contains(
-                    "(epoch_us(published_at) // 86400000000) * 4294967296 + \
-                                  file_row_number AS asof_key"
-                )
                 && duck.contains("filename = true, file_row_number = true"),
             "{duck}"
         );
-        let files = View {
-            holds: Holds::Files,
-            days: vec![20_090, 20_091],
-            ..v.clone()
-        };
-        assert_eq!(
-            view_sql(&files, Dialect::Spark, "/x").unwrap(),
-            "CREATE OR REPLACE TEMPORARY VIEW n AS SELECT * FROM VALUES ('ab.parquet', 20090), \
-             ('cd.parquet', 20091) AS t(file, day)"
-        );
-        assert!(view_sql(&files, Dialect::DuckDb, "/x").unwrap().ends_with(
-            "FROM (VALUES ('ab.parquet', 20090), ('cd.parquet', 20091)) AS t(file, day)"
-        ));
         let sup = View {
             holds: Holds::Supersessions,
             ..v.clone()
@@ -1143,9 +794,7 @@ mod tests {
             sql.starts_with("CREATE OR REPLACE TEMP VIEW n AS SELECT CAST(NULL AS VARCHAR) AS id")
         );
         assert!(
-            sql.ends_with(
-                "CAST(NULL AS BIGINT) AS asof_row, CAST(NULL AS BIGINT) AS asof_key WHERE FALSE"
-            ),
+            sql.ends_with("CAST(NULL AS BIGINT) AS asof_row WHERE FALSE"),
             "{sql}"
         );
     }

@@ -246,11 +246,9 @@ impl TableFunctionImpl for NewsCut {
 }
 
 /// A session that writes SQL for another engine instead of running it (`asof sql
-/// --emit-sql`): each `news_asof`/`news_diff` is planned as the rule's exported plan
-/// ([`crate::rule::sql::cut_plan`]) over the views [`crate::rule::sql::views_of`] names (the
-/// partitions that may hold a row of the cut, the source-lane's supersessions table and, where
-/// places are keyed by day, its files), which it records for the caller to define in the
-/// other engine.
+/// --emit-sql`): each `news_asof`/`news_diff` is planned as [`Cut::plan_by_position`] over two views, the
+/// partitions that may hold a row of the cut and the source-lane's supersessions table, which
+/// it records for the caller to define in the other engine.
 #[derive(Debug, Default)]
 pub(crate) struct Emit {
     views: std::sync::Mutex<Vec<crate::rule::View>>,
@@ -289,9 +287,8 @@ impl Emit {
                 "asof_supersessions_{}_{lane}",
                 source.as_str().replace('.', "_")
             ),
-            files: format!("asof_files_{}_{lane}", source.as_str().replace('.', "_")),
         };
-        let (cut_views, keying) = crate::rule::sql::views_of(manifest, cut, source, &names)
+        let [rows_view, sup_view] = crate::rule::sql::views_of(manifest, cut, source, &names)
             .map_err(|e| DataFusionError::Plan(e.to_string()))?;
         let scan = |name: &str, schema: SchemaRef| -> Result<datafusion::dataframe::DataFrame> {
             let plan = LogicalPlanBuilder::scan(
@@ -305,29 +302,21 @@ impl Emit {
                 plan,
             ))
         };
-        let keyed = match keying {
-            crate::rule::Keying::Place => None,
-            crate::rule::Keying::Day { stale_rows } => Some((
-                scan(&names.files, crate::rule::Holds::Files.schema())?,
-                stale_rows,
-            )),
-        };
-        let df = crate::rule::sql::cut_plan(
-            &cut.over_lane_table(),
-            scan(&names.news, crate::rule::sql::placed_rows_schema())?,
-            scan(
-                &names.supersessions,
-                crate::format::rule::RuleTable::Supersessions.schema(),
-            )?,
-            keyed,
-        )
-        .map_err(|e| DataFusionError::External(Box::new(e)))?
-        .select(crate::rule::sql::record_columns(&names.news))?;
-        // One view of a source-lane's supersessions and files, whatever the cuts of it.
-        for v in cut_views {
-            if v.holds == crate::rule::Holds::Rows || !views.iter().any(|w| w.name == v.name) {
-                views.push(v);
-            }
+        let df = cut
+            .over_lane_table()
+            .plan_by_position(
+                scan(&names.news, crate::rule::sql::placed_rows_schema())?,
+                scan(
+                    &names.supersessions,
+                    crate::format::rule::RuleTable::Supersessions.schema(),
+                )?,
+            )
+            .map_err(|e| DataFusionError::External(Box::new(e)))?
+            .select(crate::rule::sql::record_columns(&names.news))?;
+        views.push(rows_view);
+        // One view of a source-lane's supersessions, whatever the cuts of it.
+        if !views.iter().any(|v| v.name == names.supersessions) {
+            views.push(sup_view);
         }
         Ok(Arc::new(datafusion::datasource::ViewTable::new(
             df.logical_plan().clone(),
@@ -518,6 +507,7 @@ mod tests {
     /// engine, run over the views it names, answers what `asof sql` answers.
     #[tokio::test]
     async fn a_query_written_for_another_engine_answers_what_asof_sql_answers() {
+        use datafusion::datasource::file_format::options::ParquetReadOptions;
         let (dir, store, _) = random_corpus(0x48_60, false).await;
         let c = Corpus::open(store).await.unwrap();
         for sql in [
@@ -538,7 +528,26 @@ mod tests {
             .unwrap();
             assert!(emitted.views.len() >= 2, "{:?}", emitted.views);
             let ctx = datafusion::prelude::SessionContext::new();
-            crate::testkit::register_views(&ctx, dir.path(), &emitted.views).await;
+            for v in &emitted.views {
+                if v.holds == crate::rule::Holds::Rows {
+                    let rows = crate::testkit::placed_rows(dir.path(), &v.paths);
+                    ctx.register_table(v.name.as_str(), rows).unwrap();
+                    continue;
+                }
+                let files: Vec<String> = v
+                    .paths
+                    .iter()
+                    .map(|p| dir.path().join(p).to_string_lossy().into_owned())
+                    .collect();
+                let df = ctx
+                    .read_parquet(
+                        files,
+                        ParquetReadOptions::default().schema(&v.holds.schema()),
+                    )
+                    .await
+                    .unwrap();
+                ctx.register_table(v.name.as_str(), df.into_view()).unwrap();
+            }
             let mut got = Vec::new();
             let answer = ctx.sql(&emitted.query).await;
             let answer = answer.unwrap_or_else(|e| panic!("{e}: {}", emitted.query));
