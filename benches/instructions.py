@@ -17,7 +17,8 @@ list of requests that every build is asked in the same order:
   clock of each lane;
 - `cursor_page`: the next page of each of those (the cursor a first page returned).
 
-Each build runs under `valgrind --tool=callgrind` with a fresh SQLite state and its own desk
+Needs valgrind (Debian `valgrind`: `callgrind_control` comes with it). Each build runs under
+`valgrind --tool=callgrind` with a fresh SQLite state and its own desk
 keys (one per request, so no answer is a 429). The list is asked once unmeasured (caches warm,
 as in the wall-clock benches), then each kind again between `callgrind_control --zero` and
 `--dump`: the instructions of every thread of the process while that kind ran, divided by its
