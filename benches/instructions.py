@@ -40,7 +40,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from general_path import free_port, iso, random_cut  # noqa: E402
