@@ -184,38 +184,36 @@ def main():
     for spec in a.bin:
         name, binary = spec.split("=", 1)
         work = tempfile.mkdtemp(prefix=f"ins-{name}-")
-        server = Server(binary, corpus, work, 4 * (len(by_cik) + 2 * len(first_pages)) + 8)
+        # A key for every keyed request (warm-up, then the measured pages and their next
+        # pages), so no answer is a 429.
+        server = Server(binary, corpus, work, 2 * len(by_cik) + 3 * len(first_pages))
         try:
             got = {}
 
-            def ask_all(record):
-                for _, p in health:
-                    server.get(p, keyed=False)
-                for _, p in by_cik:
-                    got.setdefault("by_cik", []).append(ids(server.get(p))[0]) if record else server.get(p)
-                for _, p in first_pages:
-                    server.get(p)
+            def ask(kind, paths, keyed=True):
+                """Each path once; the ids (and cursor) of each answer kept under `kind`."""
+                for p in paths:
+                    got.setdefault(kind, []).append(ids(server.get(p, keyed)))
 
-            def cursors():
-                out = []
-                for _, p in first_pages:
-                    _, cursor = ids(server.get(p))
-                    # A cursor page repeats its query's parameters (the contract refuses a cursor
-                    # of another query).
-                    out.append(p + "&" + urllib.parse.urlencode({"cursor": cursor}) if cursor else None)
-                return out
-
-            ask_all(False)  # warm: every cache the answers use filled once
-            counts = {"health": server.measured(lambda: [server.get(p, keyed=False) for _, p in health])}
-            counts["by_cik"] = server.measured(lambda: [got.setdefault("by_cik", []).append(ids(server.get(p))[0]) for _, p in by_cik])
-            counts["first_page"] = server.measured(lambda: [got.setdefault("first_page", []).append(ids(server.get(p))) for _, p in first_pages])
-            nexts = [c for c in cursors() if c]
-            counts["cursor_page"] = server.measured(lambda: [got.setdefault("cursor_page", []).append(ids(server.get(c))[0]) for c in nexts])
+            # Warm: every cache the answers use filled once, nothing kept.
+            for _, p in health:
+                server.get(p, keyed=False)
+            for _, p in by_cik + first_pages:
+                server.get(p)
+            counts = {
+                "health": server.measured(lambda: [server.get(p, keyed=False) for _, p in health]),
+                "by_cik": server.measured(lambda: ask("by_cik", [p for _, p in by_cik])),
+                "first_page": server.measured(lambda: ask("first_page", [p for _, p in first_pages])),
+            }
+            # The next page of each measured first page: a cursor page repeats its query's
+            # parameters (the contract refuses a cursor of another query).
+            nexts = [p + "&" + urllib.parse.urlencode({"cursor": c})
+                     for (_, p), (_, c) in zip(first_pages, got["first_page"]) if c]
+            counts["cursor_page"] = server.measured(lambda: ask("cursor_page", nexts))
             n = {"health": len(health), "by_cik": len(by_cik), "first_page": len(first_pages), "cursor_page": len(nexts)}
             results[name] = {k: {"instructions": counts[k], "requests": n[k], "per_request": counts[k] / n[k]} for k in KINDS}
             # Cursors are HMAC tokens of each server's own secret: compare ids, not cursors.
-            got["first_page"] = [i for i, _ in got["first_page"]]
-            answers[name] = got
+            answers[name] = {k: [i for i, _ in v] for k, v in got.items()}
             print(name, {k: round(v["per_request"]) for k, v in results[name].items()}, flush=True)
         finally:
             server.stop()
