@@ -11,7 +11,7 @@ use crate::Error;
 use crate::answer::{Answer, NewsPage};
 use crate::envelope::{CertificateRecord, MappingRecord, NewsRecord};
 use crate::pager::{Op, Pager};
-use crate::params::{self, Cik, Limit, Ticker, held_source};
+use crate::params::{self, Cik, Limit, Pin, Ticker, held_source};
 use crate::query;
 
 query! {
@@ -43,6 +43,14 @@ query! {
         pub limit: Limit,
         /// `next_cursor` of the previous page, with the same query (any `limit`).
         pub cursor: Option<String>,
+        /// Pins the answer to this corpus version (an extension of the contract): it is answered
+        /// from that version while this deployment retains it (`retention` in `/v1/meta`), the
+        /// envelope and `X-Corpus-Version` name it, and its cursors stay valid when the served
+        /// version moves. Omitted: the version served now, as the contract says. A version
+        /// never published here is `404 corpus_version_unknown`; one outside retention,
+        /// `410 corpus_version_not_retained`. Send it to replay a receipt's question.
+        #[param(inline)]
+        pub corpus_version: Option<Pin>,
     }
 }
 
@@ -75,6 +83,9 @@ query! {
         pub limit: Limit,
         /// `next_cursor` of the previous page, with the same query.
         pub cursor: Option<String>,
+        /// As on `/v1/news`: the corpus version to answer from (omitted: the one served now).
+        #[param(inline)]
+        pub corpus_version: Option<Pin>,
     }
 }
 
@@ -87,6 +98,9 @@ query! {
         /// The clock visibility is evaluated on.
         #[param(inline, required = false, default = "published_at")]
         pub visible_by: VisibleBy,
+        /// As on `/v1/news`: the corpus version to answer from (omitted: the one served now).
+        #[param(inline)]
+        pub corpus_version: Option<Pin>,
     }
 }
 
@@ -111,6 +125,9 @@ query! {
         pub limit: Limit,
         /// `next_cursor` of the previous page, with the same query.
         pub cursor: Option<String>,
+        /// As on `/v1/news`: the corpus version to answer from (omitted: the one served now).
+        #[param(inline)]
+        pub corpus_version: Option<Pin>,
     }
 }
 
@@ -120,6 +137,19 @@ query! {
         /// The instant the identity intervals must hold at.
         #[param(inline)]
         pub as_of: Instant,
+        /// As on `/v1/news`: the corpus version to answer from (omitted: the one served now).
+        #[param(inline)]
+        pub corpus_version: Option<Pin>,
+    }
+}
+
+query! {
+    /// Query of `GET /v1/meta`.
+    pub struct MetaParams {
+        /// As on `/v1/news`: what this retained corpus version held (its sources, spans and
+        /// sample); omitted: the version served now.
+        #[param(inline)]
+        pub corpus_version: Option<Pin>,
     }
 }
 

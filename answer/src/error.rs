@@ -30,6 +30,13 @@ pub enum Error {
     CursorExpired,
     #[error("{0}")]
     NotFound(String),
+    /// A pinned `corpus_version` this deployment never published (no manifest of its corpus
+    /// has that hash, or it was written and never served).
+    #[error("corpus_version {version} was never published by this deployment")]
+    VersionUnknown { version: String },
+    /// A pinned `corpus_version` that was published but is outside the retention policy.
+    #[error("corpus_version {version} is no longer retained: {why}")]
+    VersionNotRetained { version: String, why: String },
     /// The question would read more rows than one request may (`--max-walk-rows`): the same
     /// request would be refused again, so it is a 400, not a retryable 503.
     #[error("query too broad")]
@@ -71,7 +78,8 @@ impl Error {
                 400
             }
             Error::CoverageMissing { .. } | Error::CursorExpired => 409,
-            Error::NotFound(_) => 404,
+            Error::NotFound(_) | Error::VersionUnknown { .. } => 404,
+            Error::VersionNotRetained { .. } => 410,
             Error::Overloaded { .. } | Error::StorageUnavailable => 503,
             Error::Internal => 500,
         }
@@ -94,6 +102,8 @@ impl Error {
             Error::CoverageMissing { .. } => "coverage_missing",
             Error::CursorExpired => "cursor_expired",
             Error::NotFound(_) => "not_found",
+            Error::VersionUnknown { .. } => "corpus_version_unknown",
+            Error::VersionNotRetained { .. } => "corpus_version_not_retained",
             Error::TooBroad { .. } => "query_too_broad",
             Error::Overloaded { .. } => "overloaded",
             Error::StorageUnavailable => "storage_unavailable",
@@ -107,6 +117,9 @@ impl Error {
             Error::InvalidRequest { param, .. } => param.clone(),
             Error::InvalidClock { param, .. } => Some(param.clone()),
             Error::CursorExpired => Some("cursor".into()),
+            Error::VersionUnknown { .. } | Error::VersionNotRetained { .. } => {
+                Some("corpus_version".into())
+            }
             _ => None,
         }
     }
@@ -117,7 +130,8 @@ impl Error {
             Error::CoverageMissing { .. } => {
                 "the answer depends on source-days or identity intervals the corpus does not hold (see coverage.missing); missing coverage is not zero events".into()
             }
-            Error::CursorExpired => "the corpus moved to a new corpus_version since this cursor was minted; restart from the first page".into(),
+            Error::CursorExpired => "the corpus moved to a new corpus_version since this cursor was minted; restart from the first page, or send corpus_version= (the version the walk began on) to finish it there".into(),
+            Error::VersionUnknown { version } => format!("corpus_version {version} was never published by this deployment (no served version descends from it); /v1/meta names the version served now"),
             Error::Overloaded { retry_after } => format!("too many queries are scanning the corpus right now; retry after {retry_after} s"),
             Error::TooBroad { limit } => format!("answering this page would read more than {limit} rows of the corpus, more than one request may; narrow the question (a ticker or cik, a shorter diff window, a clock whose rows are dense at this cut) or download the partitions (/v1/files) and query them locally"),
             Error::StorageUnavailable => "the service cannot read the corpus storage just now; nothing partial is answered; retry in a few seconds".into(),

@@ -20,6 +20,7 @@ pub mod meta;
 pub mod pager;
 pub mod params;
 pub mod sample;
+pub mod versions;
 
 pub use answer::{Answer, NewsPage};
 pub use error::{Error, Result};

@@ -27,7 +27,8 @@ use serde::Serialize;
 use crate::answer::{Answer, NewsPage};
 use crate::envelope::{Envelope, ErrorEnvelope, Record, encode, records};
 use crate::pager::Pager;
-use crate::params::{FromQuery, NoQuery};
+use crate::params::FromQuery;
+use crate::versions::{CacheBounds, Retention, Versions, pin_of};
 use crate::{Error, Result, data, meta};
 
 /// One corpus version, answering the data routes in-process.
@@ -35,6 +36,9 @@ use crate::{Error, Result, data, meta};
 pub struct LocalApi {
     corpus: Arc<Corpus>,
     pager: Pager,
+    /// The store's other versions, for queries pinned with `corpus_version` (all retained:
+    /// the caller holds the files, so no serving policy applies).
+    versions: Arc<Versions>,
 }
 
 /// An answer as the service would send it: the HTTP status and the envelope's bytes.
@@ -69,6 +73,8 @@ pub struct LocalRoute {
     answer: for<'a> fn(Args<'a>) -> BoxFuture<'a, Result<Vec<u8>>>,
     /// The page as rows, for routes with an Arrow form (news and diff).
     page: Option<for<'a> fn(Args<'a>) -> BoxFuture<'a, Result<NewsPage>>>,
+    /// Takes `corpus_version` (the server's pinned routes).
+    pinned: bool,
 }
 
 impl std::fmt::Debug for LocalRoute {
@@ -104,23 +110,26 @@ pub static ROUTES: &[LocalRoute] = &[
         path: "/v1/meta",
         answer: |(api, _, q)| {
             Box::pin(async move {
-                NoQuery::parse(q)?;
-                // No deployment: no plans, no public allowance.
-                let record = meta::meta_record(&api.corpus, Vec::new(), 0);
+                data::MetaParams::parse(q)?;
+                // No deployment: no plans, no public allowance, no retention policy.
+                let record = meta::meta_record(&api.corpus, Vec::new(), 0, None);
                 Ok(api.render(Answer::of(vec![record])))
             })
         },
         page: None,
+        pinned: true,
     },
     LocalRoute {
         path: "/v1/news",
         answer: |args| Box::pin(async move { Ok(args.0.render_page(news(args).await?)) }),
         page: Some(|args| Box::pin(news(args))),
+        pinned: true,
     },
     LocalRoute {
         path: "/v1/news/diff",
         answer: |args| Box::pin(async move { Ok(args.0.render_page(diff(args).await?)) }),
         page: Some(|args| Box::pin(diff(args))),
+        pinned: true,
     },
     LocalRoute {
         path: "/v1/news/{id}",
@@ -131,6 +140,7 @@ pub static ROUTES: &[LocalRoute] = &[
             })
         },
         page: None,
+        pinned: true,
     },
     LocalRoute {
         path: "/v1/coverage",
@@ -141,6 +151,7 @@ pub static ROUTES: &[LocalRoute] = &[
             })
         },
         page: None,
+        pinned: true,
     },
     LocalRoute {
         path: "/v1/mapping/ticker/{ticker}",
@@ -151,6 +162,7 @@ pub static ROUTES: &[LocalRoute] = &[
             })
         },
         page: None,
+        pinned: true,
     },
     LocalRoute {
         path: "/v1/mapping/cik/{cik}",
@@ -161,6 +173,7 @@ pub static ROUTES: &[LocalRoute] = &[
             })
         },
         page: None,
+        pinned: true,
     },
 ];
 
@@ -191,7 +204,29 @@ impl LocalApi {
         LocalApi {
             corpus: Arc::new(corpus),
             pager: Pager::new(&hex::encode(key)),
+            versions: Arc::new(Versions::new(
+                Retention {
+                    versions: None,
+                    days: None,
+                },
+                CacheBounds::default(),
+                None,
+            )),
         }
+    }
+
+    /// The API answering `route` for `query`: this one, or the version its `corpus_version`
+    /// pins (loaded once, then kept within the cache's bound).
+    async fn at_pin(&self, route: &LocalRoute, query: Option<&str>) -> Result<LocalApi> {
+        let pin = if route.pinned { pin_of(query) } else { None };
+        let Some(pin) = pin else {
+            return Ok(self.clone());
+        };
+        Ok(LocalApi {
+            corpus: self.versions.resolve(&self.corpus, Some(&pin)).await?,
+            pager: self.pager.clone(),
+            versions: self.versions.clone(),
+        })
     }
 
     /// The corpus version every answer names.
@@ -208,14 +243,18 @@ impl LocalApi {
     /// `?`), as the service's route would give it: a 200 envelope or an error envelope.
     pub async fn get(&self, path: &str, query: Option<&str>) -> LocalAnswer {
         let answer = match route(path) {
-            Ok((route, args)) => (route.answer)((self, &args, query)).await,
-            Err(e) => Err(e),
+            Ok((route, args)) => match self.at_pin(route, query).await {
+                Ok(api) => (route.answer)((&api, &args, query)).await.map_err(|e| (e, api)),
+                Err(e) => Err((e, self.clone())),
+            },
+            Err(e) => Err((e, self.clone())),
         };
+        // A refusal names the version that refused: the pinned one once it answered.
         match answer {
             Ok(body) => LocalAnswer { status: 200, body },
-            Err(e) => LocalAnswer {
+            Err((e, api)) => LocalAnswer {
                 status: e.status(),
-                body: self.refuse(&e),
+                body: api.refuse(&e),
             },
         }
     }
@@ -224,22 +263,26 @@ impl LocalApi {
     /// an Arrow form, `/v1/news` and `/v1/news/diff` (other paths: a 404 envelope). The rows go
     /// from the engine's page to Arrow columns directly, never through JSON.
     pub async fn get_batch(&self, path: &str, query: Option<&str>) -> LocalBatch {
-        let page = match route(path) {
-            Ok((route, args)) => match route.page {
-                Some(page) => page((self, &args, query)).await,
-                None => Err(Error::NotFound(format!(
-                    "{path} has no Arrow form; /v1/news and /v1/news/diff do"
-                ))),
+        let (page, api) = match route(path) {
+            Ok((route, args)) => match (route.page, self.at_pin(route, query).await) {
+                (Some(page), Ok(api)) => (page((&api, &args, query)).await, api),
+                (_, Err(e)) => (Err(e), self.clone()),
+                (None, _) => (
+                    Err(Error::NotFound(format!(
+                        "{path} has no Arrow form; /v1/news and /v1/news/diff do"
+                    ))),
+                    self.clone(),
+                ),
             },
-            Err(e) => Err(e),
+            Err(e) => (Err(e), self.clone()),
         };
         let batch = page.and_then(|page| Ok((to_batch(&page.results)?, page)));
         match batch {
             Ok((batch, page)) => {
                 let count = page.results.len();
                 let mut head = Envelope::of(
-                    self.request_id(),
-                    self.version().to_owned(),
+                    api.request_id(),
+                    api.version().to_owned(),
                     page.map(|_| Vec::<Record<'_>>::new()),
                 );
                 head.count = Some(count);
@@ -251,7 +294,7 @@ impl LocalApi {
             }
             Err(e) => LocalBatch {
                 status: e.status(),
-                head: self.refuse(&e),
+                head: api.refuse(&e),
                 batch: None,
             },
         }

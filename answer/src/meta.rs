@@ -20,6 +20,21 @@ pub struct MetaRecord {
     pub corpus: CorpusInfo,
     pub sample: Option<SampleInfo>,
     pub license: &'static str,
+    /// Which published corpus versions answer a request pinned with `corpus_version` (this
+    /// deployment's policy; null in-process, where every version of the store answers).
+    pub retention: Option<RetentionInfo>,
+}
+
+/// A deployment's retention of past corpus versions (`asof serve --retain-versions`,
+/// `--retain-days`): a version is answered while it is within every bound given.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct RetentionInfo {
+    /// Only the newest this many versions, the served one included (null: no count bound).
+    pub versions: Option<usize>,
+    /// Only versions served within this many days: superseded at most this long ago (null:
+    /// no age bound).
+    pub days: Option<u32>,
 }
 
 #[derive(Debug, Serialize)]
@@ -119,6 +134,7 @@ pub fn meta_record(
     corpus: &Corpus,
     plans: Vec<PlanInfo>,
     public_requests_per_minute: u32,
+    retention: Option<crate::versions::Retention>,
 ) -> MetaRecord {
     let m = corpus.manifest();
     let sources = m
@@ -167,6 +183,10 @@ pub fn meta_record(
         lanes: Lane::ALL.iter().map(|l| l.as_str()).collect(),
         availability_basis: AvailabilityBasis::ALL.iter().map(|b| b.as_str()).collect(),
         plans,
+        retention: retention.map(|r| RetentionInfo {
+            versions: r.versions,
+            days: r.days,
+        }),
         limits: Limits {
             limit_default: DEFAULT_LIMIT,
             limit_max: MAX_LIMIT,

@@ -359,6 +359,63 @@ impl FromParam for Option<String> {
     }
 }
 
+// ---- pinned versions ---------------------------------------------------------------------
+
+/// `corpus_version`: `sha256:` and 64 lowercase hex digits, the form every envelope names.
+pub const CORPUS_VERSION_PATTERN: &str = "^sha256:[0-9a-f]{64}$";
+
+/// A corpus version a request pins its answer to (`corpus_version`, an extension of the
+/// contract): the answer comes from that version while the deployment retains it, and its
+/// cursors stay valid when the served version moves. Whether the version exists and is
+/// retained is the resolver's check (`crate::versions`), since that depends on the store.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Pin(pub String);
+
+impl Pin {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Reads a version in the envelopes' form, refusing anything else under `name`.
+    pub fn parse(name: &str, s: &str) -> Result<Self, Error> {
+        let ok = s.len() == 71
+            && s.starts_with("sha256:")
+            && s.as_bytes()[7..]
+                .iter()
+                .all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        if ok {
+            Ok(Pin(s.to_owned()))
+        } else {
+            Err(Error::invalid(
+                name,
+                format!(
+                    "{name} must be a corpus version as envelopes name it: sha256: and 64 lowercase hex digits, got {s:?}"
+                ),
+            ))
+        }
+    }
+}
+
+impl FromParam for Option<Pin> {
+    fn from_param(name: &str, raw: Option<&str>) -> Result<Self, Error> {
+        raw.map(|s| Pin::parse(name, s)).transpose()
+    }
+}
+
+#[cfg(feature = "openapi")]
+impl utoipa::PartialSchema for Pin {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .pattern(Some(CORPUS_VERSION_PATTERN))
+            .min_length(Some(71))
+            .max_length(Some(71))
+            .into()
+    }
+}
+#[cfg(feature = "openapi")]
+impl utoipa::ToSchema for Pin {}
+
 // ---- filers ------------------------------------------------------------------------------
 
 /// An exchange ticker, upper-cased.

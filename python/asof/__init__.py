@@ -6,7 +6,8 @@ Both offer the same queries (``news``, ``diff``, ``record``, ``coverage``, ``map
 ``meta``), return the same results, and raise the same exceptions: a coverage hole is
 :class:`CoverageMissing`, never an empty answer. A deployment adds flat files
 (``files``, ``download``), the live stream (``stream``) and audit receipts (``audit_log``,
-``verify_receipt``); a corpus on disk adds ``sql``. ``asof.spark`` answers the same cuts as
+``verify_receipt``, ``replay``); a corpus on disk adds ``sql``. Every query takes
+``corpus_version=`` to answer from a past version of the corpus. ``asof.spark`` answers the same cuts as
 Spark DataFrames on a cluster (``import asof.spark``; pyspark is yours to install)."""
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from ._errors import (
     StreamGap,
     Unauthorized,
     Unavailable,
+    VersionNotRetained,
+    VersionUnknown,
 )
 from ._http import Client
 from ._local import Corpus, SqlResult
@@ -58,6 +61,8 @@ __all__ = [
     "StreamGap",
     "Unauthorized",
     "Unavailable",
+    "VersionNotRetained",
+    "VersionUnknown",
     "canonical_query",
     "connect",
     "open",

@@ -12,7 +12,7 @@ import urllib.parse
 from typing import Any, Dict, Generic, Iterator, List, Optional, Sequence, Tuple, TypeVar, Union
 
 from . import _instants
-from ._errors import CursorExpired, error_of
+from ._errors import error_of
 from ._instants import Instant
 
 #: The most rows one page may hold (the contract's ``limit_max``).
@@ -127,11 +127,14 @@ class Cuts(Generic[R]):
         limit: Optional[int] = None,
         page_size: int = PAGE_MAX,
         consistent: bool = False,
+        corpus_version: Optional[str] = None,
     ) -> R:
         """The rows knowable at ``as_of`` on the ``visible_by`` clock (``published_at`` unless
         said): of a ticker (resolved through the identity valid at ``as_of``), a CIK, or every
         row of ``source``. ``limit`` caps the rows the result walks to (all by default);
-        ``page_size`` is the rows asked for per request (at most 1,000)."""
+        ``page_size`` is the rows asked for per request (at most 1,000). ``corpus_version``
+        answers from that published version (while the deployment retains it) instead of the
+        one served now: the same question asked later gets the same answer."""
         params = {
             "ticker": ticker,
             "cik": None if cik is None else str(cik),
@@ -139,6 +142,7 @@ class Cuts(Generic[R]):
             "as_of": _instants.text(as_of),
             "visible_by": visible_by,
             "lane": lane,
+            "corpus_version": corpus_version,
         }
         return self._cut("/v1/news", params, limit, page_size, consistent)
 
@@ -155,8 +159,10 @@ class Cuts(Generic[R]):
         limit: Optional[int] = None,
         page_size: int = PAGE_MAX,
         consistent: bool = False,
+        corpus_version: Optional[str] = None,
     ) -> R:
-        """The rows that became knowable in ``(as_of_start, as_of_end]`` on one clock."""
+        """The rows that became knowable in ``(as_of_start, as_of_end]`` on one clock
+        (``corpus_version`` as on :meth:`news`)."""
         params = {
             "ticker": ticker,
             "cik": None if cik is None else str(cik),
@@ -165,6 +171,7 @@ class Cuts(Generic[R]):
             "as_of_end": _instants.text(as_of_end),
             "visible_by": visible_by,
             "lane": lane,
+            "corpus_version": corpus_version,
         }
         return self._cut("/v1/news/diff", params, limit, page_size, consistent)
 
@@ -196,10 +203,21 @@ class Api(Cuts["Result"]):
     ) -> "Result":
         return Result(self, path, params, limit, page_size, consistent)
 
-    def record(self, id: str, *, as_of: Instant, visible_by: Optional[str] = None) -> Dict[str, Any]:
+    def record(
+        self,
+        id: str,
+        *,
+        as_of: Instant,
+        visible_by: Optional[str] = None,
+        corpus_version: Optional[str] = None,
+    ) -> Dict[str, Any]:
         """One record as knowable at ``as_of`` (``NotFound`` when it is not knowable yet)."""
         path = "/v1/news/" + urllib.parse.quote(id, safe="")
-        params = {"as_of": _instants.text(as_of), "visible_by": visible_by}
+        params = {
+            "as_of": _instants.text(as_of),
+            "visible_by": visible_by,
+            "corpus_version": corpus_version,
+        }
         record: Dict[str, Any] = self._one(path, params)["results"][0]
         return record
 
@@ -212,6 +230,7 @@ class Api(Cuts["Result"]):
         as_of: Optional[Instant] = None,
         limit: Optional[int] = None,
         page_size: int = PAGE_MAX,
+        corpus_version: Optional[str] = None,
     ) -> "Result":
         """Coverage certificates, one per source-lane-day (``row_count`` null for a missing day)."""
         params = {
@@ -219,6 +238,7 @@ class Api(Cuts["Result"]):
             "date": None if date is None else str(date),
             "lane": lane,
             "as_of": None if as_of is None else _instants.text(as_of),
+            "corpus_version": corpus_version,
         }
         return Result(self, "/v1/coverage", params, limit, page_size, False)
 
@@ -228,6 +248,7 @@ class Api(Cuts["Result"]):
         as_of: Instant,
         ticker: Optional[str] = None,
         cik: Optional[Union[str, int]] = None,
+        corpus_version: Optional[str] = None,
     ) -> List[Dict[str, Any]]:
         """The identity intervals valid at ``as_of`` of a ticker (``CoverageMissing`` when none
         places it) or of a CIK."""
@@ -237,11 +258,13 @@ class Api(Cuts["Result"]):
             path = "/v1/mapping/ticker/" + urllib.parse.quote(ticker, safe="")
         else:
             path = "/v1/mapping/cik/" + urllib.parse.quote(str(cik), safe="")
-        return list(self._one(path, {"as_of": _instants.text(as_of)})["results"])
+        params = {"as_of": _instants.text(as_of), "corpus_version": corpus_version}
+        return list(self._one(path, params)["results"])
 
-    def meta(self) -> Dict[str, Any]:
-        """The deployment's (or the corpus's) meta record: vocabularies, limits, sources held."""
-        meta: Dict[str, Any] = self._one("/v1/meta", {})["results"][0]
+    def meta(self, *, corpus_version: Optional[str] = None) -> Dict[str, Any]:
+        """The deployment's (or the corpus's) meta record: vocabularies, limits, sources held
+        (as ``corpus_version`` held them, when given)."""
+        meta: Dict[str, Any] = self._one("/v1/meta", {"corpus_version": corpus_version})["results"][0]
         return meta
 
     # -- plumbing ---------------------------------------------------------------------------
@@ -269,9 +292,11 @@ class Result:
     the answer ends or ``limit`` records were yielded. ``corpus_version`` names the version that
     answered; ``touched`` the coverage keys the pages read so far depended on.
 
-    With ``consistent=True`` every page comes from one corpus version: the walk is read whole
-    before the first record is yielded, and if the corpus moves during it, it starts again
-    once from the first page (a second move raises :class:`asof.CursorExpired`)."""
+    With ``consistent=True`` every page comes from one corpus version: the pages after the
+    first are asked pinned to the first page's ``corpus_version``, so a corpus that moves
+    during the walk changes nothing (the walk is read whole before the first record is
+    yielded). A deployment that no longer retains that version refuses it
+    (:class:`asof.VersionNotRetained`)."""
 
     def __init__(
         self,
@@ -303,7 +328,9 @@ class Result:
         self.visible_by: Optional[str] = self._first.envelope.get("visible_by")
         self._pinned: Optional[List[Tuple[Page, int]]] = None
         if consistent:
-            self._pinned = self._walk_pinned()
+            if self._params.get("corpus_version") is None:
+                self._params = {**self._params, "corpus_version": self.corpus_version}
+            self._pinned = list(self._walk(self._first))
 
     def _page_size(self, taken: int) -> str:
         if self._limit is None:
@@ -335,18 +362,6 @@ class Result:
             if cursor is None or (self._limit is not None and taken >= self._limit):
                 return
             page = self._fetch(cursor, taken)
-
-    def _walk_pinned(self) -> List[Tuple[Page, int]]:
-        first = self._first
-        for attempt in (1, 2):
-            try:
-                return list(self._walk(first))
-            except CursorExpired:
-                if attempt == 2:
-                    raise
-                first = self._fetch(None)
-                self.corpus_version = first.envelope["corpus_version"]
-        raise AssertionError("unreachable")
 
     def _pages(self) -> Iterator[Tuple[Page, int]]:
         if self._pinned is not None:

@@ -67,6 +67,126 @@ def verify_receipt(
     return True
 
 
+class ReplayPlan:
+    """A replay file checked against itself: the pinned request to ask and what its answer
+    must hash to (``docs/audit.md``, Replay)."""
+
+    def __init__(self, path: str, query: str, receipt: Mapping[str, Any], kept: Optional[Dict[str, Any]]) -> None:
+        self.path = path
+        self.query = query
+        self.corpus_version = str(receipt["corpus_version"])
+        self.request_id = str(receipt["request_id"])
+        self.envelope_sha256 = str(receipt["envelope_sha256"])
+        self.kept = kept
+        self.volatile_urls = path.startswith("/v1/files")
+
+
+def replay_plan(receipt: Mapping[str, Any], query: Optional[str] = None, body: Optional[Union[bytes, str]] = None) -> ReplayPlan:
+    """Checks a receipt with its query string (``query``, or the receipt's own ``query``) and,
+    when kept, the response body (``body``, or the receipt's ``body``), and builds the request
+    pinned to its ``corpus_version``. :class:`asof.ReceiptMismatch` names a field that does
+    not hold, before anything is asked."""
+    for name in ("route", "params_digest", "corpus_version", "request_id", "envelope_sha256"):
+        if not isinstance(receipt.get(name), str):
+            raise ReceiptMismatch(name, "a string", "none")
+    route = str(receipt["route"])
+    if not route.startswith("GET "):
+        raise ReceiptMismatch("route", "GET of a data route", route)
+    path = route[len("GET "):]
+    if query is None:
+        query = receipt.get("query")
+    if not isinstance(query, str):
+        raise ReceiptMismatch("query", "a string", "none")
+    query = query.lstrip("?")
+    _same(receipt, "params_digest", params_digest(query))
+    if body is None:
+        body = receipt.get("body")
+    kept: Optional[Dict[str, Any]] = None
+    if body is not None:
+        data = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        _same(receipt, "envelope_sha256", hashlib.sha256(data).hexdigest())
+        try:
+            kept = json.loads(data)
+        except ValueError:
+            raise ReceiptMismatch("body", "the JSON envelope sent", "not JSON") from None
+        for name in ("corpus_version", "request_id"):
+            _same(receipt, name, str((kept or {}).get(name, "")))
+    version = str(receipt["corpus_version"])
+    pinned = False
+    for name, value in urllib.parse.parse_qsl(query, keep_blank_values=True):
+        if name == "corpus_version":
+            if value != version:
+                raise ReceiptMismatch("corpus_version", version, f"{value} in the query")
+            pinned = True
+    if not pinned:
+        query = f"{query}&corpus_version={version}" if query else f"corpus_version={version}"
+    return ReplayPlan(path, query, receipt, kept)
+
+
+def judge_replay(plan: ReplayPlan, replayed: bytes) -> str:
+    """Judges the bytes a pinned replay answered: ``"bytes"`` when they, with the receipt's
+    request id put back, hash to ``envelope_sha256``; ``"members"`` for a file listing whose
+    members are the kept body's, expiring URLs aside; else :class:`asof.ReceiptMismatch`
+    naming the first member that differs (``results[3].revision_id``)."""
+    try:
+        got = json.loads(replayed)
+    except ValueError:
+        raise ReceiptMismatch("body", "a JSON envelope", "a reply that is not JSON") from None
+    error = got.get("error") or {}
+    if error.get("code") in ("corpus_version_unknown", "corpus_version_not_retained"):
+        raise ReceiptMismatch("corpus_version", plan.corpus_version, f"{error.get('code')}: {error.get('message')}")
+    if got.get("corpus_version") != plan.corpus_version:
+        raise ReceiptMismatch("corpus_version", plan.corpus_version, str(got.get("corpus_version")))
+    new_id = str(got.get("request_id", ""))
+    restored = replayed.replace(
+        f'"request_id":"{new_id}"'.encode(), f'"request_id":"{plan.request_id}"'.encode(), 1
+    )
+    found = hashlib.sha256(restored).hexdigest()
+    if found == plan.envelope_sha256:
+        return "bytes"
+    if plan.kept is None:
+        raise ReceiptMismatch("envelope_sha256", plan.envelope_sha256, found + " (keep the body to learn which member differs)")
+    where = _first_difference(plan.kept, got, "", plan.volatile_urls)
+    if where is not None:
+        raise ReceiptMismatch(where, _at(plan.kept, where), _at(got, where))
+    if plan.volatile_urls:
+        return "members"
+    raise ReceiptMismatch("envelope_sha256", plan.envelope_sha256, "the same members written as other bytes")
+
+
+def _first_difference(a: Any, b: Any, at: str, volatile: bool) -> Optional[str]:
+    if isinstance(a, dict) and isinstance(b, dict):
+        for k in sorted(set(a) | set(b)):
+            if (at == "" and k == "request_id") or (volatile and at.startswith("results[") and k in ("url", "expires_at")):
+                continue
+            path = k if at == "" else f"{at}.{k}"
+            if k not in a or k not in b:
+                return path
+            d = _first_difference(a[k], b[k], path, volatile)
+            if d is not None:
+                return d
+        return None
+    if isinstance(a, list) and isinstance(b, list):
+        for i, (p, q) in enumerate(zip(a, b)):
+            d = _first_difference(p, q, f"{at}[{i}]", volatile)
+            if d is not None:
+                return d
+        return f"{at}[{min(len(a), len(b))}]" if len(a) != len(b) else None
+    return None if a == b else at
+
+
+def _at(v: Any, path: str) -> str:
+    for part in path.replace("[", ".[").split("."):
+        if not part:
+            continue
+        try:
+            v = v[int(part[1:-1])] if part.startswith("[") else v[part]
+        except (KeyError, IndexError, TypeError):
+            return "nothing"
+    text = json.dumps(v, separators=(",", ":"))
+    return text if len(text) <= 120 else text[:120] + "…"
+
+
 def _same(receipt: Mapping[str, Any], field: str, found: str) -> None:
     expected = str(receipt.get(field, ""))
     if expected != found:

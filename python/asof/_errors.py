@@ -36,8 +36,8 @@ class CoverageMissing(AsofError):
 
 
 class CursorExpired(AsofError):
-    """The corpus moved since the walk began: start again from the first page, or walk with
-    ``consistent=True``."""
+    """The corpus moved since the walk began: start again from the first page, walk with
+    ``consistent=True``, or pin the walk with ``corpus_version=``."""
 
 
 class InvalidRequest(AsofError):
@@ -59,6 +59,15 @@ class PlanRequired(AsofError):
 
 class NotFound(AsofError):
     """No such record, route or identity evidence."""
+
+
+class VersionUnknown(NotFound):
+    """A ``corpus_version`` this deployment never published (``404 corpus_version_unknown``)."""
+
+
+class VersionNotRetained(AsofError):
+    """A ``corpus_version`` published here but outside the deployment's retention
+    (``410 corpus_version_not_retained``; ``retention`` in ``meta()`` says the policy)."""
 
 
 class RateLimited(AsofError):
@@ -130,6 +139,8 @@ _BY_CODE = {
     "unauthorized": Unauthorized,
     "forbidden": PlanRequired,
     "not_found": NotFound,
+    "corpus_version_unknown": VersionUnknown,
+    "corpus_version_not_retained": VersionNotRetained,
     "rate_limited": RateLimited,
     "overloaded": Unavailable,
     "storage_unavailable": Unavailable,

@@ -207,6 +207,25 @@ class Client(Api):
         return _audit.verify_receipt(receipt, body, query=query)
 
 
+    def replay(
+        self,
+        receipt: Mapping[str, Any],
+        *,
+        query: Optional[str] = None,
+        body: Optional[Union[bytes, str]] = None,
+    ) -> str:
+        """Asks a receipt's request again, pinned to the receipt's ``corpus_version``, and
+        proves the same answer (``docs/audit.md``, Replay). ``receipt`` is a row of
+        :meth:`audit_log`; ``query`` the query string it digests and ``body`` the response
+        kept (or the receipt's own ``query`` and ``body`` members, as ``asof audit replay``
+        reads them). Returns ``"bytes"`` (the replayed bytes, the receipt's request id put
+        back, hash to ``envelope_sha256``) or ``"members"`` (a file listing, its expiring
+        URLs aside); raises :class:`asof.ReceiptMismatch` naming the field that differs."""
+        plan = _audit.replay_plan(receipt, query, body)
+        answer = self._get(plan.path, plan.query, audit=False)
+        return _audit.judge_replay(plan, answer.body or b"")
+
+
 class _Unaudited(Api):
     """The client's transport, without the audit header: reading the log is never receipted
     (the service says so), and its pages are not kept."""

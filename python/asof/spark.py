@@ -105,6 +105,14 @@ class SparkCorpus(Cuts[Any]):
         change nothing here: a DataFrame is one version read whole, never paged."""
         if limit is not None and (not isinstance(limit, int) or limit < 1):
             raise ValueError("limit must be a positive whole number")
+        params = dict(params)
+        pinned = params.pop("corpus_version", None)
+        if pinned is not None and pinned != self.corpus_version:
+            # One object is one version's files: another version is another object.
+            raise ValueError(
+                f"this object reads {self.corpus_version}; for {pinned} open it: "
+                "asof.spark.open(spark, corpus, version=...)"
+            )
         if params.get("ticker") is not None and not self._planner.has_identity:
             self._load_identity()
         with _names_lock:

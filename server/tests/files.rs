@@ -280,7 +280,7 @@ async fn an_unknown_file_id_is_404_and_a_malformed_one_400() {
     assert_error(&r, StatusCode::BAD_REQUEST, "invalid_request", Some("id"));
     // A well-signed URL for a file the version does not hold is 404 too.
     let id = "0".repeat(64);
-    let q = t.state.file_urls().query(&id, 4_000_000_000);
+    let q = t.state.file_urls().query(&id, 4_000_000_000, None);
     let r = send(&t, Method::GET, &format!("/files/{id}?{q}"), None, &[]).await;
     assert_error(&r, StatusCode::NOT_FOUND, "not_found", None);
 }
@@ -412,7 +412,7 @@ async fn expired_tampered_and_cross_file_signatures_are_403() {
     );
     let signer = t.state.file_urls();
     let now = asof_engine::Instant::now().micros() / 1_000_000;
-    let fresh = signer.query(a, now + 600);
+    let fresh = signer.query(a, now + 600, None);
     assert_eq!(
         send(&t, Method::GET, &format!("/files/{a}?{fresh}"), None, &[])
             .await
@@ -428,13 +428,13 @@ async fn expired_tampered_and_cross_file_signatures_are_403() {
         );
     };
     // Expired.
-    let old = signer.query(a, now - 1);
+    let old = signer.query(a, now - 1, None);
     refused(
         &send(&t, Method::GET, &format!("/files/{a}?{old}"), None, &[]).await,
         "expired",
     );
     // Tampered: a later expiry with the old signature, or a changed signature.
-    let sig = signer.sign(a, now + 600);
+    let sig = signer.sign(a, now + 600, None);
     let later = format!("expires={}&signature={sig}", now + 6000);
     refused(
         &send(&t, Method::GET, &format!("/files/{a}?{later}"), None, &[]).await,

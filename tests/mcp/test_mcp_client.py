@@ -48,12 +48,13 @@ REST = {
 class Server:
     """`asof serve` on 127.0.0.1:0; ready when it prints its listening line (no fixed sleep)."""
 
-    def __init__(self, binary):
+    def __init__(self, binary, corpus=None):
         self.dir = tempfile.TemporaryDirectory()
         self.db = f"sqlite://{self.dir.name}/state.db"
         env = dict(os.environ, ASOF_LOG="error")
         self.proc = subprocess.Popen(
-            [binary, "serve", "--listen", "127.0.0.1:0", "--database-url", self.db],
+            [binary, "serve", "--listen", "127.0.0.1:0", "--database-url", self.db]
+            + (["--corpus", corpus] if corpus else []),
             stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=env,
         )
         self.binary = binary
@@ -214,6 +215,68 @@ async def tool_calls_consume_the_keys_rate_limit(srv, keys):
         raise AssertionError("no measurement fell inside one rate-limit window")
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def two_versions(binary, work):
+    """A copy of the sample with a second version on top (a CFTC week ingested by the real
+    binary): the sample's version is then a past one. Returns (corpus, first, second)."""
+    import shutil
+
+    corpus = os.path.join(work, "corpus")
+    for part in ("manifests", "snapshots"):
+        shutil.copytree(os.path.join(REPO, part), os.path.join(corpus, part),
+                        ignore=shutil.ignore_patterns("sources"))
+    first = open(os.path.join(corpus, "manifests", "CURRENT")).read().strip()
+    week = os.path.join(REPO, "snapshots/sources/us.cftc.cot/legacy_futures_only_2025_weekly_asof",
+                        "annual.txt.committed_2025-01-17")
+    subprocess.run([binary, "ingest", "--corpus", corpus, "--source", "us.cftc.cot",
+                    "--commit-time", "2026-11-20T00:00:00Z", week], check=True, capture_output=True)
+    second = open(os.path.join(corpus, "manifests", "CURRENT")).read().strip()
+    assert first != second, "the ingest published a second version"
+    return corpus, first, second
+
+
+async def tools_answer_a_pinned_corpus_version(srv, keys):
+    """Every tool takes `corpus_version`: pinned to a past version each answers what the REST
+    route pinned to it answers (that version named), and a version never published is an
+    `isError` result with `corpus_version_unknown`."""
+    with tempfile.TemporaryDirectory() as work:
+        corpus, first, second = two_versions(srv.binary, work)
+        pinned_srv = Server(srv.binary, corpus)
+        try:
+            key = pinned_srv.key("pins@example.com", "researcher")
+            cot = {"source": "us.cftc.cot", "as_of": "2025-01-18T00:00:00Z", "visible_by": "committed_at"}
+            args = dict(KEYED_ARGS, svc_query=cot)
+            rest = dict(REST, svc_query="/v1/news?source=us.cftc.cot&as_of=2025-01-18T00:00:00Z&visible_by=committed_at")
+            async with httpx2.AsyncClient(headers=headers(key)) as http:
+                async with connect(pinned_srv, http) as c:
+                    listed = {t.name: t for t in (await c.list_tools()).tools}
+                    for tool in TOOLS:
+                        props = listed[tool].input_schema["properties"]
+                        assert "corpus_version" in props, (tool, sorted(props))
+                    answers = {}
+                    for tool in TOOLS:
+                        for version in (first, second):
+                            r = await c.call_tool(tool, {**args[tool], "corpus_version": version})
+                            env = envelope(r)
+                            sep = "&" if "?" in rest[tool] else "?"
+                            want = (await http.get(f"{pinned_srv.base}{rest[tool]}{sep}corpus_version={version}")).json()
+                            assert not r.is_error, (tool, env)
+                            assert env["corpus_version"] == version, (tool, env["corpus_version"])
+                            assert without_request_id(env) == without_request_id(want), (tool, version)
+                            answers[(tool, version)] = without_request_id(env)
+                    assert answers[("svc_meta", first)] != answers[("svc_meta", second)], \
+                        "each version's meta names it: the two answer apart"
+                    unknown = "sha256:" + "cd" * 32
+                    r = await c.call_tool("svc_query", {**cot, "corpus_version": unknown})
+                    env = envelope(r)
+                    assert r.is_error and env["error"]["code"] == "corpus_version_unknown", env
+                    assert env["error"]["param"] == "corpus_version", env
+        finally:
+            pinned_srv.stop()
+
+
 CHECKS = [
     initialize_with_each_protocol_version,
     sdk_default_mode_falls_back_to_the_handshake,
@@ -223,6 +286,7 @@ CHECKS = [
     a_rejected_key_is_json_rpc_error_32001,
     a_tool_envelope_equals_the_rest_envelope,
     tool_calls_consume_the_keys_rate_limit,
+    tools_answer_a_pinned_corpus_version,
 ]
 
 

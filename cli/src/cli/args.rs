@@ -65,6 +65,10 @@ pub enum Command {
     /// The Delta Lake tables beside the partitions (one per source and lane).
     #[command(subcommand)]
     Delta(DeltaCommand),
+    /// Decision audit receipts: `replay` asks a receipt's request again, pinned to its
+    /// corpus_version, and proves the same answer (docs/audit.md).
+    #[command(subcommand)]
+    Audit(super::audit::AuditCommand),
 }
 
 #[derive(Debug, Subcommand)]

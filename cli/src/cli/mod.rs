@@ -14,6 +14,7 @@ use query::query;
 use serve::serve;
 
 mod args;
+mod audit;
 mod corpus;
 mod files;
 mod flags;
@@ -40,6 +41,7 @@ pub async fn run(cli: Cli) -> ExitCode {
         Command::Serve(a) => serve(*a).await,
         Command::Keys(KeysCommand::Create(a)) => keys_create(a).await,
         Command::Delta(DeltaCommand::Backfill(a)) => delta_backfill(a).await,
+        Command::Audit(c) => audit::audit(c).await,
     };
     match result {
         Ok(code) => code,

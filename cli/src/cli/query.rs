@@ -47,6 +47,11 @@ pub struct QueryArgs {
     pub limit: Option<String>,
     #[arg(long, value_enum, default_value = "json")]
     pub format: Format,
+    /// Answer from this published version of the corpus (sha256:...), as `corpus_version=`
+    /// does over HTTP; default: the current one. Every version the current one descends
+    /// from can be asked (a corpus on disk keeps them all).
+    #[arg(long = "corpus-version")]
+    pub corpus_version: Option<String>,
 }
 
 /// Each `asof query` flag and the HTTP query parameter it fills: the flags are parsed by the
@@ -61,6 +66,7 @@ pub(crate) const QUERY_FLAGS: &[(&str, &str)] = &[
     ("lane", "--lane"),
     ("source", "--source"),
     ("limit", "--limit"),
+    ("corpus_version", "--corpus-version"),
 ];
 
 /// An API refusal, said with the flag's name instead of the parameter's (a fault of no
@@ -113,7 +119,22 @@ pub(crate) fn query_of(a: &QueryArgs, corpus: &Corpus) -> Result<NewsQuery, Erro
 }
 
 pub(crate) async fn query(a: QueryArgs) -> CliResult {
-    let corpus = Arc::new(open(&a.corpus.corpus).await?);
+    let current = Arc::new(open(&a.corpus.corpus).await?);
+    let corpus = match &a.corpus_version {
+        None => current,
+        Some(v) => {
+            use asof_answer::versions::{CacheBounds, Retention, Versions};
+            let pin = asof_answer::params::Pin::parse("corpus_version", v).map_err(flag_error)?;
+            let all = Retention {
+                versions: None,
+                days: None,
+            };
+            Versions::new(all, CacheBounds::default(), None)
+                .resolve(&current, Some(&pin))
+                .await
+                .map_err(flag_error)?
+        }
+    };
     let q = query_of(&a, &corpus).map_err(flag_error)?;
     let (as_of, visible_by) = (q.as_of, q.visible_by);
     let op = if q.start.is_some() {

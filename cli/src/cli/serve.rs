@@ -114,6 +114,32 @@ pub struct ServeArgs {
         value_parser = clap::value_parser!(u64).range(1..=604_800)
     )]
     pub file_url_ttl: u64,
+    /// Pinned reads (`corpus_version=`) answer only from the newest this many published
+    /// versions, the served one included (default: no count bound; `--retain-days` bounds).
+    #[arg(
+        long = "retain-versions",
+        env = "ASOF_RETAIN_VERSIONS",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub retain_versions: Option<u64>,
+    /// Pinned reads answer only from versions served within this many days (superseded at
+    /// most this long ago); 0: the served version alone. Default seven years (2,557 days),
+    /// what books-and-records rules ask a decision's evidence to be kept.
+    #[arg(
+        long = "retain-days",
+        env = "ASOF_RETAIN_DAYS",
+        default_value_t = asof_answer::versions::DEFAULT_RETAIN_DAYS
+    )]
+    pub retain_days: u32,
+    /// Pinned versions kept loaded besides the served one; the least recently asked is
+    /// dropped past it (and loaded again when asked).
+    #[arg(
+        long = "version-cache-versions",
+        env = "ASOF_VERSION_CACHE_VERSIONS",
+        default_value_t = asof_answer::versions::DEFAULT_CACHE_VERSIONS as u64,
+        value_parser = clap::value_parser!(u64).range(1..=1024)
+    )]
+    pub version_cache_versions: u64,
     /// Requests per minute one client address may make to the service's signed file URLs.
     #[arg(
         long = "file-rate-limit",
@@ -428,6 +454,13 @@ pub(crate) async fn serve(a: ServeArgs) -> CliResult {
                 license_class: a.connector.vendor_b_license_class,
             }),
             ..Default::default()
+        },
+        retention: asof_answer::versions::Retention {
+            versions: a.retain_versions.map(|n| n as usize),
+            days: Some(a.retain_days),
+        },
+        version_cache: asof_answer::versions::CacheBounds {
+            versions: a.version_cache_versions as usize,
         },
         ..Default::default()
     };

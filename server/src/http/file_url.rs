@@ -2,7 +2,10 @@
 //! Azure gets the object store's presigned URLs instead, and the bytes never pass through here).
 //!
 //! A URL is `/files/{id}?expires=<unix seconds>&signature=<hex>`, the signature
-//! `hmac_sha256(secret, "asof-file-url\n{id}\n{expires}")`. The secret lives in the state
+//! `hmac_sha256(secret, "asof-file-url\n{id}\n{expires}")`. A file listed by a pinned request
+//! (`corpus_version=`) also carries `&corpus_version=<v>`, signed with it
+//! (`"asof-file-url\n{id}\n{expires}\n{v}"`): the served version may no longer list the file,
+//! and only a URL this service signed may make it look in a retained version. The secret lives in the state
 //! store, so any replica sharing it verifies any replica's URLs. The signature is the only
 //! credential: it names one file until one instant, and the API key never appears in a URL.
 
@@ -32,20 +35,28 @@ impl FileUrlSigner {
         }
     }
 
-    fn mac(&self, id: &str, expires: i64) -> Hmac<Sha256> {
+    fn mac(&self, id: &str, expires: i64, version: Option<&str>) -> Hmac<Sha256> {
         let mut m = Hmac::<Sha256>::new_from_slice(&self.key).expect("hmac takes any key length");
         m.update(format!("asof-file-url\n{id}\n{expires}").as_bytes());
+        if let Some(v) = version {
+            m.update(format!("\n{v}").as_bytes());
+        }
         m
     }
 
-    /// The signature of a URL for file `id` valid until `expires` (unix seconds).
-    pub fn sign(&self, id: &str, expires: i64) -> String {
-        hex::encode(self.mac(id, expires).finalize().into_bytes())
+    /// The signature of a URL for file `id` valid until `expires` (unix seconds), listed by
+    /// `version` when a pinned request listed it.
+    pub fn sign(&self, id: &str, expires: i64, version: Option<&str>) -> String {
+        hex::encode(self.mac(id, expires, version).finalize().into_bytes())
     }
 
-    /// The query string of a URL for `id` valid until `expires`.
-    pub fn query(&self, id: &str, expires: i64) -> String {
-        format!("expires={expires}&signature={}", self.sign(id, expires))
+    /// The query string of a URL for `id` valid until `expires` (and its pinned version).
+    pub fn query(&self, id: &str, expires: i64, version: Option<&str>) -> String {
+        let signature = self.sign(id, expires, version);
+        match version {
+            Some(v) => format!("expires={expires}&signature={signature}&corpus_version={v}"),
+            None => format!("expires={expires}&signature={signature}"),
+        }
     }
 
     /// Checks a URL's `expires` and `signature` for file `id` at `now` (unix seconds): the
@@ -56,6 +67,7 @@ impl FileUrlSigner {
         id: &str,
         expires: Option<&str>,
         signature: Option<&str>,
+        version: Option<&str>,
         now: i64,
     ) -> Result<(), ApiError> {
         let (Some(expires), Some(signature)) = (expires, signature) else {
@@ -70,7 +82,7 @@ impl FileUrlSigner {
         };
         let at: i64 = expires.parse().map_err(|_| tampered())?;
         let sig = hex::decode(signature).map_err(|_| tampered())?;
-        self.mac(id, at)
+        self.mac(id, at, version)
             .verify_slice(&sig)
             .map_err(|_| tampered())?;
         if at <= now {
@@ -99,6 +111,7 @@ impl Signing<'_> {
         store: &asof_engine::CorpusStore,
         id: &str,
         path: &str,
+        pinned: Option<&str>,
     ) -> Result<(String, &'static str, i64), ApiError> {
         let now = Instant::now().micros().div_euclid(1_000_000);
         let expires = now + i64::try_from(self.ttl.as_secs()).unwrap_or(i64::MAX / 2);
@@ -108,7 +121,7 @@ impl Signing<'_> {
                 format!(
                     "{}/files/{id}?{}",
                     self.origin,
-                    self.signer.query(id, expires)
+                    self.signer.query(id, expires, pinned)
                 ),
                 "service",
                 expires,
@@ -126,28 +139,47 @@ mod tests {
     #[test]
     fn a_url_verifies_until_it_expires_and_only_for_its_file() {
         let s = FileUrlSigner::new("secret");
-        let sig = s.sign(ID, 1_000);
-        assert!(s.verify(ID, Some("1000"), Some(&sig), 999).is_ok());
-        assert!(s.verify(ID, Some("1000"), Some(&sig), 1_000).is_err());
-        assert!(s.verify("bb", Some("1000"), Some(&sig), 0).is_err());
-        assert!(s.verify(ID, Some("1001"), Some(&sig), 0).is_err());
-        assert!(s.verify(ID, Some("1000"), None, 0).is_err());
-        assert!(s.verify(ID, Some("1000"), Some("zz"), 0).is_err());
+        let sig = s.sign(ID, 1_000, None);
+        assert!(s.verify(ID, Some("1000"), Some(&sig), None, 999).is_ok());
+        assert!(s.verify(ID, Some("1000"), Some(&sig), None, 1_000).is_err());
+        assert!(s.verify("bb", Some("1000"), Some(&sig), None, 0).is_err());
+        assert!(s.verify(ID, Some("1001"), Some(&sig), None, 0).is_err());
+        assert!(s.verify(ID, Some("1000"), None, None, 0).is_err());
+        assert!(s.verify(ID, Some("1000"), Some("zz"), None, 0).is_err());
     }
 
     #[test]
     fn another_secret_does_not_verify_and_the_same_secret_does() {
         let a = FileUrlSigner::new("one");
-        let sig = a.sign(ID, 10);
+        let sig = a.sign(ID, 10, None);
         assert!(
             FileUrlSigner::new("two")
-                .verify(ID, Some("10"), Some(&sig), 0)
+                .verify(ID, Some("10"), Some(&sig), None, 0)
                 .is_err()
         );
         assert!(
             FileUrlSigner::new("one")
-                .verify(ID, Some("10"), Some(&sig), 0)
+                .verify(ID, Some("10"), Some(&sig), None, 0)
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn a_pinned_url_verifies_only_with_the_version_it_was_signed_for() {
+        let s = FileUrlSigner::new("secret");
+        let v = "sha256:aa";
+        let sig = s.sign(ID, 1_000, Some(v));
+        assert!(s.verify(ID, Some("1000"), Some(&sig), Some(v), 0).is_ok());
+        assert!(s.verify(ID, Some("1000"), Some(&sig), None, 0).is_err(), "the version dropped");
+        assert!(
+            s.verify(ID, Some("1000"), Some(&sig), Some("sha256:bb"), 0).is_err(),
+            "another version named"
+        );
+        let unpinned = s.sign(ID, 1_000, None);
+        assert!(
+            s.verify(ID, Some("1000"), Some(&unpinned), Some(v), 0).is_err(),
+            "a version added to an unpinned URL"
+        );
+        assert!(s.query(ID, 1_000, Some(v)).ends_with("&corpus_version=sha256:aa"));
     }
 }

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use crate::error::ApiError;
 use crate::http::receipts::audit_requested;
 use crate::http::route::{Access, RouteInfo};
-use crate::http::state::{AppState, Caller, ClientAddr, Principal};
+use crate::http::state::{AppState, Caller, ClientAddr, Ctx, Pinned, Principal};
 use crate::plan::Plan;
 use crate::signin::session::{self, Session, same_origin};
 use crate::state::hash_key;
@@ -65,12 +65,18 @@ pub async fn guard(
     req: Request,
     next: Next,
 ) -> Response {
-    let mut res = gate(&state, route.access, req, next).await;
+    let mut res = gate(&state, route.access, route.pinned, req, next).await;
     res.extensions_mut().insert(route);
     res
 }
 
-async fn gate(state: &AppState, access: Access, mut req: Request, next: Next) -> Response {
+async fn gate(
+    state: &AppState,
+    access: Access,
+    pinned: bool,
+    mut req: Request,
+    next: Next,
+) -> Response {
     let now = Instant::now();
     let window = now.micros().div_euclid(60_000_000) * 60_000_000;
     let client = client_addr(
@@ -194,7 +200,18 @@ async fn gate(state: &AppState, access: Access, mut req: Request, next: Next) ->
                 .usage()
                 .count(&user, &key, &now.day().to_string(), &group);
         }
-        next.run(req).await
+        // The version is resolved after the credential and the rate limit: a caller who may
+        // not ask, or has asked too often, never makes this replica read a manifest or load
+        // a version.
+        match if pinned { pin(state, &mut req).await } else { Ok(None) } {
+            Ok(None) => next.run(req).await,
+            Ok(Some(p)) => {
+                let mut res = next.run(req).await;
+                res.extensions_mut().insert(p);
+                res
+            }
+            Err(e) => e.into_response(),
+        }
     };
     if let Some(c) = attributed {
         res.extensions_mut().insert(c);
@@ -204,6 +221,28 @@ async fn gate(state: &AppState, access: Access, mut req: Request, next: Next) ->
     h.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
     h.insert("x-ratelimit-reset", HeaderValue::from(reset_secs));
     res
+}
+
+/// The version a pinned route's request names in `corpus_version`, made the request's
+/// corpus: `None` when it names none (or the served one), or a value the route's query
+/// parser refuses with its own message (malformed, repeated); the refusal when the version
+/// is unknown or not retained.
+async fn pin(state: &AppState, req: &mut Request) -> Result<Option<Pinned>, ApiError> {
+    let Some(version) = asof_answer::versions::pin_of(req.uri().query()) else {
+        return Ok(None);
+    };
+    let Some(ctx) = req.extensions().get::<Ctx>().cloned() else {
+        return Ok(None);
+    };
+    let corpus = state.versions().resolve(&ctx.corpus, Some(&version)).await?;
+    if corpus.version() == ctx.corpus.version() {
+        return Ok(None);
+    }
+    req.extensions_mut().insert(Ctx {
+        corpus: corpus.clone(),
+        ..ctx
+    });
+    Ok(Some(Pinned(corpus)))
 }
 
 /// The signed-in session of a cookie-authenticated route: 401 without a live one.

@@ -129,6 +129,14 @@ pub async fn context(State(state): State<AppState>, mut req: Request, next: Next
     let query = req.uri().query().map(str::to_owned);
     let if_none_match = req.headers().get(header::IF_NONE_MATCH).cloned();
     let res = next.run(req).await;
+    // A pinned request was answered by the version it named (the guard says which).
+    let ctx = match res.extensions().get::<crate::http::state::Pinned>() {
+        Some(p) => Ctx {
+            corpus: p.0.clone(),
+            ..ctx
+        },
+        None => ctx,
+    };
     let res = crate::http::caching::finish(
         &state,
         &ctx,

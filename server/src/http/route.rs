@@ -94,6 +94,11 @@ pub struct Route {
     /// through a typed body (rules utoipa's schema types cannot hold: `not`, `null`-only
     /// members, a value of any shape); the description gives it in place of the annotation's.
     pub body: Option<fn() -> serde_json::Value>,
+    /// Takes `corpus_version` (an extension of the contract): the guard answers the request
+    /// from that retained version instead of the served one (`asof_answer::versions`). The
+    /// route's query struct declares the parameter, so the description and the MCP tool
+    /// schemas show it.
+    pub pinned: bool,
 }
 
 impl std::fmt::Debug for Route {
@@ -116,6 +121,7 @@ impl Route {
             sample: false,
             in_process: false,
             body: None,
+            pinned: false,
         }
     }
 
@@ -129,6 +135,7 @@ impl Route {
             sample: false,
             in_process: false,
             body: None,
+            pinned: false,
         }
     }
 
@@ -142,6 +149,7 @@ impl Route {
             sample: false,
             in_process: false,
             body: None,
+            pinned: false,
         }
     }
 
@@ -155,6 +163,7 @@ impl Route {
             sample: false,
             in_process: false,
             body: None,
+            pinned: false,
         }
     }
 
@@ -168,6 +177,7 @@ impl Route {
             sample: false,
             in_process: false,
             body: None,
+            pinned: false,
         }
     }
 
@@ -181,6 +191,7 @@ impl Route {
             sample: false,
             in_process: false,
             body: None,
+            pinned: false,
         }
     }
 
@@ -194,6 +205,7 @@ impl Route {
             sample: false,
             in_process: false,
             body: None,
+            pinned: false,
         }
     }
 
@@ -221,6 +233,14 @@ impl Route {
     pub const fn in_process(self) -> Self {
         Route {
             in_process: true,
+            ..self
+        }
+    }
+
+    /// Answers from a pinned `corpus_version` (see [`Route::pinned`]).
+    pub const fn pinned(self) -> Self {
+        Route {
+            pinned: true,
             ..self
         }
     }
@@ -329,6 +349,7 @@ pub struct RouteInfo {
     pub kind: Kind,
     pub receipts: bool,
     pub sample: bool,
+    pub pinned: bool,
     /// The entry's path pattern (`/v1/mapping/cik/{cik}`).
     pub path: &'static str,
 }
@@ -341,6 +362,7 @@ impl RouteInfo {
             kind: r.kind,
             receipts: r.receipts,
             sample: r.sample,
+            pinned: r.pinned,
             path,
         }
     }

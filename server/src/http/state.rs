@@ -60,6 +60,8 @@ struct Inner {
     delta_logs: asof_engine::read::delta::LogCache,
     /// Whether the replica should get traffic (`GET /ready`).
     readiness: crate::http::ready::Readiness,
+    /// The retained versions pinned requests are answered from, and the loaded ones.
+    versions: asof_answer::versions::Versions,
 }
 
 /// A value derived from the corpus version it names.
@@ -117,6 +119,10 @@ pub struct Options {
     pub billing: crate::billing::BillingConfig,
     /// The connector's vendors.
     pub connector: crate::connector::ConnectorConfig,
+    /// Which published versions pinned requests (`corpus_version=`) are answered from.
+    pub retention: asof_answer::versions::Retention,
+    /// How many pinned versions stay loaded besides the served one.
+    pub version_cache: asof_answer::versions::CacheBounds,
 }
 
 impl Default for Options {
@@ -140,6 +146,8 @@ impl Default for Options {
             sign_in: SignInConfig::default(),
             billing: crate::billing::BillingConfig::default(),
             connector: crate::connector::ConnectorConfig::default(),
+            retention: Default::default(),
+            version_cache: Default::default(),
         }
     }
 }
@@ -241,6 +249,16 @@ impl AppState {
         rate.start_flusher();
         let usage = Usage::new(store.clone());
         usage.start_flusher();
+        // A pinned version runs its walks on the same pool, and encodes rows as the served one.
+        let pool = scans.clone();
+        let versions = asof_answer::versions::Versions::new(
+            opts.retention,
+            opts.version_cache,
+            Some(Arc::new(move |c: &mut Corpus| {
+                c.set_scan_pool(pool.clone());
+                c.set_row_encoder(Arc::new(crate::http::envelope::keyed_record_json));
+            })),
+        );
         Ok(AppState {
             inner: Arc::new(Inner {
                 corpus: RwLock::new(Arc::new(corpus)),
@@ -254,6 +272,7 @@ impl AppState {
                 per_version: Mutex::default(),
                 delta_logs: Default::default(),
                 readiness: Default::default(),
+                versions,
                 stream,
                 scans,
                 mailer,
@@ -281,6 +300,11 @@ impl AppState {
         corpus.set_scan_pool(self.inner.scans.clone());
         corpus.set_row_encoder(Arc::new(crate::http::envelope::keyed_record_json));
         *self.inner.corpus.write().expect("corpus lock") = Arc::new(corpus);
+    }
+
+    /// The retained versions pinned requests are answered from.
+    pub fn versions(&self) -> &asof_answer::versions::Versions {
+        &self.inner.versions
     }
 
     /// The Delta logs of the corpus's tables (`/delta-sharing`).
@@ -452,6 +476,11 @@ pub struct Ctx {
     pub request_id: String,
     pub corpus: Arc<Corpus>,
 }
+
+/// The pinned version that answered a request (set by the guard on the response, so the
+/// `context` layer names it in the headers, caching and receipt instead of the served one).
+#[derive(Debug, Clone)]
+pub struct Pinned(pub Arc<Corpus>);
 
 /// The authenticated caller of a keyed route.
 #[derive(Debug, Clone)]

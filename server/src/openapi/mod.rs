@@ -388,9 +388,16 @@ fn mark_required_headers(doc: &mut serde_json::Value, routes: &[Route]) {
     }
 }
 
+/// The 404 of a pinned route (see `Route::pinned`).
+const PINNED_404: &str = "`corpus_version_unknown`: the `corpus_version` sent was never published by this deployment (no version it served descends from it); `param: corpus_version`.";
+
 /// Descriptions of the statuses added by [`conventions`], with their `error.code`s.
 fn status_description(status: &str) -> &'static str {
     match status {
+        "404" => PINNED_404,
+        "410" => {
+            "`corpus_version_not_retained`: the `corpus_version` sent was published here but is outside this deployment's retention (`retention` in `/v1/meta`; the message says which bound); `param: corpus_version`."
+        }
         "304" => "Not Modified: the `If-None-Match` ETag still names this answer.",
         "400" => {
             "`invalid_request` (undeclared or repeated parameter, unknown or unheld `source`, `ticker` with `cik`, `limit` outside 1..1000, a cursor not the service's own or minted for another operation or cut; `param` names it), `invalid_clock` (a clock with an offset, a bare date, or malformed; `param` names it and the message says which), on news, diff and sample routes `query_too_broad` (answering the page would read more rows of the corpus than one request may, `--max-walk-rows`: the same request is refused again, so narrow it by `ticker` or `cik`, a shorter window or another clock, or download the partitions from `/v1/files`), or on the billing webhook `invalid_signature` (a missing, malformed, stale or non-matching `Stripe-Signature`)."
@@ -517,6 +524,13 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
     }
     if rate_limited {
         statuses.push("429");
+    }
+    if route.pinned {
+        // A route with a 404 of its own says both.
+        if let Some(RefOr::T(r)) = op.responses.responses.get_mut("404") {
+            r.description = format!("{} {PINNED_404}", r.description);
+        }
+        statuses.extend(["404", "410"]);
     }
     for s in statuses {
         op.responses

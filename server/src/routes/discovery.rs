@@ -79,21 +79,27 @@ pub(crate) async fn ready(
 ///
 /// The authority on which sources this deployment holds and which days each certifies.
 #[utoipa::path(get, path = "/v1/meta", tag = "discovery", operation_id = "meta",
+    params(asof_answer::data::MetaParams),
     responses((status = 200, description = "`results[0]` is the meta record.", body = Envelope<MetaRecord>)))]
 pub(crate) async fn meta(
     State(state): State<AppState>,
     Extension(ctx): Extension<Ctx>,
     sample: Option<Extension<SampleTier>>,
-    Q(_): Q<NoQuery>,
+    Q(_): Q<asof_answer::data::MetaParams>,
 ) -> Reply {
     // The keyless MCP tier answers from the sample, and says so.
-    meta_answer(&ctx, state.public_requests_per_minute(), sample.is_some())
+    meta_answer(&state, &ctx, sample.is_some())
 }
 
-/// The answer of `/v1/meta`, naming `public_requests_per_minute` as the public allowance.
-pub(crate) fn meta_answer(ctx: &Ctx, public_requests_per_minute: u32, sample: bool) -> Reply {
+/// The answer of `/v1/meta`: the deployment's public allowance and retention.
+pub(crate) fn meta_answer(state: &AppState, ctx: &Ctx, sample: bool) -> Reply {
     let plans = crate::routes::meta::plans(super::TABLE);
-    let record = crate::routes::meta::meta_record(&ctx.corpus, plans, public_requests_per_minute);
+    let record = crate::routes::meta::meta_record(
+        &ctx.corpus,
+        plans,
+        state.public_requests_per_minute(),
+        Some(state.versions().retention()),
+    );
     Ok(ok(ctx, vec![record]).sample(sample).into_response())
 }
 

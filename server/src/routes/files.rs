@@ -17,7 +17,8 @@ use futures::TryStreamExt;
 use crate::error::ApiError;
 use crate::http::envelope::{Envelope, FileRecord};
 use crate::http::file_url::Signing;
-use crate::http::params::{Limit, NoQuery, Q, held_source, query};
+use crate::http::params::{Limit, Q, held_source, query};
+use asof_answer::params::Pin;
 use crate::http::range::{Asked, FileResponse};
 use crate::http::{AppState, Ctx, Reply, ok};
 use asof_answer::Op;
@@ -42,6 +43,20 @@ query! {
         pub limit: Limit,
         /// `next_cursor` of the previous page, with the same query (any `limit`).
         pub cursor: Option<String>,
+        /// As on `/v1/news`: list the files of this retained corpus version (omitted: the one
+        /// served now); their URLs stay valid after the served version moves on.
+        #[param(inline)]
+        pub corpus_version: Option<Pin>,
+    }
+}
+
+query! {
+    /// Query of `GET /v1/files/{id}`.
+    pub struct FileParams {
+        /// As on `/v1/news`: the file as this retained corpus version lists it (omitted: the
+        /// one served now).
+        #[param(inline)]
+        pub corpus_version: Option<Pin>,
     }
 }
 
@@ -50,8 +65,13 @@ query! {
     pub struct FileUrlParams {
         /// Unix seconds after which the URL is refused.
         pub expires: Option<String>,
-        /// Hex HMAC-SHA256 the service made over the file id and `expires`.
+        /// Hex HMAC-SHA256 the service made over the file id and `expires` (and
+        /// `corpus_version`, when there is one).
         pub signature: Option<String>,
+        /// The version a pinned listing signed the URL for (the served version may no longer
+        /// list the file).
+        #[param(inline)]
+        pub corpus_version: Option<Pin>,
     }
 }
 
@@ -98,9 +118,10 @@ pub(crate) async fn files(
         limit: p.limit.0,
     });
     let signing = state.signing(&headers);
+    let pinned = pinned_version(&state, &ctx);
     let mut records = Vec::with_capacity(entries.len());
     for e in entries {
-        records.push(record(&signing, &ctx.corpus, e).await?);
+        records.push(record(&signing, &ctx.corpus, e, pinned).await?);
     }
     Ok(ok(&ctx, records).next(paging.mint(next)).into_response())
 }
@@ -118,10 +139,11 @@ pub(crate) async fn file(
     Extension(ctx): Extension<Ctx>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    _: Q<NoQuery>,
+    _: Q<FileParams>,
 ) -> Reply {
     let entry = lookup(&ctx.corpus, &id)?;
-    let record = record(&state.signing(&headers), &ctx.corpus, entry).await?;
+    let pinned = pinned_version(&state, &ctx);
+    let record = record(&state.signing(&headers), &ctx.corpus, entry, pinned).await?;
     Ok(ok(&ctx, vec![record]).into_response())
 }
 
@@ -153,18 +175,28 @@ pub(crate) async fn file_bytes(
     Q(p): Q<FileUrlParams>,
 ) -> Reply {
     let now = Instant::now().micros().div_euclid(1_000_000);
-    state
-        .file_urls()
-        .verify(&id, p.expires.as_deref(), p.signature.as_deref(), now)?;
-    // A file of the served version, or of an older version of its Delta tables (a snapshot
-    // shared through /delta-sharing names those; the URL's signature vouches for the id).
+    let pin = p.corpus_version.as_ref();
+    state.file_urls().verify(
+        &id,
+        p.expires.as_deref(),
+        p.signature.as_deref(),
+        pin.map(Pin::as_str),
+        now,
+    )?;
+    // A file of the served version, of the retained version a pinned listing signed the URL
+    // for, or of an older version of its Delta tables (a snapshot shared through
+    // /delta-sharing names those; the URL's signature vouches for the id and the version).
     let entry = match lookup(&ctx.corpus, &id) {
         Ok(e) => e,
-        Err(ApiError::Answer(asof_answer::Error::NotFound(m))) => {
-            crate::routes::sharing::shared_file(&state, &ctx.corpus, &id)
+        Err(ApiError::Answer(asof_answer::Error::NotFound(m))) => match pin {
+            Some(pin) => {
+                let corpus = state.versions().resolve(&ctx.corpus, Some(pin)).await?;
+                lookup(&corpus, &id)?
+            }
+            None => crate::routes::sharing::shared_file(&state, &ctx.corpus, &id)
                 .await?
-                .ok_or(ApiError::not_found(m))?
-        }
+                .ok_or(ApiError::not_found(m))?,
+        },
         Err(e) => return Err(e),
     };
     // Cacheable by the one client holding the URL, and no longer than the URL lives.
@@ -200,6 +232,11 @@ pub(crate) async fn file_bytes(
     Ok(file.respond(range, body))
 }
 
+/// The version a pinned request's file URLs name: the request's, when it is not the served one.
+fn pinned_version<'a>(state: &AppState, ctx: &'a Ctx) -> Option<&'a str> {
+    (ctx.corpus.version() != state.corpus().version()).then(|| ctx.corpus.version())
+}
+
 /// The file `id` of the served version, or 404 (400 when `id` cannot be a file id).
 fn lookup(corpus: &Corpus, id: &str) -> Result<FileEntry, ApiError> {
     if id.len() != 64 || !id.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
@@ -221,8 +258,11 @@ async fn record(
     signing: &Signing<'_>,
     corpus: &Corpus,
     e: FileEntry,
+    pinned: Option<&str>,
 ) -> Result<FileRecord, ApiError> {
-    let (url, url_kind, expires) = signing.url(corpus.store(), &e.id, &e.path).await?;
+    let (url, url_kind, expires) = signing
+        .url(corpus.store(), &e.id, &e.path, pinned)
+        .await?;
     Ok(FileRecord {
         kind: "partition",
         source_id: e.source_id.to_string(),

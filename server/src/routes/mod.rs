@@ -74,16 +74,34 @@ pub static TABLE: &[Route] = &[
     Route::open(|| routes!(discovery::openapi_json)).kind(Kind::Document),
     Route::open(|| routes!(discovery::openapi_yaml)).kind(Kind::Document),
     // The data answers, also answered in-process (`asof_answer::local`, `asof.open()`).
-    Route::public(|| routes!(discovery::meta)).in_process(),
-    Route::key(Plan::Researcher, || routes!(data::news)).in_process(),
-    Route::key(Plan::Researcher, || routes!(data::diff)).in_process(),
-    Route::key(Plan::Researcher, || routes!(data::record)).in_process(),
-    Route::key(Plan::Researcher, || routes!(data::coverage)).in_process(),
-    Route::key(Plan::Researcher, || routes!(data::mapping_ticker)).in_process(),
-    Route::key(Plan::Researcher, || routes!(data::mapping_cik)).in_process(),
+    Route::public(|| routes!(discovery::meta))
+        .in_process()
+        .pinned(),
+    Route::key(Plan::Researcher, || routes!(data::news))
+        .in_process()
+        .pinned(),
+    Route::key(Plan::Researcher, || routes!(data::diff))
+        .in_process()
+        .pinned(),
+    Route::key(Plan::Researcher, || routes!(data::record))
+        .in_process()
+        .pinned(),
+    Route::key(Plan::Researcher, || routes!(data::coverage))
+        .in_process()
+        .pinned(),
+    Route::key(Plan::Researcher, || routes!(data::mapping_ticker))
+        .in_process()
+        .pinned(),
+    Route::key(Plan::Researcher, || routes!(data::mapping_cik))
+        .in_process()
+        .pinned(),
     // File URLs expire, so a listing's body changes while the corpus version stays.
-    Route::key(Plan::Power, || routes!(files::files)).kind(Kind::LiveEnvelope),
-    Route::key(Plan::Power, || routes!(files::file)).kind(Kind::LiveEnvelope),
+    Route::key(Plan::Power, || routes!(files::files))
+        .kind(Kind::LiveEnvelope)
+        .pinned(),
+    Route::key(Plan::Power, || routes!(files::file))
+        .kind(Kind::LiveEnvelope)
+        .pinned(),
     Route::signed(|| routes!(files::file_bytes)),
     // The Delta Sharing protocol: the same files and plans as /v1/files, read by the
     // protocol's clients (URLs in answers expire, so nothing is cached).

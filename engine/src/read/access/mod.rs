@@ -183,13 +183,20 @@ impl AccessIndex {
         }
         // Only the sidecars are read (the data files' footers never are), several at a time:
         // from object storage each is a round trip, and a replica starts in a few of them.
-        let mut fetched =
-            futures::stream::iter(plan.iter().filter_map(|(_, p)| p.as_ref().err().copied()))
-                .map(|(sc, _)| get_checked(store, &sc.path, &sc.sha256))
-                .buffered(16)
-                .try_collect::<Vec<Bytes>>()
-                .await?
-                .into_iter();
+        // Owned paths, not closures over `plan`'s borrows: a future holding a closure whose
+        // argument borrows is not provably `Send` to rustc when awaited inside another
+        // generic future (a pinned version is loaded on a task of its own).
+        let wanted: Vec<(String, String)> = plan
+            .iter()
+            .filter_map(|(_, p)| p.as_ref().err())
+            .map(|(sc, _)| (sc.path.clone(), sc.sha256.clone()))
+            .collect();
+        let mut fetched = futures::stream::iter(wanted)
+            .map(|(path, sha256)| async move { get_checked(store, &path, &sha256).await })
+            .buffered(16)
+            .try_collect::<Vec<Bytes>>()
+            .await?
+            .into_iter();
         for (group, p) in plan {
             let (sc, entry) = match p {
                 Ok(old) => {
