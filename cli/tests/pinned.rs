@@ -19,14 +19,14 @@ const TSLA: &str = "1318605";
 /// still, and the test says which.
 const QUESTIONS: &[&str] = &[
     // The day 2026-02-09 is added by the first publish, one of its rows corrected by the second.
-    "/v1/news?cik=1318605&as_of=2026-02-10T00:00:00Z&limit=1000",
+    "/v1/news?cik=1318605&as_of=2026-02-09T23:59:59Z&limit=1000",
     // Needs 2026-02-10: a hole until the third publish certifies it.
-    "/v1/news?cik=1318605&as_of=2026-02-11T00:00:00Z",
+    "/v1/news?cik=1318605&as_of=2026-02-10T23:59:59Z&limit=1000",
     // Untouched by all three.
     "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z",
-    "/v1/news/diff?cik=1318605&as_of_start=2026-02-01T00:00:00Z&as_of_end=2026-02-10T00:00:00Z",
+    "/v1/news/diff?cik=1318605&as_of_start=2026-02-01T00:00:00Z&as_of_end=2026-02-09T23:59:59Z",
     "/v1/news?cik=1318605&as_of=2026-03-01T00:00:00Z&visible_by=committed_at",
-    "/v1/news/0001318605-26-000902_1318605?as_of=2026-02-10T00:00:00Z",
+    "/v1/news/0001318605-26-000902_1318605?as_of=2026-02-09T23:59:59Z",
     "/v1/coverage?source=sec.edgar&date=2026-02-10",
     "/v1/mapping/ticker/TSLA?as_of=2026-02-10T00:00:00Z",
     "/v1/meta",
@@ -234,7 +234,12 @@ fn answers_recorded_at_each_of_three_published_versions_are_what_pinned_requests
         "20260210",
         &[("MICROSOFT CORP", "424B2", "789019", "0001193125-26-040001")],
     );
-    versions.push(ingest(&corpus, "2026-02-11T07:00:00Z", &[], &quiet));
+    versions.push(ingest(
+        &corpus,
+        "2026-02-11T07:00:00Z",
+        &["--certify", "2026-02-10"],
+        &quiet,
+    ));
     until_served(&addr, &versions[3]);
     recorded.push(record(&addr));
 
@@ -288,7 +293,7 @@ fn answers_recorded_at_each_of_three_published_versions_are_what_pinned_requests
     let mut file = receipt.clone();
     file["query"] = Value::from(audited_path.split_once('?').unwrap().1);
     file["body"] = Value::from(String::from_utf8(kept.clone()).unwrap());
-    let replay = |file: &Value| {
+    let replay = |addr: &str, file: &Value| {
         let path = files.path().join("receipt.json");
         std::fs::write(&path, serde_json::to_vec(file).unwrap()).unwrap();
         let out = asof()
@@ -296,24 +301,29 @@ fn answers_recorded_at_each_of_three_published_versions_are_what_pinned_requests
             .args(["--url", &format!("http://{addr}"), "--key", &key])
             .output()
             .unwrap();
-        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+        let said = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code(), said)
     };
-    let (code, said) = replay(&file);
+    let (code, said) = replay(&addr, &file);
     assert_eq!(code, Some(0), "{said}");
     assert!(said.starts_with("REPLAYED") && said.contains("the same bytes"), "{said}");
     let mut bare = file.clone();
     bare.as_object_mut().unwrap().remove("body");
-    let (code, said) = replay(&bare);
+    let (code, said) = replay(&addr, &bare);
     assert_eq!(code, Some(0), "the receipt alone proves it: {said}");
     let mut tampered = file.clone();
-    tampered["query"] = Value::from("cik=1318605&as_of=2026-02-11T00:00:00Z");
-    let (code, said) = replay(&tampered);
+    tampered["query"] = Value::from("cik=1318605&as_of=2026-02-10T23:59:59Z&limit=1000");
+    let (code, said) = replay(&addr, &tampered);
     assert_eq!(code, Some(4), "{said}");
     assert!(said.starts_with("MISMATCH params_digest"), "{said}");
     // A receipt whose answer the version does not give (its hash altered with its body).
     let mut forged = bare.clone();
     forged["envelope_sha256"] = Value::from("0".repeat(64));
-    let (code, said) = replay(&forged);
+    let (code, said) = replay(&addr, &forged);
     assert_eq!(code, Some(4), "{said}");
     assert!(said.starts_with("MISMATCH envelope_sha256"), "{said}");
 
@@ -351,7 +361,7 @@ fn answers_recorded_at_each_of_three_published_versions_are_what_pinned_requests
     let meta = ask(&addr, &key, "/v1/meta");
     assert_eq!(meta.body["results"][0]["retention"]["versions"], 2);
     assert_eq!(meta.body["results"][0]["retention"]["days"], 2557);
-    let (code, said) = replay(&bare);
+    let (code, said) = replay(&addr, &bare);
     assert_eq!(code, Some(4), "{said}");
     assert!(
         said.starts_with("MISMATCH corpus_version") && said.contains("corpus_version_not_retained"),
