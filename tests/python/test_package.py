@@ -411,7 +411,8 @@ def wait_version(base, version, timeout=30):
 def live_checks(binary, work):
     """A corpus that moves: `stream()` gets what `asof poll` publishes and resumes without
     replays (a new stream from `last_event_id`, and one stream across a server restart); a walk
-    across a publish raises CursorExpired; `consistent=True` restarts once and recovers."""
+    across a publish raises CursorExpired; `consistent=True` pins its walk to the first page's
+    version; every method takes `corpus_version=`; an audited answer replays after publishes."""
     from test_stream_client import Feed, poll
 
     live_work = os.path.join(work, "live")
@@ -475,17 +476,47 @@ def live_checks(binary, work):
                     check(wait_version(server.base, poll(binary, corpus, feed)), "publish loaded")
                 return answer
 
-        once = Publishing(1)
-        r = once.news(as_of="2026-01-29T12:00:00Z", page_size=20, limit=100, consistent=True)
-        ids = [x["id"] for x in r]
-        fresh = [x["id"] for x in client.news(as_of="2026-01-29T12:00:00Z", limit=100)]
-        check(ids == fresh and r.corpus_version == client.meta()["corpus"]["corpus_version"],
-              "consistent=True restarted once and walked the new version whole")
+        cut = "2026-01-29T12:00:00Z"
+        before = client.meta()["corpus"]["corpus_version"]
+        want = [x["id"] for x in client.news(as_of=cut, limit=100)]
+        fresh = want
+        # An audited answer of this version, kept as a client keeps it, to replay later.
+        audited = asof.connect(server.base, key, audit=True)
+        kept = audited.news(as_of=cut, limit=5).responses[0]
+        r = Publishing(5).news(as_of=cut, page_size=20, limit=100, consistent=True)
+        check([x["id"] for x in r] == want and r.corpus_version == before,
+              "consistent=True walked the first page's version whole through five publishes")
+        check(client.meta()["corpus"]["corpus_version"] != before, "the corpus moved meanwhile")
+        # Every method asks the version it is given, after the corpus moved on.
+        check([x["id"] for x in client.news(as_of=cut, limit=100, corpus_version=before)] == want,
+              "news pinned to the first version")
+        check(client.meta(corpus_version=before)["corpus"]["corpus_version"] == before, "meta pinned")
+        d = client.diff("2026-01-20T00:00:00Z", cut, corpus_version=before)
+        check(d.corpus_version == before, f"diff pinned: {d.corpus_version}")
+        c = client.coverage("sec.edgar", date="2026-01-29", corpus_version=before)
+        check(c.corpus_version == before, f"coverage pinned: {c.corpus_version}")
+        check(client.record(want[0], as_of=cut, corpus_version=before)["id"] == want[0], "record pinned")
+        check(client.mapping(as_of=cut, ticker="TSLA", corpus_version=before), "mapping pinned")
         try:
-            Publishing(5).news(as_of="2026-01-29T12:00:00Z", page_size=20, limit=100, consistent=True)
-            check(False, "a corpus moving twice during a consistent walk was not reported")
-        except asof.CursorExpired:
-            pass
+            client.news(as_of=cut, corpus_version="sha256:" + "ab" * 32)
+            check(False, "a version never published answered")
+        except asof.VersionUnknown as e:
+            check(e.status == 404 and e.param == "corpus_version", f"unknown version: {e}")
+        # The receipt of the kept answer replays on the version it names.
+        receipt = None
+        for _ in range(200):
+            receipt = audited.receipt(kept.request_id)
+            if receipt:
+                break
+            time.sleep(0.05)
+        check(receipt is not None and receipt["corpus_version"] == before, f"the receipt: {receipt}")
+        if receipt:
+            check(audited.replay(receipt, query=kept.query, body=kept.body) == "bytes", "replayed")
+            try:
+                audited.replay(receipt, query=kept.query.replace("limit=5", "limit=6"), body=kept.body)
+                check(False, "a tampered query replayed")
+            except asof.ReceiptMismatch as e:
+                check(e.field == "params_digest", f"tampered query: {e.field}")
         check(first and first[0]["id"] == fresh[0], "the first page")
     finally:
         server.stop()

@@ -412,6 +412,7 @@ pub fn llms(doc: &Value) -> String {
          - Lanes `certified_pit` (default) and `forward_first_seen` are never mixed in one answer.\n\
          - 409 `coverage_missing` means the corpus lacks data the cut needs (`coverage.missing` names it): not zero events.\n\
          - Page with `next_cursor` → `cursor`, same query; 409 `cursor_expired` after a corpus reload means restart.\n\
+         - `corpus_version=sha256:…` (every data route, `/v1/meta`, the MCP tools) answers from that past version while it is retained (`retention` in `/v1/meta`): the same question asked later gets the same answer; 404 `corpus_version_unknown`, 410 `corpus_version_not_retained`.\n\
          - Undeclared or repeated parameters are 400 `invalid_request` naming the parameter.\n\
          - Data routes need `Authorization: Bearer svc_live_<key>`; `/v1/sample/*` and `/v1/meta` need none.\n\n\
          ## Routes\n\n",
