@@ -244,7 +244,9 @@ impl LocalApi {
     pub async fn get(&self, path: &str, query: Option<&str>) -> LocalAnswer {
         let answer = match route(path) {
             Ok((route, args)) => match self.at_pin(route, query).await {
-                Ok(api) => (route.answer)((&api, &args, query)).await.map_err(|e| (e, api)),
+                Ok(api) => (route.answer)((&api, &args, query))
+                    .await
+                    .map_err(|e| (e, api)),
                 Err(e) => Err((e, self.clone())),
             },
             Err(e) => Err((e, self.clone())),

@@ -16,7 +16,7 @@
 //! A retained version is loaded on first use with `Corpus::open_after` from the served one,
 //! which takes over every object the two share (the identity index, access files, each
 //! partition's supersessions, the late lanes): N versions of a corpus that grows by a day cost
-//! far less than N corpora (BENCHMARKS.md, pinned versions). The served version never enters
+//! far less than N corpora (`benches/pinned.py` measures it). The served version never enters
 //! the cache and never waits on it: the cache's lock is held for map lookups only, and a
 //! cold load runs outside it, once per version however many requests ask (a per-version
 //! `OnceCell`).
@@ -62,7 +62,12 @@ impl Default for Retention {
 impl Retention {
     /// Why the version `position` places behind the served one (0: the served version),
     /// superseded at `superseded_at`, is not retained at `now`; `None` when it is.
-    fn refuses(&self, position: usize, superseded_at: Option<Instant>, now: Instant) -> Option<String> {
+    fn refuses(
+        &self,
+        position: usize,
+        superseded_at: Option<Instant>,
+        now: Instant,
+    ) -> Option<String> {
         if position == 0 {
             return None;
         }
@@ -209,7 +214,11 @@ impl Versions {
 
     /// The version answering a request: `served` without a pin (or pinned to it), else the
     /// pinned version when it is retained, or the refusal saying why not.
-    pub async fn resolve(&self, served: &Arc<Corpus>, pin: Option<&Pin>) -> Result<Arc<Corpus>, Error> {
+    pub async fn resolve(
+        &self,
+        served: &Arc<Corpus>,
+        pin: Option<&Pin>,
+    ) -> Result<Arc<Corpus>, Error> {
         let Some(pin) = pin else {
             return Ok(served.clone());
         };
@@ -236,7 +245,10 @@ impl Versions {
                 version: version.to_owned(),
             }),
             Some((position, superseded_at)) => {
-                match self.retention.refuses(position, Some(superseded_at), Instant::now()) {
+                match self
+                    .retention
+                    .refuses(position, Some(superseded_at), Instant::now())
+                {
                     Some(why) => Err(Error::VersionNotRetained {
                         version: version.to_owned(),
                         why,
@@ -249,7 +261,11 @@ impl Versions {
 
     /// `version`'s place when the store's pointer has moved past `served` to a chain holding
     /// it above `served` (a newer version this replica has not reloaded yet): position 0.
-    async fn newer(&self, served: &Corpus, version: &str) -> Result<Option<(usize, Instant)>, Error> {
+    async fn newer(
+        &self,
+        served: &Corpus,
+        version: &str,
+    ) -> Result<Option<(usize, Instant)>, Error> {
         {
             let mut last = self.pointer_read.lock().expect("pointer lock");
             if last.is_some_and(|t| t.elapsed() < std::time::Duration::from_secs(1)) {
@@ -257,7 +273,12 @@ impl Versions {
             }
             *last = Some(std::time::Instant::now());
         }
-        let Some(head) = served.store().current_version().await.map_err(Error::from)? else {
+        let Some(head) = served
+            .store()
+            .current_version()
+            .await
+            .map_err(Error::from)?
+        else {
             return Ok(None);
         };
         if head == served.version() {
@@ -324,7 +345,10 @@ impl Versions {
             };
             // The head is superseded by nothing: `now` stands in (it is never refused).
             let superseded_at = child_created.unwrap_or_else(Instant::now);
-            if places.insert(at.clone(), (position, superseded_at)).is_some() {
+            if places
+                .insert(at.clone(), (position, superseded_at))
+                .is_some()
+            {
                 // A manifest naming a descendant as its parent: stop rather than loop.
                 tracing::error!(version = %at, "the manifest chain has a cycle");
                 break;
@@ -352,10 +376,13 @@ impl Versions {
             let mut cache = self.cache.lock().expect("version cache lock");
             cache.tick += 1;
             let tick = cache.tick;
-            let slot = cache.slots.entry(version.to_owned()).or_insert_with(|| Slot {
-                cell: Arc::new(OnceCell::new()),
-                used: tick,
-            });
+            let slot = cache
+                .slots
+                .entry(version.to_owned())
+                .or_insert_with(|| Slot {
+                    cell: Arc::new(OnceCell::new()),
+                    used: tick,
+                });
             slot.used = tick;
             slot.cell.clone()
         };
@@ -435,14 +462,25 @@ mod tests {
         };
         assert_eq!(both.refuses(0, None, now), None);
         assert_eq!(both.refuses(2, Some(at("2026-11-20T00:00:00Z")), now), None);
-        let by_count = both.refuses(3, Some(at("2026-12-01T00:00:00Z")), now).unwrap();
+        let by_count = both
+            .refuses(3, Some(at("2026-12-01T00:00:00Z")), now)
+            .unwrap();
         assert!(by_count.contains("newest 3"), "{by_count}");
-        let by_age = both.refuses(1, Some(at("2026-11-04T00:00:00Z")), now).unwrap();
+        let by_age = both
+            .refuses(1, Some(at("2026-11-04T00:00:00Z")), now)
+            .unwrap();
         assert!(by_age.contains("last 30 day"), "{by_age}");
         // 29 days and 23 hours ago is still within 30 days.
         assert_eq!(both.refuses(1, Some(at("2026-11-04T00:00:01Z")), now), None);
         let default = Retention::default();
-        assert_eq!(default.refuses(5000, Some(at("2020-01-01T00:00:00Z")), now), None);
-        assert!(default.refuses(1, Some(at("2019-01-01T00:00:00Z")), now).is_some());
+        assert_eq!(
+            default.refuses(5000, Some(at("2020-01-01T00:00:00Z")), now),
+            None
+        );
+        assert!(
+            default
+                .refuses(1, Some(at("2019-01-01T00:00:00Z")), now)
+                .is_some()
+        );
     }
 }

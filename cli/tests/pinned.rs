@@ -59,7 +59,15 @@ fn daily_index(dir: &Path, day: &str, rows: &[(&str, &str, &str, &str)]) -> Stri
 /// `asof ingest` of one EDGAR file, as an operator runs it; the version it published.
 fn ingest(corpus: &str, commit: &str, extra: &[&str], file: &str) -> String {
     let out = asof()
-        .args(["ingest", "--corpus", corpus, "--source", "sec.edgar", "--commit-time", commit])
+        .args([
+            "ingest",
+            "--corpus",
+            corpus,
+            "--source",
+            "sec.edgar",
+            "--commit-time",
+            commit,
+        ])
         .args(extra)
         .arg(file)
         .output()
@@ -120,7 +128,10 @@ fn pinned(path: &str, version: &str) -> String {
 fn served(addr: &str) -> String {
     let (_, _, body) = http(addr, "/health", &[]);
     let v: Value = serde_json::from_slice(&body).unwrap();
-    v["results"][0]["corpus_version"].as_str().unwrap().to_owned()
+    v["results"][0]["corpus_version"]
+        .as_str()
+        .unwrap()
+        .to_owned()
 }
 
 /// Waits (bounded) until the server's reload loop serves `version`.
@@ -156,7 +167,8 @@ fn answers_recorded_at_each_of_three_published_versions_are_what_pinned_requests
 
     let mut versions = vec![served(&addr)];
     let mut recorded: Vec<Vec<Answer>> = Vec::new();
-    let record = |addr: &str| -> Vec<Answer> { QUESTIONS.iter().map(|q| ask(addr, &key, q)).collect() };
+    let record =
+        |addr: &str| -> Vec<Answer> { QUESTIONS.iter().map(|q| ask(addr, &key, q)).collect() };
     recorded.push(record(&addr));
 
     // An audited answer of the first version, kept as a client keeps it.
@@ -203,7 +215,10 @@ fn answers_recorded_at_each_of_three_published_versions_are_what_pinned_requests
     );
     assert_eq!(next.status, 200, "{}", next.body);
     assert_eq!(next.version, versions[0]);
-    assert_ne!(next.body["results"], first.body["results"], "the second page");
+    assert_ne!(
+        next.body["results"], first.body["results"],
+        "the second page"
+    );
     let expired = ask(&addr, &key, &format!("{walk}&cursor={unpinned_cursor}"));
     assert_eq!(expired.status, 409);
     assert_eq!(expired.body["error"]["code"], "cursor_expired");
@@ -245,14 +260,22 @@ fn answers_recorded_at_each_of_three_published_versions_are_what_pinned_requests
 
     // The three publishes changed what the questions answer, as intended.
     let status_of = |v: usize, q: usize| recorded[v][q].status;
-    assert_eq!((status_of(0, 0), status_of(1, 0)), (409, 200), "the day added");
+    assert_eq!(
+        (status_of(0, 0), status_of(1, 0)),
+        (409, 200),
+        "the day added"
+    );
     assert_ne!(
         recorded[1][0].body["results"], recorded[2][0].body["results"],
         "the correction"
     );
     assert_eq!(recorded[2][5].body["results"][0]["form"], "4/A");
     assert_eq!(recorded[1][5].body["results"][0]["form"], "4");
-    assert_eq!((status_of(2, 1), status_of(3, 1)), (409, 200), "the hole certified");
+    assert_eq!(
+        (status_of(2, 1), status_of(3, 1)),
+        (409, 200),
+        "the hole certified"
+    );
     assert_eq!(recorded[3][1].body["count"], recorded[2][0].body["count"]);
     assert_eq!(
         recorded[0][2].body["results"], recorded[3][2].body["results"],
@@ -310,7 +333,10 @@ fn answers_recorded_at_each_of_three_published_versions_are_what_pinned_requests
     };
     let (code, said) = replay(&addr, &file);
     assert_eq!(code, Some(0), "{said}");
-    assert!(said.starts_with("REPLAYED") && said.contains("the same bytes"), "{said}");
+    assert!(
+        said.starts_with("REPLAYED") && said.contains("the same bytes"),
+        "{said}"
+    );
     let mut bare = file.clone();
     bare.as_object_mut().unwrap().remove("body");
     let (code, said) = replay(&addr, &bare);
@@ -334,7 +360,12 @@ fn answers_recorded_at_each_of_three_published_versions_are_what_pinned_requests
     assert_eq!(refused.body["error"]["code"], "corpus_version_unknown");
     assert_eq!(refused.body["error"]["param"], "corpus_version");
     assert!(refused.body["results"].as_array().unwrap().is_empty());
-    assert!(refused.head.to_ascii_lowercase().contains("cache-control: no-store"));
+    assert!(
+        refused
+            .head
+            .to_ascii_lowercase()
+            .contains("cache-control: no-store")
+    );
     assert!(guard.terminate().success());
 
     // A deployment retaining two versions: the third and fourth answer, the first two are

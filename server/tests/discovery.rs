@@ -215,9 +215,14 @@ async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways
     let tools = asof_server::mcp::tool_list(TABLE, TOOLS).unwrap();
     for tool in tools["tools"].as_array().unwrap() {
         let props = tool["inputSchema"]["properties"].as_object().unwrap();
-        // Only the metadata tool's routes take no parameters.
+        // Every tool takes `corpus_version`; only the metadata tool takes nothing else.
+        assert!(
+            props.contains_key("corpus_version"),
+            "{}: {props:?}",
+            tool["name"]
+        );
         assert_eq!(
-            props.is_empty(),
+            props.len() == 1,
             tool["name"] == "svc_meta",
             "{}: {props:?}",
             tool["name"]

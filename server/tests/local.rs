@@ -11,11 +11,12 @@ use serde_json::Value;
 
 /// An envelope without what differs by design: its request id, the cursor's bytes (only
 /// whether there is a next page is compared), and in a meta record what a deployment adds (its
-/// plans and public allowance; in-process, none apply).
+/// plans, public allowance and retention policy; in-process, none apply).
 fn comparable(mut v: Value) -> Value {
     if let Some(meta) = v.pointer_mut("/results/0/plans") {
         *meta = Value::Null;
         v["results"][0]["limits"]["public_requests_per_minute_per_address"] = Value::Null;
+        v["results"][0]["retention"] = Value::Null;
     }
     let o = v.as_object_mut().unwrap();
     o.remove("request_id");
@@ -155,6 +156,11 @@ async fn an_in_process_meta_record_lists_no_plans_and_no_public_allowance() {
     assert_eq!(
         meta["results"][0]["limits"]["public_requests_per_minute_per_address"],
         0
+    );
+    assert_eq!(
+        meta["results"][0]["retention"],
+        Value::Null,
+        "no serving policy"
     );
     assert_eq!(
         meta["results"][0]["corpus"]["corpus_version"],

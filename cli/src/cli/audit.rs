@@ -104,11 +104,7 @@ fn sha256_hex(b: &[u8]) -> String {
 pub fn plan(file: &Value) -> Result<Plan, Mismatch> {
     let route = field(file, "route")?;
     let Some(path) = route.strip_prefix("GET ") else {
-        return Err(mismatch(
-            "route",
-            "GET of a data route",
-            route.to_owned(),
-        ));
+        return Err(mismatch("route", "GET of a data route", route.to_owned()));
     };
     let digest = field(file, "params_digest")?;
     let version = field(file, "corpus_version")?;
@@ -143,7 +139,11 @@ pub fn plan(file: &Value) -> Result<Plan, Mismatch> {
     for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
         if k == "corpus_version" {
             if v != version {
-                return Err(mismatch("corpus_version", version, format!("{v} in the query")));
+                return Err(mismatch(
+                    "corpus_version",
+                    version,
+                    format!("{v} in the query"),
+                ));
             }
             pinned = true;
         }
@@ -176,7 +176,10 @@ pub enum Proof {
 pub fn judge(plan: &Plan, replayed: &[u8]) -> Result<Proof, Mismatch> {
     let got: Value = serde_json::from_slice(replayed)
         .map_err(|_| mismatch("body", "a JSON envelope", "a reply that is not JSON"))?;
-    let version = got.get("corpus_version").and_then(Value::as_str).unwrap_or("");
+    let version = got
+        .get("corpus_version")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     if let Some(code @ ("corpus_version_unknown" | "corpus_version_not_retained")) =
         got.pointer("/error/code").and_then(Value::as_str)
     {
@@ -237,7 +240,9 @@ fn first_difference(a: &Value, b: &Value, at: &str, volatile: bool) -> Option<St
             keys.dedup();
             for k in keys {
                 let skip = (at.is_empty() && k == "request_id")
-                    || (volatile && at.starts_with("results[") && (k == "url" || k == "expires_at"));
+                    || (volatile
+                        && at.starts_with("results[")
+                        && (k == "url" || k == "expires_at"));
                 if skip {
                     continue;
                 }
@@ -379,14 +384,22 @@ mod tests {
             plan.target,
             format!("/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z&corpus_version={V}")
         );
-        assert_eq!(judge(&plan, body("r-2", &["a", "b"]).as_bytes()), Ok(Proof::SameBytes));
+        assert_eq!(
+            judge(&plan, body("r-2", &["a", "b"]).as_bytes()),
+            Ok(Proof::SameBytes)
+        );
         // Without the kept body the receipt alone proves it.
         let mut bare = file(&kept, "ticker=TSLA");
         bare["body"] = Value::Null;
         let plan = super::plan(&bare).unwrap();
-        assert_eq!(judge(&plan, body("r-9", &["a", "b"]).as_bytes()), Ok(Proof::SameBytes));
         assert_eq!(
-            judge(&plan, body("r-9", &["a"]).as_bytes()).unwrap_err().field,
+            judge(&plan, body("r-9", &["a", "b"]).as_bytes()),
+            Ok(Proof::SameBytes)
+        );
+        assert_eq!(
+            judge(&plan, body("r-9", &["a"]).as_bytes())
+                .unwrap_err()
+                .field,
             "envelope_sha256"
         );
     }
@@ -401,7 +414,10 @@ mod tests {
         let m = judge(&plan, body("r-2", &["a"]).as_bytes()).unwrap_err();
         assert_eq!(m.field, "results[1]");
         let other = body("r-2", &["a", "b"]).replace(V, &V.replace('1', "2"));
-        assert_eq!(judge(&plan, other.as_bytes()).unwrap_err().field, "corpus_version");
+        assert_eq!(
+            judge(&plan, other.as_bytes()).unwrap_err().field,
+            "corpus_version"
+        );
         let refused = json!({"request_id": "r", "corpus_version": V.replace('1', "3"),
             "error": {"code": "corpus_version_not_retained", "message": "outside 30 days"}});
         let m = judge(&plan, refused.to_string().as_bytes()).unwrap_err();
@@ -449,7 +465,10 @@ mod tests {
         let plan = plan(&f).unwrap();
         assert_eq!(plan.target, format!("/v1/files?corpus_version={V}"));
         assert_eq!(
-            judge(&plan, listing("r-2", "http://x/files/f?expires=22").as_bytes()),
+            judge(
+                &plan,
+                listing("r-2", "http://x/files/f?expires=22").as_bytes()
+            ),
             Ok(Proof::SameMembers)
         );
     }

@@ -170,16 +170,24 @@ mod tests {
         let v = "sha256:aa";
         let sig = s.sign(ID, 1_000, Some(v));
         assert!(s.verify(ID, Some("1000"), Some(&sig), Some(v), 0).is_ok());
-        assert!(s.verify(ID, Some("1000"), Some(&sig), None, 0).is_err(), "the version dropped");
         assert!(
-            s.verify(ID, Some("1000"), Some(&sig), Some("sha256:bb"), 0).is_err(),
+            s.verify(ID, Some("1000"), Some(&sig), None, 0).is_err(),
+            "the version dropped"
+        );
+        assert!(
+            s.verify(ID, Some("1000"), Some(&sig), Some("sha256:bb"), 0)
+                .is_err(),
             "another version named"
         );
         let unpinned = s.sign(ID, 1_000, None);
         assert!(
-            s.verify(ID, Some("1000"), Some(&unpinned), Some(v), 0).is_err(),
+            s.verify(ID, Some("1000"), Some(&unpinned), Some(v), 0)
+                .is_err(),
             "a version added to an unpinned URL"
         );
-        assert!(s.query(ID, 1_000, Some(v)).ends_with("&corpus_version=sha256:aa"));
+        assert!(
+            s.query(ID, 1_000, Some(v))
+                .ends_with("&corpus_version=sha256:aa")
+        );
     }
 }

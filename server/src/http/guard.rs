@@ -203,7 +203,11 @@ async fn gate(
         // The version is resolved after the credential and the rate limit: a caller who may
         // not ask, or has asked too often, never makes this replica read a manifest or load
         // a version.
-        match if pinned { pin(state, &mut req).await } else { Ok(None) } {
+        match if pinned {
+            pin(state, &mut req).await
+        } else {
+            Ok(None)
+        } {
             Ok(None) => next.run(req).await,
             Ok(Some(p)) => {
                 let mut res = next.run(req).await;
@@ -234,7 +238,10 @@ async fn pin(state: &AppState, req: &mut Request) -> Result<Option<Pinned>, ApiE
     let Some(ctx) = req.extensions().get::<Ctx>().cloned() else {
         return Ok(None);
     };
-    let corpus = state.versions().resolve(&ctx.corpus, Some(&version)).await?;
+    let corpus = state
+        .versions()
+        .resolve(&ctx.corpus, Some(&version))
+        .await?;
     if corpus.version() == ctx.corpus.version() {
         return Ok(None);
     }

@@ -18,10 +18,10 @@ use crate::error::ApiError;
 use crate::http::envelope::{Envelope, FileRecord};
 use crate::http::file_url::Signing;
 use crate::http::params::{Limit, Q, held_source, query};
-use asof_answer::params::Pin;
 use crate::http::range::{Asked, FileResponse};
 use crate::http::{AppState, Ctx, Reply, ok};
 use asof_answer::Op;
+use asof_answer::params::Pin;
 
 /// The media type of every file.
 pub const PARQUET: &str = "application/vnd.apache.parquet";
@@ -260,9 +260,7 @@ async fn record(
     e: FileEntry,
     pinned: Option<&str>,
 ) -> Result<FileRecord, ApiError> {
-    let (url, url_kind, expires) = signing
-        .url(corpus.store(), &e.id, &e.path, pinned)
-        .await?;
+    let (url, url_kind, expires) = signing.url(corpus.store(), &e.id, &e.path, pinned).await?;
     Ok(FileRecord {
         kind: "partition",
         source_id: e.source_id.to_string(),

@@ -584,7 +584,12 @@ async fn snapshot_lines(
     for add in st.files.values() {
         let id = file_id_of(add)?;
         let (url, _, expires) = signing
-            .url(ctx.corpus.store(), &id, &format!("{root}/{}", add.path), None)
+            .url(
+                ctx.corpus.store(),
+                &id,
+                &format!("{root}/{}", add.path),
+                None,
+            )
             .await?;
         let line = FileLine {
             url,
