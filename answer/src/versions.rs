@@ -483,4 +483,155 @@ mod tests {
                 .is_some()
         );
     }
+
+    /// A store with `n` versions published one after another (each a note of its own, a day
+    /// apart), and the current one loaded.
+    async fn chain_of(n: usize) -> (tempfile::TempDir, Vec<String>, Arc<Corpus>) {
+        use asof_engine::write::publish::{ChangeSet, publish};
+        let dir = tempfile::tempdir().unwrap();
+        let store = asof_engine::CorpusStore::local(dir.path()).unwrap();
+        let mut versions = Vec::new();
+        for i in 0..n {
+            let changes = ChangeSet {
+                notes: [("step".to_owned(), i.to_string())].into(),
+                ..Default::default()
+            };
+            let when = Instant::from_micros(
+                at("2026-11-01T00:00:00Z").micros() + i as i64 * 86_400_000_000,
+            );
+            versions.push(publish(&store, changes, when).await.unwrap().version);
+        }
+        let served = Arc::new(Corpus::open(store).await.unwrap());
+        assert_eq!(served.version(), versions[n - 1]);
+        (dir, versions, served)
+    }
+
+    fn pin(v: &str) -> Pin {
+        Pin::parse("corpus_version", v).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_pinned_version_is_loaded_once_however_many_ask_and_answers_as_itself() {
+        let (_dir, versions, served) = chain_of(3).await;
+        let all = Versions::new(Retention::default(), CacheBounds::default(), None);
+        assert!(Arc::ptr_eq(
+            &all.resolve(&served, None).await.unwrap(),
+            &served
+        ));
+        let same = all
+            .resolve(&served, Some(&pin(&versions[2])))
+            .await
+            .unwrap();
+        assert!(
+            Arc::ptr_eq(&same, &served),
+            "the served version is never loaded again"
+        );
+        // Eight requests for a cold version at once: one load.
+        let cold = pin(&versions[0]);
+        let asks = (0..8).map(|_| all.resolve(&served, Some(&cold)));
+        let got = futures::future::join_all(asks).await;
+        assert!(
+            got.iter()
+                .all(|c| c.as_ref().unwrap().version() == versions[0])
+        );
+        assert_eq!(all.loads(), 1);
+        let first = all
+            .resolve(&served, Some(&pin(&versions[0])))
+            .await
+            .unwrap();
+        assert_eq!(first.manifest().parent, None);
+        assert_eq!(all.loads(), 1, "warm: no second load");
+        all.resolve(&served, Some(&pin(&versions[1])))
+            .await
+            .unwrap();
+        assert_eq!(all.loads(), 2);
+    }
+
+    #[tokio::test]
+    async fn unknown_unpublished_and_unretained_versions_are_refused_apart() {
+        let (dir, versions, served) = chain_of(3).await;
+        let two = Versions::new(
+            Retention {
+                versions: Some(2),
+                days: None,
+            },
+            CacheBounds::default(),
+            None,
+        );
+        assert!(two.resolve(&served, Some(&pin(&versions[1]))).await.is_ok());
+        let refused = two
+            .resolve(&served, Some(&pin(&versions[0])))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(refused, Error::VersionNotRetained { .. }),
+            "{refused:?}"
+        );
+        assert_eq!(
+            (refused.status(), refused.code()),
+            (410, "corpus_version_not_retained")
+        );
+        let made_up = format!("sha256:{}", "ab".repeat(32));
+        let unknown = two
+            .resolve(&served, Some(&pin(&made_up)))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            (unknown.status(), unknown.code()),
+            (404, "corpus_version_unknown")
+        );
+        // A manifest in the store that no served version descends from (a publish that lost
+        // the pointer's race leaves one): never published, so unknown too.
+        let store = asof_engine::CorpusStore::local(dir.path()).unwrap();
+        let mut orphan = served.manifest().clone();
+        orphan.notes.insert("orphan".into(), "never served".into());
+        let orphan = store.put_manifest(&orphan).await.unwrap();
+        assert!(
+            store
+                .exists(&asof_engine::store::manifest_path(&orphan).unwrap())
+                .await
+                .unwrap()
+        );
+        let refused = two.resolve(&served, Some(&pin(&orphan))).await.unwrap_err();
+        assert_eq!(refused.code(), "corpus_version_unknown", "{refused:?}");
+        // By age: a version superseded more than a day ago, with a one-day policy.
+        let day = Versions::new(
+            Retention {
+                versions: None,
+                days: Some(1),
+            },
+            CacheBounds::default(),
+            None,
+        );
+        let old = day
+            .resolve(&served, Some(&pin(&versions[1])))
+            .await
+            .unwrap_err();
+        assert_eq!(old.code(), "corpus_version_not_retained");
+        assert!(old.message().contains("last 1 day"), "{}", old.message());
+    }
+
+    #[tokio::test]
+    async fn the_cache_keeps_at_most_its_bound_and_drops_the_least_recently_asked() {
+        let (_dir, versions, served) = chain_of(4).await;
+        let bound = Versions::new(Retention::default(), CacheBounds { versions: 2 }, None);
+        for v in &versions[..3] {
+            bound.resolve(&served, Some(&pin(v))).await.unwrap();
+        }
+        let mut cached = bound.cached();
+        cached.sort();
+        let mut want = vec![versions[1].clone(), versions[2].clone()];
+        want.sort();
+        assert_eq!(cached, want, "the first asked was dropped");
+        assert_eq!(bound.loads(), 3);
+        bound
+            .resolve(&served, Some(&pin(&versions[0])))
+            .await
+            .unwrap();
+        assert_eq!(
+            bound.loads(),
+            4,
+            "a dropped version is loaded again when asked"
+        );
+    }
 }
