@@ -109,8 +109,15 @@ impl Default for CacheBounds {
 /// the route's query parser refuses itself (malformed, or sent twice), so the refusal is the
 /// parser's, with its message.
 pub fn pin_of(query: Option<&str>) -> Option<Pin> {
+    let query = query?;
+    // Every page of a pinned route passes here and most name no version: the query is decoded
+    // only when its raw text could name one (the name itself, or a percent-encoding that may
+    // spell it, which the route's parser would decode and accept).
+    if !query.contains("corpus_version") && !query.contains('%') {
+        return None;
+    }
     let mut named = None;
-    for (k, v) in url::form_urlencoded::parse(query?.as_bytes()) {
+    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
         if k == "corpus_version" {
             if named.is_some() {
                 return None;
@@ -504,6 +511,25 @@ mod tests {
         let served = Arc::new(Corpus::open(store).await.unwrap());
         assert_eq!(served.version(), versions[n - 1]);
         (dir, versions, served)
+    }
+
+    #[test]
+    fn a_query_pins_only_with_one_well_formed_corpus_version_however_it_is_encoded() {
+        let v = format!("sha256:{}", "0a".repeat(32));
+        assert_eq!(pin_of(None), None);
+        assert_eq!(pin_of(Some("ticker=TSLA&as_of=2026-01-29T12:00:00Z")), None);
+        assert_eq!(
+            pin_of(Some(&format!("ticker=TSLA&corpus_version={v}"))),
+            Some(Pin(v.clone()))
+        );
+        let encoded = format!("corpus%5Fversion={}", v.replace(':', "%3A"));
+        assert_eq!(pin_of(Some(&encoded)), Some(Pin(v.clone())));
+        // Sent twice or malformed: no pin here; the route's parser refuses it with its message.
+        assert_eq!(
+            pin_of(Some(&format!("corpus_version={v}&corpus_version={v}"))),
+            None
+        );
+        assert_eq!(pin_of(Some("corpus_version=sha256:XYZ")), None);
     }
 
     fn pin(v: &str) -> Pin {
