@@ -565,3 +565,111 @@ async fn a_browser_may_read_a_file_url_by_range_across_origins() {
         assert!(exposed.contains(h), "{h} not in {exposed}");
     }
 }
+
+fn ofac_row(id: &str, day: u8) -> asof_engine::NewsRow {
+    let at = |s: &str| asof_engine::Instant::parse(s).unwrap();
+    asof_engine::NewsRow {
+        id: id.into(),
+        source_id: asof_engine::SourceId::OfacSdn,
+        lane: asof_engine::Lane::CertifiedPit,
+        form: Some("sdn.added".into()),
+        accession: None,
+        cik: None,
+        title: format!("entry {id}"),
+        event_at: None,
+        published_at: Some(at(&format!("2026-01-0{day}T12:00:00Z"))),
+        available_at: None,
+        acceptance_at: None,
+        committed_at: Some(at("2026-01-05T00:00:00Z")),
+        availability_basis: asof_engine::AvailabilityBasis::Unknown,
+        revision_id: String::new(),
+        supersedes: None,
+        content_sha256: String::new(),
+        source_locator: "https://sanctionslist.ofac.treas.gov/".into(),
+        entity_id: Some(id.into()),
+        payload: None,
+    }
+}
+
+#[tokio::test]
+async fn a_pinned_listing_signs_urls_for_its_version_that_serve_files_the_served_version_replaced()
+{
+    use asof_engine::write::publish::{ChangeSet, publish};
+    use asof_engine::{Corpus, CorpusStore, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(&dir.path().join("corpus")).unwrap();
+    let one = |rows| ChangeSet {
+        rows,
+        ..Default::default()
+    };
+    let t0 = Instant::parse("2026-01-05T00:00:00Z").unwrap();
+    let v1 = publish(&store, one(vec![ofac_row("a", 1)]), t0)
+        .await
+        .unwrap()
+        .version;
+    // The same day again: its partition is rewritten, the first file leaves the version.
+    let t1 = Instant::parse("2026-01-06T00:00:00Z").unwrap();
+    let v2 = publish(&store, one(vec![ofac_row("b", 1)]), t1)
+        .await
+        .unwrap()
+        .version;
+    let state_store = sqlite_store(dir.path()).await;
+    let state = asof_server::http::AppState::with_options(
+        Corpus::open(store.clone()).await.unwrap(),
+        state_store.clone(),
+        asof_server::http::Options::default(),
+    )
+    .await
+    .unwrap();
+    let key = key_for(&state_store, "r@example.com", Plan::Researcher).await;
+    let t = T::new(dir, state, state_store, key);
+    assert_eq!(t.state.corpus().version(), v2);
+    let key = power_key(&t).await;
+
+    let old = listing(&t, &key, &format!("?corpus_version={v1}")).await;
+    assert_eq!(old["corpus_version"], v1.as_str());
+    let f = &old["results"][0];
+    assert_eq!(f["corpus_version"], v1.as_str());
+    let id = f["id"].as_str().unwrap();
+    assert!(
+        t.state.corpus().file(id).is_none(),
+        "replaced in the served version"
+    );
+    let url = f["url"].as_str().unwrap();
+    assert!(url.ends_with(&format!("&corpus_version={v1}")), "{url}");
+    let bytes = send(&t, Method::GET, &local(url), None, &[]).await;
+    assert_eq!(bytes.status, StatusCode::OK, "{}", bytes.json);
+    assert_eq!(hex::encode(Sha256::digest(&bytes.bytes)), id);
+    // The version is signed with the URL: dropped or changed, the URL is refused.
+    let unpinned = local(url).replace(&format!("&corpus_version={v1}"), "");
+    let r = send(&t, Method::GET, &unpinned, None, &[]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.json);
+    let moved = local(url).replace(&v1, &v2);
+    let r = send(&t, Method::GET, &moved, None, &[]).await;
+    assert_eq!(r.status, StatusCode::FORBIDDEN, "{}", r.json);
+    // `/v1/files/{id}`: the served version lists no such file; the pinned one does.
+    let served = send(&t, Method::GET, &format!("/v1/files/{id}"), Some(&key), &[]).await;
+    assert_error(&served, StatusCode::NOT_FOUND, "not_found", None);
+    let pinned = send(
+        &t,
+        Method::GET,
+        &format!("/v1/files/{id}?corpus_version={v1}"),
+        Some(&key),
+        &[],
+    )
+    .await;
+    assert_eq!(pinned.status, StatusCode::OK, "{}", pinned.json);
+    assert_eq!(
+        pinned.headers["x-corpus-version"].to_str().unwrap(),
+        v1.as_str()
+    );
+    // The served version's listing is unchanged by the pin.
+    let now = listing(&t, &key, "").await;
+    assert_eq!(now["corpus_version"], v2.as_str());
+    assert!(
+        !now["results"][0]["url"]
+            .as_str()
+            .unwrap()
+            .contains("corpus_version")
+    );
+}
