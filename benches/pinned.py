@@ -26,6 +26,7 @@ Prints one JSON object.
 
 import argparse
 import datetime as dt
+import glob
 import json
 import os
 import random
@@ -51,6 +52,13 @@ math.randomseed(%(seed)d)
 request = function()
   return wrk.format("GET", paths[math.random(#paths)],
     {["Authorization"] = "Bearer " .. keys[math.random(#keys)]})
+end
+local shown = 0
+response = function(status, headers, body)
+  if status ~= 200 and shown < 3 then
+    shown = shown + 1
+    io.write("NOT200 " .. status .. " " .. string.sub(body, 1, 400) .. "\\n")
+  end
 end
 """
 
@@ -98,7 +106,7 @@ def main():
     ap.add_argument("--rows", type=int, default=2_000_000)
     ap.add_argument("--versions", type=int, default=30)
     ap.add_argument("--duration", type=int, default=10)
-    ap.add_argument("--keys", type=int, default=512)
+    ap.add_argument("--keys", type=int, default=2048)
     ap.add_argument("--seed", type=int, default=random.randrange(1 << 31))
     a = ap.parse_args()
     print(f"seed {a.seed}", file=sys.stderr, flush=True)
@@ -122,7 +130,17 @@ def main():
     ciks = subprocess.run([a.bin, "sql", "--corpus", corpus, "--format", "csv",
                            f"SELECT DISTINCT cik FROM news WHERE lane = 'certified_pit' AND cik IS NOT NULL LIMIT 400"],
                           check=True, capture_output=True, text=True).stdout.split()[1:]
-    versions = [current]
+    # The chain already published (a work directory run before), oldest first.
+    chain = [current]
+    while manifest(chain[0]).get("parent"):
+        chain.insert(0, manifest(chain[0])["parent"])
+    base_version = chain[0]
+    if len(chain) > 1:
+        span = next(s for s in manifest(base_version)["spans"]
+                    if s["source_id"] == "sec.edgar" and s["lane"] == "certified_pit")
+        last = dt.date.fromisoformat(span["last"])
+        cut = f"{last.isoformat()}T23:59:59Z"
+    versions = chain
     t0 = time.monotonic()
     while len(versions) < a.versions:
         day = last + dt.timedelta(days=len(versions))
@@ -137,6 +155,8 @@ def main():
 
     db = f"sqlite://{work}/state.db"
     keys_file = os.path.join(work, "keys.txt")
+    for old in glob.glob(os.path.join(work, "state.db*")):
+        os.remove(old)
     # One user a key: a plan caps the live keys of one user.
     keys = [subprocess.run([a.bin, "keys", "create", "--database-url", db, "--email", f"pin{i}@example.com",
                             "--plan", "desk"], check=True, capture_output=True, text=True).stdout.split()[-1]
