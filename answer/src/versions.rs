@@ -236,6 +236,15 @@ impl Versions {
         self.load(served, pin.as_str()).await
     }
 
+    /// Learns the chain below `served` now (each older manifest's parent and creation time),
+    /// so the first pinned request does not wait for it: a server calls it in the background
+    /// after it starts serving. Errors are the first pinned request's to report.
+    pub async fn learn_chain(&self, served: &Corpus) {
+        if let Err(e) = self.chain(served, served.version()).await {
+            tracing::warn!(error = %e, "the manifest chain could not be read; pinned requests will try again");
+        }
+    }
+
     /// Whether `version` is retained: `Ok` or the refusal.
     ///
     /// Replicas reload on their own clocks, so a version another replica already serves may

@@ -97,6 +97,12 @@ async fn load(cfg: &ServeConfig) -> Result<(AppState, CorpusStore)> {
         "corpus loaded"
     );
     let state = AppState::with_options(corpus, state_store, cfg.options.clone()).await?;
+    // The manifest chain pinned requests are checked against, read off the request path.
+    let learning = state.clone();
+    tokio::spawn(async move {
+        let served = learning.corpus();
+        learning.versions().learn_chain(&served).await;
+    });
     Ok((state, store))
 }
 

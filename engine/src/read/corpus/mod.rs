@@ -173,11 +173,19 @@ impl Corpus {
                 .or_default()
                 .push(p.clone());
         }
+        // A lane whose partitions are the previous version's (a publish touches few lanes)
+        // shares its list: versions kept side by side (pinned reads) hold one copy.
         let lanes = lanes
             .into_iter()
             .map(|(k, mut v)| {
                 v.sort_by_key(|p| p.date);
-                (k, Arc::from(v))
+                let same = previous
+                    .and_then(|p| p.lanes.get(&k))
+                    .filter(|old| old.len() == v.len() && old.iter().zip(&v).all(|(a, b)| a == b));
+                match same {
+                    Some(old) => (k, Arc::clone(old)),
+                    None => (k, Arc::from(v)),
+                }
             })
             .collect();
         let late =
