@@ -353,6 +353,23 @@ fn answers_recorded_at_each_of_three_published_versions_are_what_pinned_requests
     assert_eq!(code, Some(4), "{said}");
     assert!(said.starts_with("MISMATCH envelope_sha256"), "{said}");
 
+    // `/v1/meta` needs no key, but a pinned one does: a past version is loaded for it.
+    let (status, _, body) = http(&addr, &pinned("/v1/meta", &versions[0]), &[]);
+    let body: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(
+        (status, &body["error"]["code"]),
+        (401, &Value::from("unauthorized"))
+    );
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("corpus_version"),
+        "{body}"
+    );
+    let (status, _, _) = http(&addr, "/v1/meta", &[]);
+    assert_eq!(status, 200, "unpinned, as before");
+
     // Never published: refused, and no data.
     let unknown = format!("sha256:{}", "ab".repeat(32));
     let refused = ask(&addr, &key, &pinned(QUESTIONS[2], &unknown));

@@ -133,9 +133,11 @@ async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways
         for m in route.methods() {
             let op = &doc["paths"][&path][m.to_ascii_lowercase()];
             assert_eq!(op.get("security").is_some(), keyed, "{m} {path} security");
+            // A public route that takes `corpus_version` answers 401 to a pin without a key.
+            let pin_needs_key = route.pinned && route.access == Access::Public;
             assert_eq!(
                 op["responses"].get("401").is_some(),
-                keyed,
+                keyed || pin_needs_key,
                 "{m} {path} 401"
             );
             assert_eq!(
@@ -380,10 +382,17 @@ async fn statuses_security_and_headers_follow_the_gating_table() {
         news["responses"]["409"]["content"]["application/json"]["schema"]["$ref"],
         "#/components/schemas/ErrorEnvelope"
     );
-    // Public routes: no security, no 401/403; /health is not rate-limited.
+    // Public routes: no security, no 401/403 (but a pinned `/v1/meta` takes a key: 401 names
+    // `corpus_version`); /health is not rate-limited.
     let meta = &doc["paths"]["/v1/meta"]["get"];
     assert!(meta.get("security").is_none());
-    assert!(meta["responses"].get("401").is_none());
+    assert!(
+        meta["responses"]["401"]["description"]
+            .as_str()
+            .unwrap()
+            .contains("corpus_version")
+    );
+    assert!(meta["responses"].get("403").is_none());
     assert!(meta["responses"].get("429").is_some());
     assert!(
         doc["paths"]["/health"]["get"]["responses"]

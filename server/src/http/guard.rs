@@ -118,7 +118,20 @@ async fn gate(
             (b, l)
         }
         Access::Public => {
-            if audit_requested(req.headers()).unwrap_or(false)
+            // A past version is loaded into memory for the request that names it: on a route
+            // anyone may call, only a caller with a key may make this replica hold one.
+            if pinned && asof_answer::versions::pin_of(req.uri().query()).is_some() {
+                match authenticate(state, req.headers(), now).await {
+                    Ok(c) => attributed = Some(c),
+                    Err(ApiError::Unauthenticated(why)) => {
+                        return ApiError::Unauthenticated(format!(
+                            "corpus_version on this route needs an API key ({why})"
+                        ))
+                        .into_response();
+                    }
+                    Err(e) => return e.into_response(),
+                }
+            } else if audit_requested(req.headers()).unwrap_or(false)
                 && req.headers().contains_key(header::AUTHORIZATION)
             {
                 attributed = authenticate(state, req.headers(), now).await.ok();

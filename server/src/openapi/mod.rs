@@ -403,7 +403,7 @@ fn status_description(status: &str) -> &'static str {
             "`invalid_request` (undeclared or repeated parameter, unknown or unheld `source`, `ticker` with `cik`, `limit` outside 1..1000, a cursor not the service's own or minted for another operation or cut; `param` names it), `invalid_clock` (a clock with an offset, a bare date, or malformed; `param` names it and the message says which), on news, diff and sample routes `query_too_broad` (answering the page would read more rows of the corpus than one request may, `--max-walk-rows`: the same request is refused again, so narrow it by `ticker` or `cik`, a shorter window or another clock, or download the partitions from `/v1/files`), or on the billing webhook `invalid_signature` (a missing, malformed, stale or non-matching `Stripe-Signature`)."
         }
         "401" => {
-            "`unauthorized`: missing, unknown, revoked or expired API key; on account routes, no live session cookie (`__Host-svc_session`; signed out, idle for 24 hours, or 14 days after sign-in)."
+            "`unauthorized`: missing, unknown, revoked or expired API key (on `/v1/meta`, only when it names a `corpus_version`: a past version is loaded for it); on account routes, no live session cookie (`__Host-svc_session`; signed out, idle for 24 hours, or 14 days after sign-in)."
         }
         "403" => {
             "`forbidden`: the key's plan lacks this route (see `plans` in `/v1/meta`); on account routes, a cookie-authenticated write sent from another site, or the plan's cap on live keys; on checkout, `commercial_license_required` (`attestation: false`: self-serve plans are internal use only; the message says where to ask for a commercial license); on the connector, `vendor_refused` (the vendor refused the `X-Vendor-Key` sent)."
@@ -524,6 +524,10 @@ fn conventions(path: &str, route: &Route, op: &mut Operation) {
     }
     if rate_limited {
         statuses.push("429");
+    }
+    if route.pinned && route.access == Access::Public {
+        // Anyone may call it, but a pin loads a past version: that takes a key.
+        statuses.push("401");
     }
     if route.pinned {
         // A route with a 404 of its own says both.
