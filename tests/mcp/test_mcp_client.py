@@ -246,9 +246,7 @@ async def tools_answer_a_pinned_corpus_version(srv, keys):
         pinned_srv = Server(srv.binary, corpus)
         try:
             key = pinned_srv.key("pins@example.com", "researcher")
-            cot = {"source": "us.cftc.cot", "as_of": "2025-01-18T00:00:00Z", "visible_by": "committed_at"}
-            args = dict(KEYED_ARGS, svc_query=cot)
-            rest = dict(REST, svc_query="/v1/news?source=us.cftc.cot&as_of=2025-01-18T00:00:00Z&visible_by=committed_at")
+            args, rest = KEYED_ARGS, REST
             async with httpx2.AsyncClient(headers=headers(key)) as http:
                 async with connect(pinned_srv, http) as c:
                     listed = {t.name: t for t in (await c.list_tools()).tools}
@@ -269,7 +267,7 @@ async def tools_answer_a_pinned_corpus_version(srv, keys):
                     assert answers[("svc_meta", first)] != answers[("svc_meta", second)], \
                         "each version's meta names it: the two answer apart"
                     unknown = "sha256:" + "cd" * 32
-                    r = await c.call_tool("svc_query", {**cot, "corpus_version": unknown})
+                    r = await c.call_tool("svc_query", {**args["svc_query"], "corpus_version": unknown})
                     env = envelope(r)
                     assert r.is_error and env["error"]["code"] == "corpus_version_unknown", env
                     assert env["error"]["param"] == "corpus_version", env
