@@ -132,8 +132,9 @@ pub(crate) struct Slot {
     pub(crate) nulls: u32,
     pub(crate) min_published: Option<i64>,
     pub(crate) max_published: Option<i64>,
-    /// `published_at` of dated rows `0, 128, 256, …` of the run.
-    pub(crate) fences: Box<[i64]>,
+    /// `published_at` of dated rows `0, 128, 256, …` of the run (shared: a page copies the
+    /// slots it reads with their file numbers of its version).
+    pub(crate) fences: Arc<[i64]>,
 }
 
 impl Slot {
@@ -215,7 +216,12 @@ pub(crate) fn slots_of(rows: &[NewsRow]) -> Vec<(String, Slot)> {
                 nulls: (run.len() - dated.len()) as u32,
                 min_published: dated.first().copied(),
                 max_published: dated.last().copied(),
-                fences: dated.iter().step_by(BLOCK_ROWS).copied().collect(),
+                fences: dated
+                    .iter()
+                    .step_by(BLOCK_ROWS)
+                    .copied()
+                    .collect::<Vec<_>>()
+                    .into(),
             },
         ));
         i = j;
@@ -322,7 +328,8 @@ pub(crate) fn decode_sidecar(
                 fences: f
                     .chunks_exact(8)
                     .map(|c| i64::from_le_bytes(c.try_into().expect("8 bytes")))
-                    .collect(),
+                    .collect::<Vec<_>>()
+                    .into(),
             };
             pending.push(((source, lane, cik.value(i).into()), slot));
         }

@@ -20,7 +20,7 @@ use crate::store::objects::get_checked;
 
 use crate::format::access::blocks;
 use crate::format::access::layout::{
-    BLOCK_ROWS, Bounds, DATA_SUFFIX, KIND_CLUSTERED, KIND_SIDECAR, SIDECAR_SUFFIX, Slot, SlotKey,
+    BLOCK_ROWS, Bounds, DATA_SUFFIX, KIND_CLUSTERED, KIND_SIDECAR, SIDECAR_SUFFIX, Slot,
     access_order, decode_sidecar, group_of, group_of_path,
 };
 
@@ -40,6 +40,11 @@ pub(crate) struct AccessFile {
     pub(crate) sidecar: (String, String),
     /// Superseded revision id → commit instant of the superseding row, over this file's rows.
     pub(crate) supersessions: Vec<(String, i64)>,
+    /// Each CIK's run in this file (its `file` field is 0: a version numbers its files itself,
+    /// see [`AccessIndex::slots`]). Kept with the file, not in the index: every version that
+    /// lists the file shares it, so versions kept side by side (pinned reads) hold one copy of
+    /// the runs of the files they have in common, which are almost all of them.
+    pub(crate) runs: HashMap<Box<str>, Slot>,
 }
 
 impl AccessFile {
@@ -68,8 +73,8 @@ impl AccessFile {
 pub struct AccessIndex {
     /// Shared with the next version's index for the files both list.
     pub(crate) files: Vec<Arc<AccessFile>>,
-    pub(crate) slots: Vec<Slot>,
-    pub(crate) by_cik: HashMap<SlotKey, Range<u32>>,
+    /// Each source-lane's files, as indexes into `files`, in load order (era order).
+    pub(crate) groups: HashMap<(SourceId, Lane), Vec<u32>>,
     /// Source-lanes every partition of which is in an access file.
     pub(crate) covered: HashSet<(SourceId, Lane)>,
 }
@@ -78,32 +83,12 @@ impl std::fmt::Debug for AccessIndex {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("AccessIndex")
             .field("files", &self.files.len())
-            .field("slots", &self.slots.len())
+            .field(
+                "runs",
+                &self.files.iter().map(|f| f.runs.len()).sum::<usize>(),
+            )
             .field("covered", &self.covered)
             .finish()
-    }
-}
-
-/// Slots by key, then file (files load in era order).
-pub(crate) fn slot_order(a: &(SlotKey, Slot), b: &(SlotKey, Slot)) -> std::cmp::Ordering {
-    (&a.0, a.1.file).cmp(&(&b.0, b.1.file))
-}
-
-/// Merges two runs sorted in [`slot_order`] into one.
-pub(crate) fn merge_sorted(
-    a: Vec<(SlotKey, Slot)>,
-    b: Vec<(SlotKey, Slot)>,
-) -> Vec<(SlotKey, Slot)> {
-    let mut out = Vec::with_capacity(a.len() + b.len());
-    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
-    loop {
-        let take_a = match (a.peek(), b.peek()) {
-            (Some(x), Some(y)) => slot_order(x, y).is_le(),
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (None, None) => return out,
-        };
-        out.extend(if take_a { a.next() } else { b.next() });
     }
 }
 
@@ -139,8 +124,7 @@ impl AccessIndex {
             .collect();
         let mut idx = AccessIndex {
             files: Vec::new(),
-            slots: Vec::new(),
-            by_cik: HashMap::new(),
+            groups: HashMap::new(),
             covered: HashSet::new(),
         };
         let held: HashMap<(&str, &str), usize> = previous
@@ -152,10 +136,7 @@ impl AccessIndex {
                     .collect()
             })
             .unwrap_or_default();
-        // Index in `previous.files` → index in the new one, for the files taken over.
-        let mut moved: Vec<Option<u32>> = vec![None; previous.map_or(0, |p| p.files.len())];
         let mut groups = HashSet::new();
-        let mut pending = Vec::new();
         // Files taken over, and the sidecars to read with their data files' entries, in
         // manifest order (which is era order within a source-lane).
         let mut plan: Vec<(
@@ -201,7 +182,6 @@ impl AccessIndex {
             let (sc, entry) = match p {
                 Ok(old) => {
                     let prev = previous.expect("files are taken over from a previous index");
-                    moved[old] = Some(idx.files.len() as u32);
                     idx.files.push(Arc::clone(&prev.files[old]));
                     groups.insert(group);
                     continue;
@@ -209,9 +189,9 @@ impl AccessIndex {
                 Err(new) => new,
             };
             let bytes = fetched.next().expect("one sidecar read per file to load");
-            let file = idx.files.len() as u32;
+            let mut pending = Vec::new();
             let (supersessions, offsets) =
-                decode_sidecar(&mut pending, &sc.path, bytes, file, group, &entry.sha256)?;
+                decode_sidecar(&mut pending, &sc.path, bytes, 0, group, &entry.sha256)?;
             let blocks = (entry.row_count as usize).div_ceil(BLOCK_ROWS);
             if offsets.len() != blocks + 1
                 || !offsets.is_sorted_by(|a, b| a < b)
@@ -239,18 +219,16 @@ impl AccessIndex {
                 rows: entry.row_count,
                 sidecar: (sc.path.clone(), sc.sha256.clone()),
                 supersessions,
+                runs: pending
+                    .into_iter()
+                    .map(|((_, _, cik), slot)| (cik, slot))
+                    .collect(),
             }));
             groups.insert(group);
         }
-        // The new sidecars' slots are sorted; the files taken over bring theirs already in
-        // order, and the two are merged (sorting every slot again was most of a reload's
-        // index cost).
-        pending.sort_unstable_by(slot_order);
-        let pending = match previous.filter(|_| moved.iter().any(Option::is_some)) {
-            Some(prev) => merge_sorted(prev.carried(&moved), pending),
-            None => pending,
-        };
-        idx.finish(pending);
+        for (i, f) in idx.files.iter().enumerate() {
+            idx.groups.entry(f.group).or_default().push(i as u32);
+        }
         // A source-lane is answered from access files only if every partition of it is.
         let mut partial = HashSet::new();
         let mut seen = HashSet::new();
@@ -262,39 +240,6 @@ impl AccessIndex {
         }
         idx.covered = seen.difference(&partial).copied().collect();
         Ok(Some(idx))
-    }
-
-    /// The slots of the files `moved` names (index here → index in the new index), under
-    /// their new file numbers, in [`slot_order`]: runs are walked in slot order, which is key
-    /// order, so no key is compared.
-    pub(crate) fn carried(&self, moved: &[Option<u32>]) -> Vec<(SlotKey, Slot)> {
-        let mut runs: Vec<(&SlotKey, &Range<u32>)> = self.by_cik.iter().collect();
-        runs.sort_unstable_by_key(|(_, r)| r.start);
-        let mut out = Vec::with_capacity(self.slots.len());
-        for (key, range) in runs {
-            let first = out.len();
-            for s in &self.slots[range.start as usize..range.end as usize] {
-                if let Some(file) = moved[s.file as usize] {
-                    out.push((key.clone(), Slot { file, ..s.clone() }));
-                }
-            }
-            out[first..].sort_by_key(|(_, s)| s.file);
-        }
-        out
-    }
-
-    /// Takes the slots in [`slot_order`], so each CIK's runs are one contiguous range.
-    pub(crate) fn finish(&mut self, pending: Vec<(SlotKey, Slot)>) {
-        debug_assert!(pending.is_sorted_by(|a, b| slot_order(a, b).is_le()));
-        self.slots.reserve_exact(pending.len());
-        for (key, slot) in pending {
-            let at = self.slots.len() as u32;
-            self.slots.push(slot);
-            self.by_cik
-                .entry(key)
-                .and_modify(|r| r.end = at + 1)
-                .or_insert(at..at + 1);
-        }
     }
 
     /// Whether every partition of `source`/`lane` is in an access file.
@@ -319,12 +264,22 @@ impl AccessIndex {
     }
 
     /// The runs of one CIK, in era order (files are loaded in manifest path order, so
-    /// `snapshots/access/<source>/<lane>/<era>/` sorts by era).
-    pub(crate) fn slots(&self, source: SourceId, lane: Lane, cik: &str) -> &[Slot] {
-        match self.by_cik.get(&(source, lane, Box::from(cik))) {
-            Some(r) => &self.slots[r.start as usize..r.end as usize],
-            None => &[],
-        }
+    /// `snapshots/access/<source>/<lane>/<era>/` sorts by era), each with its file's number
+    /// in this version. One probe per file of the source-lane (an era's base file and its
+    /// deltas: a handful), each run copied without its fences (shared).
+    pub(crate) fn slots(&self, source: SourceId, lane: Lane, cik: &str) -> Vec<Slot> {
+        let Some(files) = self.groups.get(&(source, lane)) else {
+            return Vec::new();
+        };
+        files
+            .iter()
+            .filter_map(|&i| {
+                self.files[i as usize].runs.get(cik).map(|s| Slot {
+                    file: i,
+                    ..s.clone()
+                })
+            })
+            .collect()
     }
 
     /// Rows `range` of one file (inside one CIK's run), decoded and kept in the row cache by
