@@ -17,7 +17,10 @@ Measured, in this order:
   pinned:       the same pages pinned to a random retained version, all warm;
   beside:       the served wrk again while a second wrk (2 connections) asks pinned pages,
                 and once while it asks unpinned ones: the served throughput with pinned
-                traffic beside it against alone and against the same traffic unpinned.
+                traffic beside it against alone and against the same traffic unpinned;
+  paced:        the same with a side load of a fixed rate (--side-rate, one keep-alive
+                connection on a schedule) instead of a second wrk, which takes what CPU it
+                can: pinned traffic of a known size beside the served pages.
 
 Usage: benches/pinned.py --bin target/release/asof [--work DIR] [--rows 2000000]
        [--versions 30] [--duration 10] [--corpus DIR (an existing bench corpus, copied)]
@@ -98,6 +101,32 @@ def summary(proc):
     return {"rps": rps, "p50_ms": round(float(p50.group(1)) * scale, 3)}
 
 
+def paced(port, paths, keys, rate, duration, seed, out):
+    """Asks `rate` requests a second (one keep-alive connection, a fixed schedule) for
+    `duration` seconds: a side load of a known size, unlike a second wrk, which takes all the
+    CPU it can. Counts the answers and the non-200s into `out`."""
+    import http.client
+    import threading  # noqa: F401 - run in a thread by the caller
+
+    rng = random.Random(seed)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    start = time.monotonic()
+    n = bad = 0
+    while True:
+        due = start + n / rate
+        now = time.monotonic()
+        if due - start >= duration:
+            break
+        if due > now:
+            time.sleep(due - now)
+        conn.request("GET", rng.choice(paths), headers={"Authorization": f"Bearer {rng.choice(keys)}"})
+        r = conn.getresponse()
+        r.read()
+        bad += r.status != 200
+        n += 1
+    out.update(sent=n, non200=bad, rps=round(n / (time.monotonic() - start), 1))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
@@ -107,6 +136,7 @@ def main():
     ap.add_argument("--versions", type=int, default=30)
     ap.add_argument("--duration", type=int, default=10)
     ap.add_argument("--keys", type=int, default=2048)
+    ap.add_argument("--side-rate", type=float, default=750.0, help="requests/s of the paced side load")
     ap.add_argument("--seed", type=int, default=random.randrange(1 << 31))
     a = ap.parse_args()
     print(f"seed {a.seed}", file=sys.stderr, flush=True)
@@ -205,6 +235,21 @@ def main():
         side = wrk(base, paths, keys_file, work, "side-unpinned", a.duration, 2, a.seed + 4)
         beside_unpinned = summary(wrk(base, paths, keys_file, work, "main-u", a.duration, 8, a.seed + 5))
         side_unpinned = summary(side)
+        # A side load of a known rate (RATE req/s, about a twentieth of what the served pages
+        # reach alone), pinned and then unpinned, beside the served wrk.
+        import threading
+        side_keys = keys[:-2]
+        paced_runs = {}
+        for name, side_paths in (("pinned", pinned_paths), ("unpinned", paths)):
+            got = {}
+            t = threading.Thread(target=paced, args=(port, side_paths, side_keys, a.side_rate, a.duration,
+                                                     a.seed + 6, got))
+            t.start()
+            main_run = summary(wrk(base, paths, keys_file, work, f"main-paced-{name}", a.duration, 8, a.seed + 7))
+            t.join()
+            if got.get("non200"):
+                raise SystemExit(f"non-200 answers in the paced side load: {got}")
+            paced_runs[name] = {"served": main_run, "side": got}
         cold.sort()
         print(json.dumps({
             "seed": a.seed, "versions": len(versions), "publish_s": round(publish_s, 1),
@@ -218,6 +263,10 @@ def main():
             "beside_unpinned": beside_unpinned, "side_unpinned": side_unpinned,
             "served_beside_pinned_over_alone": round(beside_pinned["rps"] / alone["rps"], 3),
             "served_beside_pinned_over_beside_unpinned": round(beside_pinned["rps"] / beside_unpinned["rps"], 3),
+            "paced": paced_runs,
+            "served_beside_paced_pinned_over_alone": round(paced_runs["pinned"]["served"]["rps"] / alone["rps"], 3),
+            "served_beside_paced_pinned_over_paced_unpinned": round(
+                paced_runs["pinned"]["served"]["rps"] / paced_runs["unpinned"]["served"]["rps"], 3),
         }, indent=1))
     finally:
         server.terminate()
