@@ -566,64 +566,10 @@ async fn a_browser_may_read_a_file_url_by_range_across_origins() {
     }
 }
 
-fn ofac_row(id: &str, day: u8) -> asof_engine::NewsRow {
-    let at = |s: &str| asof_engine::Instant::parse(s).unwrap();
-    asof_engine::NewsRow {
-        id: id.into(),
-        source_id: asof_engine::SourceId::OfacSdn,
-        lane: asof_engine::Lane::CertifiedPit,
-        form: Some("sdn.added".into()),
-        accession: None,
-        cik: None,
-        title: format!("entry {id}"),
-        event_at: None,
-        published_at: Some(at(&format!("2026-01-0{day}T12:00:00Z"))),
-        available_at: None,
-        acceptance_at: None,
-        committed_at: Some(at("2026-01-05T00:00:00Z")),
-        availability_basis: asof_engine::AvailabilityBasis::Unknown,
-        revision_id: String::new(),
-        supersedes: None,
-        content_sha256: String::new(),
-        source_locator: "https://sanctionslist.ofac.treas.gov/".into(),
-        entity_id: Some(id.into()),
-        payload: None,
-    }
-}
-
 #[tokio::test]
 async fn a_pinned_listing_signs_urls_for_its_version_that_serve_files_the_served_version_replaced()
 {
-    use asof_engine::write::publish::{ChangeSet, publish};
-    use asof_engine::{Corpus, CorpusStore, Instant};
-    let dir = tempfile::tempdir().unwrap();
-    let store = CorpusStore::local(&dir.path().join("corpus")).unwrap();
-    let one = |rows| ChangeSet {
-        rows,
-        ..Default::default()
-    };
-    let t0 = Instant::parse("2026-01-05T00:00:00Z").unwrap();
-    let v1 = publish(&store, one(vec![ofac_row("a", 1)]), t0)
-        .await
-        .unwrap()
-        .version;
-    // The same day again: its partition is rewritten, the first file leaves the version.
-    let t1 = Instant::parse("2026-01-06T00:00:00Z").unwrap();
-    let v2 = publish(&store, one(vec![ofac_row("b", 1)]), t1)
-        .await
-        .unwrap()
-        .version;
-    let state_store = sqlite_store(dir.path()).await;
-    let state = asof_server::http::AppState::with_options(
-        Corpus::open(store.clone()).await.unwrap(),
-        state_store.clone(),
-        asof_server::http::Options::default(),
-    )
-    .await
-    .unwrap();
-    let key = key_for(&state_store, "r@example.com", Plan::Researcher).await;
-    let t = T::new(dir, state, state_store, key);
-    assert_eq!(t.state.corpus().version(), v2);
+    let (t, v1, v2) = common::one_day_rewritten().await;
     let key = power_key(&t).await;
 
     let old = listing(&t, &key, &format!("?corpus_version={v1}")).await;

@@ -5,13 +5,10 @@
 
 mod common;
 
-use asof_engine::write::publish::{ChangeSet, publish};
-use asof_engine::{Corpus, CorpusStore, Instant, Lane, NewsRow, SourceId};
-use asof_server::http::{AppState, Options};
-use asof_server::plan::Plan;
+use asof_engine::{Instant, Lane, SourceId};
 use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
-use common::{T, assert_error, key_for, local, power_key, respond, send, setup, sqlite_store};
+use common::{T, assert_error, local, power_key, respond, send, setup};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
@@ -275,62 +272,9 @@ async fn bad_query_bodies_and_versions_past_the_latest_are_named() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
 }
 
-fn ofac_row(id: &str, day: u8) -> NewsRow {
-    let at = |s: &str| Instant::parse(s).unwrap();
-    NewsRow {
-        id: id.into(),
-        source_id: SourceId::OfacSdn,
-        lane: Lane::CertifiedPit,
-        form: Some("sdn.added".into()),
-        accession: None,
-        cik: None,
-        title: format!("entry {id}"),
-        event_at: None,
-        published_at: Some(at(&format!("2026-01-0{day}T12:00:00Z"))),
-        available_at: None,
-        acceptance_at: None,
-        committed_at: Some(at("2026-01-05T00:00:00Z")),
-        availability_basis: asof_engine::AvailabilityBasis::Unknown,
-        revision_id: String::new(),
-        supersedes: None,
-        content_sha256: String::new(),
-        source_locator: "https://sanctionslist.ofac.treas.gov/".into(),
-        entity_id: Some(id.into()),
-        payload: None,
-    }
-}
-
 #[tokio::test]
 async fn a_snapshot_shared_at_an_older_version_serves_files_the_current_version_replaced() {
-    let dir = tempfile::tempdir().unwrap();
-    let corpus = dir.path().join("corpus");
-    let store = CorpusStore::local(&corpus).unwrap();
-    let t0 = Instant::parse("2026-01-05T00:00:00Z").unwrap();
-    let one = |rows| ChangeSet {
-        rows,
-        ..Default::default()
-    };
-    let v1 = publish(&store, one(vec![ofac_row("a", 1)]), t0)
-        .await
-        .unwrap()
-        .version;
-    // The same day again: its partition is rewritten, the first file leaves the version.
-    let t1 = Instant::parse("2026-01-06T00:00:00Z").unwrap();
-    let v2 = publish(&store, one(vec![ofac_row("b", 1)]), t1)
-        .await
-        .unwrap()
-        .version;
-    let state_store = sqlite_store(dir.path()).await;
-    let state = AppState::with_options(
-        Corpus::open(store.clone()).await.unwrap(),
-        state_store.clone(),
-        Options::default(),
-    )
-    .await
-    .unwrap();
-    let key = key_for(&state_store, "r@example.com", Plan::Researcher).await;
-    let t = T::new(dir, state, state_store, key);
-    assert_eq!(t.state.corpus().version(), v2);
+    let (t, _, _) = common::one_day_rewritten().await;
     let key = power_key(&t).await;
     let table = "/delta-sharing/shares/asof/schemas/us_ofac_sdn/tables/certified_pit";
     let old = query(&t, &key, table, r#"{"version": 0}"#).await;
@@ -366,5 +310,4 @@ async fn a_snapshot_shared_at_an_older_version_serves_files_the_current_version_
     let latest = query(&t, &key, table, "{}").await;
     assert_eq!(table_version(&latest), 1);
     assert_eq!(lines(&latest.bytes).len(), 3, "one file: the rewritten day");
-    let _ = v1;
 }

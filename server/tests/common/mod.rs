@@ -583,3 +583,64 @@ pub fn query_parameters(op: &serde_json::Value) -> Vec<(String, serde_json::Valu
     }
     out
 }
+
+/// An OFAC SDN row of January `day` 2026 (committed on the 5th).
+pub fn ofac_row(id: &str, day: u8) -> asof_engine::NewsRow {
+    let at = |s: &str| Instant::parse(s).unwrap();
+    asof_engine::NewsRow {
+        id: id.into(),
+        source_id: asof_engine::SourceId::OfacSdn,
+        lane: asof_engine::Lane::CertifiedPit,
+        form: Some("sdn.added".into()),
+        accession: None,
+        cik: None,
+        title: format!("entry {id}"),
+        event_at: None,
+        published_at: Some(at(&format!("2026-01-0{day}T12:00:00Z"))),
+        available_at: None,
+        acceptance_at: None,
+        committed_at: Some(at("2026-01-05T00:00:00Z")),
+        availability_basis: asof_engine::AvailabilityBasis::Unknown,
+        revision_id: String::new(),
+        supersedes: None,
+        content_sha256: String::new(),
+        source_locator: "https://sanctionslist.ofac.treas.gov/".into(),
+        entity_id: Some(id.into()),
+        payload: None,
+    }
+}
+
+/// A state serving the second of two versions of a corpus of one OFAC day: the second
+/// rewrites the day's partition, so the first version's file is not in the served one.
+/// Returns the state and the two versions.
+pub async fn one_day_rewritten() -> (T, String, String) {
+    use asof_engine::write::publish::{ChangeSet, publish};
+    let dir = tempfile::tempdir().unwrap();
+    let store = CorpusStore::local(&dir.path().join("corpus")).unwrap();
+    let one = |rows| ChangeSet {
+        rows,
+        ..Default::default()
+    };
+    let t0 = Instant::parse("2026-01-05T00:00:00Z").unwrap();
+    let v1 = publish(&store, one(vec![ofac_row("a", 1)]), t0)
+        .await
+        .unwrap()
+        .version;
+    let t1 = Instant::parse("2026-01-06T00:00:00Z").unwrap();
+    let v2 = publish(&store, one(vec![ofac_row("b", 1)]), t1)
+        .await
+        .unwrap()
+        .version;
+    let state_store = sqlite_store(dir.path()).await;
+    let state = AppState::with_options(
+        Corpus::open(store).await.unwrap(),
+        state_store.clone(),
+        Options::default(),
+    )
+    .await
+    .unwrap();
+    let key = key_for(&state_store, "r@example.com", Plan::Researcher).await;
+    let t = T::new(dir, state, state_store, key);
+    assert_eq!(t.state.corpus().version(), v2);
+    (t, v1, v2)
+}
