@@ -85,6 +85,11 @@ async fn gate(
         state.options().trusted_proxies,
     );
     req.extensions_mut().insert(ClientAddr(client.clone()));
+    // The version a pinned route's request names; none when it names none or one the route's
+    // query parser refuses itself, with its own message (malformed, sent twice).
+    let pin = pinned
+        .then(|| asof_answer::versions::pin_of(req.uri().query()))
+        .flatten();
     // The key a receipt is attributed to; public routes attribute one only when asked to audit.
     let mut attributed: Option<Caller> = None;
     let (bucket, limit) = match access {
@@ -120,7 +125,7 @@ async fn gate(
         Access::Public => {
             // A past version is loaded into memory for the request that names it: on a route
             // anyone may call, only a caller with a key may make this replica hold one.
-            if pinned && asof_answer::versions::pin_of(req.uri().query()).is_some() {
+            if pin.is_some() {
                 match authenticate(state, req.headers(), now).await {
                     Ok(c) => attributed = Some(c),
                     Err(ApiError::Unauthenticated(why)) => {
@@ -216,11 +221,7 @@ async fn gate(
         // The version is resolved after the credential and the rate limit: a caller who may
         // not ask, or has asked too often, never makes this replica read a manifest or load
         // a version.
-        match if pinned {
-            pin(state, &mut req).await
-        } else {
-            Ok(None)
-        } {
+        match pinned_to(state, pin.as_ref(), &mut req).await {
             Ok(None) => next.run(req).await,
             Ok(Some(p)) => {
                 let mut res = next.run(req).await;
@@ -240,12 +241,15 @@ async fn gate(
     res
 }
 
-/// The version a pinned route's request names in `corpus_version`, made the request's
-/// corpus: `None` when it names none (or the served one), or a value the route's query
-/// parser refuses with its own message (malformed, repeated); the refusal when the version
-/// is unknown or not retained.
-async fn pin(state: &AppState, req: &mut Request) -> Result<Option<Pinned>, ApiError> {
-    let Some(version) = asof_answer::versions::pin_of(req.uri().query()) else {
+/// The version `pin` names (the request's `corpus_version`), made the request's corpus:
+/// `None` without one (or naming the served one); the refusal when the version is unknown
+/// or not retained.
+async fn pinned_to(
+    state: &AppState,
+    pin: Option<&asof_answer::params::Pin>,
+    req: &mut Request,
+) -> Result<Option<Pinned>, ApiError> {
+    let Some(version) = pin else {
         return Ok(None);
     };
     let Some(ctx) = req.extensions().get::<Ctx>().cloned() else {
@@ -253,7 +257,7 @@ async fn pin(state: &AppState, req: &mut Request) -> Result<Option<Pinned>, ApiE
     };
     let corpus = state
         .versions()
-        .resolve(&ctx.corpus, Some(&version))
+        .resolve(&ctx.corpus, Some(version))
         .await?;
     if corpus.version() == ctx.corpus.version() {
         return Ok(None);
