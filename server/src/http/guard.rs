@@ -255,10 +255,7 @@ async fn pinned_to(
     let Some(ctx) = req.extensions().get::<Ctx>().cloned() else {
         return Ok(None);
     };
-    let corpus = state
-        .versions()
-        .resolve(&ctx.corpus, Some(version))
-        .await?;
+    let corpus = state.versions().resolve(&ctx.corpus, Some(version)).await?;
     if corpus.version() == ctx.corpus.version() {
         return Ok(None);
     }

@@ -118,7 +118,8 @@ pub(crate) async fn files(
         limit: p.limit.0,
     });
     let signing = state.signing(&headers);
-    let pinned = pinned_version(&state, &ctx);
+    // A pinned listing's URLs name its version (they stay valid once the served one moves).
+    let pinned = p.corpus_version.as_ref().map(Pin::as_str);
     let mut records = Vec::with_capacity(entries.len());
     for e in entries {
         records.push(record(&signing, &ctx.corpus, e, pinned).await?);
@@ -139,10 +140,10 @@ pub(crate) async fn file(
     Extension(ctx): Extension<Ctx>,
     headers: HeaderMap,
     Path(id): Path<String>,
-    _: Q<FileParams>,
+    Q(p): Q<FileParams>,
 ) -> Reply {
     let entry = lookup(&ctx.corpus, &id)?;
-    let pinned = pinned_version(&state, &ctx);
+    let pinned = p.corpus_version.as_ref().map(Pin::as_str);
     let record = record(&state.signing(&headers), &ctx.corpus, entry, pinned).await?;
     Ok(ok(&ctx, vec![record]).into_response())
 }
@@ -230,11 +231,6 @@ pub(crate) async fn file_bytes(
         Body::from_stream(got.into_stream().map_err(std::io::Error::other))
     };
     Ok(file.respond(range, body))
-}
-
-/// The version a pinned request's file URLs name: the request's, when it is not the served one.
-fn pinned_version<'a>(state: &AppState, ctx: &'a Ctx) -> Option<&'a str> {
-    (ctx.corpus.version() != state.corpus().version()).then(|| ctx.corpus.version())
 }
 
 /// The file `id` of the served version, or 404 (400 when `id` cannot be a file id).
