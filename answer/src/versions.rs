@@ -240,8 +240,17 @@ impl Versions {
     /// so the first pinned request does not wait for it: a server calls it in the background
     /// after it starts serving. Errors are the first pinned request's to report.
     pub async fn learn_chain(&self, served: &Corpus) {
-        if let Err(e) = self.chain(served, served.version()).await {
-            tracing::warn!(error = %e, "the manifest chain could not be read; pinned requests will try again");
+        let started = std::time::Instant::now();
+        match self.chain(served, served.version()).await {
+            Ok(chain) => tracing::info!(
+                versions = chain.places.len(),
+                ms = started.elapsed().as_millis() as u64,
+                "the manifest chain is learnt"
+            ),
+            Err(e) => tracing::warn!(
+                error = %e,
+                "the manifest chain could not be read; pinned requests will try again"
+            ),
         }
     }
 

@@ -5,7 +5,8 @@
 //! escaped as serde_json does, one trailing newline. The hash is over exactly the stored bytes,
 //! so anyone can recompute it with `sha256sum`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -50,8 +51,55 @@ pub struct Manifest {
     pub delta: Option<std::collections::BTreeMap<String, u64>>,
 }
 
+/// One partition's manifest entry: a shared handle on its [`Partition`]. Why shared: a
+/// partition is content-addressed and immutable, so the versions that list it list the same
+/// entry, and a process holding many versions (pinned reads keep thirty side by side) holds
+/// it once ([`Manifest::share_entries`]); a clone costs a reference count. It reads as the
+/// partition (`Deref`) and serializes as it, so the manifest's bytes are those of the plain
+/// entry.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PartitionEntry(Arc<Partition>);
+
+impl PartitionEntry {
+    pub fn new(partition: Partition) -> Self {
+        PartitionEntry(Arc::new(partition))
+    }
+
+    /// The partition to change, copied first when another manifest shares it (a writer
+    /// building its next manifest never changes one a reader holds).
+    pub fn edit(&mut self) -> &mut Partition {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+impl std::ops::Deref for PartitionEntry {
+    type Target = Partition;
+    fn deref(&self) -> &Partition {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for PartitionEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl Serialize for PartitionEntry {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for PartitionEntry {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        Partition::deserialize(d).map(PartitionEntry::new)
+    }
+}
+
+/// What the manifest says of one partition (one source, lane and UTC day).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PartitionEntry {
+pub struct Partition {
     pub source_id: SourceId,
     pub lane: Lane,
     pub date: Day,
@@ -150,7 +198,7 @@ pub fn marks_of<'a>(
     (c.listed(), a.listed())
 }
 
-impl PartitionEntry {
+impl Partition {
     /// Whether a row whose `clock` lies in `(after, through]` may be in the partition, by the
     /// manifest alone: the clock's min/max, then its listed commits or hours when it has them.
     pub fn may_hold_in(&self, clock: VisibleBy, after: Option<Instant>, through: Instant) -> bool {
@@ -443,6 +491,30 @@ impl Manifest {
             .find(|s| s.source_id == source && s.lane == lane)
     }
 
+    /// Takes over `other`'s entry for every partition both list (the same object path and
+    /// the same statistics), so the two manifests hold one copy of each shared entry. What
+    /// a manifest says is unchanged; only where its entries live. Returns how many were
+    /// taken over.
+    pub fn share_entries(&mut self, other: &Manifest) -> usize {
+        let theirs: HashMap<&str, &PartitionEntry> = other
+            .partitions
+            .iter()
+            .map(|p| (p.path.as_str(), p))
+            .collect();
+        let mut shared = 0;
+        for p in &mut self.partitions {
+            if let Some(&t) = theirs.get(p.path.as_str()) {
+                if Arc::ptr_eq(&p.0, &t.0) {
+                    shared += 1;
+                } else if p == t {
+                    *p = t.clone();
+                    shared += 1;
+                }
+            }
+        }
+        shared
+    }
+
     /// Sources (any lane) this corpus holds rows or certifications for.
     pub fn held_sources(&self) -> Vec<SourceId> {
         let mut v: Vec<SourceId> = self
@@ -577,7 +649,7 @@ mod tests {
                 clocks.committed_at.add(Some(at(s)));
                 clocks.available_at.add(Some(at(s)));
             }
-            PartitionEntry {
+            PartitionEntry::new(Partition {
                 source_id: SourceId::SecEdgar,
                 lane: Lane::ForwardFirstSeen,
                 date: "2026-01-02".parse().unwrap(),
@@ -588,7 +660,7 @@ mod tests {
                 clocks,
                 commits,
                 available_hours: hours,
-            }
+            })
         };
         let marks = Some(vec![at("2026-01-03T01:00:00Z"), at("2026-01-26T01:00:00Z")]);
         let listed = day(marks.clone(), marks);

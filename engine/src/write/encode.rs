@@ -7,7 +7,7 @@ use parquet::arrow::ArrowWriter;
 use crate::error::{Error, Result};
 use crate::format::partition::{PAGE_ROWS, writer_properties};
 use crate::model::clock::{Day, Instant, Lane, SourceId};
-use crate::model::manifest::{PartitionClocks, PartitionEntry};
+use crate::model::manifest::{Partition, PartitionClocks, PartitionEntry};
 use crate::model::record::{NewsRow, partition_order, to_batch};
 use crate::store::CorpusStore;
 
@@ -127,7 +127,7 @@ pub async fn put_partition(
     store
         .put_immutable_file(&path, f.file, f.len, &f.sha256)
         .await?;
-    Ok(PartitionEntry {
+    Ok(PartitionEntry::new(Partition {
         source_id: source,
         lane,
         date: day,
@@ -138,7 +138,7 @@ pub async fn put_partition(
         clocks: p.clocks,
         commits: p.commits,
         available_hours: p.available_hours,
-    })
+    }))
 }
 
 #[cfg(test)]

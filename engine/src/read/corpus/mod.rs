@@ -134,9 +134,14 @@ impl Corpus {
     pub async fn open_after(
         store: CorpusStore,
         version: &str,
-        manifest: Manifest,
+        mut manifest: Manifest,
         previous: Option<&Corpus>,
     ) -> Result<Self> {
+        if let Some(p) = previous {
+            // One copy of each partition entry the two list (most of them): what keeps N
+            // versions held side by side from costing N manifests.
+            manifest.share_entries(&p.manifest);
+        }
         let identity = match previous.filter(|p| p.manifest.identity == manifest.identity) {
             Some(p) => Arc::clone(&p.identity),
             None => {

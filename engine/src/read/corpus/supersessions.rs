@@ -407,7 +407,8 @@ mod tests {
             .partitions
             .iter_mut()
             .find(|e| e.path == p.path)
-            .unwrap();
+            .unwrap()
+            .edit();
         entry.bytes = bytes.len() as u64;
         entry.sha256 = crate::store::hashing::sha256_hex(&bytes);
         let file = dir.path().join(&p.path);
