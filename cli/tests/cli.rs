@@ -1744,33 +1744,52 @@ fn an_ingest_onto_a_full_disk_fails_saying_so_and_leaves_the_corpus_as_it_was() 
     assert_ne!(pointer(dir.path()), parent);
 }
 
-/// `--help` never prints the values of variables that carry passwords (the state store's and
-/// the mail server's URLs), whatever subcommand shows them.
+/// Every variable of `asof serve` and `asof keys create` that carries a secret: the state
+/// store's and the mail server's URLs, the billing processor's key and webhook secret, both
+/// sign-in providers' client secrets. (`cli::serve::tests` checks that no other flag of
+/// `serve` carries one: each flag named like a secret hides its value.)
+const SECRET_VARIABLES: &[(&str, &str)] = &[
+    (
+        "ASOF_DATABASE_URL",
+        "postgres://asof:db-secret-1@db.internal/asof",
+    ),
+    (
+        "ASOF_SMTP_URL",
+        "smtp://mailer:smtp-secret-2@mail.internal:587",
+    ),
+    ("ASOF_BILLING_SECRET_KEY", "sk_live_billing-secret-3"),
+    ("ASOF_BILLING_WEBHOOK_SECRET", "whsec_webhook-secret-4"),
+    ("ASOF_PROVIDER_A_CLIENT_SECRET", "provider-a-secret-5"),
+    ("ASOF_PROVIDER_B_CLIENT_SECRET", "provider-b-secret-6"),
+];
+
+/// `--help` never prints the value of a variable that carries a secret, whatever subcommand
+/// shows it.
 #[test]
-fn help_never_prints_the_database_or_mail_urls_a_deployment_sets() {
+fn help_never_prints_a_secret_a_deployment_sets() {
     for args in [&["serve", "--help"][..], &["keys", "create", "--help"]] {
         let out = Command::new(env!("CARGO_BIN_EXE_asof"))
             .args(args)
-            .env(
-                "ASOF_DATABASE_URL",
-                "postgres://asof:db-secret-1@db.internal/asof",
-            )
-            .env(
-                "ASOF_SMTP_URL",
-                "smtp://mailer:smtp-secret-2@mail.internal:587",
-            )
+            .envs(SECRET_VARIABLES.iter().copied())
             .output()
             .unwrap();
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(out.status.success(), "{text}");
         assert!(text.contains("ASOF_DATABASE_URL"), "{args:?}: {text}");
-        for secret in [
-            "db-secret-1",
-            "smtp-secret-2",
-            "db.internal",
-            "mail.internal",
-        ] {
-            assert!(!text.contains(secret), "{args:?} printed {secret}: {text}");
+        if args[0] == "serve" {
+            for (name, _) in SECRET_VARIABLES {
+                assert!(text.contains(name), "serve --help names {name}: {text}");
+            }
+        }
+        for part in ["db.internal", "mail.internal"] {
+            assert!(!text.contains(part), "{args:?} printed {part}: {text}");
+        }
+        // Each value holds `secret-N`, N its place in the list.
+        for n in 1..=SECRET_VARIABLES.len() {
+            assert!(
+                !text.contains(&format!("secret-{n}")),
+                "{args:?} printed secret {n}: {text}"
+            );
         }
     }
 }

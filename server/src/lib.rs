@@ -11,7 +11,8 @@
 //! - `mcp`: the MCP endpoint, re-dispatching tool calls through the router;
 //! - `routes`: the route table and the handlers, by area;
 //! - `app`, `serve`, `reload`: the application, the listening process and its corpus reloads;
-//! - `ops`: the metrics listener, the per-request metrics and access log.
+//! - `ops`: the metrics listener, the per-request metrics and access log;
+//! - `secret`: setting types whose `Debug` never prints the secret they carry.
 
 pub mod app;
 pub mod billing;
@@ -26,6 +27,7 @@ pub mod ops;
 pub mod plan;
 pub mod reload;
 pub mod routes;
+pub mod secret;
 pub mod serve;
 pub mod signin;
 pub mod state;

@@ -36,7 +36,8 @@ use crate::http::AppState;
 pub struct ServeConfig {
     pub listen: String,
     pub corpus: String,
-    pub database_url: String,
+    /// The state store's URL (its password never prints: [`crate::secret::SecretUrl`]).
+    pub database_url: crate::secret::SecretUrl,
     pub reload_interval: Duration,
     /// How long after the shutdown signal connections may take to finish.
     pub shutdown_grace: Duration,
@@ -89,7 +90,7 @@ pub async fn serve(cfg: ServeConfig) -> Result<()> {
 async fn load(cfg: &ServeConfig) -> Result<(AppState, CorpusStore)> {
     let store = CorpusStore::open(&cfg.corpus)?;
     let corpus = Corpus::open(store.clone()).await?;
-    let state_store = crate::state::open(&cfg.database_url).await?;
+    let state_store = crate::state::open(cfg.database_url.expose()).await?;
     tracing::info!(
         corpus = store.display(),
         version = corpus.version(),

@@ -84,7 +84,10 @@ async fn the_sign_in_page_offers_only_the_ways_configured_and_explains_a_failure
     let opts = Options {
         public_url: Some("https://asof.example".into()),
         sign_in: SignInConfig {
-            mail: Some(("smtp://127.0.0.1:1".into(), "no-reply@example.com".into())),
+            mail: Some((
+                asof_server::secret::SecretUrl::new("smtp://127.0.0.1:1"),
+                "no-reply@example.com".into(),
+            )),
             provider_a: Some(ProviderConfig {
                 issuer: "https://id.example".into(),
                 client_id: "asof".into(),

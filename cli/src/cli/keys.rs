@@ -16,9 +16,10 @@ pub struct KeysCreateArgs {
         long = "database-url",
         env = "ASOF_DATABASE_URL",
         default_value = DEFAULT_DATABASE_URL,
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = asof_server::secret::SecretUrl::parse
     )]
-    pub database_url: String,
+    pub database_url: asof_server::secret::SecretUrl,
     #[arg(long)]
     pub email: String,
     /// researcher, power or desk.
@@ -60,7 +61,7 @@ pub(crate) async fn keys_create(a: KeysCreateArgs) -> CliResult {
     if expires_at.is_some_and(|e| e <= Instant::now()) {
         return Err(asof_engine::Error::invalid("--expires-at", "must be in the future").into());
     }
-    let store = asof_server::state::open(&a.database_url).await?;
+    let store = asof_server::state::open(a.database_url.expose()).await?;
     let user = store.upsert_user(&a.email, plan).await?;
     let (key, raw) = store
         .create_key(&user.id, a.name.as_deref().unwrap_or("default"), expires_at)

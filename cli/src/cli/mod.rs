@@ -138,7 +138,7 @@ mod tests {
             panic!("serve parses as serve");
         };
         assert_eq!(a.listen, "127.0.0.1:8080");
-        assert_eq!(a.database_url, "sqlite://.asof-state/asof.db");
+        assert_eq!(a.database_url.expose(), "sqlite://.asof-state/asof.db");
         assert_eq!(a.corpus.corpus, default_corpus());
         assert!(
             std::path::Path::new(&a.corpus.corpus)

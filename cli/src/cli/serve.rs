@@ -3,6 +3,7 @@
 
 use std::process::ExitCode;
 
+use asof_server::secret::{Secret, SecretUrl};
 use clap::Args;
 
 use super::CliResult;
@@ -22,9 +23,10 @@ pub struct ServeArgs {
         long = "database-url",
         env = "ASOF_DATABASE_URL",
         default_value = DEFAULT_DATABASE_URL,
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = SecretUrl::parse
     )]
-    pub database_url: String,
+    pub database_url: SecretUrl,
     /// Seconds between checks of the corpus pointer, decimals allowed (0.1 at least): one
     /// small read; a new version is then verified (its new objects only) and loaded, and its
     /// new rows reach /v1/stream. It bounds how late a stream client learns of a publish.
@@ -207,9 +209,10 @@ pub struct ServeArgs {
         long = "smtp-url",
         env = "ASOF_SMTP_URL",
         requires = "mail_from",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = SecretUrl::parse
     )]
-    pub smtp_url: Option<String>,
+    pub smtp_url: Option<SecretUrl>,
     /// The sender of sign-in e-mail, e.g. "asof <no-reply@example.com>".
     #[arg(long = "mail-from", env = "ASOF_MAIL_FROM", requires = "smtp_url")]
     pub mail_from: Option<String>,
@@ -264,17 +267,19 @@ pub struct BillingArgs {
     #[arg(
         long = "billing-secret-key",
         env = "ASOF_BILLING_SECRET_KEY",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = Secret::parse
     )]
-    pub secret_key: Option<String>,
+    pub secret_key: Option<Secret>,
     /// The signing secret of the webhook endpoint <public-url>/v1/billing/webhook (prefer the
     /// environment variable).
     #[arg(
         long = "billing-webhook-secret",
         env = "ASOF_BILLING_WEBHOOK_SECRET",
-        hide_env_values = true
+        hide_env_values = true,
+        value_parser = Secret::parse
     )]
-    pub webhook_secret: Option<String>,
+    pub webhook_secret: Option<Secret>,
     /// The processor's price id of the researcher plan.
     #[arg(
         long = "billing-price-researcher",
@@ -321,9 +326,10 @@ macro_rules! provider_args {
                 long = concat!($flag, "-client-secret"),
                 env = concat!($env, "_CLIENT_SECRET"),
                 hide_env_values = true,
+                value_parser = Secret::parse,
                 help = concat!("Provider ", $name, ": the client secret (prefer the environment variable)")
             )]
-            pub client_secret: Option<String>,
+            pub client_secret: Option<Secret>,
             #[arg(
                 id = concat!($slot, "_redirect_url"),
                 long = concat!($flag, "-redirect-url"),
@@ -343,7 +349,7 @@ macro_rules! provider_args {
                     $slot,
                     self.issuer,
                     self.client_id,
-                    self.client_secret,
+                    self.client_secret.map(Secret::into_inner),
                     self.redirect_url,
                     public_url,
                 )
@@ -405,6 +411,12 @@ fn drain_seconds(s: &str) -> Result<std::time::Duration, String> {
 }
 
 pub(crate) async fn serve(a: ServeArgs) -> CliResult {
+    asof_server::serve::serve(config(a)?).await?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The server's configuration from the flags.
+fn config(a: ServeArgs) -> Result<asof_server::serve::ServeConfig, Box<dyn std::error::Error>> {
     use asof_server::connector::{ConnectorConfig, VendorConfig};
     use std::time::Duration;
     let options = asof_server::http::Options {
@@ -435,8 +447,8 @@ pub(crate) async fn serve(a: ServeArgs) -> CliResult {
         },
         billing: asof_server::billing::BillingConfig {
             api_url: a.billing.api_url,
-            secret_key: a.billing.secret_key,
-            webhook_secret: a.billing.webhook_secret,
+            secret_key: a.billing.secret_key.map(Secret::into_inner),
+            webhook_secret: a.billing.webhook_secret.map(Secret::into_inner),
             prices: [
                 a.billing.price_researcher,
                 a.billing.price_power,
@@ -476,8 +488,7 @@ pub(crate) async fn serve(a: ServeArgs) -> CliResult {
         drain_delay: a.drain_delay,
         options,
     };
-    asof_server::serve::serve(cfg).await?;
-    Ok(ExitCode::SUCCESS)
+    Ok(cfg)
 }
 
 /// One provider's settings from its flags: none without an issuer; the redirect URL defaults
@@ -510,4 +521,106 @@ pub(crate) fn provider(
         client_secret,
         redirect_url,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, Parser};
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    /// Flags whose value is a secret or may hold one (a URL with a password).
+    fn carries_a_secret(long: &str) -> bool {
+        ["secret", "password", "token", "database-url", "smtp-url"]
+            .iter()
+            .any(|w| long.contains(w))
+    }
+
+    #[test]
+    fn every_flag_that_carries_a_secret_hides_its_environment_value() {
+        let cmd = Cli::command();
+        let serve = cmd.find_subcommand("serve").expect("serve");
+        let secret: Vec<_> = serve
+            .get_arguments()
+            .filter_map(|a| a.get_long().map(|l| (l, a)))
+            .filter(|(l, _)| carries_a_secret(l))
+            .collect();
+        assert_eq!(
+            secret.len(),
+            6,
+            "database, smtp, billing key and webhook secret, two client secrets"
+        );
+        for (long, arg) in secret {
+            assert!(
+                arg.is_hide_env_values_set(),
+                "--{long} shows its value in --help"
+            );
+        }
+    }
+
+    /// The whole configuration, flags and the server's settings alike, prints (`{:?}`, as a
+    /// log line or a panic would) without any secret it holds.
+    #[test]
+    fn a_logged_configuration_names_no_secret() {
+        let args = [
+            "asof",
+            "serve",
+            "--database-url",
+            "postgres://asof:secret-1@db.internal/asof",
+            "--smtp-url",
+            "smtp://mailer:secret-2@mail.internal:587",
+            "--mail-from",
+            "no-reply@example.com",
+            "--public-url",
+            "https://api.example.com",
+            "--billing-api-url",
+            "https://billing.example",
+            "--billing-secret-key",
+            "sk_live_secret-3",
+            "--billing-webhook-secret",
+            "whsec_secret-4",
+            "--provider-a-issuer",
+            "https://id.example",
+            "--provider-a-client-id",
+            "asof",
+            "--provider-a-client-secret",
+            "secret-5",
+            "--provider-b-issuer",
+            "https://id-b.example",
+            "--provider-b-client-id",
+            "asof",
+            "--provider-b-client-secret",
+            "secret-6",
+        ];
+        let Command::Serve(a) = Cli::try_parse_from(args).unwrap().command else {
+            panic!("serve parses as serve");
+        };
+        let flags = format!("{a:?}");
+        let cfg = config(*a).unwrap();
+        let settings = format!("{cfg:?} {:?} {:?}", cfg.options, cfg.options.sign_in);
+        for text in [&flags, &settings] {
+            for n in 1..=6 {
+                assert!(
+                    !text.contains(&format!("secret-{n}")),
+                    "secret-{n} printed: {text}"
+                );
+            }
+            assert!(
+                text.contains("db.internal"),
+                "where the store is still shows: {text}"
+            );
+        }
+        // The values still reach what uses them.
+        assert_eq!(
+            cfg.database_url.expose(),
+            "postgres://asof:secret-1@db.internal/asof"
+        );
+        let (smtp, _) = cfg.options.sign_in.mail.as_ref().unwrap();
+        assert!(smtp.expose().contains("secret-2"));
+        assert_eq!(
+            cfg.options.billing.secret_key.as_deref(),
+            Some("sk_live_secret-3")
+        );
+    }
 }

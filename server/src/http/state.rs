@@ -193,7 +193,7 @@ impl AppState {
             ));
         }
         let mailer = match &opts.sign_in.mail {
-            Some((url, from)) => Some(Mailer::new(url, from)?),
+            Some((url, from)) => Some(Mailer::new(url.expose(), from)?),
             None => None,
         };
         let provider =

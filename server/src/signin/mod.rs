@@ -11,8 +11,8 @@ pub mod session;
 /// configured.
 #[derive(Debug, Clone, Default)]
 pub struct SignInConfig {
-    /// `--smtp-url`, with `--mail-from`.
-    pub mail: Option<(String, String)>,
+    /// `--smtp-url` (its password never prints), with `--mail-from`.
+    pub mail: Option<(crate::secret::SecretUrl, String)>,
     pub provider_a: Option<oidc::ProviderConfig>,
     pub provider_b: Option<oidc::ProviderConfig>,
 }

@@ -113,7 +113,7 @@ pub fn dead_mail(base: Options) -> Options {
         public_url: Some("https://asof.example".into()),
         sign_in: asof_server::signin::SignInConfig {
             mail: Some((
-                format!("smtp://127.0.0.1:{port}"),
+                asof_server::secret::SecretUrl::new(format!("smtp://127.0.0.1:{port}")),
                 "asof <no-reply@example.com>".into(),
             )),
             ..Default::default()
