@@ -41,6 +41,10 @@ pub enum ApiError {
     HeadersTooLarge { bytes: usize, count: usize },
     #[error("rate limit exceeded")]
     RateLimited { retry_after: u64 },
+    /// The client's address presented too many refused credentials this minute: a
+    /// credential this replica has not verified recently is not looked up until it ends.
+    #[error("too many refused credentials")]
+    CredentialsRefused { retry_after: u64 },
     /// The key already holds its open streams (`/v1/stream`) on this process.
     #[error("too many streams")]
     TooManyStreams { limit: usize },
@@ -130,6 +134,7 @@ impl ApiError {
             ApiError::UriTooLong { .. } => StatusCode::URI_TOO_LONG,
             ApiError::HeadersTooLarge { .. } => StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
             ApiError::RateLimited { .. }
+            | ApiError::CredentialsRefused { .. }
             | ApiError::TooManyStreams { .. }
             | ApiError::VendorRateLimited { .. }
             | ApiError::ConnectorBusy { .. } => StatusCode::TOO_MANY_REQUESTS,
@@ -151,7 +156,9 @@ impl ApiError {
     pub fn retry_after(&self) -> Option<u64> {
         match self {
             ApiError::Answer(e) => e.retry_after(),
-            ApiError::RateLimited { retry_after } | ApiError::VendorRateLimited { retry_after } => {
+            ApiError::RateLimited { retry_after }
+            | ApiError::CredentialsRefused { retry_after }
+            | ApiError::VendorRateLimited { retry_after } => {
                 Some(*retry_after)
             }
             ApiError::ConnectorBusy { .. }
@@ -180,7 +187,7 @@ impl ApiError {
             ApiError::PayloadTooLarge { .. } => "payload_too_large",
             ApiError::UriTooLong { .. } => "uri_too_long",
             ApiError::HeadersTooLarge { .. } => "headers_too_large",
-            ApiError::RateLimited { .. } => "rate_limited",
+            ApiError::RateLimited { .. } | ApiError::CredentialsRefused { .. } => "rate_limited",
             ApiError::TooManyStreams { .. } => "too_many_streams",
             ApiError::Timeout { .. } => "timeout",
             ApiError::NotReady { .. } => "not_ready",
@@ -216,6 +223,7 @@ impl ApiError {
             ApiError::MethodNotAllowed { allow } => format!("method not allowed on this path; allowed: {allow}"),
             ApiError::RangeNotSatisfiable { size } => format!("the requested range lies past the end of the file ({size} bytes)"),
             ApiError::RateLimited { retry_after } => format!("rate limit exceeded; retry after {retry_after} seconds"),
+            ApiError::CredentialsRefused { retry_after } => format!("too many refused keys or sessions from this address; a key this service has not verified recently is not checked for {retry_after} seconds (retry then, with a valid key)"),
             ApiError::TooManyStreams { limit } => format!("this key already holds {limit} open streams on this server; close one (or wait for it to end) and retry"),
             ApiError::Timeout { after_secs } => format!("the answer took longer than {after_secs} s and was abandoned; retry, or narrow the query (a ticker, cik or limit)"),
             ApiError::NotReady { reason } => format!("this replica is not ready for traffic: {reason}; retry in a second (a load balancer sends it elsewhere)"),

@@ -59,6 +59,12 @@ impl fmt::Display for Plan {
 /// (`/v1/meta`, `/v1/sample/*`) unless `asof serve --public-rate-limit` says otherwise.
 pub const PUBLIC_REQUESTS_PER_MINUTE: u32 = 120;
 
+/// Refused credentials one client address may present per minute on one replica unless
+/// `asof serve --bad-credential-limit` says otherwise. Why 20: a person mistyping a key or
+/// an expired session retries a few times; a script cycling keys is past 20 in a second, and
+/// each refusal before the limit is one state-store lookup.
+pub const BAD_CREDENTIALS_PER_MINUTE: u32 = 20;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -581,7 +581,7 @@ async fn an_email_sign_in_is_refused_for_a_bad_address_or_body_and_503_when_mail
 // against no one, so it cannot lock a victim's address out of signing in.
 async fn a_client_refused_for_its_own_limit_does_not_spend_an_addresss_links() {
     let t = dead_mail(Options {
-        trust_forwarded_for: true,
+        trusted_proxies: common::loopback_proxy(),
         ..Options::default()
     })
     .await;

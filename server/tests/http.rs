@@ -554,7 +554,7 @@ async fn a_cursor_minted_by_one_replica_is_accepted_by_another_sharing_the_store
         .unwrap();
     let other = T::new(
         tempfile::tempdir().unwrap(),
-        AppState::new(corpus, t.store.clone(), false).await.unwrap(),
+        AppState::new(corpus, t.store.clone()).await.unwrap(),
         t.store.clone(),
         t.key.clone(),
     );
@@ -1161,7 +1161,7 @@ async fn replicas_sharing_a_state_store_share_one_rate_window_reset_in_unix_seco
     // A second replica: its own AppState over the same store.
     let other = T::new(
         tempfile::tempdir().unwrap(),
-        AppState::new(common::sample_corpus().await, t.store.clone(), false)
+        AppState::new(common::sample_corpus().await, t.store.clone())
             .await
             .unwrap(),
         t.store.clone(),
@@ -1339,7 +1339,7 @@ async fn rotating_the_forwarded_for_entries_a_client_writes_escapes_no_per_addre
     let dir = tempfile::tempdir().unwrap();
     let store = common::sqlite_store(dir.path()).await;
     let opts = asof_server::Options {
-        trust_forwarded_for: true,
+        trusted_proxies: common::loopback_proxy(),
         public_requests_per_minute: 5,
         ..Default::default()
     };

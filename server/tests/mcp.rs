@@ -105,7 +105,7 @@ async fn sessions_are_signed_so_any_replica_accepts_them_and_a_forged_one_gets_4
     let sid = init.headers["mcp-session-id"].to_str().unwrap().to_owned();
     let other = T::new(
         tempfile::tempdir().unwrap(),
-        AppState::new(sample_corpus().await, t.store.clone(), false)
+        AppState::new(sample_corpus().await, t.store.clone())
             .await
             .unwrap(),
         t.store.clone(),
@@ -684,7 +684,7 @@ async fn x_forwarded_for_is_forwarded_so_the_sample_tier_counts_the_callers_addr
     let dir = tempfile::tempdir().unwrap();
     let store = common::sqlite_store(dir.path()).await;
     let opts = asof_server::Options {
-        trust_forwarded_for: true,
+        trusted_proxies: common::loopback_proxy(),
         ..asof_server::Options::default()
     };
     let t = common::setup_with(dir, store, opts).await;

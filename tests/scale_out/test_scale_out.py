@@ -129,7 +129,8 @@ class Deployment:
             # HAProxy's two failed checks a second apart.
             "--drain-delay", str(DRAIN),
             "--metrics-listen", "127.0.0.1:0",
-            "--trust-forwarded-for",
+            # HAProxy reaches the replicas from loopback: only it may say who the client is.
+            "--trusted-proxy", "127.0.0.1",
             "--smtp-url", f"smtp://127.0.0.1:{self.smtp.port}",
             "--mail-from", "asof <no-reply@asof.test>",
             "--public-url", self.lb_base,

@@ -153,7 +153,7 @@ mod tests {
         assert_eq!(a.max_scans, 8);
         assert_eq!(a.scan_wait_ms, 2000);
         assert_eq!(a.scan_cpu_share, 0.25);
-        assert!(!a.trust_forwarded_for);
+        assert!(a.trusted_proxies.is_empty());
         assert!(Cli::try_parse_from(["asof", "serve", "--public-rate-limit", "0"]).is_err());
         for bad in ["0", "-0.5", "1.5", "NaN", "half"] {
             assert!(

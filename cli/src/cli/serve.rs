@@ -37,19 +37,42 @@ pub struct ServeArgs {
         value_parser = interval_seconds
     )]
     pub reload_interval: std::time::Duration,
-    /// Take the client address from X-Forwarded-For (only behind proxies you run): the entry
-    /// --trusted-proxies places from the right, never one the client wrote.
-    #[arg(long = "trust-forwarded-for", env = "ASOF_TRUST_FORWARDED_FOR")]
-    pub trust_forwarded_for: bool,
-    /// How many proxies in front of the service append to X-Forwarded-For (a load balancer
-    /// alone: 1; a CDN then a load balancer: 2).
+    /// A proxy in front of the service (the load balancer; a CDN's edge network), by address
+    /// or network (10.0.0.5, 10.0.0.0/24); repeat the flag or separate with commas. From these
+    /// peers, and only from them, X-Forwarded-For (its first entry from the right that is not
+    /// one of them) and X-Forwarded-Proto are believed; a client that reaches a replica
+    /// directly is its socket address whatever it writes. Unset: nothing forwarded is believed.
     #[arg(
-        long = "trusted-proxies",
+        long = "trusted-proxy",
         env = "ASOF_TRUSTED_PROXIES",
-        default_value_t = 1,
-        value_parser = clap::value_parser!(u64).range(1..=16)
+        value_delimiter = ',',
+        value_parser = asof_server::http::client::parse_proxy
     )]
-    pub trusted_proxies: u64,
+    pub trusted_proxies: Vec<asof_server::http::client::IpNet>,
+    /// Replaced by --trusted-proxy (forwarded headers are believed by sender, not by
+    /// count): refused without it, so an old configuration cannot silently change whom the
+    /// limits count.
+    #[arg(long = "trust-forwarded-for", env = "ASOF_TRUST_FORWARDED_FOR", hide = true)]
+    pub trust_forwarded_for: bool,
+    /// The IPv6 prefix length one client counts as in every per-address limit (an ordinary
+    /// subscriber holds a /64 and could send each request from a new address in it).
+    #[arg(
+        long = "ipv6-prefix",
+        env = "ASOF_IPV6_PREFIX",
+        default_value_t = asof_server::http::client::DEFAULT_IPV6_PREFIX,
+        value_parser = clap::value_parser!(u8).range(16..=128)
+    )]
+    pub ipv6_prefix: u8,
+    /// Refused keys and session cookies one client address may present per minute (on each
+    /// replica); past it, any key this replica has not verified before is answered 429
+    /// without a state-store lookup until the minute ends.
+    #[arg(
+        long = "bad-credential-limit",
+        env = "ASOF_BAD_CREDENTIAL_LIMIT",
+        default_value_t = asof_server::plan::BAD_CREDENTIALS_PER_MINUTE,
+        value_parser = clap::value_parser!(u32).range(1..)
+    )]
+    pub bad_credential_limit: u32,
     /// Requests per minute one client address may make to the public rate-limited routes
     /// (`/v1/meta`, `/v1/sample/*`).
     #[arg(
@@ -419,9 +442,13 @@ pub(crate) async fn serve(a: ServeArgs) -> CliResult {
 fn config(a: ServeArgs) -> Result<asof_server::serve::ServeConfig, Box<dyn std::error::Error>> {
     use asof_server::connector::{ConnectorConfig, VendorConfig};
     use std::time::Duration;
+    if a.trust_forwarded_for && a.trusted_proxies.is_empty() {
+        return Err("--trust-forwarded-for (ASOF_TRUST_FORWARDED_FOR) was replaced by --trusted-proxy (ASOF_TRUSTED_PROXIES): name the proxies in front of the service by address or network, e.g. --trusted-proxy 10.0.0.5; forwarded headers are believed only from them".into());
+    }
     let options = asof_server::http::Options {
-        trust_forwarded_for: a.trust_forwarded_for,
-        trusted_proxies: a.trusted_proxies as usize,
+        trusted_proxies: a.trusted_proxies.clone(),
+        ipv6_prefix: a.ipv6_prefix,
+        bad_credentials_per_minute: a.bad_credential_limit,
         public_requests_per_minute: a.public_rate_limit,
         request_timeout: Duration::from_secs(a.request_timeout),
         max_concurrent_scans: a.max_scans as usize,

@@ -1,58 +1,20 @@
 //! One route's gate, applied per route with its declared access: the client's address, the
 //! credential (key, session, or none), the plan, the rate limit and its headers.
 
-use std::net::SocketAddr;
-
 use asof_engine::Instant;
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
 use crate::http::receipts::audit_requested;
+use crate::http::client::{ClientAddr, client_of};
 use crate::http::route::{Access, RouteInfo};
-use crate::http::state::{AppState, Caller, ClientAddr, Ctx, Pinned, Principal};
+use crate::http::state::{AppState, Caller, Ctx, Pinned, Principal, RefusedKey};
 use crate::plan::Plan;
 use crate::signin::session::{self, Session, same_origin};
 use crate::state::hash_key;
-
-/// The client's address: the socket peer, or behind `trusted_proxies` proxies (when
-/// `--trust-forwarded-for`), the `X-Forwarded-For` entry that many places from the right.
-///
-/// Each proxy appends the address it received the request from, so the right-most entries are
-/// written by proxies we run and everything to their left by whoever sent the request: taking
-/// the left-most entry would let a client name any address it likes and escape every
-/// per-address limit by rotating it. An entry that is not an IP address, or a list shorter
-/// than the proxies (the request did not come through them), gives the socket peer.
-pub(crate) fn client_addr(
-    req: &Request,
-    trust_forwarded_for: bool,
-    trusted_proxies: usize,
-) -> String {
-    let peer = || {
-        req.extensions()
-            .get::<ConnectInfo<SocketAddr>>()
-            .map_or_else(|| "local".to_owned(), |c| c.0.ip().to_string())
-    };
-    if !trust_forwarded_for || trusted_proxies == 0 {
-        return peer();
-    }
-    // Several header fields are one list, in order.
-    let entries: Vec<&str> = req
-        .headers()
-        .get_all("x-forwarded-for")
-        .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|s| s.split(','))
-        .map(str::trim)
-        .collect();
-    entries
-        .len()
-        .checked_sub(trusted_proxies)
-        .and_then(|i| entries[i].parse::<std::net::IpAddr>().ok())
-        .map_or_else(peer, |ip| ip.to_string())
-}
 
 /// Marks a response refused because the key's plan is below the route's (the metrics count
 /// plan refusals apart from other `forbidden` answers).
@@ -79,12 +41,16 @@ async fn gate(
 ) -> Response {
     let now = Instant::now();
     let window = now.micros().div_euclid(60_000_000) * 60_000_000;
-    let client = client_addr(
+    let client = client_of(
         &req,
-        state.options().trust_forwarded_for,
-        state.options().trusted_proxies,
+        &state.options().trusted_proxies,
+        state.options().ipv6_prefix,
     );
-    req.extensions_mut().insert(ClientAddr(client.clone()));
+    if !client.via_proxy {
+        // Only our proxies say which scheme the client used (signed URLs are built on it).
+        req.headers_mut().remove("x-forwarded-proto");
+    }
+    req.extensions_mut().insert(client.clone());
     // The version a pinned route's request names; none when it names none or one the route's
     // query parser refuses itself, with its own message (malformed, sent twice).
     let pin = pinned
@@ -95,7 +61,7 @@ async fn gate(
     let (bucket, limit) = match access {
         Access::Open => return next.run(req).await,
         Access::KeyOrSession if !req.headers().contains_key(header::AUTHORIZATION) => {
-            let session = match signed_in(state, req.headers()).await {
+            let session = match signed_in(state, req.headers(), &client).await {
                 Ok(s) => s,
                 Err(e) => return e.into_response(),
             };
@@ -105,7 +71,7 @@ async fn gate(
             (b, l)
         }
         Access::Session => {
-            let session = match signed_in(state, req.headers()).await {
+            let session = match signed_in(state, req.headers(), &client).await {
                 Ok(s) => s,
                 Err(e) => return e.into_response(),
             };
@@ -126,7 +92,7 @@ async fn gate(
             // A past version is loaded into memory for the request that names it: on a route
             // anyone may call, only a caller with a key may make this replica hold one.
             if pin.is_some() {
-                match authenticate(state, req.headers(), now).await {
+                match authenticate(state, req.headers(), &client, now).await {
                     Ok(c) => attributed = Some(c),
                     Err(ApiError::Unauthenticated(why)) => {
                         return ApiError::Unauthenticated(format!(
@@ -139,20 +105,55 @@ async fn gate(
             } else if audit_requested(req.headers()).unwrap_or(false)
                 && req.headers().contains_key(header::AUTHORIZATION)
             {
-                attributed = authenticate(state, req.headers(), now).await.ok();
+                attributed = authenticate(state, req.headers(), &client, now).await.ok();
             }
-            (format!("ip:{client}"), state.public_requests_per_minute())
+            (
+                format!("ip:{}", client.bucket),
+                state.public_requests_per_minute(),
+            )
         }
         Access::Signed => (
-            format!("file-ip:{client}"),
+            format!("file-ip:{}", client.bucket),
             state.options().file_requests_per_minute,
         ),
+        Access::Rpc => {
+            // An MCP message with a key is limited as the key's account, one without as its
+            // address, each on a budget of its own: the tool calls it makes are limited
+            // again as the routes they become. A key refused here is the endpoint's to
+            // answer (as a JSON-RPC error); the message then counts against the address.
+            let caller = if req.headers().contains_key(header::AUTHORIZATION) {
+                match authenticate(state, req.headers(), &client, now).await {
+                    Ok(c) => Some(c),
+                    Err(e @ (ApiError::CredentialsRefused { .. } | ApiError::StateUnavailable)) => {
+                        return e.into_response();
+                    }
+                    Err(e) => {
+                        req.extensions_mut().insert(RefusedKey(e.message()));
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            match caller {
+                Some(c) => {
+                    let b = format!("mcp-user:{}", c.user.id);
+                    let l = c.user.plan.requests_per_minute();
+                    req.extensions_mut().insert(c);
+                    (b, l)
+                }
+                None => (
+                    format!("mcp-ip:{}", client.bucket),
+                    state.public_requests_per_minute(),
+                ),
+            }
+        }
         Access::Key(_) | Access::KeyOrSession => {
             let min_plan = match access {
                 Access::Key(p) => p,
                 _ => Plan::Researcher,
             };
-            let caller = match authenticate(state, req.headers(), now).await {
+            let caller = match authenticate(state, req.headers(), &client, now).await {
                 Ok(c) => c,
                 Err(e) => return e.into_response(),
             };
@@ -166,7 +167,9 @@ async fn gate(
                 res.extensions_mut().insert(PlanRefused);
                 return res;
             }
-            let b = format!("key:{}", caller.key.id);
+            // The plan's limit is the account's, whichever of its keys (or its browser
+            // session) asks: more keys are not more requests.
+            let b = format!("user:{}", caller.user.id);
             let l = caller.user.plan.requests_per_minute();
             req.extensions_mut().insert(caller.clone());
             if access == Access::KeyOrSession {
@@ -266,22 +269,42 @@ async fn pinned_to(
     Ok(Some(Pinned(corpus)))
 }
 
-/// The signed-in session of a cookie-authenticated route: 401 without a live one.
-async fn signed_in(state: &AppState, headers: &HeaderMap) -> Result<Session, ApiError> {
-    session::resolve(state.store().as_ref(), &state.options().sessions, headers)
-        .await?
-        .ok_or_else(|| {
-            ApiError::Unauthenticated(
-                "this route needs a signed-in session (the session cookie): sign in at /sign-in"
-                    .into(),
-            )
-        })
+/// The signed-in session of a cookie-authenticated route: 401 without a live one. A cookie
+/// the store does not know (or that ended) counts against the client's address, and an
+/// address past its refusal limit is answered `429` before its cookie is looked up.
+async fn signed_in(
+    state: &AppState,
+    headers: &HeaderMap,
+    client: &ClientAddr,
+) -> Result<Session, ApiError> {
+    let now = Instant::now();
+    let presented = session::cookie_of(headers, &state.options().sessions).is_some();
+    if presented && let Some(retry_after) = state.refusals().blocked(&client.bucket, now) {
+        return Err(ApiError::CredentialsRefused { retry_after });
+    }
+    let resolved = session::resolve(state.store().as_ref(), &state.options().sessions, headers).await;
+    if matches!(resolved, Err(ApiError::Unauthenticated(_))) {
+        state.refusals().count(&client.bucket, now);
+    }
+    resolved?.ok_or_else(|| {
+        ApiError::Unauthenticated(
+            "this route needs a signed-in session (the session cookie): sign in at /sign-in"
+                .into(),
+        )
+    })
 }
 
 /// Resolves `Authorization: Bearer svc_live_...` to a live key and its owner.
+///
+/// A missing or malformed credential is refused for free. A well-formed one from an address
+/// past its refusal limit is answered `429` without a lookup, unless it is a key this replica
+/// has verified before (a real key: looked up as usual, so a valid user behind an abuser's
+/// NAT keeps working). An unknown, revoked or expired key counts against the address
+/// (`crate::state::refusals`); an unknown one is remembered, so repeating it costs no lookup.
 pub async fn authenticate(
     state: &AppState,
     headers: &HeaderMap,
+    client: &ClientAddr,
     now: Instant,
 ) -> Result<Caller, ApiError> {
     let raw = headers
@@ -301,57 +324,24 @@ pub async fn authenticate(
                 "malformed credential: expected Authorization: Bearer svc_live_<key>".into(),
             )
         })?;
-    let (key, user) = state
-        .keys()
-        .get(state.store().as_ref(), &hash_key(raw))
-        .await?
-        .ok_or_else(|| ApiError::Unauthenticated("unknown API key".into()))?;
+    let hash = hash_key(raw);
+    if !state.keys().seen_valid(&hash)
+        && let Some(retry_after) = state.refusals().blocked(&client.bucket, now)
+    {
+        return Err(ApiError::CredentialsRefused { retry_after });
+    }
+    let refused = |why: &str| {
+        state.refusals().count(&client.bucket, now);
+        ApiError::Unauthenticated(why.into())
+    };
+    let Some((key, user)) = state.keys().get(state.store().as_ref(), &hash).await? else {
+        return Err(refused("unknown API key"));
+    };
     if key.revoked_at.is_some() {
-        return Err(ApiError::Unauthenticated("this API key was revoked".into()));
+        return Err(refused("this API key was revoked"));
     }
     if key.expires_at.is_some_and(|e| e <= now) {
-        return Err(ApiError::Unauthenticated("this API key has expired".into()));
+        return Err(refused("this API key has expired"));
     }
     Ok(Caller { key, user })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn req(forwarded: &[&str]) -> Request {
-        let mut b = axum::http::Request::builder().uri("/v1/meta");
-        for f in forwarded {
-            b = b.header("x-forwarded-for", *f);
-        }
-        let mut r = b.body(axum::body::Body::empty()).unwrap();
-        r.extensions_mut()
-            .insert(ConnectInfo(SocketAddr::from(([10, 0, 0, 2], 40_000))));
-        r
-    }
-
-    #[test]
-    fn the_client_is_the_entry_the_trusted_proxies_wrote_never_one_the_client_wrote() {
-        let spoofed = req(&["6.6.6.6, 198.51.100.1"]);
-        assert_eq!(client_addr(&spoofed, true, 1), "198.51.100.1");
-        assert_eq!(client_addr(&spoofed, true, 2), "6.6.6.6");
-        assert_eq!(
-            client_addr(&spoofed, false, 1),
-            "10.0.0.2",
-            "untrusted: the peer"
-        );
-        // Several header fields are one list.
-        assert_eq!(
-            client_addr(&req(&["6.6.6.6", "198.51.100.1, 203.0.113.5"]), true, 2),
-            "198.51.100.1"
-        );
-        // Fewer entries than proxies, or an entry that is no address: the peer.
-        assert_eq!(client_addr(&req(&["198.51.100.1"]), true, 2), "10.0.0.2");
-        assert_eq!(
-            client_addr(&req(&["198.51.100.1, nonsense"]), true, 1),
-            "10.0.0.2"
-        );
-        assert_eq!(client_addr(&req(&[]), true, 1), "10.0.0.2");
-        assert_eq!(client_addr(&req(&["2001:db8::1"]), true, 1), "2001:db8::1");
-    }
 }

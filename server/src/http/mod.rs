@@ -4,6 +4,7 @@
 
 pub mod body;
 pub mod caching;
+pub mod client;
 pub mod cursor;
 pub mod envelope;
 pub mod file_url;
@@ -21,4 +22,5 @@ pub mod stream;
 
 pub use response::{Reply, answered, ok};
 pub use route::{Access, Kind, Route};
-pub use state::{AppState, Caller, ClientAddr, Ctx, Options, Principal};
+pub use client::ClientAddr;
+pub use state::{AppState, Caller, Ctx, Options, Principal};

@@ -21,9 +21,13 @@ use crate::plan::Plan;
 #[serde(rename_all = "snake_case")]
 pub enum Access {
     /// No credential and no rate limit: `/health` (load balancers poll it and it must never
-    /// answer 429), the description documents, and the MCP endpoint (whose tool calls are
-    /// limited as the GETs they become).
+    /// answer 429) and the description documents.
     Open,
+    /// The MCP endpoint: a Bearer key optional (checked here; a refused one is the endpoint's
+    /// to answer, as a JSON-RPC error). Each message is rate-limited per account with a
+    /// valid key, else per client address, on budgets of their own; the tool calls a message
+    /// makes are limited again as the routes they become.
+    Rpc,
     /// No credential; rate-limited per client address.
     Public,
     /// A Bearer key of at least this plan; rate-limited per key.
@@ -187,6 +191,20 @@ impl Route {
             access: Access::Open,
             kind: Kind::Envelope,
             receipts: true,
+            endpoint,
+            sample: false,
+            in_process: false,
+            body: None,
+            pinned: false,
+        }
+    }
+
+    /// The MCP endpoint (see [`Access::Rpc`]).
+    pub const fn rpc(endpoint: fn() -> Endpoint) -> Self {
+        Route {
+            access: Access::Rpc,
+            kind: Kind::Rpc,
+            receipts: false,
             endpoint,
             sample: false,
             in_process: false,

@@ -39,6 +39,8 @@ struct Inner {
     rate: Arc<RateWindows>,
     usage: Arc<Usage>,
     keys: KeyCache,
+    /// Refused credentials per client address (what a flood of made-up keys costs).
+    refusals: crate::state::refusals::Refusals,
     /// Where walks and scans run (threads, slots, row budget), shared by every version served.
     scans: ScanPool,
     /// The live stream's log of what each loaded version added.
@@ -78,11 +80,16 @@ pub const DEFAULT_SCAN_CPU_SHARE: f64 = 0.25;
 /// Settings of one server process besides its corpus and state store.
 #[derive(Debug, Clone)]
 pub struct Options {
-    /// Take the client address from `X-Forwarded-For` (only behind a trusted proxy).
-    pub trust_forwarded_for: bool,
-    /// How many proxies we run append to `X-Forwarded-For` (the client is that many entries
-    /// from the right); used only with `trust_forwarded_for`.
-    pub trusted_proxies: usize,
+    /// The proxies in front of the service, by address or network: a request whose socket
+    /// peer is one of them has its `X-Forwarded-For` / `X-Forwarded-Proto` believed
+    /// (`crate::http::client`); from anyone else they are ignored.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
+    /// The IPv6 prefix length one client counts as in every per-address bucket.
+    pub ipv6_prefix: u8,
+    /// Refused credentials (unknown, revoked or expired keys, unknown or ended sessions) one
+    /// client address may present per minute on one replica; past it, credentials this
+    /// replica has not verified recently are answered `429` without a state-store lookup.
+    pub bad_credentials_per_minute: u32,
     /// Bound of the audit receipt queue (the spec's 1,200; tests use tiny ones).
     pub audit_queue_capacity: usize,
     /// Requests per minute one client address may make to the public rate-limited routes.
@@ -128,8 +135,9 @@ pub struct Options {
 impl Default for Options {
     fn default() -> Self {
         Options {
-            trust_forwarded_for: false,
-            trusted_proxies: 1,
+            trusted_proxies: Vec::new(),
+            ipv6_prefix: crate::http::client::DEFAULT_IPV6_PREFIX,
+            bad_credentials_per_minute: crate::plan::BAD_CREDENTIALS_PER_MINUTE,
             audit_queue_capacity: crate::state::audit::DEFAULT_QUEUE_CAPACITY,
             public_requests_per_minute: PUBLIC_REQUESTS_PER_MINUTE,
             request_timeout: Duration::from_secs(30),
@@ -166,13 +174,8 @@ impl AppState {
     pub async fn new(
         corpus: Corpus,
         store: Arc<dyn StateStore>,
-        trust_forwarded_for: bool,
     ) -> crate::error::Result<Self> {
-        let opts = Options {
-            trust_forwarded_for,
-            ..Options::default()
-        };
-        Self::with_options(corpus, store, opts).await
+        Self::with_options(corpus, store, Options::default()).await
     }
 
     /// As [`AppState::new`] with every setting explicit; starts the audit writer task and the
@@ -269,6 +272,7 @@ impl AppState {
                 rate,
                 usage,
                 keys: KeyCache::new(crate::state::key_cache::TTL),
+                refusals: crate::state::refusals::Refusals::new(opts.bad_credentials_per_minute),
                 per_version: Mutex::default(),
                 delta_logs: Default::default(),
                 readiness: Default::default(),
@@ -389,7 +393,8 @@ impl AppState {
                 let proto = headers
                     .get("x-forwarded-proto")
                     .and_then(|v| v.to_str().ok())
-                    .filter(|p| self.options().trust_forwarded_for && *p == "https")
+                    // The guard drops the header from a request no trusted proxy sent.
+                    .filter(|p| *p == "https")
                     .unwrap_or("http");
                 format!("{proto}://{host}")
             }
@@ -430,6 +435,10 @@ impl AppState {
 
     pub(crate) fn keys(&self) -> &KeyCache {
         &self.inner.keys
+    }
+
+    pub(crate) fn refusals(&self) -> &crate::state::refusals::Refusals {
+        &self.inner.refusals
     }
 
     /// Writes the rate-limit counts this replica holds to the state store (the flusher does
@@ -507,13 +516,14 @@ impl Principal {
     }
 }
 
-/// The client's address as the rate limits see it (the socket's peer, or the first
-/// `X-Forwarded-For` hop behind a trusted proxy); set on every request by the route guard.
-#[derive(Debug, Clone)]
-pub struct ClientAddr(pub String);
 
 /// Marks a request of the sample tier that reached a route which is not itself a sample
 /// route (the keyless MCP `svc_meta`): its answer is watermarked `sample: true`. Set only
 /// in process (a request extension), never from a client header.
 #[derive(Debug, Clone, Copy)]
 pub struct SampleTier;
+
+/// Set by the guard of a route that answers a refused key itself (the MCP endpoint, whose
+/// refusals are JSON-RPC errors): why the request's key was refused.
+#[derive(Debug, Clone)]
+pub struct RefusedKey(pub String);

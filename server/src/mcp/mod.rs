@@ -54,6 +54,7 @@ use crate::http::state::AppState;
         (status = 404, description = "Unknown or expired `Mcp-Session-Id`: send `initialize` again.", content_type = "application/json", body = Object),
         (status = 413, description = "Body larger than 1 MiB.", content_type = "application/json", body = Object),
         (status = 415, description = "Content-Type is not application/json.", content_type = "application/json", body = Object),
+        (status = 429, description = "Too many messages this minute: with a valid key, the account's plan limit (a budget of its own, apart from the routes its tool calls reach, which count as themselves); without one, the public per-address limit. Also when the client address presented too many refused keys this minute. The service's error envelope (`rate_limited`) with `Retry-After`; every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`.", content_type = "application/json", body = Object),
     ))]
 pub async fn post(
     State(state): State<AppState>,
@@ -63,6 +64,10 @@ pub async fn post(
     // Only a request re-dispatched by a tool call lacks it, and no tool call targets /mcp.
     let Some(Extension(dispatch)) = dispatch else {
         return ApiError::INTERNAL.into_response();
+    };
+    let key_check = match req.extensions().get::<crate::http::state::RefusedKey>() {
+        Some(refused) => Err(refused.0.clone()),
+        None => Ok(()),
     };
     let incoming = match transport::receive(&state, req).await {
         Ok(i) => i,
@@ -74,7 +79,7 @@ pub async fn post(
         headers: &incoming.headers,
         peer: incoming.peer,
         version: incoming.version,
-        key_check: tokio::sync::OnceCell::new(),
+        key_check,
     };
     let (replies, session) = call.body(incoming.body).await;
     transport::respond(replies, session)

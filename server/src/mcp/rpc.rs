@@ -26,8 +26,9 @@ pub(super) struct Call<'a> {
     pub(super) peer: Option<ConnectInfo<SocketAddr>>,
     /// Protocol revision in force (header, else the oldest we speak, per the transport spec).
     pub(super) version: &'static str,
-    /// The sent key's check, made once per HTTP request whatever the number of messages.
-    pub(super) key_check: tokio::sync::OnceCell<Result<(), String>>,
+    /// The sent key's check, made once per HTTP request by the route's guard: `Err` with the
+    /// refusal's message when a key was sent and refused.
+    pub(super) key_check: Result<(), String>,
 }
 
 impl Call<'_> {
@@ -200,25 +201,11 @@ impl Call<'_> {
         (Some(rpc_result(id, result)), Some(session))
     }
 
-    /// A sent key must be valid even on calls that do not reach a `/v1` route. Checked once
-    /// per HTTP request: a batch of messages with an unknown key costs one lookup, not one each.
+    /// A sent key must be valid even on calls that do not reach a `/v1` route. The route's
+    /// guard checked it once for the HTTP request (a batch of messages with an unknown key
+    /// costs one check, not one each), and its refusal counts against the client's address.
     async fn check_key(&self) -> Result<(), String> {
-        if !self.headers.contains_key(header::AUTHORIZATION) {
-            return Ok(());
-        }
-        self.key_check
-            .get_or_init(|| async {
-                crate::http::guard::authenticate(
-                    self.state,
-                    self.headers,
-                    asof_engine::Instant::now(),
-                )
-                .await
-                .map(|_| ())
-                .map_err(|e| e.message())
-            })
-            .await
-            .clone()
+        self.key_check.clone()
     }
 
     async fn tools_call(&self, id: Value, params: &Value) -> Value {

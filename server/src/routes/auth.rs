@@ -214,7 +214,7 @@ pub(crate) async fn email_start(
     // a client cannot spend another person's allowance (and lock them out) with requests it
     // was refused anyway. The address's refusal is the same whether it has an account or not.
     for (bucket, limit) in [
-        (format!("signin-ip:{}", client.0), LINKS_PER_CLIENT),
+        (format!("signin-ip:{}", client.bucket), LINKS_PER_CLIENT),
         (address_bucket(&to), LINKS_PER_ADDRESS),
     ] {
         if let Some(retry_after) = mail_refusal(&state, &bucket, limit, &windows).await? {

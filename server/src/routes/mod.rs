@@ -167,10 +167,7 @@ pub static TABLE: &[Route] = &[
     Route::key(Plan::Desk, || routes!(audit::audit_stats))
         .kind(Kind::LiveEnvelope)
         .unreceipted(),
-    Route::open(|| routes!(crate::mcp::post))
-        .kind(Kind::Rpc)
-        .unreceipted()
-        .body(crate::mcp::message_schema),
+    Route::rpc(|| routes!(crate::mcp::post)).body(crate::mcp::message_schema),
     // The site: pages and their assets are documents; the beacon counts page views only.
     Route::public(|| routes!(site::home))
         .kind(Kind::Document)

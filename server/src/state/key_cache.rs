@@ -1,11 +1,17 @@
 //! A short-lived in-process cache of API key lookups, so a keyed request does not wait on the
 //! state store for a key it presented a moment ago.
 //!
-//! Only keys the store knows are cached, with their owner, for [`TTL`]. Expiry is checked by the
+//! Keys the store knows are cached, with their owner, for [`TTL`]. Expiry is checked by the
 //! caller on every request against the cached `expires_at`, so it is exact. A revocation or a
 //! plan change made through another process (`asof keys`, another replica) takes effect here
-//! within [`TTL`]; an unknown key is looked up every time (nothing to serve from a miss, and
-//! a key created a moment ago must work at once).
+//! within [`TTL`].
+//!
+//! Keys the store does not know are remembered too, for [`UNKNOWN_TTL`]: a client repeating
+//! a made-up or deleted key costs no store query after the first. Why this is safe where a
+//! cached *live* key needs a short TTL: a key's secret is 32 random bytes the store makes
+//! when it creates the key, so nobody presents a key before it exists except by guessing
+//! its 256 bits; a hash that was unknown stays unknown. (Flooding many different made-up keys
+//! is the per-address refusal limit's, `crate::state::refusals`.)
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -20,13 +26,19 @@ use crate::state::store::{KeyRecord, StateStore, User};
 /// for that lookup and the request that follows it.
 pub const TTL: Duration = Duration::from_secs(4);
 
-/// Entries kept at most; past it, expired entries are dropped (and all of them if none is).
+/// How long a hash the store did not know is answered unknown without asking again.
+pub const UNKNOWN_TTL: Duration = Duration::from_secs(10 * 60);
+
+/// Entries kept at most (of each map); past it, expired entries are dropped (and all of them
+/// if none is).
 const MAX_ENTRIES: usize = 100_000;
 
 #[derive(Debug)]
 pub struct KeyCache {
     ttl: Duration,
     entries: Mutex<HashMap<String, (Instant, KeyRecord, User)>>,
+    /// Hashes the store answered unknown, and when.
+    unknown: Mutex<HashMap<String, Instant>>,
 }
 
 impl KeyCache {
@@ -34,7 +46,27 @@ impl KeyCache {
         KeyCache {
             ttl,
             entries: Mutex::new(HashMap::new()),
+            unknown: Mutex::new(HashMap::new()),
         }
+    }
+
+    /// Whether `hash` is a key the store knew when this process last asked (fresh or not):
+    /// a real key, which a client address past its refusal limit may still present (it is
+    /// then looked up as usual). Made-up keys never are.
+    pub fn seen_valid(&self, hash: &str) -> bool {
+        self.entries
+            .lock()
+            .expect("key cache lock")
+            .contains_key(hash)
+    }
+
+    /// Whether the store answered `hash` unknown within [`UNKNOWN_TTL`].
+    fn known_unknown(&self, hash: &str, now: Instant) -> bool {
+        self.unknown
+            .lock()
+            .expect("key cache lock")
+            .get(hash)
+            .is_some_and(|at| now.duration_since(*at) < UNKNOWN_TTL)
     }
 
     /// Drops key `id` from this process's cache (it was just revoked here: refused at once on
@@ -67,6 +99,9 @@ impl KeyCache {
         {
             return Ok(Some((k.clone(), u.clone())));
         }
+        if self.known_unknown(hash, now) {
+            return Ok(None);
+        }
         let found = store.key_by_hash(hash).await?;
         let mut m = self.entries.lock().expect("key cache lock");
         match &found {
@@ -82,6 +117,15 @@ impl KeyCache {
             }
             None => {
                 m.remove(hash);
+                drop(m);
+                let mut unknown = self.unknown.lock().expect("key cache lock");
+                if unknown.len() >= MAX_ENTRIES {
+                    unknown.retain(|_, at| now.duration_since(*at) < UNKNOWN_TTL);
+                    if unknown.len() >= MAX_ENTRIES {
+                        unknown.clear();
+                    }
+                }
+                unknown.insert(hash.to_owned(), now);
             }
         }
         Ok(found)
@@ -130,5 +174,38 @@ mod tests {
                 .unwrap()
                 .is_none()
         );
+    }
+
+    /// The store's key lookups a run of `work` made, read from the store's own metrics.
+    fn key_lookups(work: impl std::future::Future<Output = ()>) -> u64 {
+        let recorder = metrics_exporter_prometheus::PrometheusBuilder::new().build_recorder();
+        let handle = recorder.handle();
+        // A current-thread runtime: the store records on this thread, where the local
+        // recorder is installed.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        metrics::with_local_recorder(&recorder, || rt.block_on(work));
+        let text = handle.render();
+        let name = "asof_state_operation_duration_seconds_count{operation=\"key_by_hash\"} ";
+        text.lines()
+            .find_map(|l| l.strip_prefix(name))
+            .map_or(0, |n| n.parse().unwrap())
+    }
+
+    #[test]
+    fn an_unknown_key_costs_one_store_lookup_however_often_it_is_presented() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("s.db").display());
+        let lookups = key_lookups(async {
+            let store = crate::state::store::open(&url).await.unwrap();
+            let cache = KeyCache::new(TTL);
+            let made_up = hash_key("svc_live_made_up");
+            for _ in 0..50 {
+                assert!(cache.get(&*store, &made_up).await.unwrap().is_none());
+            }
+        });
+        assert_eq!(lookups, 1);
     }
 }

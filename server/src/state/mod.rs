@@ -7,6 +7,7 @@ pub mod billing;
 pub mod flush;
 pub mod key_cache;
 pub mod rate;
+pub mod refusals;
 pub mod slots;
 pub mod store;
 pub mod usage;

@@ -178,7 +178,7 @@ pub async fn send(
     let res = t
         .app
         .clone()
-        .oneshot(b.body(Body::empty()).unwrap())
+        .oneshot(from_loopback(b.body(Body::empty()).unwrap()))
         .await
         .unwrap();
     let status = res.status();
@@ -216,7 +216,7 @@ pub async fn respond(t: &T, req: Request<Body>) -> Res {
 
 /// As [`respond`], through `app` (a router built once for a replica that is not a [`T`]).
 pub async fn respond_with(app: &axum::Router, req: Request<Body>) -> Res {
-    let res = app.clone().oneshot(req).await.unwrap();
+    let res = app.clone().oneshot(from_loopback(req)).await.unwrap();
     let status = res.status();
     let headers = res.headers().clone();
     let bytes = res.into_body().collect().await.unwrap().to_bytes().to_vec();
@@ -227,6 +227,28 @@ pub async fn respond_with(app: &axum::Router, req: Request<Body>) -> Res {
         bytes,
         json,
     }
+}
+
+/// The socket peer a served request has: 127.0.0.1, unless the test set its own.
+pub fn from_loopback(mut req: Request<Body>) -> Request<Body> {
+    if req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .is_none()
+    {
+        req.extensions_mut()
+            .insert(axum::extract::ConnectInfo(std::net::SocketAddr::from((
+                [127, 0, 0, 1],
+                40_000,
+            ))));
+    }
+    req
+}
+
+/// A proxy on loopback, as the tests' requests come (`from_loopback`): their
+/// `X-Forwarded-For` is believed.
+pub fn loopback_proxy() -> Vec<asof_server::http::client::IpNet> {
+    vec!["127.0.0.1/32".parse().unwrap()]
 }
 
 pub async fn get(t: &T, uri: &str) -> Res {
