@@ -544,3 +544,68 @@ fn json_logs_parse_line_by_line_and_never_carry_a_key_cookie_or_vendor_key_even_
         .expect("the request id from the span");
     assert!(uuid::Uuid::parse_str(id).is_ok(), "{keyed}");
 }
+
+/// The store's key lookups so far, from the service's own metrics.
+fn key_lookups(exposition: &str) -> u64 {
+    exposition
+        .lines()
+        .find_map(|l| {
+            l.strip_prefix(
+                "asof_state_operation_duration_seconds_count{operation=\"key_by_hash\"} ",
+            )
+        })
+        .map_or(0, |n| n.trim().parse().unwrap())
+}
+
+/// Issue 63, point 1, on the real binary: 5,000 made-up keys from one address cost at most a
+/// few dozen state-store lookups (read from the service's own `asof_state_*` metrics), and the
+/// address is then answered `429` with `Retry-After`; a real key still works from it.
+#[test]
+fn five_thousand_made_up_keys_from_one_address_cost_a_few_dozen_store_lookups() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = db(&dir);
+    let good = keys_create(&db, "real@example.com", "researcher");
+    let (child, addr, kept) = start_logging(&db, "error", &["--metrics-listen", "127.0.0.1:0"]);
+    let _server = Guard(child);
+    let metrics = address_after(&kept.lock().unwrap(), "asof metrics on http://")
+        .expect("the metrics address is announced");
+    let news = "/v1/news?ticker=TSLA&as_of=2026-01-01T00:00:00Z&limit=1";
+    let auth = |k: &str| format!("Bearer {k}");
+    let (status, _, _) = http(&addr, news, &[("Authorization", &auth(&good))]);
+    assert_eq!(status, 200);
+    let before = key_lookups(&scrape(&metrics));
+    let seed: u64 = rand::rng().random();
+    println!("seed {seed}");
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let (mut refused, mut limited, mut last_head) = (0, 0, String::new());
+    for _ in 0..5_000 {
+        let key = format!("svc_live_{:032x}", rng.random::<u128>());
+        let (status, head, _) = http(&addr, news, &[("Authorization", &auth(&key))]);
+        match status {
+            401 => refused += 1,
+            429 => limited += 1,
+            other => panic!("a made-up key answered {other}: {head}"),
+        }
+        last_head = head;
+    }
+    let spent = key_lookups(&scrape(&metrics)) - before;
+    // 20 refusals a minute (the default limit); a minute's end during the run gives a second 20.
+    assert!(spent <= 40, "{spent} store lookups for 5,000 made-up keys");
+    assert!(
+        refused <= 40 && limited >= 4_960,
+        "{refused} refused, {limited} limited"
+    );
+    let head = last_head.to_ascii_lowercase();
+    assert!(last_head.starts_with("HTTP/1.1 429"), "{last_head}");
+    let retry: u64 = head
+        .lines()
+        .find_map(|l| l.strip_prefix("retry-after: "))
+        .expect("Retry-After")
+        .trim()
+        .parse()
+        .unwrap();
+    assert!((1..=60).contains(&retry), "{retry}");
+    // Nothing legitimate refused: the real key (verified here before) still answers.
+    let (status, _, _) = http(&addr, news, &[("Authorization", &auth(&good))]);
+    assert_eq!(status, 200);
+}

@@ -158,9 +158,7 @@ impl ApiError {
             ApiError::Answer(e) => e.retry_after(),
             ApiError::RateLimited { retry_after }
             | ApiError::CredentialsRefused { retry_after }
-            | ApiError::VendorRateLimited { retry_after } => {
-                Some(*retry_after)
-            }
+            | ApiError::VendorRateLimited { retry_after } => Some(*retry_after),
             ApiError::ConnectorBusy { .. }
             | ApiError::Timeout { .. }
             | ApiError::NotReady { .. } => Some(1),

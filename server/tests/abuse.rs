@@ -89,13 +89,21 @@ async fn made_up_keys_from_one_address_are_limited_before_the_store_is_asked() {
         }
     }
     assert!(limited_after(&statuses, 5), "{statuses:?}");
-    assert!(statuses.iter().all(|s| *s == 401 || *s == 429), "{statuses:?}");
+    assert!(
+        statuses.iter().all(|s| *s == 401 || *s == 429),
+        "{statuses:?}"
+    );
     // The real key still works from the limited address; another address is not limited.
     let r = respond(&t, from("203.0.113.9", Method::GET, NEWS, &[bearer(&good)])).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.json);
     let r = respond(
         &t,
-        from("198.51.100.4", Method::GET, NEWS, &[bearer(&made_up_key(99))]),
+        from(
+            "198.51.100.4",
+            Method::GET,
+            NEWS,
+            &[bearer(&made_up_key(99))],
+        ),
     )
     .await;
     assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
@@ -219,11 +227,23 @@ async fn forwarded_proto_is_believed_only_from_a_proxy() {
         ]
     };
     let files = "/v1/files?source=sec.edgar&limit=1";
-    let direct = respond(&t, from("203.0.113.21", Method::GET, files, &headers(&power))).await;
+    let direct = respond(
+        &t,
+        from("203.0.113.21", Method::GET, files, &headers(&power)),
+    )
+    .await;
     assert_eq!(direct.status, StatusCode::OK, "{}", direct.json);
-    assert!(url_of(&direct).starts_with("http://api.example.com/"), "{}", url_of(&direct));
+    assert!(
+        url_of(&direct).starts_with("http://api.example.com/"),
+        "{}",
+        url_of(&direct)
+    );
     let proxied = respond(&t, from("10.0.0.2", Method::GET, files, &headers(&power))).await;
-    assert!(url_of(&proxied).starts_with("https://api.example.com/"), "{}", url_of(&proxied));
+    assert!(
+        url_of(&proxied).starts_with("https://api.example.com/"),
+        "{}",
+        url_of(&proxied)
+    );
 }
 
 // 3. IPv6 clients rotate addresses.
@@ -308,7 +328,14 @@ async fn a_session_and_a_key_of_one_account_share_its_limit() {
     let key = key_for(&t.store, "both@example.com", Plan::Researcher).await;
     let cookie = common::signed_in(&t, "both@example.com", Plan::Researcher).await;
     let by_key = send(&t, Method::GET, "/v1/me", Some(&key), &[]).await;
-    let by_session = call(&t, Method::GET, "/v1/me", &common::with_cookie(&cookie), None).await;
+    let by_session = call(
+        &t,
+        Method::GET,
+        "/v1/me",
+        &common::with_cookie(&cookie),
+        None,
+    )
+    .await;
     let left = |r: &Res| -> i64 {
         r.headers["x-ratelimit-remaining"]
             .to_str()

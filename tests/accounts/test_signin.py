@@ -285,12 +285,22 @@ class Run:
         assert out.status_code == 200, out.text
         assert self.http.get("/v1/me", headers=c).status_code == 401
 
-    def provider_flow(self, forge_state=False, drop_flow=False, slot="provider_a", binding=None):
-        """A browser through a provider: start, the provider's authorize redirect, callback."""
+    def provider_flow(self, forge_state=False, drop_flow=False, slot="provider_a", binding=None, planted=False):
+        """A browser through a provider: start, the provider's authorize redirect, callback.
+        The browser keeps the binding cookie the start set (`svc_signin`) unless `binding`
+        names another; `planted`: the flow was started in another browser (the attacker's,
+        whose flow cookie a sibling subdomain could plant) and the callback comes from this
+        one, with its own binding."""
         start = self.http.get(f"/v1/auth/{slot}/start")
         assert start.status_code == 302, start.text
         flow = next((v for v in start.headers.get_list("set-cookie") if v.startswith("svc_oauth=")), None)
-        assert flow and "HttpOnly" in flow and "Path=/v1/auth" in flow, start.headers
+        assert flow and "HttpOnly" in flow and "Path=/;" in flow, start.headers
+        own = set_cookie(start, "svc_signin").split(";")[0]
+        self.secrets.append(own.split("=", 1)[1])
+        if planted:
+            victim = self.http.get(f"/v1/auth/{slot}/start")
+            own = set_cookie(victim, "svc_signin").split(";")[0]
+            self.secrets.append(own.split("=", 1)[1])
         at_provider = httpx.get(start.headers["location"], follow_redirects=False, timeout=10)
         assert at_provider.status_code == 302, at_provider.text
         back = at_provider.headers["location"]
@@ -301,8 +311,7 @@ class Run:
         if forge_state:
             q["state"] = q.get("state", "") + "x"
         cookies = [] if drop_flow else [flow.split(";")[0]]
-        if binding:
-            cookies.append(binding)
+        cookies.append(binding or own)
         headers = {"cookie": "; ".join(cookies)} if cookies else {}
         return self.http.get(f"/v1/auth/{slot}/callback", params=q, headers=headers)
 
@@ -370,6 +379,8 @@ class Run:
         for mode, kwargs, reason in [
             ("ok", {"forge_state": True}, "provider_state"),
             ("ok", {"drop_flow": True}, "provider_state"),
+            # A flow cookie planted in the victim's browser: its binding is the planter's.
+            ("ok", {"planted": True}, "provider_state"),
             ("other-key", {}, "provider_token"),
             ("wrong-nonce", {}, "provider_token"),
             ("denied", {}, "provider_denied"),

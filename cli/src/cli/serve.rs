@@ -52,7 +52,11 @@ pub struct ServeArgs {
     /// Replaced by --trusted-proxy (forwarded headers are believed by sender, not by
     /// count): refused without it, so an old configuration cannot silently change whom the
     /// limits count.
-    #[arg(long = "trust-forwarded-for", env = "ASOF_TRUST_FORWARDED_FOR", hide = true)]
+    #[arg(
+        long = "trust-forwarded-for",
+        env = "ASOF_TRUST_FORWARDED_FOR",
+        hide = true
+    )]
     pub trust_forwarded_for: bool,
     /// The IPv6 prefix length one client counts as in every per-address limit (an ordinary
     /// subscriber holds a /64 and could send each request from a new address in it).

@@ -158,7 +158,10 @@ mod tests {
         let r = req([10, 0, 0, 2], &["nonsense, 192.0.2.3"]);
         assert_eq!(client_of(&r, &ours, 64).bucket, "192.0.2.3");
         // No header at all: the proxy itself.
-        assert_eq!(client_of(&req([10, 0, 0, 2], &[]), &ours, 64).bucket, "10.0.0.2");
+        assert_eq!(
+            client_of(&req([10, 0, 0, 2], &[]), &ours, 64).bucket,
+            "10.0.0.2"
+        );
     }
 
     #[test]

@@ -8,8 +8,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
-use crate::http::receipts::audit_requested;
 use crate::http::client::{ClientAddr, client_of};
+use crate::http::receipts::audit_requested;
 use crate::http::route::{Access, RouteInfo};
 use crate::http::state::{AppState, Caller, Ctx, Pinned, Principal, RefusedKey};
 use crate::plan::Plan;
@@ -282,14 +282,14 @@ async fn signed_in(
     if presented && let Some(retry_after) = state.refusals().blocked(&client.bucket, now) {
         return Err(ApiError::CredentialsRefused { retry_after });
     }
-    let resolved = session::resolve(state.store().as_ref(), &state.options().sessions, headers).await;
+    let resolved =
+        session::resolve(state.store().as_ref(), &state.options().sessions, headers).await;
     if matches!(resolved, Err(ApiError::Unauthenticated(_))) {
         state.refusals().count(&client.bucket, now);
     }
     resolved?.ok_or_else(|| {
         ApiError::Unauthenticated(
-            "this route needs a signed-in session (the session cookie): sign in at /sign-in"
-                .into(),
+            "this route needs a signed-in session (the session cookie): sign in at /sign-in".into(),
         )
     })
 }

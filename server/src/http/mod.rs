@@ -20,7 +20,7 @@ pub mod route;
 pub mod state;
 pub mod stream;
 
+pub use client::ClientAddr;
 pub use response::{Reply, answered, ok};
 pub use route::{Access, Kind, Route};
-pub use client::ClientAddr;
 pub use state::{AppState, Caller, Ctx, Options, Principal};

@@ -171,10 +171,7 @@ impl std::fmt::Debug for AppState {
 impl AppState {
     /// Builds the state; the cursor and file-URL secrets are read from (or created in) the
     /// state store, so every replica sharing the store signs and verifies the same tokens.
-    pub async fn new(
-        corpus: Corpus,
-        store: Arc<dyn StateStore>,
-    ) -> crate::error::Result<Self> {
+    pub async fn new(corpus: Corpus, store: Arc<dyn StateStore>) -> crate::error::Result<Self> {
         Self::with_options(corpus, store, Options::default()).await
     }
 
@@ -515,7 +512,6 @@ impl Principal {
         }
     }
 }
-
 
 /// Marks a request of the sample tier that reached a route which is not itself a sample
 /// route (the keyless MCP `svc_meta`): its answer is watermarked `sample: true`. Set only

@@ -32,7 +32,7 @@ use crate::http::{AppState, ClientAddr, Ctx, Reply, ok};
 use crate::signin::mail::{
     LINK_TTL, LINKS_PER_ADDRESS, LINKS_PER_CLIENT, MailWindows, Purpose, parse_address,
 };
-use crate::signin::oidc::{FLOW_COOKIE, Flow, ProviderName, Verified};
+use crate::signin::oidc::{Flow, ProviderName, Verified};
 use crate::signin::session::{self, Session, clear_cookie, cookie, set_cookie};
 use crate::state::User;
 use crate::state::hash_key;
@@ -356,21 +356,25 @@ pub(crate) async fn email_confirm(
     }
 }
 
-async fn provider_start(state: &AppState, name: ProviderName) -> Reply {
+async fn provider_start(state: &AppState, name: ProviderName, headers: &HeaderMap) -> Reply {
     let p = state.provider(name).ok_or_else(|| not_configured(name))?;
     let (url, flow) = p.start().await.map_err(|e| {
         tracing::warn!(provider = %name, error = %e, "sign-in provider unreachable");
         ApiError::ProviderUnavailable(name.to_string())
     })?;
-    let secure = state.options().sessions.secure;
+    let sessions = &state.options().sessions;
+    // The flow is bound to this browser: its binding cookie (made now when it has none)
+    // must come back with the callback.
+    let (binding, bind_cookie) = session::binding(headers, sessions);
+    let flow = flow.bound_to(hash_key(&binding));
     let flow_cookie = set_cookie(
-        FLOW_COOKIE,
+        sessions.flow_cookie_name(),
         &flow.seal(state.flow_key()),
         crate::signin::oidc::FLOW_TTL,
-        "/v1/auth",
-        secure,
+        "/",
+        sessions.secure,
     );
-    Ok(redirect(url.as_str(), &[flow_cookie]))
+    Ok(redirect(url.as_str(), &[flow_cookie, bind_cookie]))
 }
 
 fn not_configured(name: ProviderName) -> ApiError {
@@ -388,9 +392,9 @@ async fn provider_callback(
     query: Option<String>,
 ) -> Reply {
     let p = state.provider(name).ok_or_else(|| not_configured(name))?;
-    let secure = state.options().sessions.secure;
+    let sessions = &state.options().sessions;
     // The flow cookie is single use: every answer below clears it.
-    let clear = clear_cookie(FLOW_COOKIE, "/v1/auth", secure);
+    let clear = clear_cookie(sessions.flow_cookie_name(), "/", sessions.secure);
     let params: Vec<(String, String)> =
         url::form_urlencoded::parse(query.unwrap_or_default().as_bytes())
             .into_owned()
@@ -402,13 +406,17 @@ async fn provider_callback(
     let (Some(code), Some(state_param)) = (get("code"), get("state")) else {
         return Ok(failed("provider_failed", &[clear]));
     };
-    let Some(flow) =
-        cookie(headers, FLOW_COOKIE).and_then(|c| Flow::open(&c, state.flow_key(), name))
+    let Some(flow) = cookie(headers, sessions.flow_cookie_name())
+        .and_then(|c| Flow::open(&c, state.flow_key(), name))
     else {
         // No flow started in this browser (or it expired): a callback nobody here asked for.
         return Ok(failed("provider_state", &[clear]));
     };
-    if !flow.state_matches(state_param) {
+    // A flow started elsewhere and planted here (its binding is the starter's), or a
+    // callback for another flow: nobody is signed in.
+    if !flow.state_matches(state_param)
+        || !flow.browser_matches(&session::binding_hash(headers, sessions))
+    {
         return Ok(failed("provider_state", &[clear]));
     }
     match p.finish(code, &flow).await {
@@ -475,10 +483,14 @@ async fn join_by_email(
 /// PKCE, `state` and `nonce`). `503` when provider A is not configured.
 #[utoipa::path(get, path = "/v1/auth/provider_a/start", tag = "account", operation_id = "provider_a_start",
     params(NoQuery),
-    responses((status = 302, description = "To provider A's authorization endpoint; sets a short-lived `svc_oauth` cookie binding the flow to this browser.",
+    responses((status = 302, description = "To provider A's authorization endpoint; sets a short-lived `__Host-svc_oauth` cookie (`svc_oauth` on a local plain-HTTP server) holding the sealed flow, bound to this browser's `__Host-svc_signin` binding cookie (set too when absent): a callback in another browser, or with a flow cookie planted from elsewhere, signs nobody in.",
         headers(("Location" = String, description = "The provider's authorization URL.")))))]
-pub(crate) async fn provider_a_start(State(state): State<AppState>, Q(_): Q<NoQuery>) -> Reply {
-    provider_start(&state, ProviderName::A).await
+pub(crate) async fn provider_a_start(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Q(_): Q<NoQuery>,
+) -> Reply {
+    provider_start(&state, ProviderName::A, &headers).await
 }
 
 /// Provider A's redirect back: signs in the account of the ID token's identity (`iss`, `sub`)
@@ -502,10 +514,14 @@ pub(crate) async fn provider_a_callback(
 /// Starts sign-in with provider B (as provider A).
 #[utoipa::path(get, path = "/v1/auth/provider_b/start", tag = "account", operation_id = "provider_b_start",
     params(NoQuery),
-    responses((status = 302, description = "To provider B's authorization endpoint; sets a short-lived `svc_oauth` cookie binding the flow to this browser.",
+    responses((status = 302, description = "To provider B's authorization endpoint; sets a short-lived `__Host-svc_oauth` cookie (`svc_oauth` on a local plain-HTTP server) holding the sealed flow, bound to this browser's `__Host-svc_signin` binding cookie (set too when absent): a callback in another browser, or with a flow cookie planted from elsewhere, signs nobody in.",
         headers(("Location" = String, description = "The provider's authorization URL.")))))]
-pub(crate) async fn provider_b_start(State(state): State<AppState>, Q(_): Q<NoQuery>) -> Reply {
-    provider_start(&state, ProviderName::B).await
+pub(crate) async fn provider_b_start(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    Q(_): Q<NoQuery>,
+) -> Reply {
+    provider_start(&state, ProviderName::B, &headers).await
 }
 
 /// Provider B's redirect back (as provider A's).

@@ -2,9 +2,12 @@
 //! with PKCE, `state` and `nonce`, by the `openidconnect` crate.
 //!
 //! The flow's secrets (state, PKCE verifier, nonce) live in a short-lived HttpOnly cookie
-//! sealed with an HMAC the state store keeps, not on the server: any replica can finish a
-//! flow another started, and the flow is bound to the browser that started it, so a callback
-//! URL made elsewhere (login CSRF) finds no matching cookie. The ID token is checked by the
+//! (`__Host-svc_oauth`) sealed with an HMAC the state store keeps, not on the server: any
+//! replica can finish a flow another started. The flow is bound to the browser that started
+//! it twice over: a callback URL made elsewhere (login CSRF) finds no matching cookie, and a
+//! flow cookie planted in the browser (a sibling subdomain can set a cookie without the
+//! `__Host-` prefix) names the planter's browser binding (`__Host-svc_signin`, which no
+//! sibling can set), not the victim's, so its callback signs nobody in. The ID token is checked by the
 //! crate against the provider's JWKS (signature), `iss`, `aud`, `exp` and the flow's nonce;
 //! only an e-mail the provider says is verified signs anyone in, and the account is found by
 //! the token's `(iss, sub)` (routes/auth.rs).
@@ -25,8 +28,6 @@ use tokio::sync::Mutex;
 use crate::error::{Error, Result};
 use crate::state::store::Identity;
 
-/// The cookie that carries a flow from `/start` to `/callback`.
-pub const FLOW_COOKIE: &str = "svc_oauth";
 /// How long a started flow may take.
 pub const FLOW_TTL: Duration = Duration::from_secs(10 * 60);
 /// Provider metadata and keys are fetched again after this long (key rotation).
@@ -197,6 +198,7 @@ impl Provider {
                 state: state.secret().clone(),
                 verifier: verifier.secret().clone(),
                 nonce: nonce.secret().clone(),
+                binding: String::new(),
                 expires,
             },
         ))
@@ -246,13 +248,16 @@ pub struct Verified {
     pub email: String,
 }
 
-/// A started flow, as sealed in the `svc_oauth` cookie.
+/// A started flow, as sealed in the `__Host-svc_oauth` cookie.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Flow {
     pub provider: ProviderName,
     state: String,
     verifier: String,
     nonce: String,
+    /// The hash of the starting browser's binding cookie
+    /// (`crate::signin::session::binding_hash`).
+    binding: String,
     /// Unix seconds.
     expires: i64,
 }
@@ -264,12 +269,17 @@ fn mac(key: &[u8], payload: &str) -> Hmac<Sha256> {
 }
 
 impl Flow {
-    /// `provider.state.verifier.nonce.expires.signature`: the parts are base64url, so `.`
-    /// never occurs inside one.
+    /// The flow, bound to the browser whose binding cookie hashes to `binding`.
+    pub fn bound_to(self, binding: String) -> Self {
+        Flow { binding, ..self }
+    }
+
+    /// `provider.state.verifier.nonce.binding.expires.signature`: the parts are base64url or
+    /// hex, so `.` never occurs inside one.
     pub fn seal(&self, key: &[u8]) -> String {
         let payload = format!(
-            "{}.{}.{}.{}.{}",
-            self.provider, self.state, self.verifier, self.nonce, self.expires
+            "{}.{}.{}.{}.{}.{}",
+            self.provider, self.state, self.verifier, self.nonce, self.binding, self.expires
         );
         let sig = hex::encode(mac(key, &payload).finalize().into_bytes());
         format!("{payload}.{sig}")
@@ -283,7 +293,8 @@ impl Flow {
             .verify_slice(&hex::decode(sig).ok()?)
             .ok()?;
         let mut parts = payload.split('.');
-        let (p, state, verifier, nonce, expires) = (
+        let (p, state, verifier, nonce, binding, expires) = (
+            parts.next()?,
             parts.next()?,
             parts.next()?,
             parts.next()?,
@@ -298,15 +309,27 @@ impl Flow {
             state: state.into(),
             verifier: verifier.into(),
             nonce: nonce.into(),
+            binding: binding.into(),
             expires,
         })
     }
 
     /// Whether the callback's `state` is this flow's (constant time).
     pub fn state_matches(&self, got: &str) -> bool {
-        let (a, b) = (self.state.as_bytes(), got.as_bytes());
-        a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+        same(&self.state, got)
     }
+
+    /// Whether the callback comes from the browser that started the flow: its binding
+    /// cookie's hash is the one sealed in (constant time). A flow sealed with no binding
+    /// matches no browser.
+    pub fn browser_matches(&self, binding_hash: &str) -> bool {
+        !self.binding.is_empty() && same(&self.binding, binding_hash)
+    }
+}
+
+fn same(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 #[cfg(test)]
@@ -319,6 +342,7 @@ mod tests {
             state: "st_ate-1".into(),
             verifier: "ver_ifier".into(),
             nonce: "non-ce".into(),
+            binding: "b1nd".into(),
             expires,
         }
     }
@@ -349,6 +373,19 @@ mod tests {
         assert_eq!(Flow::open("garbage", b"k1", ProviderName::A), None);
         assert!(
             f.state_matches("st_ate-1") && !f.state_matches("st_ate-2") && !f.state_matches("")
+        );
+        let rebound = sealed.replacen(".b1nd.", ".b2nd.", 1);
+        assert_eq!(
+            Flow::open(&rebound, b"k1", ProviderName::A),
+            None,
+            "the binding is sealed"
+        );
+        assert!(f.browser_matches("b1nd") && !f.browser_matches("b2nd"));
+        assert!(
+            !flow(unix_now() + 60)
+                .bound_to(String::new())
+                .browser_matches(""),
+            "a flow bound to no browser matches none"
         );
     }
 }

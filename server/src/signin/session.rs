@@ -31,6 +31,13 @@ pub const PLAIN_COOKIE: &str = "svc_session";
 pub const BINDING_COOKIE: &str = "__Host-svc_signin";
 /// [`BINDING_COOKIE`] on a local plain-HTTP deployment.
 pub const PLAIN_BINDING_COOKIE: &str = "svc_signin";
+/// The cookie carrying a provider sign-in flow from its start to its callback
+/// (`crate::signin::oidc::Flow`), with the same prefix rule: a sibling subdomain can set
+/// `svc_oauth` for the parent domain (planting its own flow to sign the victim into the
+/// planter's account), never a `__Host-` cookie.
+pub const FLOW_COOKIE: &str = "__Host-svc_oauth";
+/// [`FLOW_COOKIE`] on a local plain-HTTP deployment.
+pub const PLAIN_FLOW_COOKIE: &str = "svc_oauth";
 
 /// How long sessions live and how their cookie is sent.
 #[derive(Debug, Clone)]
@@ -49,6 +56,15 @@ impl SessionOptions {
     /// The name of the session cookie this server sets and reads.
     pub fn cookie_name(&self) -> &'static str {
         if self.secure { COOKIE } else { PLAIN_COOKIE }
+    }
+
+    /// The name of the provider flow cookie this server sets and reads.
+    pub fn flow_cookie_name(&self) -> &'static str {
+        if self.secure {
+            FLOW_COOKIE
+        } else {
+            PLAIN_FLOW_COOKIE
+        }
     }
 
     /// The name of the sign-in binding cookie this server sets and reads.
@@ -285,6 +301,15 @@ mod tests {
     fn a_secure_server_reads_only_the_host_prefixed_session_cookie() {
         let secure = SessionOptions::default();
         assert_eq!(secure.cookie_name(), "__Host-svc_session");
+        assert_eq!(secure.flow_cookie_name(), "__Host-svc_oauth");
+        assert_eq!(
+            SessionOptions {
+                secure: false,
+                ..SessionOptions::default()
+            }
+            .flow_cookie_name(),
+            "svc_oauth"
+        );
         let planted = headers(&[("cookie", "svc_session=planted")]);
         assert_eq!(cookie_of(&planted, &secure), None);
         let own = headers(&[("cookie", "svc_session=planted; __Host-svc_session=own")]);
