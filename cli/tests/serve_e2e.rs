@@ -485,3 +485,110 @@ fn a_200_kb_header_gets_the_431_envelope_and_one_past_the_parser_ceiling_a_bare_
     assert_eq!(http_get(&addr, "/health", None).0, 200);
     assert!(guard.terminate().success());
 }
+
+/// Sends `GET /v1/stream` with `key` on a new connection and reads until the answer's head and
+/// first frame (or the refusal) have arrived: the status and what was read. The connection is
+/// returned open (a stream holds it).
+fn stream_open(addr: &str, key: &str) -> (u16, String, TcpStream) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET /v1/stream HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\r\n"
+    )
+    .unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let text = String::from_utf8_lossy(&got).into_owned();
+        if text.contains("asof stream of lane") || text.contains("\"error\"") {
+            let status = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+            return (status, text, s);
+        }
+        let n = s.read(&mut buf).unwrap();
+        assert!(n > 0, "closed before answering: {text}");
+        got.extend_from_slice(&buf[..n]);
+    }
+}
+
+/// Issue 63, point 5, on the real binary: streams cannot take every connection. With room for
+/// 6 connections and 3 streams, accounts that ask for more streams get `429 too_many_streams`
+/// (the contract's envelope, `Retry-After`), and ordinary requests are still answered on the
+/// connections kept for them.
+#[test]
+fn streams_leave_a_reserve_of_connections_for_ordinary_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = format!("sqlite://{}", dir.path().join("state.db").display());
+    let (child, addr, _) = start_logging(
+        &db,
+        "error",
+        &["--max-connections", "6", "--max-streams", "3"],
+    );
+    let _guard = Guard(child);
+    let keys: Vec<String> = (0..5)
+        .map(|i| keys_create(&db, &format!("s{i}@example.com"), "researcher"))
+        .collect();
+    let mut open = Vec::new();
+    for k in &keys[..3] {
+        let (status, text, s) = stream_open(&addr, k);
+        assert_eq!(status, 200, "{text}");
+        open.push(s);
+    }
+    for k in &keys[3..] {
+        let (status, text, _) = stream_open(&addr, k);
+        assert_eq!(status, 429, "{text}");
+        assert!(text.contains("too_many_streams"), "{text}");
+        assert!(
+            text.to_ascii_lowercase().contains("retry-after: 5"),
+            "{text}"
+        );
+    }
+    // Three streams hold three of six connections; ordinary requests are answered.
+    for _ in 0..10 {
+        let (status, _) = http_get(
+            &addr,
+            "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z&limit=1",
+            Some(&keys[4]),
+        );
+        assert_eq!(status, 200);
+    }
+    // A stream that ends gives its room back.
+    drop(open.pop());
+    let mut room = None;
+    for _ in 0..100 {
+        let (status, _, s) = stream_open(&addr, &keys[3]);
+        if status == 200 {
+            room = Some(s);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(
+        room.is_some(),
+        "the ended stream's room was never given back"
+    );
+}
+
+/// `--max-streams` must leave connections for ordinary requests.
+#[test]
+fn max_streams_at_or_above_the_connection_limit_is_refused_at_start() {
+    let out = common::spawn::asof()
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--max-connections",
+            "8",
+            "--max-streams",
+            "8",
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("--max-streams 8 must be below --max-connections 8"),
+        "{err}"
+    );
+}

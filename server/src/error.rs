@@ -48,6 +48,10 @@ pub enum ApiError {
     /// The key already holds its open streams (`/v1/stream`) on this process.
     #[error("too many streams")]
     TooManyStreams { limit: usize },
+    /// The process holds its streams (`/v1/stream`): the rest of its connections are kept for
+    /// ordinary requests.
+    #[error("the server's streams are all open")]
+    StreamsFull { limit: usize },
     #[error("request timed out")]
     Timeout { after_secs: u64 },
     /// The replica is not ready for traffic (`GET /ready`, and every request while the
@@ -136,6 +140,7 @@ impl ApiError {
             ApiError::RateLimited { .. }
             | ApiError::CredentialsRefused { .. }
             | ApiError::TooManyStreams { .. }
+            | ApiError::StreamsFull { .. }
             | ApiError::VendorRateLimited { .. }
             | ApiError::ConnectorBusy { .. } => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Timeout { .. }
@@ -162,7 +167,9 @@ impl ApiError {
             ApiError::ConnectorBusy { .. }
             | ApiError::Timeout { .. }
             | ApiError::NotReady { .. } => Some(1),
-            ApiError::StateUnavailable | ApiError::TooManyStreams { .. } => Some(5),
+            ApiError::StateUnavailable
+            | ApiError::TooManyStreams { .. }
+            | ApiError::StreamsFull { .. } => Some(5),
             ApiError::MailUnavailable
             | ApiError::ProviderUnavailable(_)
             | ApiError::ProcessorUnavailable => Some(60),
@@ -186,7 +193,7 @@ impl ApiError {
             ApiError::UriTooLong { .. } => "uri_too_long",
             ApiError::HeadersTooLarge { .. } => "headers_too_large",
             ApiError::RateLimited { .. } | ApiError::CredentialsRefused { .. } => "rate_limited",
-            ApiError::TooManyStreams { .. } => "too_many_streams",
+            ApiError::TooManyStreams { .. } | ApiError::StreamsFull { .. } => "too_many_streams",
             ApiError::Timeout { .. } => "timeout",
             ApiError::NotReady { .. } => "not_ready",
             ApiError::SignInNotConfigured(_) => "sign_in_not_configured",
@@ -222,7 +229,8 @@ impl ApiError {
             ApiError::RangeNotSatisfiable { size } => format!("the requested range lies past the end of the file ({size} bytes)"),
             ApiError::RateLimited { retry_after } => format!("rate limit exceeded; retry after {retry_after} seconds"),
             ApiError::CredentialsRefused { retry_after } => format!("too many refused keys or sessions from this address; a key this service has not verified recently is not checked for {retry_after} seconds (retry then, with a valid key)"),
-            ApiError::TooManyStreams { limit } => format!("this key already holds {limit} open streams on this server; close one (or wait for it to end) and retry"),
+            ApiError::TooManyStreams { limit } => format!("this account already holds {limit} open streams on this server; close one (or wait for it to end) and retry"),
+            ApiError::StreamsFull { limit } => format!("this server holds {limit} open streams, its most (its other connections are kept for ordinary requests); retry in a few seconds"),
             ApiError::Timeout { after_secs } => format!("the answer took longer than {after_secs} s and was abandoned; retry, or narrow the query (a ticker, cik or limit)"),
             ApiError::NotReady { reason } => format!("this replica is not ready for traffic: {reason}; retry in a second (a load balancer sends it elsewhere)"),
             ApiError::MailUnavailable => "the sign-in e-mail could not be sent just now; retry in a minute".into(),

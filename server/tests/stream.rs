@@ -435,7 +435,7 @@ async fn cik_and_ticker_filters_send_only_that_filers_records() {
 #[tokio::test]
 async fn a_key_holds_at_most_its_streams_and_gets_a_slot_back_when_one_ends() {
     let l = live(StreamOptions {
-        max_per_key: 2,
+        max_per_user: 2,
         ..StreamOptions::default()
     })
     .await;
@@ -452,6 +452,80 @@ async fn a_key_holds_at_most_its_streams_and_gets_a_slot_back_when_one_ends() {
     let _c = open(&l.state, &other, "", None).await;
     drop(a);
     let _d = open(&l.state, &l.key, "", None).await;
+}
+
+/// Issue 63, point 5: the cap is the account's, not each key's (a plan allows many keys).
+#[tokio::test]
+async fn an_account_holds_its_streams_whichever_of_its_keys_opens_them() {
+    let l = live(StreamOptions {
+        max_per_user: 2,
+        ..StreamOptions::default()
+    })
+    .await;
+    let user = l
+        .state
+        .store()
+        .upsert_user("many-keys@example.com", Plan::Desk)
+        .await
+        .unwrap();
+    let mut keys = Vec::new();
+    for name in ["a", "b", "c"] {
+        keys.push(
+            l.state
+                .store()
+                .create_key(&user.id, name, None)
+                .await
+                .unwrap()
+                .1,
+        );
+    }
+    let _a = open(&l.state, &keys[0], "", None).await;
+    let _b = open(&l.state, &keys[1], "", None).await;
+    let res = request(&l.state, "/v1/stream", Some(&keys[2]), &[]).await;
+    let (status, body) = error_of(res).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(body["error"]["code"], "too_many_streams");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("account"),
+        "{body}"
+    );
+}
+
+/// Issue 63, point 5: a process holds at most its total of streams, whoever asks, so the rest
+/// of its connections stay for ordinary requests; past it, the contract's envelope.
+#[tokio::test]
+async fn a_server_holds_at_most_its_streams_and_refuses_more_with_the_envelope() {
+    let l = live(StreamOptions {
+        max_total: 2,
+        ..StreamOptions::default()
+    })
+    .await;
+    let mut held = Vec::new();
+    for i in 0..2 {
+        let k = key_for(l.state.store(), &format!("s{i}@example.com"), Plan::Desk).await;
+        held.push(open(&l.state, &k, "", None).await);
+    }
+    let third = key_for(l.state.store(), "s2@example.com", Plan::Desk).await;
+    let res = request(&l.state, "/v1/stream", Some(&third), &[]).await;
+    assert_eq!(res.headers()[header::RETRY_AFTER], "5");
+    let (status, body) = error_of(res).await;
+    assert_eq!(status, StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(body["error"]["code"], "too_many_streams");
+    assert_eq!(body["count"], Value::Null);
+    // Ordinary requests are answered meanwhile; a stream that ends makes room.
+    let res = request(
+        &l.state,
+        "/v1/news?ticker=TSLA&as_of=2026-01-29T12:00:00Z&limit=1",
+        Some(&third),
+        &[],
+    )
+    .await;
+    assert_eq!(res.status(), StatusCode::OK);
+    held.pop();
+    let _c = open(&l.state, &third, "", None).await;
 }
 
 #[tokio::test]

@@ -147,7 +147,8 @@ mod tests {
             "the default corpus is the shipped sample"
         );
         assert_eq!(a.reload_interval, std::time::Duration::from_secs(1));
-        assert_eq!(a.max_streams_per_key, 4);
+        assert_eq!(a.max_streams_per_user, 4);
+        assert_eq!(a.max_streams, None);
         assert_eq!(a.public_rate_limit, 120);
         assert_eq!(a.request_timeout, 30);
         assert_eq!(a.max_scans, 8);

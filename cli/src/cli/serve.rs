@@ -181,14 +181,25 @@ pub struct ServeArgs {
     /// file URLs it signs; default: the request's Host.
     #[arg(long = "public-url", env = "ASOF_PUBLIC_URL")]
     pub public_url: Option<String>,
-    /// Streams (/v1/stream) one API key may hold open at once on this process.
+    /// Streams (/v1/stream) one account may hold open at once on this process, whichever of
+    /// its keys opened them.
     #[arg(
-        long = "max-streams-per-key",
-        env = "ASOF_MAX_STREAMS_PER_KEY",
+        long = "max-streams-per-user",
+        alias = "max-streams-per-key",
+        env = "ASOF_MAX_STREAMS_PER_USER",
         default_value_t = 4,
         value_parser = clap::value_parser!(u64).range(1..)
     )]
-    pub max_streams_per_key: u64,
+    pub max_streams_per_user: u64,
+    /// Streams all accounts together may hold open on this process; must be below
+    /// --max-connections, whose rest is kept for ordinary requests. Default: three quarters of
+    /// --max-connections.
+    #[arg(
+        long = "max-streams",
+        env = "ASOF_MAX_STREAMS",
+        value_parser = clap::value_parser!(u64).range(1..)
+    )]
+    pub max_streams: Option<u64>,
     /// Seconds the process waits, after SIGTERM, for open connections to finish before it
     /// exits anyway (streams end at once; this bounds clients that stopped reading).
     #[arg(
@@ -446,6 +457,17 @@ pub(crate) async fn serve(a: ServeArgs) -> CliResult {
 fn config(a: ServeArgs) -> Result<asof_server::serve::ServeConfig, Box<dyn std::error::Error>> {
     use asof_server::connector::{ConnectorConfig, VendorConfig};
     use std::time::Duration;
+    let max_streams = match a.max_streams {
+        None => a.max_connections as usize * 3 / 4,
+        Some(n) if n < a.max_connections => n as usize,
+        Some(n) => {
+            return Err(format!(
+                "--max-streams {n} must be below --max-connections {}: the connections streams cannot take are what ordinary requests are answered on",
+                a.max_connections
+            )
+            .into());
+        }
+    };
     if a.trust_forwarded_for && a.trusted_proxies.is_empty() {
         return Err("--trust-forwarded-for (ASOF_TRUST_FORWARDED_FOR) was replaced by --trusted-proxy (ASOF_TRUSTED_PROXIES): name the proxies in front of the service by address or network, e.g. --trusted-proxy 10.0.0.5; forwarded headers are believed only from them".into());
     }
@@ -464,7 +486,8 @@ fn config(a: ServeArgs) -> Result<asof_server::serve::ServeConfig, Box<dyn std::
         file_requests_per_minute: a.file_rate_limit,
         public_url: a.public_url.clone(),
         stream: asof_server::http::stream::StreamOptions {
-            max_per_key: a.max_streams_per_key as usize,
+            max_per_user: a.max_streams_per_user as usize,
+            max_total: max_streams,
             ..Default::default()
         },
         sessions: asof_server::signin::session::SessionOptions {

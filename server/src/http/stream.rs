@@ -31,8 +31,12 @@ use crate::state::slots::{KeySlot, KeySlots};
 /// Settings of the stream (flags of `asof serve`).
 #[derive(Debug, Clone)]
 pub struct StreamOptions {
-    /// Streams one API key may hold open at once on one process (429 beyond).
-    pub max_per_key: usize,
+    /// Streams one account may hold open at once on one process, whichever of its keys
+    /// opened them (429 beyond).
+    pub max_per_user: usize,
+    /// Streams all accounts together may hold open on one process (429 beyond): below the
+    /// connection limit, so a reserve of connections is always left for ordinary requests.
+    pub max_total: usize,
     /// How far back `Last-Event-ID` replays: versions published at most this long ago.
     pub replay_window: Duration,
     /// At most this many versions are kept for replay, however recent.
@@ -50,7 +54,8 @@ pub struct StreamOptions {
 impl Default for StreamOptions {
     fn default() -> Self {
         StreamOptions {
-            max_per_key: 4,
+            max_per_user: 4,
+            max_total: DEFAULT_MAX_STREAMS,
             replay_window: Duration::from_secs(24 * 3600),
             max_steps: 2880,
             max_step_events: 20_000,
@@ -59,6 +64,10 @@ impl Default for StreamOptions {
         }
     }
 }
+
+/// Default of [`StreamOptions::max_total`]: three quarters of `asof serve`'s default
+/// connection limit (2,048), the last quarter kept for ordinary requests.
+pub const DEFAULT_MAX_STREAMS: usize = 1536;
 
 /// One event of a step, its frame rendered once.
 #[derive(Debug)]
@@ -160,7 +169,7 @@ struct HubInner {
     /// The seq the next appended step gets; connections wait on it.
     head: watch::Sender<i64>,
     shutdown: watch::Sender<bool>,
-    /// Each key's open streams (at most `max_per_key`).
+    /// Each account's open streams (at most `max_per_user`; `max_total` in all).
     open: KeySlots,
     /// One backward extension at a time (replays of old ids share its work).
     extending: tokio::sync::Mutex<()>,
@@ -187,7 +196,7 @@ impl Hub {
                 }),
                 head: watch::channel(0).0,
                 shutdown: watch::channel(false).0,
-                open: KeySlots::new(opts.max_per_key),
+                open: KeySlots::bounded(opts.max_per_user, Some(opts.max_total)),
                 extending: tokio::sync::Mutex::new(()),
                 opts,
             }),
@@ -220,8 +229,8 @@ impl Hub {
     }
 
     /// Takes one of `key_id`'s stream slots; `None` when all are taken.
-    pub fn open_slot(&self, key_id: &str) -> Option<Slot> {
-        self.inner.open.take(key_id)
+    pub fn open_slot(&self, user_id: &str) -> Option<Slot> {
+        self.inner.open.take(user_id)
     }
 
     /// Streams open now, all keys.
@@ -483,31 +492,43 @@ pub type EventFilter = Box<dyn Fn(&Event) -> bool + Send + Sync>;
 /// Why [`Hub::connect`] opened no stream.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
-    /// The key already holds its open streams on this process.
-    #[error("the key holds its {limit} open streams")]
+    /// The account already holds its open streams on this process.
+    #[error("the account holds its {limit} open streams")]
     TooManyStreams { limit: usize },
+    /// The process holds its streams: the rest of its connections are ordinary requests'.
+    #[error("the server holds its {limit} open streams")]
+    ServerFull { limit: usize },
     /// The corpus chain a `Last-Event-ID` replay reads could not be read.
     #[error("cannot read the corpus chain to replay: {0}")]
     Replay(#[from] asof_engine::Error),
 }
 
 impl Hub {
-    /// Opens a stream of `lane` for the key `key_id`, from `last_event_id` (a replay, or a
-    /// `reset` event and live when the id lies outside the replay window) or from now: the
-    /// frames to send, a preamble first (the reconnect delay and the version served,
-    /// `corpus_version`). The key's slot is held until the frames are dropped.
+    /// Opens a stream of `lane` for the account `user_id`, from `last_event_id` (a replay,
+    /// or a `reset` event and live when the id lies outside the replay window) or from now:
+    /// the frames to send, a preamble first (the reconnect delay and the version served,
+    /// `corpus_version`). The account's slot is held until the frames are dropped.
     pub async fn connect(
         &self,
         store: &CorpusStore,
         corpus_version: &str,
-        key_id: &str,
+        user_id: &str,
         lane: Lane,
         last_event_id: Option<&str>,
         filter: EventFilter,
     ) -> Result<impl futures::Stream<Item = Bytes> + Send + use<>, Refused> {
-        let slot = self.open_slot(key_id).ok_or(Refused::TooManyStreams {
-            limit: self.options().max_per_key,
-        })?;
+        let slot = self
+            .inner
+            .open
+            .try_take(user_id)
+            .map_err(|full| match full {
+                crate::state::slots::Full::Holder => Refused::TooManyStreams {
+                    limit: self.options().max_per_user,
+                },
+                crate::state::slots::Full::Process => Refused::ServerFull {
+                    limit: self.options().max_total,
+                },
+            })?;
         let mut pending = VecDeque::new();
         pending.push_back(Bytes::from(format!(
             "retry: 3000\n: asof stream of lane {lane}, corpus_version {corpus_version}\n\n"
@@ -686,11 +707,11 @@ mod tests {
     }
 
     #[test]
-    fn a_key_holds_at_most_its_stream_slots_and_gets_them_back_when_streams_end() {
+    fn an_account_holds_at_most_its_stream_slots_and_gets_them_back_when_streams_end() {
         let hub = Hub::new(
             "sha256:0",
             StreamOptions {
-                max_per_key: 2,
+                max_per_user: 2,
                 ..StreamOptions::default()
             },
         );
@@ -699,7 +720,7 @@ mod tests {
         assert!(hub.open_slot("k1").is_none());
         assert!(
             hub.open_slot("k2").is_some(),
-            "another key has its own slots"
+            "another account has its own slots"
         );
         drop(a);
         let c = hub.open_slot("k1");

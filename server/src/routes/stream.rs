@@ -66,9 +66,12 @@ query! {
 /// while idle; a last comment saying why before the server closes a stream (shutdown, or a
 /// client more than 64 versions behind; reconnect with `Last-Event-ID` to resume).
 ///
-/// **Limits**: opening a stream counts as one request against the key's rate limit; a key may
-/// hold 4 streams open per server process (`429 too_many_streams` beyond, with
-/// `Retry-After`). Streams are never audit-receipted (counted `skipped`).
+/// **Limits**: opening a stream counts as one request against the account's rate limit; an
+/// account may hold 4 streams open per server process, whichever of its keys opened them, and
+/// a server process holds at most 1,536 streams in all (`--max-streams`, kept below its
+/// connection limit so ordinary requests always find a connection); beyond either,
+/// `429 too_many_streams` with `Retry-After`. Streams are never audit-receipted (counted
+/// `skipped`).
 #[utoipa::path(get, path = "/v1/stream", tag = "data", operation_id = "stream",
     params(
         StreamParams,
@@ -79,7 +82,7 @@ query! {
     responses(
         (status = 200, description = "An open event stream: `record`, `bulk` and `reset` events and keep-alive comments (see above).",
             content_type = "text/event-stream", body = String),
-        (status = 429, description = "`rate_limited`: the key's one-minute window is spent; or `too_many_streams`: the key already holds its open streams on this server (4). Retry after `Retry-After` seconds."),
+        (status = 429, description = "`rate_limited`: the key's one-minute window is spent; or `too_many_streams`: the account already holds its open streams on this server (4), or the server holds its total (its remaining connections are kept for ordinary requests; another replica may have room). Retry after `Retry-After` seconds."),
     ))]
 pub(crate) async fn stream(
     State(state): State<AppState>,
@@ -111,7 +114,7 @@ pub(crate) async fn stream(
         .connect(
             ctx.corpus.store(),
             ctx.corpus.version(),
-            &caller.key.id,
+            &caller.user.id,
             lane,
             last_id.as_deref(),
             Box::new(move |e: &Event| filter.matches(e)),
@@ -119,6 +122,7 @@ pub(crate) async fn stream(
         .await
         .map_err(|e| match e {
             Refused::TooManyStreams { limit } => ApiError::TooManyStreams { limit },
+            Refused::ServerFull { limit } => ApiError::StreamsFull { limit },
             Refused::Replay(e) => {
                 tracing::error!(error = %e, "stream: cannot read the corpus chain to replay");
                 ApiError::INTERNAL
