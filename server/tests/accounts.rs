@@ -829,4 +829,101 @@ async fn usage_counts_requests_per_day_key_and_route_group_and_marks_each_keys_l
     .await;
     assert_eq!(u.json["results"], json!([]));
 }
+
+// Issue 63, point 4: a third party asking links for someone's address, every 15 minutes, once
+// spent the address's own allowance and locked its owner out of signing in. The limits that
+// refuse are now the asking client's own (all its asks; its asks for one address).
+async fn another_client_spending_an_addresss_links_does_not_lock_its_owner_out() {
+    let t = dead_mail(Options {
+        trusted_proxies: common::loopback_proxy(),
+        ..Options::default()
+    })
+    .await;
+    let start = |from: &'static str| {
+        let t = &t;
+        async move {
+            call(
+                t,
+                Method::POST,
+                "/v1/auth/email/start",
+                &[("x-forwarded-for", from)],
+                Some(json!({ "email": "owner@example.com" })),
+            )
+            .await
+        }
+    };
+    // The attacker's asks for the owner's address: mailed (the mail server is down: 503
+    // after each is counted), then refused, for the attacker's own limit.
+    for _ in 0..asof_server::signin::mail::LINKS_PER_ADDRESS {
+        let r = start("203.0.113.7").await;
+        assert_eq!(r.json["error"]["code"], "mail_unavailable", "{}", r.json);
+    }
+    let r = start("203.0.113.7").await;
+    assert_error(&r, StatusCode::TOO_MANY_REQUESTS, "rate_limited", None);
+    // The owner, from their own browser and address, still gets a link.
+    let r = start("198.51.100.9").await;
+    assert_eq!(r.json["error"]["code"], "mail_unavailable", "{}", r.json);
+}
+
+// Issue 63, point 4: the address's ceiling (many clients together) slows delivery and refuses
+// nobody: past it the ask is answered as any other and its link waits.
+async fn past_an_addresss_ceiling_a_link_waits_and_nobody_is_refused() {
+    let t = dead_mail(Options {
+        trusted_proxies: common::loopback_proxy(),
+        mail_ceiling: 3,
+        ..Options::default()
+    })
+    .await;
+    let mut codes = Vec::new();
+    for i in 0..6 {
+        let from = format!("203.0.113.{}", 20 + i);
+        let r = call(
+            &t,
+            Method::POST,
+            "/v1/auth/email/start",
+            &[("x-forwarded-for", from.as_str())],
+            Some(json!({ "email": "busy@example.com" })),
+        )
+        .await;
+        codes.push(if r.status == StatusCode::OK {
+            "ok".to_owned()
+        } else {
+            r.json["error"]["code"].as_str().unwrap().to_owned()
+        });
+        if r.status == StatusCode::OK {
+            assert_eq!(r.json["results"][0]["email"], "busy@example.com", "{}", r.json);
+            assert!(
+                r.headers
+                    .get_all(header::SET_COOKIE)
+                    .iter()
+                    .any(|c| c.to_str().unwrap().contains("svc_signin=")),
+                "the browser is bound as for a mailed link"
+            );
+        }
+    }
+    // Three mailed now (503: the mail server is down), three accepted to be mailed later.
+    assert_eq!(
+        codes,
+        [
+            "mail_unavailable",
+            "mail_unavailable",
+            "mail_unavailable",
+            "ok",
+            "ok",
+            "ok"
+        ]
+    );
+    assert_eq!(t.state.waiting_links().len(), 3);
+    // Asking again from a client whose link waits keeps one waiting, not two.
+    let r = call(
+        &t,
+        Method::POST,
+        "/v1/auth/email/start",
+        &[("x-forwarded-for", "203.0.113.25")],
+        Some(json!({ "email": "busy@example.com" })),
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK);
+    assert_eq!(t.state.waiting_links().len(), 3);
+}
 }

@@ -41,6 +41,8 @@ struct Inner {
     keys: KeyCache,
     /// Refused credentials per client address (what a flood of made-up keys costs).
     refusals: crate::state::refusals::Refusals,
+    /// Sign-in mails waiting for their address to be under its ceiling, by (address, client).
+    waiting_links: Arc<Mutex<std::collections::HashSet<String>>>,
     /// Where walks and scans run (threads, slots, row budget), shared by every version served.
     scans: ScanPool,
     /// The live stream's log of what each loaded version added.
@@ -90,6 +92,9 @@ pub struct Options {
     /// client address may present per minute on one replica; past it, credentials this
     /// replica has not verified recently are answered `429` without a state-store lookup.
     pub bad_credentials_per_minute: u32,
+    /// Sign-in links mailed to one e-mail address per 15 minutes by all clients together;
+    /// past it, delivery waits (`crate::signin::mail::LINKS_PER_ADDRESS_CEILING`).
+    pub mail_ceiling: u32,
     /// Bound of the audit receipt queue (the spec's 1,200; tests use tiny ones).
     pub audit_queue_capacity: usize,
     /// Requests per minute one client address may make to the public rate-limited routes.
@@ -138,6 +143,7 @@ impl Default for Options {
             trusted_proxies: Vec::new(),
             ipv6_prefix: crate::http::client::DEFAULT_IPV6_PREFIX,
             bad_credentials_per_minute: crate::plan::BAD_CREDENTIALS_PER_MINUTE,
+            mail_ceiling: crate::signin::mail::LINKS_PER_ADDRESS_CEILING,
             audit_queue_capacity: crate::state::audit::DEFAULT_QUEUE_CAPACITY,
             public_requests_per_minute: PUBLIC_REQUESTS_PER_MINUTE,
             request_timeout: Duration::from_secs(30),
@@ -270,6 +276,7 @@ impl AppState {
                 usage,
                 keys: KeyCache::new(crate::state::key_cache::TTL),
                 refusals: crate::state::refusals::Refusals::new(opts.bad_credentials_per_minute),
+                waiting_links: Default::default(),
                 per_version: Mutex::default(),
                 delta_logs: Default::default(),
                 readiness: Default::default(),
@@ -438,6 +445,11 @@ impl AppState {
         &self.inner.refusals
     }
 
+    /// Sign-in mails waiting for their address's ceiling (`routes::auth`).
+    pub fn waiting_links(&self) -> WaitingLinks<'_> {
+        WaitingLinks(&self.inner.waiting_links)
+    }
+
     /// Writes the rate-limit counts this replica holds to the state store (the flusher does
     /// this every 250 ms; shutdown and tests call it directly).
     pub async fn flush_rate_windows(&self) -> crate::error::Result<()> {
@@ -523,3 +535,32 @@ pub struct SampleTier;
 /// refusals are JSON-RPC errors): why the request's key was refused.
 #[derive(Debug, Clone)]
 pub struct RefusedKey(pub String);
+
+/// The set of sign-in mails waiting for their address to be under its ceiling, one per
+/// (address, client) pair, bounded so a flood from many clients holds little.
+pub struct WaitingLinks<'a>(&'a Mutex<std::collections::HashSet<String>>);
+
+/// Sign-in mails one process keeps waiting at most; past it, a new one is not kept (its
+/// request is answered the same; the asker may ask again later).
+const MAX_WAITING_LINKS: usize = 10_000;
+
+impl WaitingLinks<'_> {
+    /// Keeps `pair` waiting; false when it already is (or the set is full).
+    pub fn insert(&self, pair: String) -> bool {
+        let mut set = self.0.lock().expect("waiting links lock");
+        set.len() < MAX_WAITING_LINKS && set.insert(pair)
+    }
+
+    pub fn remove(&self, pair: &str) {
+        self.0.lock().expect("waiting links lock").remove(pair);
+    }
+
+    /// How many mails wait now.
+    pub fn len(&self) -> usize {
+        self.0.lock().expect("waiting links lock").len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}

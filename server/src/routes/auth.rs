@@ -30,7 +30,7 @@ use crate::http::envelope::Envelope;
 use crate::http::params::{NoQuery, Q, query};
 use crate::http::{AppState, ClientAddr, Ctx, Reply, ok};
 use crate::signin::mail::{
-    LINK_TTL, LINKS_PER_ADDRESS, LINKS_PER_CLIENT, MailWindows, Purpose, parse_address,
+    LINK_TTL, LINKS_PER_ADDRESS, LINKS_PER_CLIENT, MAIL_WINDOW, MailWindows, Purpose, parse_address,
 };
 use crate::signin::oidc::{Flow, ProviderName, Verified};
 use crate::signin::session::{self, Session, clear_cookie, cookie, set_cookie};
@@ -93,10 +93,93 @@ async fn mail_refusal(
     Ok(w.refusal(previous, current, limit))
 }
 
-/// The rate bucket of links mailed to `to`: its hash (rate windows are no place for addresses
-/// in clear).
+/// The rate bucket of links mailed to `to`, all clients together: its hash (rate windows are
+/// no place for addresses in clear).
 fn address_bucket(to: &Address) -> String {
     format!("signin-to:{}", hash_key(to.as_ref()))
+}
+
+/// The rate bucket of links one client asked for `to`.
+fn pair_bucket(to: &Address, client: &ClientAddr) -> String {
+    format!(
+        "signin-pair:{}",
+        hash_key(&format!("{to}\n{}", client.bucket))
+    )
+}
+
+/// The rate bucket of provider join links mailed to `to`.
+fn join_bucket(to: &Address) -> String {
+    format!("signin-join:{}", hash_key(to.as_ref()))
+}
+
+/// Seconds until `to` may be mailed another link under the per-address ceiling, without
+/// counting: `None` when it may be now.
+async fn ceiling_wait(
+    state: &AppState,
+    to: &Address,
+    now: Instant,
+) -> Result<Option<u64>, ApiError> {
+    let w = MailWindows::at(now);
+    let bucket = address_bucket(to);
+    let current = state.store().hit_n(&bucket, w.current, 0).await?;
+    let previous = state.store().hit_n(&bucket, w.previous, 0).await?;
+    Ok(w.refusal(previous, current + 1, state.options().mail_ceiling))
+}
+
+/// Mails `to` a fresh link bound to `binding`, counted under the per-address ceiling.
+async fn mail_link(state: &AppState, to: &Address, binding: &str) -> Result<(), ApiError> {
+    let mailer = state.mailer().ok_or_else(mail_not_configured)?;
+    let now = Instant::now();
+    state
+        .store()
+        .hit(&address_bucket(to), MailWindows::at(now).current)
+        .await?;
+    let link = new_link(state, to, binding, None, now).await?;
+    mailer
+        .send_link(to, &link, Purpose::SignIn)
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, "sign-in mail not sent");
+            ApiError::MailUnavailable
+        })
+}
+
+/// Mails the link of a request accepted past the address's ceiling once the address is under
+/// it again, on a task of its own (at most one waiting per address and client: asking again
+/// meanwhile changes nothing). Gives up after two windows; the link is made when it is
+/// mailed, so it lives its whole 15 minutes from then.
+fn mail_later(state: &AppState, to: Address, binding: String, pair: String) {
+    if !state.waiting_links().insert(pair.clone()) {
+        return;
+    }
+    let state = state.clone();
+    tokio::spawn(async move {
+        let give_up = std::time::Instant::now() + 2 * MAIL_WINDOW;
+        loop {
+            match ceiling_wait(&state, &to, Instant::now()).await {
+                Ok(None) => {
+                    if let Err(e) = mail_link(&state, &to, &binding).await {
+                        tracing::warn!(error = %e.message(), "a delayed sign-in mail was not sent");
+                    }
+                    break;
+                }
+                Ok(Some(wait)) if std::time::Instant::now() < give_up => {
+                    tokio::time::sleep(std::time::Duration::from_secs(wait.max(1))).await;
+                }
+                Ok(Some(_)) => {
+                    tracing::warn!(
+                        "a delayed sign-in mail gave up: the address stayed over its ceiling"
+                    );
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e.message(), "a delayed sign-in mail was not sent");
+                    break;
+                }
+            }
+        }
+        state.waiting_links().remove(&pair);
+    });
 }
 
 /// Makes a link for `to`, bound to the browser `binding`, joining `joins` once used, and
@@ -183,11 +266,14 @@ pub struct LinkSent {
 /// sign-in creates one (plan `researcher`). The link works once, within 15 minutes, and only
 /// in the browser that asked for it: the answer sets the `__Host-svc_signin` cookie
 /// (`svc_signin` on a local plain-HTTP server) that binds the link to this browser, so ask
-/// from the browser that will open the link. Limits: 5 links per address and 20 per client
-/// address per 15 minutes (`429` beyond, with `Retry-After`; a request refused for the
-/// client's own limit counts against no address); `503 sign_in_not_configured` when the
-/// server has no mail settings, `503 mail_unavailable` when the mail server refused the
-/// message.
+/// from the browser that will open the link. Limits, per 15 minutes: a client may ask 20
+/// links in all and 5 for one address (`429` beyond, with `Retry-After`; these are the asking
+/// client's own, so nobody can lock another person out of signing in). An address is mailed
+/// at most 20 links by all clients together: past that ceiling the request is accepted the
+/// same and its link is mailed once the address is under it again (delivery slows; nothing
+/// is refused; the link's 15 minutes start when it is mailed). `503 sign_in_not_configured`
+/// when the server has no mail settings, `503 mail_unavailable` when the mail server refused
+/// the message.
 #[utoipa::path(post, path = "/v1/auth/email/start", tag = "account", operation_id = "email_sign_in_start",
     params(NoQuery),
     request_body(content = EmailStart, content_type = "application/json"),
@@ -201,7 +287,7 @@ pub(crate) async fn email_start(
     Q(_): Q<NoQuery>,
     Json(body): Json<EmailStart>,
 ) -> Reply {
-    let mailer = state.mailer().ok_or_else(mail_not_configured)?;
+    state.mailer().ok_or_else(mail_not_configured)?;
     let to = parse_address(&body.email).ok_or_else(|| {
         ApiError::invalid(
             "email",
@@ -210,26 +296,24 @@ pub(crate) async fn email_start(
     })?;
     let now = Instant::now();
     let windows = MailWindows::at(now);
-    // The client's own limit first: a request it may not make counts against no address, so
-    // a client cannot spend another person's allowance (and lock them out) with requests it
-    // was refused anyway. The address's refusal is the same whether it has an account or not.
+    // Limits that refuse are the asking client's own: its asks in all, then its asks for this
+    // address. A request refused for the first counts against no address. No limit that
+    // refuses is the address's alone, so nobody can lock its owner out by spending it.
     for (bucket, limit) in [
         (format!("signin-ip:{}", client.bucket), LINKS_PER_CLIENT),
-        (address_bucket(&to), LINKS_PER_ADDRESS),
+        (pair_bucket(&to, &client), LINKS_PER_ADDRESS),
     ] {
         if let Some(retry_after) = mail_refusal(&state, &bucket, limit, &windows).await? {
             return Err(ApiError::RateLimited { retry_after });
         }
     }
     let (binding, bind_cookie) = session::binding(&headers, &state.options().sessions);
-    let link = new_link(&state, &to, &binding, None, now).await?;
-    mailer
-        .send_link(&to, &link, Purpose::SignIn)
-        .await
-        .map_err(|e| {
-            tracing::warn!(error = %e, "sign-in mail not sent");
-            ApiError::MailUnavailable
-        })?;
+    // The address's ceiling (many clients together) only slows delivery. The answer is the
+    // same either way, whether or not an account exists.
+    match ceiling_wait(&state, &to, now).await? {
+        None => mail_link(&state, &to, &binding).await?,
+        Some(_) => mail_later(&state, to.clone(), binding, pair_bucket(&to, &client)),
+    }
     let mut r = ok(
         &ctx,
         vec![LinkSent {
@@ -458,7 +542,7 @@ async fn join_by_email(
     };
     let now = Instant::now();
     let windows = MailWindows::at(now);
-    if mail_refusal(state, &address_bucket(&to), LINKS_PER_ADDRESS, &windows)
+    if mail_refusal(state, &join_bucket(&to), LINKS_PER_ADDRESS, &windows)
         .await?
         .is_some()
     {
