@@ -62,13 +62,6 @@ request = function()
   return wrk.format("GET", "%(path)s", {["Authorization"] = "Bearer " .. k,
     ["X-Forwarded-For"] = "203.0.113.66"})
 end
-local counts = {}
-response = function(status, headers, body)
-  counts[status] = (counts[status] or 0) + 1
-end
-done = function(summary, latency, requests)
-  for s, n in pairs(counts) do io.write("STATUS " .. s .. " " .. n .. "\\n") end
-end
 """
 
 
@@ -97,10 +90,16 @@ def summary(proc):
 
 
 def scrape(metrics):
+    """Store key lookups so far, and error envelopes sent by code (the service's metrics)."""
     with urllib.request.urlopen(f"http://{metrics}/metrics", timeout=10) as r:
         text = r.read().decode()
     m = re.search(r'^asof_state_operation_duration_seconds_count\{operation="key_by_hash"\} (\d+)', text, re.M)
-    return int(m.group(1)) if m else 0
+    codes = {}
+    for line in text.splitlines():
+        if line.startswith("asof_http_errors_total{"):
+            code = re.search(r'code="([^"]+)"', line).group(1)
+            codes[code] = codes.get(code, 0) + int(float(line.rsplit(" ", 1)[1]))
+    return (int(m.group(1)) if m else 0), codes
 
 
 def start(bin_, db, extra, log):
@@ -150,12 +149,15 @@ def refused_credentials(a, work):
                 # Warm every key into the key cache, then the baseline.
                 summary(wrk(base, ordinary, work, "warm", 2, 8))
                 alone = summary(wrk(base, ordinary, work, f"alone-{label}", a.duration, 8))
-                before = scrape(metrics)
+                before, codes_before = scrape(metrics)
                 flood = wrk(base, FLOOD % {"seed": a.seed + 1, "path": PATH}, work, f"flood-{label}",
                             a.duration, 2)
                 beside = summary(wrk(base, ordinary, work, f"beside-{label}", a.duration, 8))
                 flood = summary(flood)
-                lookups = scrape(metrics) - before
+                after, codes_after = scrape(metrics)
+                lookups = after - before
+                flood["answers_by_code"] = {c: codes_after[c] - codes_before.get(c, 0) for c in codes_after
+                                            if codes_after[c] != codes_before.get(c, 0)}
             finally:
                 proc.terminate()
                 proc.wait(timeout=60)
@@ -226,7 +228,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bin", required=True)
     ap.add_argument("--duration", type=int, default=10)
-    ap.add_argument("--keys", type=int, default=512)
+    ap.add_argument("--keys", type=int, default=1024)
     ap.add_argument("--conns", type=int, default=256)
     ap.add_argument("--streams", type=int, default=192)
     ap.add_argument("--only", choices=["credentials", "reserve"])
