@@ -83,10 +83,9 @@ def summary(proc):
         lat[q] = round(float(m.group(1)) * {"us": 0.001, "ms": 1.0, "s": 1000.0}[m.group(2)], 3)
     non2xx = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
     errors = re.search(r"Socket errors:.*", out)
-    statuses = {m.group(1): int(m.group(2)) for m in re.finditer(r"STATUS (\d+) (\d+)", out)}
     return {"rps": rps, "p50_ms": lat["50"], "p99_ms": lat["99"],
             "non_2xx": int(non2xx.group(1)) if non2xx else 0,
-            "socket_errors": errors.group(0) if errors else None, "statuses": statuses or None}
+            "socket_errors": errors.group(0) if errors else None}
 
 
 def scrape(metrics):
