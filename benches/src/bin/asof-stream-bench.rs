@@ -226,8 +226,11 @@ async fn main() -> Result<(), Error> {
             .args(["serve", "--listen", &addr, "--database-url", &db])
             .args(["--corpus", work.join("corpus").to_str().ok_or("path")?])
             .args(["--reload-interval", &interval.to_string()])
-            // Every client on one key: the bench measures the server, not the per-key cap.
-            .args(["--max-streams-per-key", &(clients + 8).to_string()])
+            // Every client on one key: the bench measures the server, not the per-account
+            // or per-server caps.
+            .args(["--max-streams-per-user", &(clients + 8).to_string()])
+            .args(["--max-streams", &(clients + 8).to_string()])
+            .args(["--max-connections", &(2 * clients + 64).to_string()])
             .env("ASOF_LOG", "warn")
             .stdout(Stdio::null())
             .stderr(Stdio::null())

@@ -30,10 +30,11 @@ pub enum Access {
     Rpc,
     /// No credential; rate-limited per client address.
     Public,
-    /// A Bearer key of at least this plan; rate-limited per key.
+    /// A Bearer key of at least this plan; rate-limited per account (all its keys and its
+    /// browser sessions share the plan's limit).
     Key(Plan),
     /// A Bearer key of any plan or the session cookie of a signed-in browser; rate-limited
-    /// per key, or per user for a session.
+    /// per account, whichever of its keys or sessions asks.
     KeyOrSession,
     /// The session cookie only (keys cannot manage keys); writes must come from this
     /// service's own pages (see `crate::signin::session::same_origin`). Rate-limited per user.

@@ -158,7 +158,8 @@ struct Log {
     floor_reached: bool,
 }
 
-/// The shared log, the head notifier, shutdown, and the per-key count of open streams.
+/// The shared log, the head notifier, shutdown, and the count of open streams per account
+/// and in all.
 #[derive(Clone)]
 pub struct Hub {
     inner: Arc<HubInner>,

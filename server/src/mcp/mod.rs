@@ -3,7 +3,8 @@
 //! A tool call is not a second implementation of the API: it is rebuilt as a GET against the
 //! `/v1` route and sent through the whole router in this process (request id, CORS, auth, plan
 //! gate, rate limit, envelopes), so an agent sees exactly what a REST client sees, and one tool
-//! call counts once against the key's rate limit. The bearer key and `X-Forwarded-For` are
+//! call counts once against the account's rate limit (and each message once against the
+//! endpoint's own per-account or per-address limit). The bearer key and `X-Forwarded-For` are
 //! forwarded; the audit header is not (MCP calls are never receipted).
 //!
 //! Sessions are stateless: `initialize` hands out an HMAC-signed `Mcp-Session-Id` that any
