@@ -9,6 +9,7 @@ import socket
 import subprocess
 import time
 import urllib.request
+import uuid
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -134,8 +135,11 @@ class Server:
 
 
 def create_key(binary, db, plan):
+    """A key of a new account on `plan`: a client of its own, whose requests count against no
+    other key's allowance (a plan's rate limit is the account's, all its keys together)."""
+    email = f"{plan}-{uuid.uuid4().hex[:12]}@clients.test"
     out = subprocess.run(
-        [binary, "keys", "create", "--database-url", db, "--email", f"{plan}@clients.test", "--plan", plan],
+        [binary, "keys", "create", "--database-url", db, "--email", email, "--plan", plan],
         check=True,
         capture_output=True,
         text=True,
