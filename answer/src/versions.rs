@@ -356,11 +356,9 @@ impl Versions {
                 Some(l) => l,
                 None => {
                     let (store, v) = (served.store().clone(), at.clone());
-                    let manifest = detached(async move { store.manifest(&v).await }).await?;
-                    let l = Link {
-                        parent: manifest.parent.clone(),
-                        created_at: manifest.created_at,
-                    };
+                    let (parent, created_at) =
+                        detached(async move { store.manifest_link(&v).await }).await?;
+                    let l = Link { parent, created_at };
                     self.links
                         .lock()
                         .expect("links lock")

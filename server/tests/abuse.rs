@@ -152,6 +152,43 @@ async fn mcp_messages_with_made_up_keys_count_as_refusals_and_are_then_limited()
     assert!(limited_after(&statuses, 3), "{statuses:?}");
 }
 
+/// A client repeating its one mistyped key or stale session cookie is answered 401 every
+/// time and never limited: the store answered once, the repeats cost nothing and count
+/// nothing.
+#[tokio::test]
+async fn repeating_one_bad_key_or_cookie_is_always_401_and_never_limited() {
+    let t = setup(Options {
+        bad_credentials_per_minute: 2,
+        ..Options::default()
+    })
+    .await;
+    let typo = made_up_key(0);
+    let cookie = format!(
+        "{}={}",
+        t.state.options().sessions.cookie_name(),
+        made_up_key(1)
+    );
+    for _ in 0..10 {
+        let r = respond(
+            &t,
+            from("203.0.113.12", Method::GET, NEWS, &[bearer(&typo)]),
+        )
+        .await;
+        assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
+        let r = respond(
+            &t,
+            from(
+                "203.0.113.12",
+                Method::GET,
+                "/v1/me",
+                &[("cookie", cookie.clone())],
+            ),
+        )
+        .await;
+        assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
+    }
+}
+
 fn mcp_request(peer: &str, method: &str, key: Option<&str>) -> Request<Body> {
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": {}});
     let mut b = Request::builder()

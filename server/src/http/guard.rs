@@ -270,20 +270,30 @@ async fn pinned_to(
 }
 
 /// The signed-in session of a cookie-authenticated route: 401 without a live one. A cookie
-/// the store does not know (or that ended) counts against the client's address, and an
-/// address past its refusal limit is answered `429` before its cookie is looked up.
+/// the store answered unknown before is refused without a lookup (and counts nothing); one
+/// refused after a lookup (unknown, ended, expired) counts against the client's address, and
+/// an address past its refusal limit is answered `429` before its cookie is looked up.
 async fn signed_in(
     state: &AppState,
     headers: &HeaderMap,
     client: &ClientAddr,
 ) -> Result<Session, ApiError> {
     let now = Instant::now();
-    let presented = session::cookie_of(headers, &state.options().sessions).is_some();
-    if presented && let Some(retry_after) = state.refusals().blocked(&client.bucket, now) {
-        return Err(ApiError::CredentialsRefused { retry_after });
+    if let Some(id) = session::cookie_of(headers, &state.options().sessions) {
+        if state.unknown_sessions().contains(&hash_key(&id)) {
+            return Err(session::unknown());
+        }
+        if let Some(retry_after) = state.refusals().blocked(&client.bucket, now) {
+            return Err(ApiError::CredentialsRefused { retry_after });
+        }
     }
-    let resolved =
-        session::resolve(state.store().as_ref(), &state.options().sessions, headers).await;
+    let resolved = session::resolve(
+        state.store().as_ref(),
+        &state.options().sessions,
+        headers,
+        state.unknown_sessions(),
+    )
+    .await;
     if matches!(resolved, Err(ApiError::Unauthenticated(_))) {
         state.refusals().count(&client.bucket, now);
     }
@@ -325,16 +335,26 @@ pub async fn authenticate(
             )
         })?;
     let hash = hash_key(raw);
+    // A key the store answered unknown lately is refused again for free, counting nothing.
+    if state.keys().known_unknown(&hash) {
+        return Err(ApiError::Unauthenticated("unknown API key".into()));
+    }
     if !state.keys().seen_valid(&hash)
         && let Some(retry_after) = state.refusals().blocked(&client.bucket, now)
     {
         return Err(ApiError::CredentialsRefused { retry_after });
     }
+    let found = state.keys().lookup(state.store().as_ref(), &hash).await?;
+    // A refusal counts against the address when it cost the store a query: repeating one
+    // made-up key (remembered unknown) or a revoked one (cached) costs nothing and counts
+    // nothing, so a client retrying its one mistyped key is never limited.
     let refused = |why: &str| {
-        state.refusals().count(&client.bucket, now);
+        if found.asked_store {
+            state.refusals().count(&client.bucket, now);
+        }
         ApiError::Unauthenticated(why.into())
     };
-    let Some((key, user)) = state.keys().get(state.store().as_ref(), &hash).await? else {
+    let Some((key, user)) = found.key.clone() else {
         return Err(refused("unknown API key"));
     };
     if key.revoked_at.is_some() {

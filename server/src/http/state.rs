@@ -41,6 +41,8 @@ struct Inner {
     keys: KeyCache,
     /// Refused credentials per client address (what a flood of made-up keys costs).
     refusals: crate::state::refusals::Refusals,
+    /// Session ids the store answered unknown (repeating one costs no lookup).
+    unknown_sessions: crate::state::key_cache::Unknown,
     /// Sign-in mails waiting for their address to be under its ceiling, by (address, client).
     waiting_links: Arc<Mutex<std::collections::HashSet<String>>>,
     /// Where walks and scans run (threads, slots, row budget), shared by every version served.
@@ -277,6 +279,7 @@ impl AppState {
                 keys: KeyCache::new(crate::state::key_cache::TTL),
                 refusals: crate::state::refusals::Refusals::new(opts.bad_credentials_per_minute),
                 waiting_links: Default::default(),
+                unknown_sessions: Default::default(),
                 per_version: Mutex::default(),
                 delta_logs: Default::default(),
                 readiness: Default::default(),
@@ -443,6 +446,10 @@ impl AppState {
 
     pub(crate) fn refusals(&self) -> &crate::state::refusals::Refusals {
         &self.inner.refusals
+    }
+
+    pub(crate) fn unknown_sessions(&self) -> &crate::state::key_cache::Unknown {
+        &self.inner.unknown_sessions
     }
 
     /// Sign-in mails waiting for their address's ceiling (`routes::auth`).

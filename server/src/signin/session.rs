@@ -137,6 +137,11 @@ pub fn binding_hash(headers: &HeaderMap, opts: &SessionOptions) -> String {
     }
 }
 
+/// The refusal of a session cookie the store does not know.
+pub fn unknown() -> ApiError {
+    ApiError::Unauthenticated("this session is unknown; sign in again at /sign-in".into())
+}
+
 /// The value of cookie `name` in a request's `Cookie` headers.
 pub fn cookie(headers: &HeaderMap, name: &str) -> Option<String> {
     headers
@@ -203,15 +208,18 @@ pub async fn resolve(
     store: &dyn StateStore,
     opts: &SessionOptions,
     headers: &HeaderMap,
+    unknown_ids: &crate::state::key_cache::Unknown,
 ) -> Result<Option<Session>, ApiError> {
     let Some(id) = cookie_of(headers, opts) else {
         return Ok(None);
     };
     let id_hash = hash_key(&id);
     let now = Instant::now();
-    let s = store.session(&id_hash).await?.ok_or_else(|| {
-        ApiError::Unauthenticated("this session is unknown; sign in again at /sign-in".into())
-    })?;
+    let Some(s) = store.session(&id_hash).await? else {
+        // Session ids are 32 random bytes the service makes: one unknown now stays unknown.
+        unknown_ids.insert(&id_hash);
+        return Err(unknown());
+    };
     if s.ended_at.is_some() {
         return Err(ApiError::Unauthenticated(
             "this session was signed out; sign in again at /sign-in".into(),

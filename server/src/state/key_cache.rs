@@ -37,8 +37,48 @@ const MAX_ENTRIES: usize = 100_000;
 pub struct KeyCache {
     ttl: Duration,
     entries: Mutex<HashMap<String, (Instant, KeyRecord, User)>>,
-    /// Hashes the store answered unknown, and when.
-    unknown: Mutex<HashMap<String, Instant>>,
+    /// Hashes the store answered unknown.
+    unknown: Unknown,
+}
+
+/// Secret hashes the store answered unknown (API keys; session ids), remembered for
+/// [`UNKNOWN_TTL`] so repeating one costs no store query. Safe for anything whose secret the
+/// service makes itself from random bytes: nobody presents it before it exists.
+#[derive(Debug, Default)]
+pub struct Unknown {
+    hashes: Mutex<HashMap<String, Instant>>,
+}
+
+impl Unknown {
+    /// Whether the store answered `hash` unknown within [`UNKNOWN_TTL`].
+    pub fn contains(&self, hash: &str) -> bool {
+        let now = Instant::now();
+        self.hashes
+            .lock()
+            .expect("unknown hashes lock")
+            .get(hash)
+            .is_some_and(|at| now.duration_since(*at) < UNKNOWN_TTL)
+    }
+
+    /// Remembers that the store does not know `hash`.
+    pub fn insert(&self, hash: &str) {
+        let now = Instant::now();
+        let mut hashes = self.hashes.lock().expect("unknown hashes lock");
+        if hashes.len() >= MAX_ENTRIES {
+            hashes.retain(|_, at| now.duration_since(*at) < UNKNOWN_TTL);
+            if hashes.len() >= MAX_ENTRIES {
+                hashes.clear();
+            }
+        }
+        hashes.insert(hash.to_owned(), now);
+    }
+}
+
+/// What a key lookup found, and whether it cost the store a query.
+#[derive(Debug)]
+pub struct Found {
+    pub key: Option<(KeyRecord, User)>,
+    pub asked_store: bool,
 }
 
 impl KeyCache {
@@ -46,8 +86,13 @@ impl KeyCache {
         KeyCache {
             ttl,
             entries: Mutex::new(HashMap::new()),
-            unknown: Mutex::new(HashMap::new()),
+            unknown: Unknown::default(),
         }
+    }
+
+    /// Whether the store answered `hash` unknown lately (see [`UNKNOWN_TTL`]).
+    pub fn known_unknown(&self, hash: &str) -> bool {
+        self.unknown.contains(hash)
     }
 
     /// Whether `hash` is a key the store knew when this process last asked (fresh or not):
@@ -58,15 +103,6 @@ impl KeyCache {
             .lock()
             .expect("key cache lock")
             .contains_key(hash)
-    }
-
-    /// Whether the store answered `hash` unknown within [`UNKNOWN_TTL`].
-    fn known_unknown(&self, hash: &str, now: Instant) -> bool {
-        self.unknown
-            .lock()
-            .expect("key cache lock")
-            .get(hash)
-            .is_some_and(|at| now.duration_since(*at) < UNKNOWN_TTL)
     }
 
     /// Drops key `id` from this process's cache (it was just revoked here: refused at once on
@@ -93,14 +129,25 @@ impl KeyCache {
         store: &dyn StateStore,
         hash: &str,
     ) -> Result<Option<(KeyRecord, User)>> {
+        Ok(self.lookup(store, hash).await?.key)
+    }
+
+    /// As [`Self::get`], saying whether the answer cost the store a query.
+    pub async fn lookup(&self, store: &dyn StateStore, hash: &str) -> Result<Found> {
         let now = Instant::now();
         if let Some((at, k, u)) = self.entries.lock().expect("key cache lock").get(hash)
             && now.duration_since(*at) < self.ttl
         {
-            return Ok(Some((k.clone(), u.clone())));
+            return Ok(Found {
+                key: Some((k.clone(), u.clone())),
+                asked_store: false,
+            });
         }
-        if self.known_unknown(hash, now) {
-            return Ok(None);
+        if self.unknown.contains(hash) {
+            return Ok(Found {
+                key: None,
+                asked_store: false,
+            });
         }
         let found = store.key_by_hash(hash).await?;
         let mut m = self.entries.lock().expect("key cache lock");
@@ -118,17 +165,13 @@ impl KeyCache {
             None => {
                 m.remove(hash);
                 drop(m);
-                let mut unknown = self.unknown.lock().expect("key cache lock");
-                if unknown.len() >= MAX_ENTRIES {
-                    unknown.retain(|_, at| now.duration_since(*at) < UNKNOWN_TTL);
-                    if unknown.len() >= MAX_ENTRIES {
-                        unknown.clear();
-                    }
-                }
-                unknown.insert(hash.to_owned(), now);
+                self.unknown.insert(hash);
             }
         }
-        Ok(found)
+        Ok(Found {
+            key: found,
+            asked_store: true,
+        })
     }
 }
 
