@@ -1793,3 +1793,54 @@ fn help_never_prints_a_secret_a_deployment_sets() {
         }
     }
 }
+
+/// The shipped replica settings (`deploy/systemd/asof.env`) are safe as they stand: forwarded
+/// headers believed only from named proxy addresses (each one `--trusted-proxy` takes), never
+/// the old count-based trust, and a replica listening on a private address rather than every
+/// interface.
+#[test]
+fn the_shipped_replica_settings_trust_forwarded_headers_only_from_named_proxies() {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/systemd/asof.env"),
+    )
+    .unwrap();
+    let settings: std::collections::BTreeMap<&str, &str> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        .map(|l| l.split_once('=').expect("NAME=value"))
+        .collect();
+    assert!(!settings.contains_key("ASOF_TRUST_FORWARDED_FOR"), "{text}");
+    let proxies = settings["ASOF_TRUSTED_PROXIES"];
+    for p in proxies.split(',') {
+        asof_server::http::client::parse_proxy(p).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let listen: std::net::SocketAddr = settings["ASOF_LISTEN"].parse().unwrap();
+    assert!(
+        !listen.ip().is_unspecified(),
+        "listens on every interface: {listen}"
+    );
+}
+
+/// The old count-based trust is refused at start, naming its replacement, so a configuration
+/// written for it cannot silently change whom the limits count.
+#[test]
+fn the_old_forwarded_for_settings_are_refused_naming_trusted_proxy() {
+    for (args, env) in [
+        (&["--trust-forwarded-for"][..], None),
+        (&[][..], Some(("ASOF_TRUSTED_PROXIES", "1"))),
+    ] {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_asof"));
+        c.args(["serve", "--listen", "127.0.0.1:0"]).args(args);
+        if let Some((k, v)) = env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        assert!(!out.status.success(), "{args:?} {env:?} started");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            err.contains("--trusted-proxy") || err.contains("not by count"),
+            "{args:?} {env:?}: {err}"
+        );
+    }
+}

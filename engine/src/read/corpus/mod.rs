@@ -171,6 +171,12 @@ impl Corpus {
             previous.map(|p| &p.supersessions),
         )
         .await?;
+        // A publish that corrects nothing leaves the superseded revisions as they were: the
+        // map (one entry per corrected revision of the corpus) is then the previous version's.
+        let superseded = match previous.filter(|p| *p.superseded == superseded) {
+            Some(p) => Arc::clone(&p.superseded),
+            None => Arc::new(superseded),
+        };
         let mut lanes: HashMap<(SourceId, Lane), Vec<PartitionEntry>> = HashMap::new();
         for p in &manifest.partitions {
             lanes
@@ -208,7 +214,7 @@ impl Corpus {
             held_sources: manifest.held_sources(),
             manifest,
             identity,
-            superseded: Arc::new(superseded),
+            superseded,
             lanes,
             supersessions,
             #[cfg(any(test, feature = "oracle"))]

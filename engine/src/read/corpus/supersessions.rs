@@ -306,6 +306,52 @@ mod tests {
         );
     }
 
+    /// Versions held side by side (pinned reads) hold what they share once: each partition
+    /// entry both list, and the superseded map when no publish between them corrected anything.
+    #[tokio::test]
+    async fn a_version_opened_after_another_holds_their_shared_entries_and_map_once() {
+        let (_d, store, [v1, v2, _]) = three_versions().await;
+        let c1 = Corpus::open_version(store.clone(), &v1).await.unwrap();
+        let again = Corpus::open_after(
+            store.clone(),
+            &v1,
+            store.manifest(&v1).await.unwrap(),
+            Some(&c1),
+        )
+        .await
+        .unwrap();
+        assert!(Arc::ptr_eq(&c1.superseded, &again.superseded));
+        let m2 = store.manifest(&v2).await.unwrap();
+        let c2 = Corpus::open_after(store.clone(), &v2, m2, Some(&c1))
+            .await
+            .unwrap();
+        let fresh2 = Corpus::open_version(store.clone(), &v2).await.unwrap();
+        assert_eq!(
+            c2.manifest(),
+            fresh2.manifest(),
+            "the same manifest, wherever it lives"
+        );
+        let shared = c2
+            .manifest()
+            .partitions
+            .iter()
+            .filter(|p| {
+                c1.manifest()
+                    .partitions
+                    .iter()
+                    .any(|q| std::ptr::eq::<crate::model::manifest::Partition>(&***p, &**q))
+            })
+            .count();
+        let listed_by_both = c2
+            .manifest()
+            .partitions
+            .iter()
+            .filter(|p| c1.manifest().partitions.contains(p))
+            .count();
+        assert!(listed_by_both > 0);
+        assert_eq!(shared, listed_by_both, "every entry both list is held once");
+    }
+
     #[tokio::test]
     async fn a_version_opened_after_another_takes_over_what_they_share_and_answers_as_if_fresh() {
         let (_d, store, [v1, v2, v3]) = three_versions().await;
