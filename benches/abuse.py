@@ -4,8 +4,9 @@ loopback, each beside a baseline of the same run.
 
 refused credentials (point 1): one `asof serve` on PostgreSQL (a database of its own) with
   `--trusted-proxy 127.0.0.1`, so each wrk request names its client in X-Forwarded-For.
-  Ordinary keyed traffic (wrk, KEYS desk accounts, 200 client addresses, by-ticker pages)
-  runs alone, then beside a flood of made-up `svc_live_...` keys from one address (a second
+  First the flood alone (every store lookup then is the flood's). Ordinary keyed traffic
+  (wrk, KEYS desk accounts, 200 client addresses, by-ticker pages) runs alone, then beside a
+  flood of made-up `svc_live_...` keys from one address (a second
   wrk, a new random key per request). Twice: with the refusal limit (the default, 20 a
   minute) and with it effectively off (`--bad-credential-limit 4294967295`, the behaviour
   before the fix: one store lookup per made-up key). Counted: the state store's key lookups
@@ -146,6 +147,11 @@ def refused_credentials(a, work):
             try:
                 ordinary = ORDINARY % {"keys": keys_file, "seed": a.seed, "path": PATH}
                 # Warm every key into the key cache, then the baseline.
+                # The flood alone first: every store lookup in it is the flood's.
+                alone_before, _ = scrape(metrics)
+                flood_alone = summary(wrk(base, FLOOD % {"seed": a.seed + 2, "path": PATH}, work,
+                                          f"flood-alone-{label}", a.duration, 2))
+                flood_alone["store_key_lookups"] = scrape(metrics)[0] - alone_before
                 summary(wrk(base, ordinary, work, "warm", 2, 8))
                 # The ordinary traffic's own lookups (each key again when its cache entry is
                 # older than the key cache's TTL): the baseline the flood's are counted over.
@@ -164,7 +170,7 @@ def refused_credentials(a, work):
             finally:
                 proc.terminate()
                 proc.wait(timeout=60)
-            result[label] = {"ordinary_alone": alone, "ordinary_beside_flood": beside, "flood": flood,
+            result[label] = {"flood_alone": flood_alone, "ordinary_alone": alone, "ordinary_beside_flood": beside, "flood": flood,
                              "store_key_lookups_ordinary_alone": base_after - base_before,
                              "store_key_lookups_during_flood": lookups,
                              "store_key_lookups_of_the_flood": lookups - (base_after - base_before),
