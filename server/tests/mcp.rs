@@ -287,6 +287,33 @@ async fn a_message_out_of_the_described_shape_is_refused_with_400() {
 
 /// Batches exist only in protocol 2025-03-26, and there hold at most 32 messages: a body of
 /// thousands of messages is refused whole, before any is answered or any key looked up.
+/// Found by schemathesis (seeds 1926668885, 1477151449, 12787100): a batch whose every
+/// message is invalid is answered 400 with an array of errors, one per message, where the
+/// description promised one object.
+#[tokio::test]
+async fn a_batch_of_only_invalid_messages_is_400_with_one_error_each_as_described() {
+    let t = setup().await;
+    let r = post(&t, r#"[1, "two", {"x": 3}]"#, &[]).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST, "{}", r.json);
+    let errors = r.json.as_array().expect("an array");
+    assert_eq!(errors.len(), 3);
+    assert!(
+        errors.iter().all(|e| e["error"]["code"] == -32600),
+        "{}",
+        r.json
+    );
+    let doc = common::get(&t, "/v1/openapi.json").await.json;
+    let schema =
+        &doc["paths"]["/mcp"]["post"]["responses"]["400"]["content"]["application/json"]["schema"];
+    let kinds: Vec<&Value> = schema["oneOf"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{schema}"))
+        .iter()
+        .map(|s| &s["type"])
+        .collect();
+    assert_eq!(kinds, [&json!("object"), &json!("array")], "{schema}");
+}
+
 #[tokio::test]
 async fn batches_are_refused_on_2025_06_18_and_capped_on_2025_03_26() {
     let t = setup().await;

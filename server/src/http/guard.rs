@@ -63,7 +63,7 @@ async fn gate(
         Access::KeyOrSession if !req.headers().contains_key(header::AUTHORIZATION) => {
             let session = match signed_in(state, req.headers(), &client).await {
                 Ok(s) => s,
-                Err(e) => return e.into_response(),
+                Err(e) => return refused(state, e, now),
             };
             let b = format!("user:{}", session.user.id);
             let l = session.user.plan.requests_per_minute();
@@ -73,7 +73,7 @@ async fn gate(
         Access::Session => {
             let session = match signed_in(state, req.headers(), &client).await {
                 Ok(s) => s,
-                Err(e) => return e.into_response(),
+                Err(e) => return refused(state, e, now),
             };
             if req.method() != Method::GET
                 && req.method() != Method::HEAD
@@ -100,7 +100,7 @@ async fn gate(
                         ))
                         .into_response();
                     }
-                    Err(e) => return e.into_response(),
+                    Err(e) => return refused(state, e, now),
                 }
             } else if audit_requested(req.headers()).unwrap_or(false)
                 && req.headers().contains_key(header::AUTHORIZATION)
@@ -125,7 +125,7 @@ async fn gate(
                 match authenticate(state, req.headers(), &client, now).await {
                     Ok(c) => Some(c),
                     Err(e @ (ApiError::CredentialsRefused { .. } | ApiError::StateUnavailable)) => {
-                        return e.into_response();
+                        return refused(state, e, now);
                     }
                     Err(e) => {
                         req.extensions_mut().insert(RefusedKey(e.message()));
@@ -155,7 +155,7 @@ async fn gate(
             };
             let caller = match authenticate(state, req.headers(), &client, now).await {
                 Ok(c) => c,
-                Err(e) => return e.into_response(),
+                Err(e) => return refused(state, e, now),
             };
             if caller.user.plan < min_plan {
                 let mut res = ApiError::Forbidden(format!(
@@ -267,6 +267,24 @@ async fn pinned_to(
         ..ctx
     });
     Ok(Some(Pinned(corpus)))
+}
+
+/// The answer to a refused credential: a `429` for too many refused ones carries the rate
+/// limit headers every `429` does (the refusal limit, none left, its minute's end).
+fn refused(state: &AppState, e: ApiError, now: Instant) -> Response {
+    let limited = matches!(e, ApiError::CredentialsRefused { .. });
+    let mut res = e.into_response();
+    if limited {
+        let reset = (now.micros().div_euclid(60_000_000) + 1) * 60;
+        let h = res.headers_mut();
+        h.insert(
+            "x-ratelimit-limit",
+            HeaderValue::from(state.options().bad_credentials_per_minute),
+        );
+        h.insert("x-ratelimit-remaining", HeaderValue::from(0));
+        h.insert("x-ratelimit-reset", HeaderValue::from(reset));
+    }
+    res
 }
 
 /// The signed-in session of a cookie-authenticated route: 401 without a live one. A cookie

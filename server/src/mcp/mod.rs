@@ -51,7 +51,7 @@ use crate::http::state::AppState;
         (status = 200, description = "A JSON-RPC response, or an array of them answering a batch.", content_type = "application/json", body = inline(RpcReply),
             headers(("Mcp-Session-Id" = String, description = "On the answer to `initialize`: the session id."))),
         (status = 202, description = "Only notifications or responses were sent: accepted, no body."),
-        (status = 400, description = "Unparseable JSON, an invalid request, or an unsupported protocol version (JSON-RPC error body).", content_type = "application/json", body = Object),
+        (status = 400, description = "Unparseable JSON, an invalid request, or an unsupported protocol version: a JSON-RPC error body; to a batch (2025-03-26) whose every message is invalid, an array of them, one per message.", content_type = "application/json", body = inline(RpcReply)),
         (status = 404, description = "Unknown or expired `Mcp-Session-Id`: send `initialize` again.", content_type = "application/json", body = Object),
         (status = 413, description = "Body larger than 1 MiB.", content_type = "application/json", body = Object),
         (status = 415, description = "Content-Type is not application/json.", content_type = "application/json", body = Object),
