@@ -59,6 +59,13 @@ impl fmt::Display for Plan {
 /// (`/v1/meta`, `/v1/sample/*`) unless `asof serve --public-rate-limit` says otherwise.
 pub const PUBLIC_REQUESTS_PER_MINUTE: u32 = 120;
 
+/// MCP messages (`POST /mcp`) allowed per request a plan (or the public tier) allows per
+/// minute. Why more than one: an agent's session sends `initialize`, `tools/list` and pings
+/// around its tool calls, and the tool calls are limited again as the routes they become;
+/// the message budget bounds what a client can send the endpoint (each up to 1 MiB), not the
+/// data it can read.
+pub const MCP_MESSAGES_PER_REQUEST: u32 = 4;
+
 /// Refused credentials one client address may present per minute on one replica unless
 /// `asof serve --bad-credential-limit` says otherwise. Why 20: a person mistyping a key or
 /// an expired session retries a few times; a script cycling keys is past 20 in a second, and

@@ -118,9 +118,12 @@ async fn gate(
         ),
         Access::Rpc => {
             // An MCP message with a key is limited as the key's account, one without as its
-            // address, each on a budget of its own: the tool calls it makes are limited
-            // again as the routes they become. A key refused here is the endpoint's to
-            // answer (as a JSON-RPC error); the message then counts against the address.
+            // address, each on a budget of its own (`MCP_MESSAGES_PER_REQUEST` times the
+            // plan's or the public limit): the tool calls it makes are limited again as the
+            // routes they become, so this budget bounds the cheap messages around them
+            // (initialize, tools/list, ping) and their bodies. A key refused here is the
+            // endpoint's to answer (as a JSON-RPC error); the message then counts against
+            // the address.
             let caller = if req.headers().contains_key(header::AUTHORIZATION) {
                 match authenticate(state, req.headers(), &client, now).await {
                     Ok(c) => Some(c),
@@ -138,13 +141,14 @@ async fn gate(
             match caller {
                 Some(c) => {
                     let b = format!("mcp-user:{}", c.user.id);
-                    let l = c.user.plan.requests_per_minute();
+                    let l =
+                        c.user.plan.requests_per_minute() * crate::plan::MCP_MESSAGES_PER_REQUEST;
                     req.extensions_mut().insert(c);
                     (b, l)
                 }
                 None => (
                     format!("mcp-ip:{}", client.bucket),
-                    state.public_requests_per_minute(),
+                    state.public_requests_per_minute() * crate::plan::MCP_MESSAGES_PER_REQUEST,
                 ),
             }
         }

@@ -55,7 +55,7 @@ use crate::http::state::AppState;
         (status = 404, description = "Unknown or expired `Mcp-Session-Id`: send `initialize` again.", content_type = "application/json", body = Object),
         (status = 413, description = "Body larger than 1 MiB.", content_type = "application/json", body = Object),
         (status = 415, description = "Content-Type is not application/json.", content_type = "application/json", body = Object),
-        (status = 429, description = "Too many messages this minute: with a valid key, the account's plan limit (a budget of its own, apart from the routes its tool calls reach, which count as themselves); without one, the public per-address limit. Also when the client address presented too many refused keys this minute. The service's error envelope (`rate_limited`) with `Retry-After`; every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`.", content_type = "application/json", body = Object),
+        (status = 429, description = "Too many messages this minute: with a valid key, four times the account's plan limit (a budget of its own, apart from the routes its tool calls reach, which count as themselves); without one, four times the public per-address limit. Also when the client address presented too many refused keys this minute. The service's error envelope (`rate_limited`) with `Retry-After`; every answer carries `X-RateLimit-Limit`, `X-RateLimit-Remaining` and `X-RateLimit-Reset`.", content_type = "application/json", body = Object),
     ))]
 pub async fn post(
     State(state): State<AppState>,
