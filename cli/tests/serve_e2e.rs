@@ -235,23 +235,11 @@ fn sigterm_ends_open_streams_and_the_process_exits_promptly() {
     let (child, addr, _) = start_logging(&db, "error", &["--shutdown-grace", "60"]);
     let mut guard = Guard(child);
     let key = keys_create(&db, "stream@example.com", "researcher");
-    let mut s = TcpStream::connect(&addr).unwrap();
-    write!(
-        s,
-        "GET /v1/stream HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {key}\r\n\r\n"
-    )
-    .unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(20)))
-        .unwrap();
     // Wait until the stream is open (its first comment has arrived).
-    let mut got = Vec::new();
+    let (status, opened, mut s) = stream_open(&addr, &key);
+    assert_eq!(status, 200, "{opened}");
+    let mut got = opened.into_bytes();
     let mut buf = [0u8; 4096];
-    while !String::from_utf8_lossy(&got).contains("asof stream of lane") {
-        let n = s.read(&mut buf).unwrap();
-        assert!(n > 0, "the stream closed before opening");
-        got.extend_from_slice(&buf[..n]);
-    }
-    assert!(String::from_utf8_lossy(&got).starts_with("HTTP/1.1 200"));
     let started = std::time::Instant::now();
     let code = guard.terminate();
     assert!(code.success(), "graceful shutdown exits 0, got {code:?}");

@@ -357,16 +357,26 @@ pub async fn authenticate(
             )
         })?;
     let hash = hash_key(raw);
-    // A key the store answered unknown lately is refused again for free, counting nothing.
-    if state.keys().known_unknown(&hash) {
-        return Err(ApiError::Unauthenticated("unknown API key".into()));
-    }
-    if !state.keys().seen_valid(&hash)
-        && let Some(retry_after) = state.refusals().blocked(&client.bucket, now)
-    {
-        return Err(ApiError::CredentialsRefused { retry_after });
-    }
-    let found = state.keys().lookup(state.store().as_ref(), &hash).await?;
+    // The usual request: a key verified within the cache's TTL, one lock and no store query.
+    let found = match state.keys().fresh(&hash) {
+        Some(k) => crate::state::key_cache::Found {
+            key: Some(k),
+            asked_store: false,
+        },
+        None => {
+            // A key the store answered unknown lately is refused again for free, counting
+            // nothing.
+            if state.keys().known_unknown(&hash) {
+                return Err(ApiError::Unauthenticated("unknown API key".into()));
+            }
+            if !state.keys().seen_valid(&hash)
+                && let Some(retry_after) = state.refusals().blocked(&client.bucket, now)
+            {
+                return Err(ApiError::CredentialsRefused { retry_after });
+            }
+            state.keys().lookup(state.store().as_ref(), &hash).await?
+        }
+    };
     // A refusal counts against the address when it cost the store a query: repeating one
     // made-up key (remembered unknown) or a revoked one (cached) costs nothing and counts
     // nothing, so a client retrying its one mistyped key is never limited.

@@ -90,6 +90,17 @@ impl KeyCache {
         }
     }
 
+    /// The key and owner for `hash` when this cache holds them fresh (no store query).
+    pub fn fresh(&self, hash: &str) -> Option<(KeyRecord, User)> {
+        let now = Instant::now();
+        self.entries
+            .lock()
+            .expect("key cache lock")
+            .get(hash)
+            .filter(|(at, _, _)| now.duration_since(*at) < self.ttl)
+            .map(|(_, k, u)| (k.clone(), u.clone()))
+    }
+
     /// Whether the store answered `hash` unknown lately (see [`UNKNOWN_TTL`]).
     pub fn known_unknown(&self, hash: &str) -> bool {
         self.unknown.contains(hash)
