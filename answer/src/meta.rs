@@ -1,5 +1,6 @@
 //! The meta record (`results[0]` of `/v1/meta`): vocabularies, plans, limits and the corpus.
 
+use asof_engine::model::coverage::{Scope, SourceCoverage, Stretch};
 use asof_engine::model::manifest::Manifest;
 use asof_engine::{AvailabilityBasis, Clock, Corpus, Day, Instant, Lane, SourceId, VisibleBy};
 use serde::Serialize;
@@ -90,6 +91,33 @@ pub struct LaneInfo {
     pub first_partition_date: Option<Day>,
     pub last_partition_date: Option<Day>,
     pub certified: Option<SpanInfo>,
+    /// Where a cut on this lane answers without a coverage hole, per clock.
+    pub answerable: Answerable,
+}
+
+/// The instants at which a cut answers without a coverage hole, per `visible_by` clock: for
+/// each, ordered, disjoint stretches whose ends are both included (`to` of a whole day is its
+/// `23:59:59.999999Z`). A cut needs every day from the certified span's first through its
+/// own, so a stretch ends at the first hole (and, on `available_at`, at the first day whose
+/// rows lack that clock); on `committed_at` a day answers only from the instant every day it
+/// needs was certified. An `as_of` outside every stretch is answered `409 coverage_missing`.
+/// A ticker can still be a hole inside a stretch: no identity interval places it at the cut.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Answerable {
+    pub published_at: Vec<Stretch>,
+    pub available_at: Vec<Stretch>,
+    pub committed_at: Vec<Stretch>,
+}
+
+impl Answerable {
+    fn of(view: &SourceCoverage<'_>) -> Self {
+        Answerable {
+            published_at: view.answerable(VisibleBy::PublishedAt),
+            available_at: view.answerable(VisibleBy::AvailableAt),
+            committed_at: view.answerable(VisibleBy::CommittedAt),
+        }
+    }
 }
 
 #[derive(Debug, Serialize)]
@@ -117,6 +145,8 @@ pub struct SampleInfo {
     pub first_day: Option<Day>,
     pub last_day: Option<Day>,
     pub examples: Vec<asof_engine::model::manifest::SampleExample>,
+    /// Where a sample cut answers without a coverage hole, per clock (as on a lane).
+    pub answerable: Answerable,
 }
 
 fn span(m: &Manifest, s: SourceId, l: Lane) -> Option<SpanInfo> {
@@ -160,6 +190,7 @@ pub fn meta_record(
                         first_partition_date: parts.iter().map(|p| p.date).min(),
                         last_partition_date: parts.iter().map(|p| p.date).max(),
                         certified,
+                        answerable: Answerable::of(&corpus.source_coverage(s, l, Scope::Corpus)),
                     })
                 })
                 .collect();
@@ -211,6 +242,11 @@ pub fn meta_record(
             first_day: s.days.iter().min().copied(),
             last_day: s.days.iter().max().copied(),
             examples: s.examples.clone(),
+            answerable: Answerable::of(&corpus.source_coverage(
+                s.source_id,
+                s.lane,
+                Scope::Sample(s),
+            )),
         }),
         license: "Self-serve use is internal use only; commercial redistribution needs a separate license.",
     }

@@ -38,14 +38,15 @@ async function home() {
   if (status !== 200 || !json) {
     const tr = document.createElement("tr");
     const td = text("td", "The sample could not be loaded just now.");
-    td.colSpan = 3;
+    td.colSpan = 4;
     tr.append(td);
     rows.append(tr);
     return;
   }
   for (const r of json.results.slice(0, 5)) {
     const tr = document.createElement("tr");
-    tr.append(text("td", r.id), text("td", r.title), text("td", r.available_at));
+    // Columns every certified sample row fills (its available_at is null: never imputed).
+    tr.append(text("td", r.id), text("td", r.form), text("td", date(r.published_at)), text("td", date(r.committed_at)));
     rows.append(tr);
   }
   $("example-version").textContent = `as of ${json.as_of || "now"}, corpus_version ${json.corpus_version}`;

@@ -751,6 +751,76 @@ async fn session_requests_are_never_attributed_to_a_key_in_the_audit() {
     assert_eq!(after.unattributed, before.unattributed + 1, "{after:?}");
 }
 
+async fn a_signed_in_browser_reads_the_data_routes_with_its_session_as_a_key_would() {
+    let t = on_backend(Options::default()).await;
+    let cookie = signed_in(&t, "explorer@example.com", Plan::Researcher).await;
+    let bearer = format!("Bearer {}", t.key);
+    for uri in [
+        "/v1/news?ticker=TSLA&as_of=2026-02-06T00:00:00Z",
+        "/v1/news/diff?ticker=TSLA&as_of_start=2026-01-27T00:00:00Z&as_of_end=2026-02-06T00:00:00Z",
+        "/v1/news?cik=1318605&as_of=2026-02-06T00:00:00Z&visible_by=available_at",
+        "/v1/coverage?source=sec.edgar&date=2026-01-28",
+        "/v1/mapping/ticker/TSLA?as_of=2026-02-06T00:00:00Z",
+        "/v1/mapping/cik/1318605?as_of=2026-02-06T00:00:00Z",
+    ] {
+        let by_session = call(&t, Method::GET, uri, &with_cookie(&cookie), None).await;
+        let by_key = call(&t, Method::GET, uri, &[("authorization", &bearer)], None).await;
+        assert_eq!(by_session.status, by_key.status, "{uri}: {}", by_session.json);
+        assert!(by_session.headers.contains_key("x-ratelimit-remaining"), "{uri}");
+        let strip = |mut v: Value| {
+            v["request_id"] = Value::Null;
+            v
+        };
+        assert_eq!(strip(by_session.json), strip(by_key.json), "{uri}");
+        assert_eq!(by_session.headers[header::ETAG], by_key.headers[header::ETAG], "{uri}");
+    }
+    // The record route too, by an id the cut answered.
+    let cut = call(
+        &t,
+        Method::GET,
+        "/v1/news?ticker=TSLA&as_of=2026-02-06T00:00:00Z",
+        &with_cookie(&cookie),
+        None,
+    )
+    .await;
+    let id = cut.json["results"][0]["id"].as_str().unwrap().to_owned();
+    let r = call(
+        &t,
+        Method::GET,
+        &format!("/v1/news/{id}?as_of=2026-02-06T00:00:00Z"),
+        &with_cookie(&cookie),
+        None,
+    )
+    .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
+    // The routes beyond the explorer's stay key-only: files, the stream.
+    for uri in ["/v1/files", "/v1/stream?ticker=TSLA"] {
+        let r = call(&t, Method::GET, uri, &with_cookie(&cookie), None).await;
+        assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
+    }
+}
+
+async fn on_a_data_route_a_key_decides_whatever_session_cookie_comes_with_it() {
+    let t = on_backend(Options::default()).await;
+    let cookie = signed_in(&t, "both-creds@example.com", Plan::Researcher).await;
+    let mut h = with_cookie(&cookie);
+    h.push(("authorization", "Bearer svc_live_not_a_real_key_at_all_0000000000"));
+    let r = call(&t, Method::GET, "/v1/news?ticker=TSLA&as_of=2026-02-06T00:00:00Z", &h, None).await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
+    // A session cookie that names no session is refused as on the account routes, and
+    // without any credential the route asks for a key, as before.
+    let made_up = with_cookie("__Host-svc_session=0123456789abcdef0123456789abcdef0123456789abcdef");
+    let r = call(&t, Method::GET, "/v1/news?ticker=TSLA&as_of=2026-02-06T00:00:00Z", &made_up, None).await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
+    let r = call(&t, Method::GET, "/v1/news?ticker=TSLA&as_of=2026-02-06T00:00:00Z", &[], None).await;
+    assert_error(&r, StatusCode::UNAUTHORIZED, "unauthorized", None);
+    assert!(
+        r.json["error"]["message"].as_str().unwrap().contains("key"),
+        "{}",
+        r.json
+    );
+}
+
 async fn usage_counts_requests_per_day_key_and_route_group_and_marks_each_keys_last_use() {
     let t = on_backend(Options::default()).await;
     let bearer = format!("Bearer {}", t.key);

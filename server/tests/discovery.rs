@@ -133,6 +133,21 @@ async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways
         for m in route.methods() {
             let op = &doc["paths"][&path][m.to_ascii_lowercase()];
             assert_eq!(op.get("security").is_some(), keyed, "{m} {path} security");
+            // The session is documented exactly where the gate takes it.
+            let takes_session = route.browser
+                || matches!(route.access, Access::KeyOrSession | Access::Session);
+            let schemes: Vec<&str> = op["security"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|s| s.as_object())
+                .flat_map(|s| s.keys().map(String::as_str))
+                .collect();
+            assert_eq!(
+                schemes.contains(&"session"),
+                takes_session,
+                "{m} {path} session: {schemes:?}"
+            );
             // A public route that takes `corpus_version` answers 401 to a pin without a key.
             let pin_needs_key = route.pinned && route.access == Access::Public;
             assert_eq!(
@@ -463,7 +478,7 @@ async fn the_description_says_what_the_service_accepts_and_no_more() {
     // The beacon's pages, the vendor key's characters, the sample's one source.
     assert_eq!(
         doc["components"]["schemas"]["Beacon"]["properties"]["path"]["pattern"],
-        "^/(sign-in|account)?$"
+        "^/(explore|sign-in|account)?$"
     );
     let vk = param("/v1/connectors/{vendor}/bars", "post", "X-Vendor-Key");
     assert_eq!(vk["schema"]["pattern"], "^[!-~]{1,512}$");

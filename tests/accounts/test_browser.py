@@ -150,12 +150,12 @@ def main():
                 def keyboard_order():
                     page.goto("/sign-in")
                     seen = []
-                    for _ in range(5):
+                    for _ in range(6):
                         page.keyboard.press("Tab")
                         seen.append(page.evaluate(
                             "(() => { const e = document.activeElement; return e.id || e.textContent.trim(); })()"
                         ))
-                    assert seen == ["asof", "API reference", "email", "Send me a sign-in link", "Sign in with provider A"], seen
+                    assert seen == ["asof", "Explore", "API reference", "email", "Send me a sign-in link", "Sign in with provider A"], seen
                     # A visible focus ring (the outline the stylesheet gives :focus).
                     outline = page.evaluate("getComputedStyle(document.activeElement).outlineStyle")
                     assert outline != "none", outline

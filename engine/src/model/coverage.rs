@@ -95,6 +95,21 @@ pub enum Scope<'a> {
     Sample(&'a SampleSet),
 }
 
+/// A stretch of instants, both ends included (microsecond resolution: `to` of a whole day
+/// is its `23:59:59.999999Z`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+pub struct Stretch {
+    pub from: Instant,
+    pub to: Instant,
+}
+
+impl Stretch {
+    pub fn contains(&self, at: Instant) -> bool {
+        self.from <= at && at <= self.to
+    }
+}
+
 /// The certification status of one day for one source-lane, as of a cut.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DayStatus {
@@ -257,30 +272,71 @@ impl<'a> SourceCoverage<'a> {
         self.last
     }
 
+    /// When `day` was first certified (µs), `None` when it never was; on the sample, whose
+    /// days count as read from the start, `i64::MIN` for each of them.
+    fn certified_since(&self, day: Day) -> Option<i64> {
+        match self.scope {
+            Scope::Sample(set) => set.days.contains(&day).then_some(i64::MIN),
+            Scope::Corpus => self
+                .table
+                .as_deref()
+                .and_then(|t| t.offset(day).map(|o| t.earliest[o]))
+                .filter(|&at| at != i64::MAX),
+        }
+    }
+
     /// Status of `day` as seen by a cut at `as_of` on `visible_by`.
     pub fn status(&self, day: Day, visible_by: VisibleBy, as_of: Instant) -> DayStatus {
-        match self.scope {
-            Scope::Sample(set) => {
-                if set.days.contains(&day) {
-                    DayStatus::Certified
-                } else {
-                    DayStatus::Missing
-                }
+        match self.certified_since(day) {
+            None => DayStatus::Missing,
+            Some(at) if visible_by == VisibleBy::CommittedAt && at > as_of.micros() => {
+                DayStatus::CertifiedLater
             }
-            Scope::Corpus => {
-                let earliest = self
-                    .table
-                    .as_deref()
-                    .and_then(|t| t.offset(day).map(|o| t.earliest[o]));
-                match earliest {
-                    None | Some(i64::MAX) => DayStatus::Missing,
-                    Some(at) if visible_by == VisibleBy::CommittedAt && at > as_of.micros() => {
-                        DayStatus::CertifiedLater
-                    }
-                    Some(_) => DayStatus::Certified,
-                }
-            }
+            Some(_) => DayStatus::Certified,
         }
+    }
+
+    /// The instants at which a cut on `visible_by` answers without a hole in this source-lane:
+    /// ordered, disjoint, inclusive stretches (`/v1/meta`'s `answerable`, the explorer's
+    /// axis). It is [`Self::cut`]'s decision taken day by day rather than instant by
+    /// instant: a cut needs every day from the span's first through its own, so the first
+    /// hole ends every stretch (and, on `available_at`, the first day whose rows lack that
+    /// clock); only under `committed_at` does the time of day matter, a day answering from
+    /// the latest certification among the days it needs. Identity holes are a ticker's, not a
+    /// source-lane's, and are not here.
+    pub fn answerable(&self, visible_by: VisibleBy) -> Vec<Stretch> {
+        let mut out: Vec<Stretch> = Vec::new();
+        let (Some(first), Some(last)) = (self.first, self.last) else {
+            return out;
+        };
+        let mut needed_since = i64::MIN;
+        let mut day = first;
+        while day <= last {
+            let Some(at) = self.certified_since(day) else {
+                break;
+            };
+            if visible_by == VisibleBy::AvailableAt && !self.has_availability(day) {
+                break;
+            }
+            needed_since = needed_since.max(at);
+            let (start, end) = (day.start().micros(), day.next().start().micros() - 1);
+            let from = if visible_by == VisibleBy::CommittedAt {
+                start.max(needed_since)
+            } else {
+                start
+            };
+            if from <= end {
+                match out.last_mut() {
+                    Some(s) if s.to.micros() + 1 == from => s.to = Instant::from_micros(end),
+                    _ => out.push(Stretch {
+                        from: Instant::from_micros(from),
+                        to: Instant::from_micros(end),
+                    }),
+                }
+            }
+            day = day.next();
+        }
+        out
     }
 
     /// Whether rows of `day` all carry `available_at` (a day without rows trivially does).
@@ -697,6 +753,130 @@ mod tests {
                 let from = Instant::from_micros(at.micros() - 5 * 86_400_000_000);
                 assert_eq!(built.window(by, from, at), kept.window(by, from, at));
             }
+        }
+    }
+
+    /// A partition of `date` whose `nulls` rows lack `available_at` (of two rows).
+    fn partition(date: &str, nulls: u64) -> PartitionEntry {
+        let mut clocks = crate::model::manifest::PartitionClocks::EMPTY;
+        for i in 0..2 {
+            clocks.available_at.add((i >= nulls).then(|| t("2026-01-03T01:00:00Z")));
+        }
+        PartitionEntry::new(crate::model::manifest::Partition {
+            source_id: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            date: day(date),
+            path: String::new(),
+            row_count: 2,
+            bytes: 0,
+            sha256: String::new(),
+            clocks,
+            commits: None,
+            available_hours: None,
+        })
+    }
+
+    /// Every instant of a long walk: a cut answers without a hole exactly when one of
+    /// `answerable`'s stretches holds it, on each clock, on the corpus and on a sample.
+    fn holds_answerable_to_cut(view: &SourceCoverage<'_>, from: &str, hours: i64) {
+        let start = day(from).start().micros();
+        for by in [
+            VisibleBy::PublishedAt,
+            VisibleBy::AvailableAt,
+            VisibleBy::CommittedAt,
+        ] {
+            let stretches = view.answerable(by);
+            for w in stretches.windows(2) {
+                assert!(w[0].to.micros() + 1 < w[1].from.micros(), "{w:?} touch");
+            }
+            // Every 37 minutes, and each stretch's ends and their neighbours.
+            let mut probes: Vec<i64> = (0..hours * 60 / 37)
+                .map(|m| start + m * 37 * 60_000_000)
+                .collect();
+            for s in &stretches {
+                for at in [s.from.micros(), s.to.micros()] {
+                    probes.extend([at - 1, at, at + 1]);
+                }
+            }
+            for at in probes.into_iter().map(Instant::from_micros) {
+                assert_eq!(
+                    view.cut(by, at).is_complete(),
+                    stretches.iter().any(|s| s.contains(at)),
+                    "at {at} by {by:?}: {stretches:?}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_cut_answers_without_a_hole_exactly_inside_the_answerable_stretches() {
+        let mut m = manifest(&[
+            ("2026-01-01", "2026-01-10", "2026-01-11T06:00:00Z"),
+            ("2026-01-05", "2026-01-11", "2026-01-03T00:00:00Z"),
+            ("2026-01-12", "2026-01-20", "2026-01-12T18:30:00Z"),
+            ("2026-01-25", "2026-02-03", "2026-02-04T00:00:00Z"),
+        ]);
+        // Rows of 2026-01-08 carry no available_at: the available_at stretch ends before it.
+        m.partitions = vec![partition("2026-01-03", 0), partition("2026-01-08", 2)];
+        let view = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus);
+        assert_eq!(
+            view.answerable(VisibleBy::PublishedAt),
+            [Stretch {
+                from: t("2026-01-01T00:00:00Z"),
+                to: t("2026-01-20T23:59:59.999999Z")
+            }]
+        );
+        assert_eq!(
+            view.answerable(VisibleBy::AvailableAt),
+            [Stretch {
+                from: t("2026-01-01T00:00:00Z"),
+                to: t("2026-01-07T23:59:59.999999Z")
+            }]
+        );
+        // Nothing is in force before 2026-01-11T06:00 (the first days' certification); the
+        // 12th waits for its own.
+        assert_eq!(
+            view.answerable(VisibleBy::CommittedAt),
+            [
+                Stretch {
+                    from: t("2026-01-11T06:00:00Z"),
+                    to: t("2026-01-11T23:59:59.999999Z")
+                },
+                Stretch {
+                    from: t("2026-01-12T18:30:00Z"),
+                    to: t("2026-01-20T23:59:59.999999Z")
+                },
+            ]
+        );
+        holds_answerable_to_cut(&view, "2025-12-30", 40 * 24);
+        let sample = SampleSet {
+            source_id: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            days: vec![day("2026-01-02"), day("2026-01-03"), day("2026-01-05")],
+            examples: vec![],
+        };
+        let view = SourceCoverage::new(
+            &m,
+            SourceId::SecEdgar,
+            Lane::CertifiedPit,
+            Scope::Sample(&sample),
+        );
+        assert_eq!(
+            view.answerable(VisibleBy::CommittedAt),
+            [Stretch {
+                from: t("2026-01-02T00:00:00Z"),
+                to: t("2026-01-03T23:59:59.999999Z")
+            }]
+        );
+        holds_answerable_to_cut(&view, "2025-12-30", 10 * 24);
+    }
+
+    #[test]
+    fn a_lane_never_certified_answers_nowhere() {
+        let m = manifest(&[]);
+        let view = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus);
+        for by in VisibleBy::ALL {
+            assert!(view.answerable(*by).is_empty());
         }
     }
 }

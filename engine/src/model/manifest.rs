@@ -305,7 +305,7 @@ impl ClockStats {
         nulls: 0,
     };
 
-    fn add(&mut self, v: Option<Instant>) {
+    pub(crate) fn add(&mut self, v: Option<Instant>) {
         match v {
             Some(v) => {
                 self.min = Some(self.min.map_or(v, |m| m.min(v)));

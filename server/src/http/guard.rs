@@ -27,18 +27,13 @@ pub async fn guard(
     req: Request,
     next: Next,
 ) -> Response {
-    let mut res = gate(&state, route.access, route.pinned, req, next).await;
+    let mut res = gate(&state, route, req, next).await;
     res.extensions_mut().insert(route);
     res
 }
 
-async fn gate(
-    state: &AppState,
-    access: Access,
-    pinned: bool,
-    mut req: Request,
-    next: Next,
-) -> Response {
+async fn gate(state: &AppState, route: RouteInfo, mut req: Request, next: Next) -> Response {
+    let (access, pinned) = (route.access, route.pinned);
     let now = Instant::now();
     let window = now.micros().div_euclid(60_000_000) * 60_000_000;
     let client = client_of(
@@ -65,6 +60,31 @@ async fn gate(
                 Ok(s) => s,
                 Err(e) => return refused(state, e, now),
             };
+            let b = format!("user:{}", session.user.id);
+            let l = session.user.plan.requests_per_minute();
+            req.extensions_mut().insert(Principal::Session(session));
+            (b, l)
+        }
+        // A signed-in browser on a data route (the explorer): the account's plan and limit,
+        // as its keys have them; no key is attributed, so nothing is receipted.
+        Access::Key(min_plan)
+            if route.browser
+                && !req.headers().contains_key(header::AUTHORIZATION)
+                && session::cookie_of(req.headers(), &state.options().sessions).is_some() =>
+        {
+            let session = match signed_in(state, req.headers(), &client).await {
+                Ok(s) => s,
+                Err(e) => return refused(state, e, now),
+            };
+            if session.user.plan < min_plan {
+                let mut res = ApiError::Forbidden(format!(
+                    "this route needs the {min_plan} plan or higher; the account's plan is {}",
+                    session.user.plan
+                ))
+                .into_response();
+                res.extensions_mut().insert(PlanRefused);
+                return res;
+            }
             let b = format!("user:{}", session.user.id);
             let l = session.user.plan.requests_per_minute();
             req.extensions_mut().insert(Principal::Session(session));

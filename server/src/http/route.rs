@@ -104,6 +104,13 @@ pub struct Route {
     /// route's query struct declares the parameter, so the description and the MCP tool
     /// schemas show it.
     pub pinned: bool,
+    /// A keyed route (`Access::Key`) that also takes the session cookie of a signed-in
+    /// browser, when the request carries the cookie and no `Authorization` (the site's
+    /// explorer reads the data routes without its script ever holding a key). The account's
+    /// plan is checked as a key's would be and the same per-account limit applies. Reads
+    /// only: the routes are GETs, the cookie is SameSite=Lax (never sent on another site's
+    /// subresource requests) and CORS never allows credentials.
+    pub browser: bool,
 }
 
 impl std::fmt::Debug for Route {
@@ -127,6 +134,7 @@ impl Route {
             in_process: false,
             body: None,
             pinned: false,
+            browser: false,
         }
     }
 
@@ -141,6 +149,7 @@ impl Route {
             in_process: false,
             body: None,
             pinned: false,
+            browser: false,
         }
     }
 
@@ -155,6 +164,7 @@ impl Route {
             in_process: false,
             body: None,
             pinned: false,
+            browser: false,
         }
     }
 
@@ -169,6 +179,7 @@ impl Route {
             in_process: false,
             body: None,
             pinned: false,
+            browser: false,
         }
     }
 
@@ -183,6 +194,7 @@ impl Route {
             in_process: false,
             body: None,
             pinned: false,
+            browser: false,
         }
     }
 
@@ -197,6 +209,7 @@ impl Route {
             in_process: false,
             body: None,
             pinned: false,
+            browser: false,
         }
     }
 
@@ -211,6 +224,7 @@ impl Route {
             in_process: false,
             body: None,
             pinned: false,
+            browser: false,
         }
     }
 
@@ -225,6 +239,7 @@ impl Route {
             in_process: false,
             body: None,
             pinned: false,
+            browser: false,
         }
     }
 
@@ -260,6 +275,14 @@ impl Route {
     pub const fn pinned(self) -> Self {
         Route {
             pinned: true,
+            ..self
+        }
+    }
+
+    /// Also takes a signed-in browser's session (see [`Route::browser`]).
+    pub const fn browser(self) -> Self {
+        Route {
+            browser: true,
             ..self
         }
     }
@@ -369,6 +392,7 @@ pub struct RouteInfo {
     pub receipts: bool,
     pub sample: bool,
     pub pinned: bool,
+    pub browser: bool,
     /// The entry's path pattern (`/v1/mapping/cik/{cik}`).
     pub path: &'static str,
 }
@@ -382,6 +406,7 @@ impl RouteInfo {
             receipts: r.receipts,
             sample: r.sample,
             pinned: r.pinned,
+            browser: r.browser,
             path,
         }
     }

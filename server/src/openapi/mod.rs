@@ -469,7 +469,7 @@ fn add_security_schemes(components: &mut utoipa::openapi::Components) {
             "session",
             SecurityScheme::ApiKey(ApiKey::Cookie(ApiKeyValue::with_description(
                 "__Host-svc_session",
-                "Browser session cookie for the account routes: `__Host-svc_session` (HttpOnly, Secure, SameSite=Lax, Path=/, no Domain, so no sibling subdomain can plant one). A local plain-HTTP server (`asof serve --insecure-cookies`) names it `svc_session` instead, without Secure, since browsers refuse `__Host-` cookies there; each server reads only the name it sets.",
+                "Browser session cookie for the account routes, also taken by the data routes (`/v1/news`, `/v1/news/diff`, `/v1/news/{id}`, `/v1/coverage`, `/v1/mapping/*`) from a request without `Authorization`, so the site's explorer (`/explore`) reads them for a signed-in account without its script holding a key (the account's plan and per-account limit apply; nothing is receipted without a key): `__Host-svc_session` (HttpOnly, Secure, SameSite=Lax, Path=/, no Domain, so no sibling subdomain can plant one). A local plain-HTTP server (`asof serve --insecure-cookies`) names it `svc_session` instead, without Secure, since browsers refuse `__Host-` cookies there; each server reads only the name it sets.",
             ))),
         );
 }

@@ -31,7 +31,7 @@ pub(crate) fn news_reply(ctx: &Ctx, mut page: NewsPage) -> Response {
 /// (default `sec.edgar`). A cut that needs a source-day the corpus does not certify, or a
 /// ticker no interval places at `as_of`, is a coverage hole (409), never an empty answer.
 #[utoipa::path(get, path = "/v1/news", tag = "data", operation_id = "news",
-    params(NewsParams), security(("bearer" = [])),
+    params(NewsParams), security(("bearer" = []), ("session" = [])),
     responses(
         (status = 200, description = "The cut (possibly `count: 0`: a complete cut with no rows).", body = Envelope<NewsRecord>),
         (status = 409, description = "`coverage_missing`: the cut depends on an uncertified source-day or an unplaced ticker (`coverage.missing` names it); or `cursor_expired`: the corpus moved since the cursor was minted."),
@@ -50,7 +50,7 @@ pub(crate) async fn news(
 /// The window is `(as_of_start, as_of_end]` on the same clock (not an `event_at` window).
 /// Same filters, sort and paging as `/v1/news`.
 #[utoipa::path(get, path = "/v1/news/diff", tag = "data", operation_id = "news_diff",
-    params(DiffParams), security(("bearer" = [])),
+    params(DiffParams), security(("bearer" = []), ("session" = [])),
     responses(
         (status = 200, description = "Rows that became visible in the window.", body = Envelope<NewsRecord>),
         (status = 409, description = "`coverage_missing` (a hole in the window) or `cursor_expired`."),
@@ -70,7 +70,7 @@ pub(crate) async fn diff(
 /// `committed_at` the revision current at the cut.
 #[utoipa::path(get, path = "/v1/news/{id}", tag = "data", operation_id = "news_record",
     params(("id" = String, Path, min_length = 1, example = "0001628280-26-003952_1318605", description = "Record id, as in `results[].id`."), RecordParams),
-    security(("bearer" = [])),
+    security(("bearer" = []), ("session" = [])),
     responses(
         (status = 200, description = "`results[0]` is the record.", body = Envelope<NewsRecord>),
         (status = 404, description = "`not_found`: no such record, or a record that exists but is not knowable yet at `as_of` (the message says which)."),
@@ -91,7 +91,7 @@ pub(crate) async fn record(
 /// lane answers (`certified_pit` unless `lane` says otherwise): a certificate's `key` names
 /// one source-day, and lanes are never mixed in one answer.
 #[utoipa::path(get, path = "/v1/coverage", tag = "data", operation_id = "coverage",
-    params(CoverageParams), security(("bearer" = [])),
+    params(CoverageParams), security(("bearer" = []), ("session" = [])),
     responses(
         (status = 200, description = "Certificates in (source, lane, date) order.", body = Envelope<CertificateRecord>),
         (status = 409, description = "`cursor_expired`: the corpus moved since the cursor was minted."),
@@ -111,7 +111,7 @@ pub(crate) async fn coverage(
 /// `identity.ticker/<TICKER>@<YYYY-MM-DD>` (the same answer `/v1/news` gives).
 #[utoipa::path(get, path = "/v1/mapping/ticker/{ticker}", tag = "data", operation_id = "mapping_ticker",
     params(("ticker" = inline(Ticker), Path, example = "TSLA", description = "Exchange ticker (case-insensitive)."), MappingParams),
-    security(("bearer" = [])),
+    security(("bearer" = []), ("session" = [])),
     responses(
         (status = 200, description = "The intervals placing the ticker at `as_of`, with their evidence.", body = Envelope<MappingRecord>),
         (status = 409, description = "`coverage_missing`: no interval places the ticker at `as_of`."),
@@ -127,7 +127,7 @@ pub(crate) async fn mapping_ticker(
 /// Identity as of an instant: the tickers a CIK carried at `as_of`.
 #[utoipa::path(get, path = "/v1/mapping/cik/{cik}", tag = "data", operation_id = "mapping_cik",
     params(("cik" = inline(Cik), Path, example = "1318605", description = "SEC Central Index Key, with or without leading zeros."), MappingParams),
-    security(("bearer" = [])),
+    security(("bearer" = []), ("session" = [])),
     responses(
         (status = 200, description = "Intervals valid at `as_of` (possibly none: a known CIK without a ticker then).", body = Envelope<MappingRecord>),
         (status = 404, description = "`not_found`: the corpus holds no identity evidence for this CIK."),

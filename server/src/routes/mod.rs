@@ -73,28 +73,35 @@ pub static TABLE: &[Route] = &[
         .unreceipted(),
     Route::open(|| routes!(discovery::openapi_json)).kind(Kind::Document),
     Route::open(|| routes!(discovery::openapi_yaml)).kind(Kind::Document),
-    // The data answers, also answered in-process (`asof_answer::local`, `asof.open()`).
+    // The data answers, also answered in-process (`asof_answer::local`, `asof.open()`), and to
+    // a signed-in browser's session (the explorer, `/explore`).
     Route::public(|| routes!(discovery::meta))
         .in_process()
         .pinned(),
     Route::key(Plan::Researcher, || routes!(data::news))
         .in_process()
-        .pinned(),
+        .pinned()
+        .browser(),
     Route::key(Plan::Researcher, || routes!(data::diff))
         .in_process()
-        .pinned(),
+        .pinned()
+        .browser(),
     Route::key(Plan::Researcher, || routes!(data::record))
         .in_process()
-        .pinned(),
+        .pinned()
+        .browser(),
     Route::key(Plan::Researcher, || routes!(data::coverage))
         .in_process()
-        .pinned(),
+        .pinned()
+        .browser(),
     Route::key(Plan::Researcher, || routes!(data::mapping_ticker))
         .in_process()
-        .pinned(),
+        .pinned()
+        .browser(),
     Route::key(Plan::Researcher, || routes!(data::mapping_cik))
         .in_process()
-        .pinned(),
+        .pinned()
+        .browser(),
     // File URLs expire, so a listing's body changes while the corpus version stays.
     Route::key(Plan::Power, || routes!(files::files))
         .kind(Kind::LiveEnvelope)
@@ -172,6 +179,9 @@ pub static TABLE: &[Route] = &[
     Route::public(|| routes!(site::home))
         .kind(Kind::Document)
         .unreceipted(),
+    Route::public(|| routes!(site::explore))
+        .kind(Kind::Document)
+        .unreceipted(),
     Route::public(|| routes!(site::sign_in))
         .kind(Kind::Document)
         .unreceipted(),
@@ -186,6 +196,9 @@ pub static TABLE: &[Route] = &[
         .kind(Kind::Document)
         .unreceipted(),
     Route::public(|| routes!(site::js))
+        .kind(Kind::Document)
+        .unreceipted(),
+    Route::public(|| routes!(site::explore_js))
         .kind(Kind::Document)
         .unreceipted(),
     Route::public(|| routes!(site::beacon))

@@ -1,5 +1,5 @@
-//! The site a browser uses: the landing page, sign-in, the account page, their stylesheet and
-//! script, and the cookie-less page-view beacon. Everything is served by this binary from
+//! The site a browser uses: the landing page, the as-of explorer, sign-in, the account page,
+//! their stylesheet and scripts, and the cookie-less page-view beacon. Everything is served by this binary from
 //! files compiled into it (`server/site/`): no CDN, web font or third-party script, so the
 //! site works offline and sends visitors nowhere else.
 //!
@@ -25,9 +25,11 @@ const SIGN_IN: &str = include_str!("../../site/sign-in.html");
 const ACCOUNT: &str = include_str!("../../site/account.html");
 const CSS: &str = include_str!("../../site/site.css");
 const JS: &str = include_str!("../../site/site.js");
+const EXPLORE: &str = include_str!("../../site/explore.html");
+const EXPLORE_JS: &str = include_str!("../../site/explore.js");
 
 /// The pages the beacon counts.
-pub const PAGES: [&str; 3] = ["/", "/sign-in", "/account"];
+pub const PAGES: [&str; 4] = ["/", "/explore", "/sign-in", "/account"];
 
 fn page(content_type: &'static str, body: String) -> Response {
     let mut r = body.into_response();
@@ -69,6 +71,63 @@ fn escape(s: &str) -> String {
         .replace('>', "&gt;")
         .replace('"', "&quot;")
         .replace('\'', "&#39;")
+}
+
+query! {
+    /// Query of `GET /explore`: the view, as the page writes it into its own URL so a view
+    /// can be shared and reopened. The parameters mean what they mean on the data routes;
+    /// the page checks them itself and says which it could not take, so an old or edited link
+    /// still opens.
+    pub struct ExplorePage {
+        /// A public sample company (`/v1/meta`'s `sample.examples[].id`), without a session.
+        pub example: Option<String>,
+        /// A ticker, signed in (resolved as of the cut, as on `/v1/news`).
+        pub ticker: Option<String>,
+        /// A CIK, signed in.
+        pub cik: Option<String>,
+        /// A held source, signed in (default `sec.edgar`).
+        pub source: Option<String>,
+        /// `certified_pit` (default) or `forward_first_seen`.
+        pub lane: Option<String>,
+        /// `published_at` (default), `available_at` or `committed_at`.
+        pub visible_by: Option<String>,
+        /// The cut drawn; omitted, the page opens on an instant the chosen clock answers.
+        pub as_of: Option<String>,
+        /// An earlier instant: the page also draws what became knowable after it.
+        pub as_of_start: Option<String>,
+    }
+}
+
+/// The as-of explorer: a filer's records on a time axis with their three clocks, the API's
+/// answer for the cut a slider names (knowable, not yet, holes, corrections, a diff), the
+/// same question as curl, Python and SQL. Without a session it reads the public sample; with
+/// one, the data routes with the session cookie (the page's script never holds a key).
+#[utoipa::path(get, path = "/explore", tag = "site", operation_id = "site_explore",
+    params(ExplorePage),
+    responses((status = 200, description = "HTML explorer page; works offline. Its data comes from /v1/meta and the sample routes, or, for a signed-in browser, the data routes with the session cookie.", content_type = "text/html", body = String)))]
+pub(crate) async fn explore(
+    State(state): State<AppState>,
+    headers: axum::http::HeaderMap,
+    Q(_): Q<ExplorePage>,
+) -> Reply {
+    // Whether to ask /v1/me at all: a browser without the cookie is not signed in, and asking
+    // would only draw a 401 into its console. The cookie is HttpOnly, so the page cannot see it.
+    let cookie = crate::signin::session::cookie_of(&headers, &state.options().sessions).is_some();
+    let mut r = page(
+        HTML,
+        EXPLORE.replace("{{session}}", if cookie { "1" } else { "0" }),
+    );
+    r.headers_mut()
+        .insert(header::VARY, HeaderValue::from_static("Cookie"));
+    Ok(r)
+}
+
+/// The explorer's script.
+#[utoipa::path(get, path = "/site/explore.js", tag = "site", operation_id = "site_explore_js",
+    params(NoQuery),
+    responses((status = 200, description = "JavaScript.", content_type = "text/javascript", body = String)))]
+pub(crate) async fn explore_js(Q(_): Q<NoQuery>) -> Reply {
+    Ok(page("text/javascript; charset=utf-8", EXPLORE_JS.to_owned()))
 }
 
 query! {
@@ -307,8 +366,8 @@ pub(crate) async fn js(Q(_): Q<NoQuery>) -> Reply {
 /// Body of `POST /site/beacon`.
 #[derive(Debug, Clone, utoipa::ToSchema)]
 pub struct Beacon {
-    /// The page viewed: `/`, `/sign-in` or `/account`.
-    #[schema(pattern = "^/(sign-in|account)?$")]
+    /// The page viewed: `/`, `/explore`, `/sign-in` or `/account`.
+    #[schema(pattern = "^/(explore|sign-in|account)?$")]
     pub path: String,
 }
 
