@@ -105,10 +105,12 @@ function filerParams() {
   return p;
 }
 
+// A query string, instants left readable (a colon needs no escaping in a query).
 function query(params) {
-  const q = new URLSearchParams();
-  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") q.set(k, v);
-  return q.toString();
+  return Object.entries(params)
+    .filter(([, v]) => v !== undefined && v !== null && v !== "")
+    .map(([k, v]) => `${encodeURIComponent(k)}=${encodeURIComponent(v).replace(/%3A/gi, ":")}`)
+    .join("&");
 }
 
 function cutParams(asOf, clock) {
@@ -212,18 +214,22 @@ function learn(rows) {
 // committed_at just before it was committed, which holds the revision it replaced.
 async function loadUniverse() {
   universe.clear();
+  // Only cuts /v1/meta says answer are asked: the rest would be holes, known beforehand.
   const pub = stretches("published_at");
-  const end = pub.length ? Math.floor(pub[pub.length - 1][1] / 1000) * 1000 : Math.floor(Date.now() / 1000) * 1000;
-  const all = S.mode === "sample"
-    ? await ask(`/v1/sample/news?${query({ example: S.example })}`)
-    : await ask(cutUrl(end, "published_at"));
-  if (all.status === 200) learn(all.json.results);
+  if (pub.length) {
+    const end = Math.floor(pub[pub.length - 1][1] / 1000) * 1000;
+    const all = S.mode === "sample"
+      ? await ask(`/v1/sample/news?${query({ example: S.example })}`)
+      : await ask(cutUrl(end, "published_at"));
+    if (all.status === 200) learn(all.json.results);
+  }
   const wanted = new Map();
   for (const r of universe.values()) {
     if (r.supersedes && !universe.has(r.supersedes) && r.committed_at) wanted.set(r.committed_at, r.supersedes);
   }
-  for (const at of [...wanted.keys()].slice(0, 4)) {
-    const a = await ask(cutUrl(parseInstant(at) - 1000, "committed_at"));
+  const before = [...wanted.keys()].map((at) => parseInstant(at) - 1000).filter((t) => answerableAt(t, "committed_at"));
+  for (const t of before.slice(0, 4)) {
+    const a = await ask(cutUrl(t, "committed_at"));
     if (a.status === 200) learn(a.json.results.filter((r) => [...wanted.values()].includes(r.revision_id)));
   }
 }
@@ -290,7 +296,11 @@ function mark(g, clock, t, y, onClock) {
 
 function recordTitle(r) {
   const parts = [`${r.form || r.source_id} ${r.id}`];
-  if (r.supersedes) parts.push(`a correction of revision ${r.supersedes}`);
+  if (r.supersedes) {
+    parts.push(universe.has(r.supersedes)
+      ? `a correction, drawn over the revision it replaced (${r.supersedes})`
+      : `a correction of revision ${r.supersedes}, which no answer to this question holds (on published_at and available_at a cut sees a record's latest revision; only committed_at replays the ones it replaced)`);
+  }
   for (const c of CLOCKS) parts.push(`${c}: ${fmtShort(r[c])}`);
   if (!r[S.clock]) parts.push(`no ${S.clock}: never visible on this clock`);
   return parts.join("\n");
@@ -342,7 +352,7 @@ function drawChart() {
   }
   for (const row of rows) {
     const r = row.rec;
-    const g = el("g", { class: `rec${row.correction ? " correction" : ""}${row.thin ? " thin" : ""}`, "data-id": r.id, "data-revision": r.revision_id }, recs);
+    const g = el("g", { class: `rec${r.supersedes ? " correction" : ""}${row.thin ? " thin" : ""}`, "data-id": r.id, "data-revision": r.revision_id }, recs);
     if (r.supersedes) g.setAttribute("data-supersedes", r.supersedes);
     if (row.thin) {
       el("rect", { x: X0, y: row.y - THIN / 2, width: 10, height: THIN - 0.5, class: "thin-bar" }, g);
@@ -354,6 +364,15 @@ function drawChart() {
     for (const c of CLOCKS) {
       const t = parseInstant(r[c]);
       if (!Number.isNaN(t)) mark(g, c, t, row.y, c === S.clock);
+    }
+    // The form beside the marks, where there is room.
+    if (ts.length) {
+      const right = x(Math.max(...ts)) + 10;
+      const left = x(Math.min(...ts)) - 10;
+      const label = right + 60 < width
+        ? el("text", { x: right, y: row.y + 4, class: "rec-label" }, g)
+        : el("text", { x: left, y: row.y + 4, class: "rec-label", "text-anchor": "end" }, g);
+      label.textContent = r.form || r.source_id;
     }
     if (!r[S.clock]) g.classList.add("never");
     el("title", {}, g).textContent = recordTitle(r);
@@ -539,6 +558,7 @@ function renderStatus(cut, diff, n, nBecame) {
 }
 
 function nearestHint() {
+  if (answerableAt(S.asOf)) return " The source answers this instant: the hole is the question's own (its ticker, or the days it needs), named below.";
   const st = stretches();
   if (!st.length) {
     const other = CLOCKS.filter((c) => c !== S.clock && stretches(c).length);

@@ -22,7 +22,11 @@ async function api(method, path, body) {
 }
 
 // A first-party, cookie-less page-view count: the path only, nothing about the visitor.
+// The pages the beacon counts (the confirmation page of a sign-in link is not one).
+const COUNTED = ["/", "/sign-in", "/account", "/explore"];
+
 function beacon() {
+  if (!COUNTED.includes(location.pathname)) return;
   try {
     const data = JSON.stringify({ path: location.pathname });
     if (!navigator.sendBeacon("/site/beacon", new Blob([data], { type: "application/json" }))) {

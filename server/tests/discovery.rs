@@ -134,8 +134,8 @@ async fn route_entries_agree_with_router_gate_description_meta_and_mcp_both_ways
             let op = &doc["paths"][&path][m.to_ascii_lowercase()];
             assert_eq!(op.get("security").is_some(), keyed, "{m} {path} security");
             // The session is documented exactly where the gate takes it.
-            let takes_session = route.browser
-                || matches!(route.access, Access::KeyOrSession | Access::Session);
+            let takes_session =
+                route.browser || matches!(route.access, Access::KeyOrSession | Access::Session);
             let schemes: Vec<&str> = op["security"]
                 .as_array()
                 .into_iter()

@@ -48,6 +48,8 @@ async fn pages_and_assets_come_from_this_binary_and_load_nothing_from_elsewhere(
         ("/account", "text/html"),
         ("/site/site.css", "text/css"),
         ("/site/site.js", "text/javascript"),
+        ("/explore", "text/html"),
+        ("/site/explore.js", "text/javascript"),
     ] {
         let (status, h, body) = page(&t, uri).await;
         assert_eq!(status, StatusCode::OK, "{uri}");
@@ -62,7 +64,9 @@ async fn pages_and_assets_come_from_this_binary_and_load_nothing_from_elsewhere(
                 .starts_with("default-src 'self'"),
             "{uri}"
         );
-        // No other origin anywhere: no CDN, font or script from elsewhere.
+        // No other origin anywhere: no CDN, font or script from elsewhere (the SVG
+        // namespace the explorer draws in is a name, never fetched).
+        let body = body.replace("\"http://www.w3.org/2000/svg\"", "");
         for needle in ["http://", "https://", "//cdn", "fonts.g"] {
             assert!(!body.contains(needle), "{uri} mentions {needle}");
         }
@@ -70,6 +74,42 @@ async fn pages_and_assets_come_from_this_binary_and_load_nothing_from_elsewhere(
     }
     let (_, _, home) = page(&t, "/").await;
     assert!(home.contains(r#"<html lang="en">"#) && home.contains("name=\"viewport\""));
+}
+
+#[tokio::test]
+async fn the_explorer_page_says_only_whether_a_session_cookie_came_and_varies_on_the_cookie() {
+    let t = setup().await;
+    let (status, h, body) = page(&t, "/explore?example=tesla&as_of=2026-01-29T00:00:00Z").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(body.contains(r#"data-session="0""#), "{body}");
+    assert_eq!(h[header::VARY], "Cookie");
+    // With a cookie (valid or not: the page asks /v1/me to know), the flag is set; the page
+    // carries nothing of the session itself.
+    let res = t
+        .app
+        .clone()
+        .oneshot(
+            Request::get("/explore")
+                .header(header::COOKIE, "__Host-svc_session=anything")
+                .body(Body::empty())
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let body =
+        String::from_utf8(res.into_body().collect().await.unwrap().to_bytes().to_vec()).unwrap();
+    assert!(body.contains(r#"data-session="1""#));
+    assert!(!body.contains("anything"));
+    // The view's parameters are the page's to check: an unknown one is refused as on every
+    // route, a bad value of a known one is left to the page (it says what it could not take).
+    let (status, _, _) = page(&t, "/explore?as_of=yesterday&visible_by=sometime").await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, _, _) = page(&t, "/explore?colour=blue").await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    // The beacon counts the explorer.
+    let r = post_json(&t, "/site/beacon", json!({ "path": "/explore" })).await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.json);
 }
 
 #[tokio::test]

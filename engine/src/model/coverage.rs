@@ -760,7 +760,9 @@ mod tests {
     fn partition(date: &str, nulls: u64) -> PartitionEntry {
         let mut clocks = crate::model::manifest::PartitionClocks::EMPTY;
         for i in 0..2 {
-            clocks.available_at.add((i >= nulls).then(|| t("2026-01-03T01:00:00Z")));
+            clocks
+                .available_at
+                .add((i >= nulls).then(|| t("2026-01-03T01:00:00Z")));
         }
         PartitionEntry::new(crate::model::manifest::Partition {
             source_id: SourceId::SecEdgar,

@@ -127,7 +127,10 @@ pub(crate) async fn explore(
     params(NoQuery),
     responses((status = 200, description = "JavaScript.", content_type = "text/javascript", body = String)))]
 pub(crate) async fn explore_js(Q(_): Q<NoQuery>) -> Reply {
-    Ok(page("text/javascript; charset=utf-8", EXPLORE_JS.to_owned()))
+    Ok(page(
+        "text/javascript; charset=utf-8",
+        EXPLORE_JS.to_owned(),
+    ))
 }
 
 query! {
