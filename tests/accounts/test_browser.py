@@ -145,6 +145,10 @@ def main():
                     page.goto("/")
                     page.wait_for_selector("#example-rows tr td:not([colspan])")
                     assert "corpus_version sha256:" in page.inner_text("#example-version")
+                    # Every column the example shows has a value in every row (no dash).
+                    cells = page.locator("#example-rows td").all_inner_texts()
+                    assert cells and all(c.strip() not in ("", "—") for c in cells), cells
+                    expect(page.get_by_role("link", name="See it on a timeline")).to_have_attribute("href", "/explore")
                     shot("1-landing")
 
                 def keyboard_order():
