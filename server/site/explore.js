@@ -210,8 +210,9 @@ function learn(rows) {
 }
 
 // Every record of the question, whether knowable at the cut or not: the cut at the end of
-// what publication answers (the latest revisions), then, for each correction, the cut on
-// committed_at just before it was committed, which holds the revision it replaced.
+// what publication answers (each record's latest revision). Revisions a correction replaced
+// join the picture when an answer holds them (a committed_at cut replays them); corrections
+// are then drawn over them.
 async function loadUniverse() {
   universe.clear();
   // Only cuts /v1/meta says answer are asked: the rest would be holes, known beforehand.
@@ -222,15 +223,6 @@ async function loadUniverse() {
       ? await ask(`/v1/sample/news?${query({ example: S.example })}`)
       : await ask(cutUrl(end, "published_at"));
     if (all.status === 200) learn(all.json.results);
-  }
-  const wanted = new Map();
-  for (const r of universe.values()) {
-    if (r.supersedes && !universe.has(r.supersedes) && r.committed_at) wanted.set(r.committed_at, r.supersedes);
-  }
-  const before = [...wanted.keys()].map((at) => parseInstant(at) - 1000).filter((t) => answerableAt(t, "committed_at"));
-  for (const t of before.slice(0, 4)) {
-    const a = await ask(cutUrl(t, "committed_at"));
-    if (a.status === 200) learn(a.json.results.filter((r) => [...wanted.values()].includes(r.revision_id)));
   }
 }
 
