@@ -224,6 +224,26 @@ async function loadUniverse() {
       : await ask(cutUrl(end, "published_at"));
     if (all.status === 200) learn(all.json.results);
   }
+  if (S.mode === "account") await learnReplaced();
+}
+
+// The revisions the corrections nearest the cut replaced, so each correction is drawn over
+// what it corrected: the record route on committed_at, a second before the correction was
+// committed, answers the revision in force then (a single record needs no coverage). At most
+// REPLACED_ASKED lookups a load, within any plan's minute.
+const REPLACED_ASKED = 4;
+
+async function learnReplaced() {
+  const near = (r) => Math.abs(parseInstant(r.published_at) - (Number.isFinite(S.asOf) ? S.asOf : 0));
+  const corrections = [...universe.values()]
+    .filter((r) => r.supersedes && !universe.has(r.supersedes) && r.committed_at)
+    .sort((a, b) => near(a) - near(b))
+    .slice(0, REPLACED_ASKED);
+  for (const r of corrections) {
+    const before = fmt(Math.floor(parseInstant(r.committed_at) / 1000) * 1000 - 1000);
+    const a = await ask(`/v1/news/${encodeURIComponent(r.id)}?${query({ as_of: before, visible_by: "committed_at" })}`);
+    if (a.status === 200) learn(a.json.results.filter((x) => x.revision_id === r.supersedes));
+  }
 }
 
 // ---- drawing ------------------------------------------------------------------------------
@@ -271,7 +291,7 @@ function order() {
   for (const r of recs) {
     if (r.supersedes && byRev.has(r.supersedes)) {
       const under = rows.find((row) => row.rec.revision_id === r.supersedes);
-      rows.push({ rec: r, y: under ? under.y - (under.thin ? 0 : 4) : TOP, correction: true, thin: under && under.thin });
+      rows.push({ rec: r, y: under ? under.y - (under.thin ? 0 : 6) : TOP, correction: true, thin: under && under.thin, under });
     }
   }
   return { rows, height: Math.max(y, TOP + ROW) + 24, block };
@@ -353,14 +373,20 @@ function drawChart() {
     }
     const ts = CLOCKS.map((c) => parseInstant(r[c])).filter((t) => !Number.isNaN(t));
     if (ts.length > 1) el("line", { x1: x(Math.min(...ts)), x2: x(Math.max(...ts)), y1: row.y, y2: row.y, class: "gap" }, g);
+    // A correction drawn over the revision it replaced: its publication joined to theirs.
+    if (row.under && !row.under.thin) {
+      const was = parseInstant(row.under.rec.published_at);
+      const now = parseInstant(r.published_at);
+      if (!Number.isNaN(was) && !Number.isNaN(now)) el("path", { d: `M${x(was)} ${row.under.y}L${x(now)} ${row.y}`, class: "correction-link" }, g);
+    }
     for (const c of CLOCKS) {
       const t = parseInstant(r[c]);
       if (!Number.isNaN(t)) mark(g, c, t, row.y, c === S.clock);
     }
     // The form beside the marks, where there is room.
     if (ts.length) {
-      const right = x(Math.max(...ts)) + 10;
-      const left = x(Math.min(...ts)) - 10;
+      const right = x(Math.max(...ts)) + 12;
+      const left = x(Math.min(...ts)) - 12;
       const label = right + 60 < width
         ? el("text", { x: right, y: row.y + 4, class: "rec-label" }, g)
         : el("text", { x: left, y: row.y + 4, class: "rec-label", "text-anchor": "end" }, g);
@@ -437,8 +463,13 @@ function apply(cut, diff) {
   if (diff && diff.status === 200 && learn(diff.json.results)) { computeDomain(); configureRange(); drawChart(); }
   const knowable = new Set(results.map((r) => r.revision_id));
   const became = new Set(diff && diff.status === 200 ? diff.json.results.map((r) => r.revision_id) : []);
+  // A revision a known correction replaced: on published_at and available_at a cut sees only
+  // latest revisions, so it is replaced whatever the instant; on committed_at, once the
+  // correction is in the answer.
   const replacedBy = new Map();
-  for (const r of results) if (r.supersedes) replacedBy.set(r.supersedes, r.id);
+  for (const r of universe.values()) {
+    if (r.supersedes && (S.clock !== "committed_at" || knowable.has(r.revision_id))) replacedBy.set(r.supersedes, r.id);
+  }
   for (const g of svg.querySelectorAll(".rec")) {
     const rev = g.dataset.revision;
     const k = knowable.has(rev);

@@ -27,6 +27,7 @@ Prints 'explorer checks: N passed, N failed'.
 
 import argparse
 import os
+import subprocess
 import sys
 import tempfile
 import uuid
@@ -332,6 +333,12 @@ def main():
                     page.wait_for_url(f"{base}/account")
                     state["cookies"] = {c["name"]: c["value"] for c in context.cookies()}
                     assert "svc_session" in state["cookies"], state["cookies"].keys()
+                    # The walk below asks a few hundred answers a minute: the desk plan's
+                    # allowance (the operator sets plans with `asof keys create --plan`).
+                    subprocess.run(
+                        [args.bin, "keys", "create", "--database-url", server.db, "--email", email, "--plan", "desk"],
+                        check=True, capture_output=True,
+                    )
 
                 def signed_in_the_data_routes_answer_by_session():
                     goto({"ticker": "TSLA", "as_of": "2026-01-29T00:00:00Z"})
@@ -359,9 +366,9 @@ def main():
                     shot("10-forward-available")
 
                 def corrections_are_drawn_as_corrections():
-                    # CIK 1677077's filings were corrected by a later publish: on published_at a
-                    # cut sees each record's latest revision, the correction, drawn and listed
-                    # as one.
+                    # CIK 1677077's filings were corrected by a later publish (committed
+                    # 2026-06-20T12:56:07Z): on published_at a cut sees each record's latest
+                    # revision, the correction, drawn and listed as one.
                     q = {"cik": "1677077", "as_of": "2025-03-06T00:00:00Z"}
                     goto(q)
                     body = held_to_api("corrections", "/v1/news", {**q, "limit": "1000"})
@@ -371,6 +378,18 @@ def main():
                     for r in corrected:
                         row = page.locator(f"#rows tr[data-revision='{r['revision_id']}']")
                         assert f"corrects {r['supersedes']}" in row.text_content()
+                    # The corrections nearest the cut are drawn over the revisions they
+                    # replaced, which the record route answered on committed_at a second before
+                    # each correction was committed; those revisions are replaced, not pending.
+                    replaced = page.locator("#chart .rec.replaced")
+                    assert 1 <= replaced.count() <= 4, replaced.count()
+                    for i in range(replaced.count()):
+                        rev = replaced.nth(i).get_attribute("data-revision")
+                        assert page.locator(f"#chart .rec.correction[data-supersedes='{rev}']").count() == 1, rev
+                        original = api(f"/v1/news/{replaced.nth(i).get_attribute('data-id')}", {
+                            "as_of": "2026-06-20T12:56:06Z", "visible_by": "committed_at"}).json()
+                        assert original["results"][0]["revision_id"] == rev, original
+                    assert page.locator("#chart .rec.replaced.knowable, #chart .rec.replaced.pending").count() == 0
                     shot("11-corrections")
 
                 def a_source_without_filers():
