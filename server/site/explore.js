@@ -614,6 +614,10 @@ function renderSnippets(cut) {
   } else if (tab === "python") {
     if (S.mode === "sample") {
       text = `import httpx\n\nr = httpx.get("${origin}/v1/sample/news", params=${pyDict(params)})\nanswer = r.json()  # 409 with coverage.missing is a hole, never an empty list\nprint(answer["corpus_version"], answer["count"])`;
+      if (diff) {
+        const d = diffParams();
+        text += `\n# what became knowable since as_of_start:\nnew = httpx.get("${origin}/v1/sample/diff", params=${pyDict(d)}).json()`;
+      }
     } else {
       const args = Object.entries(params).filter(([k]) => k !== "as_of").map(([k, v]) => `${k}=${JSON.stringify(v)}`);
       text = `import os\nimport asof\n\napi = asof.connect("${origin}", os.environ["ASOF_KEY"])\nrows = api.news(as_of="${params.as_of}"${args.length ? ", " + args.join(", ") : ""})`;
