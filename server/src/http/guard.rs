@@ -77,13 +77,7 @@ async fn gate(state: &AppState, route: RouteInfo, mut req: Request, next: Next) 
                 Err(e) => return refused(state, e, now),
             };
             if session.user.plan < min_plan {
-                let mut res = ApiError::Forbidden(format!(
-                    "this route needs the {min_plan} plan or higher; the account's plan is {}",
-                    session.user.plan
-                ))
-                .into_response();
-                res.extensions_mut().insert(PlanRefused);
-                return res;
+                return plan_refused(min_plan, session.user.plan, "the account's");
             }
             let b = format!("user:{}", session.user.id);
             let l = session.user.plan.requests_per_minute();
@@ -182,13 +176,8 @@ async fn gate(state: &AppState, route: RouteInfo, mut req: Request, next: Next) 
                 Err(e) => return refused(state, e, now),
             };
             if caller.user.plan < min_plan {
-                let mut res = ApiError::Forbidden(format!(
-                    "this route needs the {min_plan} plan or higher; the key's plan is {}",
-                    caller.user.plan
-                ))
-                .into_response();
+                let mut res = plan_refused(min_plan, caller.user.plan, "the key's");
                 res.extensions_mut().insert(caller);
-                res.extensions_mut().insert(PlanRefused);
                 return res;
             }
             // The plan's limit is the account's, whichever of its keys (or its browser
@@ -265,6 +254,17 @@ async fn gate(state: &AppState, route: RouteInfo, mut req: Request, next: Next) 
     h.insert("x-ratelimit-limit", HeaderValue::from(limit));
     h.insert("x-ratelimit-remaining", HeaderValue::from(remaining));
     h.insert("x-ratelimit-reset", HeaderValue::from(reset_secs));
+    res
+}
+
+/// `403` for a caller whose plan (`whose`: "the key's", "the account's") is below the
+/// route's, marked for the metrics' count of plan refusals.
+fn plan_refused(min_plan: Plan, plan: Plan, whose: &str) -> Response {
+    let mut res = ApiError::Forbidden(format!(
+        "this route needs the {min_plan} plan or higher; {whose} plan is {plan}"
+    ))
+    .into_response();
+    res.extensions_mut().insert(PlanRefused);
     res
 }
 
