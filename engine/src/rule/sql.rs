@@ -597,7 +597,9 @@ mod tests {
     /// seed and a fresh one (printed, to replay).
     #[tokio::test]
     async fn the_sql_other_engines_run_answers_what_the_api_answers_for_drawn_cuts() {
-        for seed in [0x6000_0060, crate::testkit::fresh_seed()] {
+        // 0x1943_5bb3 once drew no hole in 40 cuts; every tenth cut now starts before the
+        // certified days, so each seed draws holes whatever else it draws.
+        for seed in [0x6000_0060, 0x1943_5bb3, crate::testkit::fresh_seed()] {
             println!("exported-rule differential seed {seed:#x}");
             let (dir, store, _) = random_corpus(seed, seed % 2 == 0).await;
             let c = Corpus::open(store.clone()).await.unwrap();
@@ -613,7 +615,11 @@ mod tests {
                             - RANDOM_SPAN / 10,
                     )
                 };
-                let (a, b) = (at(&mut rng), at(&mut rng));
+                let (mut a, b) = (at(&mut rng), at(&mut rng));
+                if i % 10 == 9 {
+                    // Before the certified days begin (2024-11-01): a hole on any clock.
+                    a = Instant::from_micros(RANDOM_FROM - 1 - rng.below(86_400_000_000) as i64);
+                }
                 let window = rng.below(2) == 0;
                 let entity = match rng.below(3) {
                     0 => Entity::All,
