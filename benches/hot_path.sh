@@ -8,6 +8,8 @@
 #   QUERIES.jsonl drawn by `asof-bench --emit-queries` (half big filers, half small)
 #   DURATION      of each closed-loop run (default 20s; the sequential runs take half of it)
 # Steps, all against the same server process:
+#   0. with ASOF_BARE=<asof-bare-axum>: wrk -t2 -c16 GET /health on the bare axum server (the
+#      machine's HTTP limit, benches/src/bin/asof-bare-axum.rs), before and after step 1
 #   1. wrk -t2 -c16 GET /health                                     (the floor)
 #   2. wrk -t2 -c16 keyed GET /v1/news?cik=&as_of=&limit=100, every drawn cut
 #   3. wrk -t1 -c1 (one keep-alive connection, sequential): big filers limit=100, big filers
@@ -103,7 +105,25 @@ fi
 # Warm-up: every drawn cut once or more, as a serving process would have seen them.
 PATHS="$work/all.txt" wrk -t2 -c16 -d5s -s "$work/load.lua" "http://127.0.0.1:$port" >/dev/null
 half=$(( duration / 2 > 1 ? duration / 2 : 1 ))
+# The bare server's /health around ours (each run alone on the machine), so the comparison is
+# of one run; its port is another free one.
+bare_run() { # name
+  [ -n "${ASOF_BARE:-}" ] || return 0
+  local bport
+  bport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$ASOF_BARE" --listen "127.0.0.1:$bport" >"$work/bare.log" 2>&1 &
+  local bare=$!
+  for _ in $(seq 1 100); do
+    curl -fs "http://127.0.0.1:$bport/health" >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+  PATHS="$work/health.txt" wrk -t2 -c16 -d"${duration}s" -s "$work/load.lua" \
+    "http://127.0.0.1:$bport" | tail -1 >"$work/$1-16.json"
+  kill "$bare" && wait "$bare" 2>/dev/null || true
+}
+bare_run bare
 run health 2 16 "$duration"
+bare_run bare2
 # ASOF_PERF_OUT=FILE: a flat CPU profile of the server (perf record, 499 Hz) during the keyed
 # run, for `perf report -i FILE --no-children`.
 if [ -n "${ASOF_PERF_OUT:-}" ]; then
@@ -121,18 +141,30 @@ hwm=$(awk '/VmHWM/{print $2}' "/proc/$server/status")
 python3 - "$work" "$rss" "$hwm" <<'PY'
 import json, sys
 w = sys.argv[1]
-r = {k: json.load(open(f"{w}/{k}.json")) for k in ["health-16", "all-16", "big-1", "big1-1", "small-1"]}
+import os
+kinds = ["health-16", "all-16", "big-1", "big1-1", "small-1"]
+if os.path.exists(f"{w}/bare-16.json"):
+    kinds = ["bare-16", "bare2-16"] + kinds
+r = {k: json.load(open(f"{w}/{k}.json")) for k in kinds}
 h, a = r["health-16"], r["all-16"]
 ratio = a["requests_per_s"] / h["requests_per_s"]
+bare = None
+if "bare-16" in r:
+    bare = (r["bare-16"]["requests_per_s"] + r["bare2-16"]["requests_per_s"]) / 2
 print("| what | requests/s | p50 | p99 | errors |")
 print("|---|---|---|---|---|")
-names = {"health-16": "`GET /health`, 16 connections", "all-16": "keyed first pages (limit 100), 16 connections",
+"names = {"bare-16": "bare axum `GET /health`, 16 connections (before ours)",
+         "bare2-16": "bare axum `GET /health`, 16 connections (after ours)",
+         "health-16": "`GET /health`, 16 connections", "all-16": "keyed first pages (limit 100), 16 connections",
          "big-1": "big filer, limit 100, sequential", "big1-1": "big filer, limit 1, sequential",
          "small-1": "small filer, limit 100, sequential"}
 for k, v in r.items():
     print(f"| {names[k]} | {v['requests_per_s']:,.0f} | {v['p50_ms']:.3f} ms | {v['p99_ms']:.3f} ms | {v['errors']} |")
 print(f"\nkeyed / health throughput: {100 * ratio:.1f}%; server RSS {int(sys.argv[2]) / 1024:.0f} MiB, peak {int(sys.argv[3]) / 1024:.0f} MiB")
-print(json.dumps({**r, "ratio": ratio, "rss_mib": int(sys.argv[2]) / 1024, "peak_rss_mib": int(sys.argv[3]) / 1024}))
+if bare:
+    print(f"our /health / bare axum /health (mean of its two runs): {100 * h['requests_per_s'] / bare:.1f}%")
+print(json.dumps({**r, "ratio": ratio, "health_of_bare": h["requests_per_s"] / bare if bare else None,
+                  "rss_mib": int(sys.argv[2]) / 1024, "peak_rss_mib": int(sys.argv[3]) / 1024}))
 PY
 if grep -q '"errors": [1-9]' "$work"/*.json; then
   echo "errors in a run (see above): the figures do not measure the hot path" >&2

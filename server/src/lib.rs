@@ -32,5 +32,5 @@ pub mod serve;
 pub mod signin;
 pub mod state;
 
-pub use app::app;
+pub use app::{App, app};
 pub use http::{AppState, Options};

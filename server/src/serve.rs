@@ -15,13 +15,16 @@
 //! (`crate::http::limits`), the number of open connections is bounded, and on `SIGTERM` idle
 //! connections close at once while in-flight requests finish within the grace period.
 
+use std::cell::RefCell;
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use axum::extract::ConnectInfo;
+use axum::extract::{ConnectInfo, Request};
+use axum::response::Response;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::sync::{Semaphore, watch};
-use tower::ServiceExt;
 
 use asof_engine::{Corpus, CorpusStore};
 
@@ -272,12 +275,16 @@ impl OpenConnections {
 
 /// Accepts connections until `stop` turns true, each served on its own task with the
 /// limits; returns the connections still open then (each has been told to finish).
-async fn accept_loop(
+async fn accept_loop<S>(
     listener: &tokio::net::TcpListener,
-    router: axum::Router,
+    app: S,
     limits: ConnLimits,
     stop: watch::Receiver<bool>,
-) -> OpenConnections {
+) -> OpenConnections
+where
+    S: tower::Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
     let max = limits.max_connections.clamp(1, Semaphore::MAX_PERMITS);
     let slots = Arc::new(Semaphore::new(max));
     let mut http = hyper::server::conn::http1::Builder::new();
@@ -308,12 +315,21 @@ async fn accept_loop(
             () = stopped(stop.clone()) => break,
         };
         let _ = tcp.set_nodelay(true);
-        let router = router.clone();
+        // hyper asks its service by shared reference, and an HTTP/1 connection serves one
+        // request at a time: the connection's own copy of the application, in a cell, is
+        // called with no copy per request (a copy costs allocations and shared counters).
+        let app = RefCell::new(app.clone());
         let service =
             hyper::service::service_fn(move |req: hyper::Request<hyper::body::Incoming>| {
                 let mut req = req.map(axum::body::Body::new);
                 req.extensions_mut().insert(ConnectInfo(addr));
-                router.clone().oneshot(req)
+                let mut app = app.borrow_mut();
+                // Tower's contract: readiness before each call. The application is always
+                // ready (routers, CORS and the shared path never wait), so it is asked with a
+                // waker that is never woken.
+                let ready = app.poll_ready(&mut std::task::Context::from_waker(Waker::noop()));
+                debug_assert!(matches!(ready, Poll::Ready(Ok(()))));
+                app.call(req)
             });
         let conn = http.serve_connection(TokioIo::new(tcp), service);
         let stop = stop.clone();

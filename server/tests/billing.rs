@@ -306,7 +306,7 @@ on_both! {
         let user = t.store.sign_in_user("ana@example.com").await.unwrap();
         let key = t.store.create_key(&user.id, "laptop", None).await.unwrap().1;
         let other = asof_server::app(other);
-        let files = |app: axum::Router| {
+        let files = |app: asof_server::App| {
             let key = key.clone();
             async move {
                 let req = Request::builder().uri("/v1/files").header("authorization", format!("Bearer {key}")).body(Body::empty()).unwrap();

@@ -247,7 +247,7 @@ async fn a_key_revoked_on_one_replica_is_refused_by_another_within_the_key_cache
         .unwrap();
     let (key, secret) = store.create_key(&user.id, "k", None).await.unwrap();
     let b = asof_server::app(b);
-    let me = |app: axum::Router| {
+    let me = |app: asof_server::App| {
         let secret = secret.clone();
         async move {
             app.oneshot(

@@ -4,13 +4,12 @@
 //! Two layers hold them. hyper's parser has a hard ceiling per connection ([`PARSE_BUFFER`]
 //! bytes of request head, [`PARSE_MAX_HEADERS`] fields): past it, hyper itself answers a bare
 //! `431` and closes the connection, because it cannot buffer more without letting one client
-//! take unbounded memory. Below that ceiling, [`check`] refuses heads larger than a serious
+//! take unbounded memory. Below that ceiling, [`fault`] (asked by the shared path,
+//! `crate::http::middleware::Inner`, before any route) refuses heads larger than a serious
 //! client ever sends with the service's own error envelope (`414 uri_too_long`,
 //! `431 headers_too_large`), so a client that sends a 200 KB cookie learns why.
 
 use axum::extract::Request;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
 
 use crate::error::ApiError;
 
@@ -45,14 +44,6 @@ pub fn fault(req: &Request) -> Option<ApiError> {
         });
     }
     None
-}
-
-/// The middleware: a head past the limits never reaches a route (nor its credential check).
-pub async fn check(req: Request, next: Next) -> Response {
-    match fault(&req) {
-        Some(e) => e.into_response(),
-        None => next.run(req).await,
-    }
 }
 
 #[cfg(test)]

@@ -1,32 +1,237 @@
-//! The middleware every request passes through (assembled in `crate::app`).
+//! The shared request path: what every request passes through around its route, as two
+//! hand-written services around tower-http's CORS (assembled in `crate::app`).
 //!
-//! Layers, outermost first: request id → trace span → metrics and access log
-//! (`crate::ops::observe`) → plain `OPTIONS` → CORS →
-//! trailing-slash redirect → `context` (corpus snapshot, then on the way out the response's
-//! headers and caching, `crate::http::caching`, and audit receipts, `crate::http::receipts`)
-//! → request timeout → the route's own guard (`crate::http::guard`: credential, plan, rate
-//! limit, rate-limit headers) → the handler.
+//! Outermost first: [`Outer`] (request id → trace span → metrics and access log,
+//! `crate::ops::observe` → plain `OPTIONS`) → CORS → [`Inner`] (trailing-slash redirect →
+//! context: corpus snapshot, then on the way out the response's headers and caching,
+//! `crate::http::caching`, and audit receipts, `crate::http::receipts` → size limits,
+//! `crate::http::limits` → request timeout) → the router → the route's own guard
+//! (`crate::http::guard`: credential, plan, rate limit, rate-limit headers) → the handler.
+//!
+//! Why two services and not a `middleware::from_fn` per concern: a `from_fn` layer clones the
+//! whole stack beneath it, boxes the clone and boxes its future on every request, so with six
+//! of them the layering cost more than the work it wrapped (issue 65's profile in
+//! BENCHMARKS.md). These call their inner service in `call` itself (it is always ready: CORS
+//! and a `Router` are) and box one future each; the order and the work are the layers' own.
 //!
 //! The guard is applied per route with that route's declared access, so no table of path
 //! prefixes can drift from the routes; it leaves the route's `RouteInfo` and the attributed
-//! caller in the response's extensions for `context`, which hashes the exact body bytes of a
-//! receipted answer after every header is final.
+//! caller in the response's extensions for the context step, which hashes the exact body bytes
+//! of a receipted answer after every header is final.
 
+use std::convert::Infallible;
 use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use axum::extract::{Request, State};
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::Next;
+use axum::extract::Request;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
+use tower::Service;
+use tracing::Instrument;
 
 use crate::http::response::X_REQUEST_ID;
 use crate::http::state::{AppState, Ctx};
 
+/// Request id, trace span, metrics and access log, plain `OPTIONS`: the outer band, around
+/// CORS. The state is the route table's `(path pattern, Allow)` pairs.
+#[derive(Clone)]
+pub struct Outer<S> {
+    allows: Arc<Vec<(String, String)>>,
+    inner: S,
+}
+
+impl<S> Outer<S> {
+    pub fn new(allows: Arc<Vec<(String, String)>>, inner: S) -> Self {
+        Outer { allows, inner }
+    }
+}
+
+impl<S> Service<Request> for Outer<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request) -> Self::Future {
+        let started = std::time::Instant::now();
+        // The id first, outside the span, so the span (and every line logged while the
+        // request is served) carries the id the client sees.
+        let id = settle_request_id(&mut req);
+        // The request's span: path only (query strings never reach the logs, and neither do
+        // headers: keys).
+        // The targets are those of the layers this replaced (the span was made in `app`, the
+        // events by tower-http's `TraceLayer`), so operators' log filters keep working.
+        let span = tracing::info_span!(
+            target: "asof_server::app",
+            "request",
+            request_id = %id,
+            method = %req.method(),
+            path = %req.uri().path(),
+        );
+        let method = crate::obs::method_label(req.method().as_str());
+        let answer = {
+            let _entered = span.enter();
+            tracing::debug!(target: "tower_http::trace::on_request", "started processing request");
+            match plain_options(&self.allows, &req) {
+                Some(res) => Err(res),
+                None => Ok(self.inner.call(req)),
+            }
+        };
+        Box::pin(
+            async move {
+                let res = match answer {
+                    Err(res) => res,
+                    Ok(fut) => match fut.await {
+                        Ok(res) => res,
+                        Err(never) => match never {},
+                    },
+                };
+                trace_response(&res, started.elapsed());
+                // Inside the span, so the access line carries the request id; around
+                // everything else, so the latency is the whole answer's.
+                crate::ops::observe::record(started, method, &res);
+                Ok(res)
+            }
+            .instrument(span),
+        )
+    }
+}
+
+/// What tower-http's `TraceLayer` logged of a response: its status and latency at debug, and
+/// a server error at error.
+fn trace_response(res: &Response, latency: Duration) {
+    let ms = latency.as_millis();
+    tracing::debug!(
+        target: "tower_http::trace::on_response",
+        latency = %format_args!("{ms} ms"),
+        status = res.status().as_u16(),
+        "finished processing request"
+    );
+    if res.status().is_server_error() {
+        tracing::error!(
+            target: "tower_http::trace::on_failure",
+            latency = %format_args!("{ms} ms"),
+            classification = %format_args!("Status code: {}", res.status()),
+            "response failed"
+        );
+    }
+}
+
+/// Trailing-slash redirect, context (corpus snapshot; headers, caching and receipts on the way
+/// out), size limits, request timeout, then the router: the inner band, inside CORS.
+#[derive(Clone)]
+pub struct Inner<X> {
+    state: AppState,
+    router: axum::Router,
+    timeout: Duration,
+    /// A value handed to every request as an extension (the MCP endpoint's dispatch, which
+    /// the application places); `None` in the copy the dispatch sends its tool calls through.
+    extension: Option<X>,
+}
+
+impl<X> Inner<X> {
+    pub fn new(state: AppState, router: axum::Router, extension: Option<X>) -> Self {
+        let timeout = state.options().request_timeout;
+        Inner {
+            state,
+            router,
+            timeout,
+            extension,
+        }
+    }
+}
+
+impl<X: Clone + Send + Sync + 'static> Service<Request> for Inner<X> {
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        // A `Router` is always ready.
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, mut req: Request) -> Self::Future {
+        if let Some(res) = trailing_slash(&req) {
+            return Box::pin(std::future::ready(Ok(res)));
+        }
+        let ctx = Ctx {
+            request_id: request_id_of(req.headers()),
+            corpus: self.state.corpus(),
+        };
+        req.extensions_mut().insert(ctx.clone());
+        if let Some(x) = &self.extension {
+            req.extensions_mut().insert(x.clone());
+        }
+        // A malformed value is refused by the guard, after the rate limit counted the request.
+        let wants_audit = crate::http::receipts::audit_requested(req.headers()).unwrap_or(false);
+        let method = req.method().clone();
+        let uri = req.uri().clone();
+        let if_none_match = req.headers().get(header::IF_NONE_MATCH).cloned();
+        // A head past the size limits never reaches a route (nor its credential check).
+        let answer = match crate::http::limits::fault(&req) {
+            Some(e) => Err(e.into_response()),
+            None => Ok(tokio::time::timeout(self.timeout, self.router.call(req))),
+        };
+        let state = self.state.clone();
+        Box::pin(async move {
+            let res = match answer {
+                Err(res) => res,
+                Ok(timed) => match timed.await {
+                    Ok(Ok(res)) => res,
+                    Ok(Err(never)) => match never {},
+                    // A bare 503, as tower-http's timeout layer answered: `finish` turns it
+                    // into the `timeout` envelope.
+                    Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
+                },
+            };
+            Ok(finish(&state, ctx, wants_audit, &method, &uri, if_none_match, res).await)
+        })
+    }
+}
+
+/// The context step on the way out: the version that answered, every header and the caching
+/// of a JSON answer, and its receipt when one was asked for.
+async fn finish(
+    state: &AppState,
+    ctx: Ctx,
+    wants_audit: bool,
+    method: &Method,
+    uri: &Uri,
+    if_none_match: Option<HeaderValue>,
+    res: Response,
+) -> Response {
+    // A pinned request was answered by the version it named (the guard says which).
+    let ctx = match res.extensions().get::<crate::http::state::Pinned>() {
+        Some(p) => Ctx {
+            corpus: p.0.clone(),
+            ..ctx
+        },
+        None => ctx,
+    };
+    let (path, query) = (uri.path(), uri.query());
+    let res =
+        crate::http::caching::finish(state, &ctx, method, path, query, if_none_match, res).await;
+    if wants_audit {
+        crate::http::receipts::audit_step(state, &ctx, method, path, query, res).await
+    } else {
+        res
+    }
+}
+
 /// Gives every request its id before anything logs: the client's `X-Request-Id` when it is a
-/// UUID, else a new one. It runs outside the trace layer so the span, and so every log line of
-/// the request, carries the id the client sees (tower-http's `SetRequestId` keeps any value a
-/// client sent, and this one must be a UUID).
-pub async fn request_id(mut req: Request, next: Next) -> Response {
+/// UUID, else a new one (tower-http's `SetRequestId` keeps any value a client sent, and this
+/// one must be a UUID). Returns it.
+fn settle_request_id(req: &mut Request) -> String {
     let id = req
         .headers()
         .get(&X_REQUEST_ID)
@@ -39,7 +244,7 @@ pub async fn request_id(mut req: Request, next: Next) -> Response {
         &X_REQUEST_ID,
         HeaderValue::from_str(&id).expect("uuid is a header value"),
     );
-    next.run(req).await
+    id
 }
 
 /// A request id minted here: a version 7 UUID (its first 48 bits the Unix time in
@@ -64,8 +269,9 @@ pub fn new_request_id() -> uuid::Uuid {
         }
     };
     let (ms, counter) = (stamp >> 12, (stamp & 0xfff) as u16);
-    let mut bytes = [0u8; 10];
-    bytes.copy_from_slice(&uuid::Uuid::new_v4().as_bytes()[6..]);
+    // The random bits from the thread's generator (seeded from the OS once): `Uuid::new_v4`
+    // asks the kernel for them, a system call on every request.
+    let mut bytes: [u8; 10] = rand::random();
     bytes[0] = (counter >> 8) as u8;
     bytes[1] = counter as u8;
     uuid::Builder::from_unix_timestamp_millis(ms, &bytes).into_uuid()
@@ -82,76 +288,32 @@ pub fn request_id_of(headers: &HeaderMap) -> String {
 
 /// A plain `OPTIONS` (not a CORS preflight) reports the route's own methods in `Allow`.
 /// It runs outside the CORS layer, which would otherwise answer every `OPTIONS` itself.
-/// The state is the route table's `(path pattern, Allow)` pairs.
-pub async fn plain_options(
-    State(routes): State<Arc<Vec<(String, String)>>>,
-    req: Request,
-    next: Next,
-) -> Response {
-    if req.method() == Method::OPTIONS
-        && !req
+fn plain_options(routes: &[(String, String)], req: &Request) -> Option<Response> {
+    if req.method() != Method::OPTIONS
+        || req
             .headers()
             .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD)
-        && let Some((_, allow)) = routes
-            .iter()
-            .find(|(pattern, _)| crate::http::route::path_matches(pattern, req.uri().path()))
     {
-        return (StatusCode::NO_CONTENT, [(header::ALLOW, allow.clone())]).into_response();
+        return None;
     }
-    next.run(req).await
+    let (_, allow) = routes
+        .iter()
+        .find(|(pattern, _)| crate::http::route::path_matches(pattern, req.uri().path()))?;
+    Some((StatusCode::NO_CONTENT, [(header::ALLOW, allow.clone())]).into_response())
 }
 
 /// `/v1/...` with a trailing slash → 301 to the slashless path, query kept.
-pub async fn trailing_slash(req: Request, next: Next) -> Response {
+fn trailing_slash(req: &Request) -> Option<Response> {
     let path = req.uri().path();
-    if path.starts_with("/v1/") && path.len() > 4 && path.ends_with('/') {
-        let mut to = path.trim_end_matches('/').to_owned();
-        if let Some(q) = req.uri().query() {
-            to.push('?');
-            to.push_str(q);
-        }
-        return (StatusCode::MOVED_PERMANENTLY, [(header::LOCATION, to)]).into_response();
+    if !(path.starts_with("/v1/") && path.len() > 4 && path.ends_with('/')) {
+        return None;
     }
-    next.run(req).await
-}
-
-/// Corpus snapshot, everything every JSON response carries, and audit receipts.
-pub async fn context(State(state): State<AppState>, mut req: Request, next: Next) -> Response {
-    let ctx = Ctx {
-        request_id: request_id_of(req.headers()),
-        corpus: state.corpus(),
-    };
-    req.extensions_mut().insert(ctx.clone());
-    // A malformed value is refused by the guard, after the rate limit counted the request.
-    let wants_audit = crate::http::receipts::audit_requested(req.headers()).unwrap_or(false);
-    let method = req.method().clone();
-    let path = req.uri().path().to_owned();
-    let query = req.uri().query().map(str::to_owned);
-    let if_none_match = req.headers().get(header::IF_NONE_MATCH).cloned();
-    let res = next.run(req).await;
-    // A pinned request was answered by the version it named (the guard says which).
-    let ctx = match res.extensions().get::<crate::http::state::Pinned>() {
-        Some(p) => Ctx {
-            corpus: p.0.clone(),
-            ..ctx
-        },
-        None => ctx,
-    };
-    let res = crate::http::caching::finish(
-        &state,
-        &ctx,
-        &method,
-        &path,
-        query.as_deref(),
-        if_none_match,
-        res,
-    )
-    .await;
-    if wants_audit {
-        crate::http::receipts::audit_step(&state, &ctx, &method, &path, query.as_deref(), res).await
-    } else {
-        res
+    let mut to = path.trim_end_matches('/').to_owned();
+    if let Some(q) = req.uri().query() {
+        to.push('?');
+        to.push_str(q);
     }
+    Some((StatusCode::MOVED_PERMANENTLY, [(header::LOCATION, to)]).into_response())
 }
 
 #[cfg(test)]

@@ -360,6 +360,7 @@ impl Call<'_> {
         let res = self
             .dispatch
             .router
+            .as_ref()
             .clone()
             .oneshot(req)
             .await

@@ -151,11 +151,19 @@ fn list_of(tools: &[Resolved]) -> Value {
     json!({ "tools": tools })
 }
 
+/// The application tool calls are sent through (`crate::app::App`, boxed: the MCP endpoint
+/// is one of its routes).
+pub type Application = tower::util::BoxCloneSyncService<
+    axum::extract::Request,
+    axum::response::Response,
+    std::convert::Infallible,
+>;
+
 /// What the MCP endpoint needs of the application: the router its tool calls go through (the
 /// very one serving this request, built once) and the tool list derived from the routes.
 #[derive(Clone)]
 pub struct Dispatch {
-    pub(super) router: axum::Router,
+    pub(super) router: Arc<Application>,
     pub(super) list: Arc<Value>,
     pub(super) tools: Arc<Vec<Resolved>>,
 }
@@ -172,14 +180,14 @@ impl Dispatch {
     /// # Panics
     /// When a tool names a route the table lacks: the binary refuses to start rather than
     /// serve a tool without parameters (a test holds the shipped table and tools together).
-    pub fn new(router: axum::Router, routes: &'static [Route], tools: &'static [Tool]) -> Self {
+    pub fn new(router: Application, routes: &'static [Route], tools: &'static [Tool]) -> Self {
         let resolved = tools
             .iter()
             .map(|t| Resolved::new(t, routes))
             .collect::<Result<Vec<_>, _>>()
             .unwrap_or_else(|e| panic!("{e}"));
         Dispatch {
-            router,
+            router: Arc::new(router),
             list: Arc::new(list_of(&resolved)),
             tools: Arc::new(resolved),
         }

@@ -1,4 +1,4 @@
-//! The per-request layer of metrics and the access log: after the response head is ready, it
+//! The per-request metrics and access log: once the response head is ready, [`record`]
 //! counts the request by route entry, method, status class and plan, records its latency,
 //! counts error envelopes by code, and logs one `asof::access` line (route, status, latency,
 //! key id, corpus version; the request id comes from the enclosing span).
@@ -10,8 +10,6 @@
 
 use std::time::Instant;
 
-use axum::extract::Request;
-use axum::middleware::Next;
 use axum::response::Response;
 
 use crate::error::ApiError;
@@ -24,10 +22,10 @@ use crate::obs;
 /// Label of a request no route entry served (a 404, a wrong method, a plain `OPTIONS`).
 const UNMATCHED: &str = "unmatched";
 
-pub async fn observe(req: Request, next: Next) -> Response {
-    let started = Instant::now();
-    let method = obs::method_label(req.method().as_str());
-    let res = next.run(req).await;
+/// Counts and logs one answered request: `started` when it arrived, `method` its label
+/// (`crate::obs::method_label`), `res` the response as it leaves. Called by the shared path
+/// (`crate::http::middleware::Outer`) inside the request's span.
+pub fn record(started: Instant, method: &'static str, res: &Response) {
     let elapsed = started.elapsed();
     let route = res
         .extensions()
@@ -65,5 +63,4 @@ pub async fn observe(req: Request, next: Next) -> Response {
             .and_then(|v| v.to_str().ok()),
         "request"
     );
-    res
 }

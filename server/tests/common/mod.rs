@@ -47,7 +47,7 @@ pub struct T {
     /// `app(state)`, built once: building the router (every route's description and MCP
     /// tool schemas) takes most of a second in a debug build, a request a fraction of a
     /// millisecond, so a test that built it per request measured the build, not the service.
-    pub app: axum::Router,
+    pub app: asof_server::App,
 }
 
 impl T {
@@ -215,7 +215,7 @@ pub async fn respond(t: &T, req: Request<Body>) -> Res {
 }
 
 /// As [`respond`], through `app` (a router built once for a replica that is not a [`T`]).
-pub async fn respond_with(app: &axum::Router, req: Request<Body>) -> Res {
+pub async fn respond_with(app: &asof_server::App, req: Request<Body>) -> Res {
     let res = app.clone().oneshot(from_loopback(req)).await.unwrap();
     let status = res.status();
     let headers = res.headers().clone();
