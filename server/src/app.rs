@@ -13,13 +13,12 @@ use std::task::{Context, Poll};
 use axum::Router;
 use axum::extract::Request;
 use axum::http::{HeaderName, Method, header};
-use axum::middleware;
 use axum::response::Response;
 use tower::{Layer, Service};
 use tower_http::cors::{Cors, CorsLayer};
 
 use crate::error::ApiError;
-use crate::http::guard::guard;
+use crate::http::guard::Guard;
 use crate::http::middleware::{Inner, Outer};
 use crate::http::response::{X_CORPUS_VERSION, X_REQUEST_ID};
 use crate::http::route::RouteInfo;
@@ -77,10 +76,8 @@ fn routes(state: &AppState) -> Router {
     let mut paths: Vec<(String, axum::routing::MethodRouter<AppState>)> = Vec::new();
     for (route, pattern) in TABLE.iter().zip(crate::routes::paths()) {
         let (_, described, method_router) = (route.endpoint)();
-        let method_router = method_router.layer(middleware::from_fn_with_state(
-            (state.clone(), RouteInfo::new(route, pattern)),
-            guard,
-        ));
+        let method_router =
+            method_router.layer(Guard::new(state.clone(), RouteInfo::new(route, pattern)));
         for path in described.paths.keys() {
             match paths.iter_mut().find(|(p, _)| p == path) {
                 Some((_, m)) => *m = std::mem::take(m).merge(method_router.clone()),

@@ -1,11 +1,15 @@
 //! One route's gate, applied per route with its declared access: the client's address, the
 //! credential (key, session, or none), the plan, the rate limit and its headers.
 
+use std::convert::Infallible;
+use std::task::{Context, Poll};
+
 use asof_engine::Instant;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::future::BoxFuture;
+use tower::{Layer, Service, ServiceExt};
 
 use crate::error::ApiError;
 use crate::http::client::{ClientAddr, client_of};
@@ -21,18 +25,86 @@ use crate::state::hash_key;
 #[derive(Debug, Clone, Copy)]
 pub struct PlanRefused;
 
-/// One route's gate: credentials, plan and rate limit, by the route's declared access.
-pub async fn guard(
-    State((state, route)): State<(AppState, RouteInfo)>,
-    req: Request,
-    next: Next,
-) -> Response {
-    let mut res = gate(&state, route, req, next).await;
-    res.extensions_mut().insert(route);
-    res
+/// One route's gate as a layer over its handler (`crate::app` applies one per route, with the
+/// route's own access): credentials, plan and rate limit, by the route's declared access.
+///
+/// A hand-written service rather than `middleware::from_fn`, which on every request boxes a
+/// copy of the handler, and a future for it, on top of the copy a gate must take.
+#[derive(Clone)]
+pub struct Guard {
+    state: AppState,
+    route: RouteInfo,
 }
 
-async fn gate(state: &AppState, route: RouteInfo, mut req: Request, next: Next) -> Response {
+impl Guard {
+    pub fn new(state: AppState, route: RouteInfo) -> Self {
+        Guard { state, route }
+    }
+}
+
+impl<S> Layer<S> for Guard {
+    type Service = Guarded<S>;
+
+    fn layer(&self, inner: S) -> Guarded<S> {
+        Guarded {
+            state: self.state.clone(),
+            route: self.route,
+            inner,
+        }
+    }
+}
+
+/// A route's handler behind its [`Guard`].
+#[derive(Clone)]
+pub struct Guarded<S> {
+    state: AppState,
+    route: RouteInfo,
+    inner: S,
+}
+
+impl<S> Service<Request> for Guarded<S>
+where
+    S: Service<Request, Response = Response, Error = Infallible> + Clone + Send + 'static,
+    S::Future: Send + 'static,
+{
+    type Response = Response;
+    type Error = Infallible;
+    type Future = BoxFuture<'static, Result<Response, Infallible>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request) -> Self::Future {
+        // The handler runs after the gate's awaits, if at all: it takes the copy that was made
+        // ready and leaves a fresh one here (tower's rule for a service called later).
+        let fresh = self.inner.clone();
+        let handler = std::mem::replace(&mut self.inner, fresh);
+        let (state, route) = (self.state.clone(), self.route);
+        Box::pin(async move {
+            let mut res = gate(&state, route, req, Next(handler)).await;
+            res.extensions_mut().insert(route);
+            Ok(res)
+        })
+    }
+}
+
+/// The rest of the route (its handler), run once the gate lets a request through.
+struct Next<S>(S);
+
+impl<S: Service<Request, Response = Response, Error = Infallible>> Next<S> {
+    async fn run(self, req: Request) -> Response {
+        match self.0.oneshot(req).await {
+            Ok(res) => res,
+            Err(never) => match never {},
+        }
+    }
+}
+
+async fn gate<S>(state: &AppState, route: RouteInfo, mut req: Request, next: Next<S>) -> Response
+where
+    S: Service<Request, Response = Response, Error = Infallible>,
+{
     let (access, pinned) = (route.access, route.pinned);
     let now = Instant::now();
     let window = now.micros().div_euclid(60_000_000) * 60_000_000;
