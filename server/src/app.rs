@@ -14,8 +14,8 @@ use axum::Router;
 use axum::extract::Request;
 use axum::http::{HeaderName, Method, header};
 use axum::response::Response;
-use tower::{Layer, Service};
-use tower_http::cors::{Cors, CorsLayer};
+use tower::Service;
+use tower_http::cors::CorsLayer;
 
 use crate::error::ApiError;
 use crate::http::guard::Guard;
@@ -31,12 +31,12 @@ use crate::state::audit::{AUDIT_HEADER, DROPPED_HEADER, NEXT_CURSOR_HEADER};
 /// (`crate::http::middleware`), a `tower::Service` of requests that is always ready and
 /// never fails. Cloning it is cheap (shared handles).
 #[derive(Clone)]
-pub struct App(Outer<Cors<Inner<Dispatch>>>);
+pub struct App(Outer<Inner<Dispatch>>);
 
 impl Service<Request> for App {
     type Response = Response;
     type Error = Infallible;
-    type Future = <Outer<Cors<Inner<Dispatch>>> as Service<Request>>::Future;
+    type Future = <Outer<Inner<Dispatch>> as Service<Request>>::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.0.poll_ready(cx)
@@ -58,7 +58,7 @@ pub fn app(state: AppState) -> App {
     );
     let assemble = |extension: Option<Dispatch>| {
         let inner = Inner::new(state.clone(), routes.clone(), extension);
-        App(Outer::new(allows.clone(), cors().layer(inner)))
+        App(Outer::new(allows.clone(), cors(), inner))
     };
     // The MCP endpoint re-dispatches tool calls through this same application (without the
     // dispatch itself: a tool call is never an MCP request).
@@ -106,7 +106,7 @@ fn routes(state: &AppState) -> Router {
 }
 
 /// Cross-origin reads with a key a page holds itself.
-fn cors() -> CorsLayer {
+pub(crate) fn cors() -> CorsLayer {
     CorsLayer::new()
         .allow_origin(tower_http::cors::Any)
         // Never `allow_credentials`: another site's script cannot call the service with

@@ -131,6 +131,21 @@ pub const POLL_CERTIFIED_DAYS: &str = asof_ingest::poll::METRIC_CERTIFIED_DAYS;
 /// Waits the poller made after EDGAR refused or failed a request.
 pub const POLL_BACKOFFS: &str = asof_ingest::poll::METRIC_BACKOFFS;
 
+/// Whether this process installed its recorder (`crate::ops::Exporter::install`). Without
+/// one every metric is a no-op, and the per-request ones are skipped before their keys are
+/// built (a key with runtime labels is a vector and a hash of every label).
+static RECORDING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks the recorder installed (once per process, by the exporter).
+pub(crate) fn set_recording() {
+    RECORDING.store(true, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether metrics are kept in this process.
+pub fn recording() -> bool {
+    RECORDING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Histogram buckets for request and operation latencies: from 100 µs, so the by-filer hot
 /// path (a fraction of a millisecond) is resolved, to the 30 s request timeout.
 pub const LATENCY_BUCKETS: &[f64] = &[

@@ -21,6 +21,7 @@ pub(crate) async fn finish(
     path: &str,
     query: Option<&str>,
     if_none_match: Option<HeaderValue>,
+    id_header: Option<HeaderValue>,
     mut res: Response,
 ) -> Response {
     let route = res.extensions().get::<RouteInfo>().copied();
@@ -62,10 +63,10 @@ pub(crate) async fn finish(
         res.headers_mut().extend(kept);
         res.extensions_mut().extend(extensions);
     }
-    res.headers_mut().insert(
-        &X_REQUEST_ID,
-        HeaderValue::from_str(&ctx.request_id).expect("uuid is a header value"),
-    );
+    let id_header = id_header.unwrap_or_else(|| {
+        HeaderValue::from_str(&ctx.request_id).expect("uuid is a header value")
+    });
+    res.headers_mut().insert(&X_REQUEST_ID, id_header);
     let kind = route.map(|r| r.kind);
     let document = kind == Some(Kind::Document);
     if res.extensions().get::<JsonEnvelope>().is_none() && !document {
@@ -80,45 +81,44 @@ pub(crate) async fn finish(
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         return res;
     }
-    let visibility = if is_sample || document {
-        "public"
-    } else {
-        "private"
-    };
-    let cache = match res.extensions().get::<CacheKind>() {
-        Some(CacheKind::Historical) => format!("{visibility}, max-age=300"),
-        Some(CacheKind::NoStore) => "no-store".to_owned(),
-        _ => format!("{visibility}, max-age=0, must-revalidate"),
-    };
-    let etag_basis = if matches!(kind, Some(Kind::Document | Kind::LiveEnvelope)) {
+    // Sample answers and documents are the same for everyone; the rest are the caller's.
+    let public = is_sample || document;
+    let cache = HeaderValue::from_static(match (res.extensions().get::<CacheKind>(), public) {
+        (Some(CacheKind::Historical), true) => "public, max-age=300",
+        (Some(CacheKind::Historical), false) => "private, max-age=300",
+        (Some(CacheKind::NoStore), _) => "no-store",
+        (_, true) => "public, max-age=0, must-revalidate",
+        (_, false) => "private, max-age=0, must-revalidate",
+    });
+    let etag = if matches!(kind, Some(Kind::Document | Kind::LiveEnvelope)) {
         let (parts, body) = res.into_parts();
         let bytes = axum::body::to_bytes(body, usize::MAX)
             .await
             .unwrap_or_default();
-        let basis = Sha256::digest(&bytes).to_vec();
+        let digest = Sha256::digest(&bytes);
+        let etag = etag_of(&[digest.as_slice()]);
         res = Response::from_parts(parts, axum::body::Body::from(bytes));
-        basis
+        etag
     } else {
-        format!(
-            "{}\n{} {}?{}",
-            ctx.corpus.version(),
-            method,
-            path,
-            query.unwrap_or("")
-        )
-        .into_bytes()
+        // The version and the request as sent, hashed in place (no string built for them).
+        etag_of(&[
+            ctx.corpus.version().as_bytes(),
+            b"\n".as_slice(),
+            method.as_str().as_bytes(),
+            b" ".as_slice(),
+            path.as_bytes(),
+            b"?".as_slice(),
+            query.unwrap_or("").as_bytes(),
+        ])
     };
-    let etag = format!("\"{}\"", &hex::encode(Sha256::digest(&etag_basis))[..40]);
-    let h = res.headers_mut();
-    h.insert(
-        header::CACHE_CONTROL,
-        HeaderValue::from_str(&cache).expect("ascii"),
-    );
-    h.insert(header::ETAG, HeaderValue::from_str(&etag).expect("ascii"));
-    if if_none_match
+    let matched = if_none_match
         .as_ref()
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| etag_matches(v, &etag))
+        .is_some_and(|v| etag_matches(v, etag.to_str().expect("ascii")));
+    let h = res.headers_mut();
+    h.insert(header::CACHE_CONTROL, cache);
+    h.insert(header::ETAG, etag);
+    if matched
     {
         let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
         for (k, v) in res.headers().iter().filter(|(k, _)| {
@@ -142,6 +142,19 @@ pub(crate) async fn finish(
         return not_modified;
     }
     res
+}
+
+/// The ETag of an answer whose basis is `parts` in order: the first 40 hex digits of their
+/// sha256, quoted.
+fn etag_of(parts: &[&[u8]]) -> HeaderValue {
+    let mut hasher = Sha256::new();
+    for p in parts {
+        hasher.update(p);
+    }
+    let digest = hasher.finalize();
+    let mut tag = [b'"'; 42];
+    hex::encode_to_slice(&digest[..20], &mut tag[1..41]).expect("40 digits for 20 bytes");
+    HeaderValue::from_bytes(&tag).expect("hex digits and quotes")
 }
 
 /// Whether an `If-None-Match` value names `etag` (one of its comma-separated tags, or `*`).

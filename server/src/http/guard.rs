@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::error::ApiError;
-use crate::http::client::{ClientAddr, client_of};
+use crate::http::client::{ClientAddr, client_of, from_proxy};
 use crate::http::receipts::audit_requested;
 use crate::http::route::{Access, RouteInfo};
 use crate::http::state::{AppState, Caller, Ctx, Pinned, Principal, RefusedKey};
@@ -106,6 +106,14 @@ where
     S: Service<Request, Response = Response, Error = Infallible>,
 {
     let (access, pinned) = (route.access, route.pinned);
+    if access == Access::Open {
+        // No credential, no limit, nothing counted per address (health, readiness, the
+        // descriptions): the client's bucket is not worked out for them.
+        if !from_proxy(&req, &state.options().trusted_proxies) {
+            req.headers_mut().remove("x-forwarded-proto");
+        }
+        return next.run(req).await;
+    }
     let now = Instant::now();
     let window = now.micros().div_euclid(60_000_000) * 60_000_000;
     let client = client_of(
@@ -126,7 +134,7 @@ where
     // The key a receipt is attributed to; public routes attribute one only when asked to audit.
     let mut attributed: Option<Caller> = None;
     let (bucket, limit) = match access {
-        Access::Open => return next.run(req).await,
+        Access::Open => unreachable!("answered above"),
         Access::KeyOrSession if !req.headers().contains_key(header::AUTHORIZATION) => {
             let session = match signed_in(state, req.headers(), &client).await {
                 Ok(s) => s,

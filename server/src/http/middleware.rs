@@ -25,26 +25,90 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::extract::Request;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, header};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
+use futures::FutureExt;
 use futures::future::BoxFuture;
-use tower::Service;
+use tower::{Layer, Service};
+use tower_http::cors::{Cors, CorsLayer};
 use tracing::Instrument;
 
 use crate::http::response::X_REQUEST_ID;
 use crate::http::state::{AppState, Ctx};
 
-/// Request id, trace span, metrics and access log, plain `OPTIONS`: the outer band, around
-/// CORS. The state is the route table's `(path pattern, Allow)` pairs.
+/// Request id, trace span, metrics and access log, plain `OPTIONS`, CORS: the outer band.
+/// The state is the route table's `(path pattern, Allow)` pairs and the CORS layer.
+///
+/// CORS is tower-http's, asked once: a preflight (an `OPTIONS` that names the method it wants)
+/// goes through the layer as it is, and every other request gets the headers the layer gave
+/// a simple request when the application was built ([`CorsHeaders`]), added the way the layer
+/// adds them. That answer does not depend on the request (any origin, never credentials), and
+/// taking it from the layer keeps one source for it, where asking the layer per request built
+/// and hashed a header map of its own for every answer.
 #[derive(Clone)]
 pub struct Outer<S> {
     allows: Arc<Vec<(String, String)>>,
     inner: S,
+    preflight: Cors<S>,
+    cors: Arc<CorsHeaders>,
 }
 
-impl<S> Outer<S> {
-    pub fn new(allows: Arc<Vec<(String, String)>>, inner: S) -> Self {
-        Outer { allows, inner }
+impl<S: Clone> Outer<S> {
+    pub fn new(allows: Arc<Vec<(String, String)>>, cors: CorsLayer, inner: S) -> Self {
+        Outer {
+            allows,
+            preflight: cors.layer(inner.clone()),
+            cors: Arc::new(CorsHeaders::of(&cors)),
+            inner,
+        }
+    }
+}
+
+/// What the CORS layer adds to the answer of a request that is not a preflight: `Vary`
+/// (appended to any the route set) and the rest (replacing any of the same name).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CorsHeaders {
+    vary: Vec<HeaderValue>,
+    rest: Vec<(HeaderName, HeaderValue)>,
+}
+
+impl CorsHeaders {
+    /// The headers `layer` adds to a simple cross-origin `GET`, read off the layer itself.
+    pub fn of(layer: &CorsLayer) -> Self {
+        let bare = tower::service_fn(|_: Request| async {
+            Ok::<_, Infallible>(Response::new(axum::body::Body::empty()))
+        });
+        let probe = axum::http::Request::get("/")
+            .header(header::ORIGIN, "https://example.com")
+            .body(axum::body::Body::empty())
+            .expect("a valid request");
+        let res = layer
+            .layer(bare)
+            .call(probe)
+            .now_or_never()
+            .expect("the CORS layer answers at once")
+            .unwrap_or_else(|never| match never {});
+        let mut vary = Vec::new();
+        let mut rest = Vec::new();
+        for (name, value) in res.headers() {
+            if name == header::VARY {
+                vary.push(value.clone());
+            } else {
+                rest.push((name.clone(), value.clone()));
+            }
+        }
+        CorsHeaders { vary, rest }
+    }
+
+    /// Adds them to `res` as the layer would.
+    fn apply(&self, res: &mut Response) {
+        let h = res.headers_mut();
+        for v in &self.vary {
+            h.append(header::VARY, v.clone());
+        }
+        for (name, value) in &self.rest {
+            h.insert(name, value.clone());
+        }
     }
 }
 
@@ -82,18 +146,29 @@ where
             let _entered = span.enter();
             tracing::debug!(target: "tower_http::trace::on_request", "started processing request");
             match plain_options(&self.allows, &req) {
-                Some(res) => Err(res),
-                None => Ok(self.inner.call(req)),
+                Some(res) => Answer::Ready(res),
+                None if req.method() == Method::OPTIONS => {
+                    Answer::Preflight(self.preflight.call(req))
+                }
+                None => Answer::Inner(self.inner.call(req), self.cors.clone()),
             }
         };
         Box::pin(
             async move {
                 let res = match answer {
-                    Err(res) => res,
-                    Ok(fut) => match fut.await {
+                    Answer::Ready(res) => res,
+                    Answer::Preflight(fut) => match fut.await {
                         Ok(res) => res,
                         Err(never) => match never {},
                     },
+                    Answer::Inner(fut, cors) => {
+                        let mut res = match fut.await {
+                            Ok(res) => res,
+                            Err(never) => match never {},
+                        };
+                        cors.apply(&mut res);
+                        res
+                    }
                 };
                 trace_response(&res, started.elapsed());
                 // Inside the span, so the access line carries the request id; around
@@ -104,6 +179,16 @@ where
             .instrument(span),
         )
     }
+}
+
+/// Where an outer-band request's answer comes from.
+enum Answer<F, P> {
+    /// Answered here (a plain `OPTIONS`).
+    Ready(Response),
+    /// A CORS preflight, answered by the CORS layer.
+    Preflight(P),
+    /// Every other request: the inner band, then the CORS headers.
+    Inner(F, Arc<CorsHeaders>),
 }
 
 /// What tower-http's `TraceLayer` logged of a response: its status and latency at debug, and
@@ -164,6 +249,9 @@ impl<X: Clone + Send + Sync + 'static> Service<Request> for Inner<X> {
         if let Some(res) = trailing_slash(&req) {
             return Box::pin(std::future::ready(Ok(res)));
         }
+        // The id the outer band settled, as text for the handlers and as the header value
+        // the answer carries (a copy of the request's, not a second one made from the text).
+        let id_header = req.headers().get(&X_REQUEST_ID).cloned();
         let ctx = Ctx {
             request_id: request_id_of(req.headers()),
             corpus: self.state.corpus(),
@@ -194,22 +282,31 @@ impl<X: Clone + Send + Sync + 'static> Service<Request> for Inner<X> {
                     Err(_) => StatusCode::SERVICE_UNAVAILABLE.into_response(),
                 },
             };
-            Ok(finish(&state, ctx, wants_audit, &method, &uri, if_none_match, res).await)
+            let asked = Asked {
+                method,
+                uri,
+                if_none_match,
+                id_header,
+                wants_audit,
+            };
+            Ok(finish(&state, ctx, asked, res).await)
         })
     }
 }
 
+/// What the context step keeps of a request for its answer.
+struct Asked {
+    method: Method,
+    uri: Uri,
+    if_none_match: Option<HeaderValue>,
+    /// The request's `X-Request-Id` as the outer band settled it.
+    id_header: Option<HeaderValue>,
+    wants_audit: bool,
+}
+
 /// The context step on the way out: the version that answered, every header and the caching
 /// of a JSON answer, and its receipt when one was asked for.
-async fn finish(
-    state: &AppState,
-    ctx: Ctx,
-    wants_audit: bool,
-    method: &Method,
-    uri: &Uri,
-    if_none_match: Option<HeaderValue>,
-    res: Response,
-) -> Response {
+async fn finish(state: &AppState, ctx: Ctx, asked: Asked, res: Response) -> Response {
     // A pinned request was answered by the version it named (the guard says which).
     let ctx = match res.extensions().get::<crate::http::state::Pinned>() {
         Some(p) => Ctx {
@@ -218,11 +315,20 @@ async fn finish(
         },
         None => ctx,
     };
-    let (path, query) = (uri.path(), uri.query());
-    let res =
-        crate::http::caching::finish(state, &ctx, method, path, query, if_none_match, res).await;
-    if wants_audit {
-        crate::http::receipts::audit_step(state, &ctx, method, path, query, res).await
+    let (path, query) = (asked.uri.path(), asked.uri.query());
+    let res = crate::http::caching::finish(
+        state,
+        &ctx,
+        &asked.method,
+        path,
+        query,
+        asked.if_none_match,
+        asked.id_header,
+        res,
+    )
+    .await;
+    if asked.wants_audit {
+        crate::http::receipts::audit_step(state, &ctx, &asked.method, path, query, res).await
     } else {
         res
     }
@@ -237,14 +343,15 @@ fn settle_request_id(req: &mut Request) -> String {
         .get(&X_REQUEST_ID)
         .and_then(|v| v.to_str().ok())
         .and_then(|s| uuid::Uuid::parse_str(s).ok())
-        .unwrap_or_else(new_request_id)
-        .hyphenated()
-        .to_string();
+        .unwrap_or_else(new_request_id);
+    // Written into a buffer on the stack: `to_string` goes through the formatter.
+    let mut text = [0u8; uuid::fmt::Hyphenated::LENGTH];
+    let id = id.hyphenated().encode_lower(&mut text);
     req.headers_mut().insert(
         &X_REQUEST_ID,
-        HeaderValue::from_str(&id).expect("uuid is a header value"),
+        HeaderValue::from_str(id).expect("uuid is a header value"),
     );
-    id
+    id.to_owned()
 }
 
 /// A request id minted here: a version 7 UUID (its first 48 bits the Unix time in
@@ -318,7 +425,65 @@ fn trailing_slash(req: &Request) -> Option<Response> {
 
 #[cfg(test)]
 mod tests {
-    use super::new_request_id;
+    use super::*;
+
+    /// The route's answer under the CORS headers, the way `layer` adds them and the way
+    /// [`CorsHeaders`] does, for `req`.
+    fn both_ways(layer: &CorsLayer, req: fn() -> Request) -> (HeaderMap, HeaderMap) {
+        let route = tower::service_fn(|_: Request| async {
+            let mut res = Response::new(axum::body::Body::empty());
+            // A route's own `Vary` stays beside the layer's.
+            res.headers_mut()
+                .insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+            res.headers_mut().insert(
+                header::ACCESS_CONTROL_ALLOW_ORIGIN,
+                HeaderValue::from_static("https://replaced.example"),
+            );
+            Ok::<_, Infallible>(res)
+        });
+        let by_layer = layer
+            .clone()
+            .layer(route.clone())
+            .call(req())
+            .now_or_never()
+            .unwrap()
+            .unwrap();
+        let mut by_us = route.clone().call(req()).now_or_never().unwrap().unwrap();
+        CorsHeaders::of(layer).apply(&mut by_us);
+        (by_layer.headers().clone(), by_us.headers().clone())
+    }
+
+    #[test]
+    fn the_cors_headers_of_a_request_that_is_not_a_preflight_are_the_layers_own() {
+        let layer = crate::app::cors();
+        let requests: [fn() -> Request; 3] = [
+            || {
+                axum::http::Request::get("/v1/news")
+                    .body(axum::body::Body::empty())
+                    .unwrap()
+            },
+            || {
+                axum::http::Request::get("/health")
+                    .header(header::ORIGIN, "https://someone.example")
+                    .body(axum::body::Body::empty())
+                    .unwrap()
+            },
+            || {
+                axum::http::Request::post("/v1/keys")
+                    .header(header::ORIGIN, "null")
+                    .header(header::ACCESS_CONTROL_REQUEST_HEADERS, "authorization")
+                    .body(axum::body::Body::empty())
+                    .unwrap()
+            },
+        ];
+        for req in requests {
+            let (by_layer, by_us) = both_ways(&layer, req);
+            assert_eq!(by_us, by_layer);
+            assert_eq!(by_us.get_all(header::VARY).iter().count(), 2);
+            assert_eq!(by_us[header::ACCESS_CONTROL_ALLOW_ORIGIN], "*");
+            assert!(by_us.contains_key(header::ACCESS_CONTROL_EXPOSE_HEADERS));
+        }
+    }
 
     #[test]
     fn minted_request_ids_are_version_7_and_sort_in_minting_order_within_a_millisecond() {

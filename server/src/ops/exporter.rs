@@ -65,6 +65,7 @@ impl Exporter {
         let handle = b
             .install_recorder()
             .map_err(|e| Error::Config(format!("metrics: {e}")))?;
+        obs::set_recording();
         describe();
         let upkeep = handle.clone();
         tokio::spawn(async move {

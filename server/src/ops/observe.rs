@@ -8,7 +8,11 @@
 //! something a client chose. The key id is the key's public id; the key itself never reaches a
 //! log line or a label.
 
-use std::time::Instant;
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+use metrics::{Counter, Histogram};
 
 use axum::response::Response;
 
@@ -34,21 +38,8 @@ pub fn record(started: Instant, method: &'static str, res: &Response) {
     let caller = res.extensions().get::<Caller>();
     let plan = caller.map_or("none", |c| c.user.plan.as_str());
     let status = res.status().as_u16();
-    let class = obs::status_class(status);
-    metrics::counter!(obs::HTTP_REQUESTS, "route" => route, "method" => method, "status_class" => class, "plan" => plan)
-        .increment(1);
-    metrics::histogram!(obs::HTTP_DURATION, "route" => route, "method" => method).record(elapsed);
-    if let Some(code) = res.extensions().get::<ApiError>().map(ApiError::code) {
-        metrics::counter!(obs::HTTP_ERRORS, "code" => code, "status_class" => class).increment(1);
-        let refusal = match code {
-            "rate_limited" => Some("rate_limited"),
-            "unauthorized" => Some("unauthenticated"),
-            "forbidden" if res.extensions().get::<PlanRefused>().is_some() => Some("plan"),
-            _ => None,
-        };
-        if let Some(reason) = refusal {
-            metrics::counter!(obs::HTTP_REFUSALS, "reason" => reason).increment(1);
-        }
+    if obs::recording() {
+        count(route, method, status, plan, elapsed, res);
     }
     tracing::info!(
         target: "asof::access",
@@ -63,4 +54,66 @@ pub fn record(started: Instant, method: &'static str, res: &Response) {
             .and_then(|v| v.to_str().ok()),
         "request"
     );
+}
+
+/// The series of one request: its count and latency, and its error envelope's code.
+fn count(
+    route: &'static str,
+    method: &'static str,
+    status: u16,
+    plan: &'static str,
+    elapsed: Duration,
+    res: &Response,
+) {
+    let class = obs::status_class(status);
+    SERIES.with_borrow_mut(|s| {
+        s.requests
+            .entry(labels([route, method, class, plan]))
+            .or_insert_with(|| {
+                metrics::counter!(obs::HTTP_REQUESTS, "route" => route, "method" => method, "status_class" => class, "plan" => plan)
+            })
+            .increment(1);
+        s.durations
+            .entry(labels([route, method, "", ""]))
+            .or_insert_with(|| {
+                metrics::histogram!(obs::HTTP_DURATION, "route" => route, "method" => method)
+            })
+            .record(elapsed);
+    });
+    if let Some(code) = res.extensions().get::<ApiError>().map(ApiError::code) {
+        metrics::counter!(obs::HTTP_ERRORS, "code" => code, "status_class" => class).increment(1);
+        let refusal = match code {
+            "rate_limited" => Some("rate_limited"),
+            "unauthorized" => Some("unauthenticated"),
+            "forbidden" if res.extensions().get::<PlanRefused>().is_some() => Some("plan"),
+            _ => None,
+        };
+        if let Some(reason) = refusal {
+            metrics::counter!(obs::HTTP_REFUSALS, "reason" => reason).increment(1);
+        }
+    }
+}
+
+/// A series' labels by where their text lives: every label of the per-request series is a
+/// `&'static str` from a finite set (the route table's paths, `obs::method_label`,
+/// `obs::status_class`, the plans), so the addresses name the series without reading or
+/// hashing the text. Two copies of one text at two addresses are two entries holding handles
+/// of the same series, which is still right.
+fn labels(texts: [&'static str; 4]) -> [usize; 4] {
+    texts.map(|t| t.as_ptr() as usize)
+}
+
+/// The handles of the per-request series this thread has recorded. A handle is the
+/// recorder's own entry for its series (the Prometheus exporter never forgets a counter or a
+/// histogram), so recording through it is an atomic add, where `counter!` with labels builds
+/// the key (a vector), hashes every label and looks the key up in the registry on every
+/// request. Per thread, so no lock is shared between the runtime's workers.
+#[derive(Default)]
+struct Series {
+    requests: HashMap<[usize; 4], Counter>,
+    durations: HashMap<[usize; 4], Histogram>,
+}
+
+thread_local! {
+    static SERIES: RefCell<Series> = RefCell::new(Series::default());
 }
