@@ -63,9 +63,8 @@ pub(crate) async fn finish(
         res.headers_mut().extend(kept);
         res.extensions_mut().extend(extensions);
     }
-    let id_header = id_header.unwrap_or_else(|| {
-        HeaderValue::from_str(&ctx.request_id).expect("uuid is a header value")
-    });
+    let id_header = id_header
+        .unwrap_or_else(|| HeaderValue::from_str(&ctx.request_id).expect("uuid is a header value"));
     res.headers_mut().insert(&X_REQUEST_ID, id_header);
     let kind = route.map(|r| r.kind);
     let document = kind == Some(Kind::Document);
@@ -118,8 +117,7 @@ pub(crate) async fn finish(
     let h = res.headers_mut();
     h.insert(header::CACHE_CONTROL, cache);
     h.insert(header::ETAG, etag);
-    if matched
-    {
+    if matched {
         let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
         for (k, v) in res.headers().iter().filter(|(k, _)| {
             [

@@ -147,8 +147,10 @@ mod tests {
     #[test]
     fn an_ipv4_bucket_is_the_address_as_display_writes_it() {
         let mut rng = rand::rng();
-        let drawn = (0..10_000).map(|_| std::net::Ipv4Addr::from(rand::Rng::random::<u32>(&mut rng)));
-        let edges = [0u32, 1, 9, 10, 99, 100, 255, 256, 0x0a00_0001, u32::MAX].map(std::net::Ipv4Addr::from);
+        let drawn =
+            (0..10_000).map(|_| std::net::Ipv4Addr::from(rand::Rng::random::<u32>(&mut rng)));
+        let edges = [0u32, 1, 9, 10, 99, 100, 255, 256, 0x0a00_0001, u32::MAX]
+            .map(std::net::Ipv4Addr::from);
         for v4 in drawn.chain(edges) {
             assert_eq!(bucket_of(IpAddr::V4(v4), 64), v4.to_string());
         }

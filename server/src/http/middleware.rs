@@ -1,8 +1,9 @@
 //! The shared request path: what every request passes through around its route, as two
-//! hand-written services around tower-http's CORS (assembled in `crate::app`).
+//! hand-written services (assembled in `crate::app`).
 //!
 //! Outermost first: [`Outer`] (request id → trace span → metrics and access log,
-//! `crate::ops::observe` → plain `OPTIONS`) → CORS → [`Inner`] (trailing-slash redirect →
+//! `crate::ops::observe` → plain `OPTIONS` → CORS: preflights by tower-http's layer, the
+//! headers of every other answer as that layer gives them, [`CorsHeaders`]) → [`Inner`] (trailing-slash redirect →
 //! context: corpus snapshot, then on the way out the response's headers and caching,
 //! `crate::http::caching`, and audit receipts, `crate::http::receipts` → size limits,
 //! `crate::http::limits` → request timeout) → the router → the route's own guard
