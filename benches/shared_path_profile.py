@@ -43,7 +43,7 @@ LAYERS = [
     ("tokio", r"tokio::|mio::|parking_lot|crossbeam"),
     ("tracing", r"tracing::|tracing_core|tracing_subscriber"),
     ("tower-http", r"tower_http::"),
-    ("our middleware", r"asof_server::http::(middleware|limits|guard|caching|receipts|client|response)|asof_server::obs|asof_server::ops"),
+    ("our middleware", r"asof_server::http::(middleware|observe|limits|guard|caching|receipts|client|response)|asof_server::obs|asof_server::ops"),
     ("axum routing", r"axum::|matchit|tower::"),
     ("serde/JSON", r"serde|json"),
     ("hashing", r"sha2|hmac|Sha256|foldhash|siphash|hash"),

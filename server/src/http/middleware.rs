@@ -2,7 +2,7 @@
 //! hand-written services (assembled in `crate::app`).
 //!
 //! Outermost first: [`Outer`] (request id → trace span → metrics and access log,
-//! `crate::ops::observe` → plain `OPTIONS` → CORS: preflights by tower-http's layer, the
+//! `crate::http::observe` → plain `OPTIONS` → CORS: preflights by tower-http's layer, the
 //! headers of every other answer as that layer gives them, [`CorsHeaders`]) → [`Inner`] (trailing-slash redirect →
 //! context: corpus snapshot, then on the way out the response's headers and caching,
 //! `crate::http::caching`, and audit receipts, `crate::http::receipts` → size limits,
@@ -174,7 +174,7 @@ where
                 trace_response(&res, started.elapsed());
                 // Inside the span, so the access line carries the request id; around
                 // everything else, so the latency is the whole answer's.
-                crate::ops::observe::record(started, method, &res);
+                crate::http::observe::record(started, method, &res);
                 Ok(res)
             }
             .instrument(span),

@@ -11,6 +11,7 @@ pub mod file_url;
 pub mod guard;
 pub mod limits;
 pub mod middleware;
+pub mod observe;
 pub mod params;
 pub mod range;
 pub mod ready;

@@ -1,9 +1,9 @@
 //! Running the service in production: the metrics listener and what it exposes
-//! (`exporter`), and the per-request metrics and access log (`observe`). What is measured, and
-//! under which names, is `crate::obs`; this module installs the recorder and feeds it.
+//! (`exporter`). What is measured, and under which names, is `crate::obs`; this module installs
+//! the recorder and sets the gauges at each scrape (the per-request metrics and access log are
+//! the shared path's, `crate::http::observe`).
 
 pub mod exporter;
-pub mod observe;
 
 pub use exporter::{Exporter, LogFormat};
 
