@@ -88,6 +88,13 @@ fn id_at(v: &Value, key: &str) -> Option<String> {
     v.get(key).and_then(id_of)
 }
 
+/// The latest `created` an event may carry: 9999-12-31T23:59:59Z in Unix seconds. A processor's
+/// event is created now; the bound keeps the time a real instant, and keeps it small enough
+/// that `62.0`-style JSON (which some processors' libraries write) is read exactly: past about
+/// 10^15, serde_json may round such a literal by a bit, and a whole number would read as not
+/// whole.
+pub const MAX_CREATED: i64 = 253_402_300_799;
+
 /// The event object `POST /v1/billing/webhook` takes, as the description gives it: what
 /// [`read`] requires (`id`, `type`, `created`, `data.object`); the processor's other members
 /// are taken as sent.
@@ -99,7 +106,7 @@ pub fn event_schema() -> Value {
         "properties": {
             "id": {"type": "string", "minLength": 1, "description": "The event id: each is applied once."},
             "type": {"type": "string", "minLength": 1, "description": "The event type; types not acted on are recorded and ignored."},
-            "created": {"type": "integer", "minimum": i64::MIN, "maximum": i64::MAX, "description": "Unix seconds."},
+            "created": {"type": "integer", "minimum": 0, "maximum": MAX_CREATED, "description": "Unix seconds (up to 9999-12-31)."},
             "data": {
                 "type": "object",
                 "required": ["object"],
@@ -121,7 +128,12 @@ pub fn read(payload: &[u8], billing: &Billing, received_at: i64) -> Result<Billi
     let created = v
         .get("created")
         .and_then(crate::json::whole_i64)
-        .ok_or("the event has no created time")?;
+        .ok_or("the event has no created time (whole Unix seconds)")?;
+    if !(0..=MAX_CREATED).contains(&created) {
+        return Err(format!(
+            "the event's created time must be Unix seconds from 0 to {MAX_CREATED}, not {created}"
+        ));
+    }
     let object = v
         .get("data")
         .and_then(|d| d.get("object"))
@@ -437,5 +449,28 @@ mod tests {
         )
         .unwrap();
         assert!(e.effect.is_err());
+    }
+
+    #[test]
+    fn a_created_time_outside_unix_seconds_to_the_year_9999_is_refused_by_name() {
+        // Schemathesis seeds 306717661 and 2102312560 sent this `created` when the description
+        // allowed any i64: serde_json may read such a literal a bit off a whole number, so a
+        // body the description admitted was refused as having no created time.
+        let far = br#"{"id":"evt_4","type":"x","created":-4279606251312966.0,"data":{"object":{}}}"#;
+        let e = read(far, &billing(), 1).unwrap_err();
+        assert!(e.contains("created"), "{e}");
+        for created in ["-1", "253402300800", "9223372036854775807"] {
+            let body = format!(r#"{{"id":"evt_5","type":"x","created":{created},"data":{{"object":{{}}}}}}"#);
+            let e = read(body.as_bytes(), &billing(), 1).unwrap_err();
+            assert!(e.contains("from 0 to 253402300799"), "{created}: {e}");
+        }
+        // The bounds themselves, with or without a fraction, as the description gives them.
+        for (created, want) in [("0", 0), ("253402300799", MAX_CREATED), ("253402300799.0", MAX_CREATED)] {
+            let body = format!(r#"{{"id":"evt_6","type":"x","created":{created},"data":{{"object":{{}}}}}}"#);
+            assert_eq!(read(body.as_bytes(), &billing(), 1).unwrap().created, want);
+        }
+        let schema = event_schema();
+        assert_eq!(schema["properties"]["created"]["minimum"], 0);
+        assert_eq!(schema["properties"]["created"]["maximum"], MAX_CREATED);
     }
 }

@@ -416,7 +416,7 @@ fn status_description(status: &str) -> &'static str {
         }
         "414" => "`uri_too_long`: the path and query are longer than 8 KiB.",
         "431" => {
-            "`headers_too_large`: the request headers exceed 32 KiB in total or 100 fields (a head past 256 KiB is refused by the HTTP parser with a bare 431 and the connection closed)."
+            "`headers_too_large`: the request headers exceed 32 KiB in total. A head of more than 100 fields, or past 256 KiB, is refused by the HTTP parser itself with a bare 431 (no body) and the connection closed."
         }
         "500" => "`internal`: the request id identifies the fault in the service logs.",
         "503" => {

@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""The state store off the hot path (issue 65, point 4): keyed first pages served with SQLite
+and one replica, against PostgreSQL with one replica and with two replicas behind HAProxy.
+
+Every run is `wrk -t2 -c16` over the same drawn cuts (`GET /v1/news?cik=&as_of=&limit=100`,
+keys round robin, enough desk keys that no answer is a 429; any non-2xx fails the run) after a
+5 s warm-up, against the same corpus and the same `asof` binary:
+
+    sqlite, 1 replica         the baseline (what benches/hot_path.sh measures)
+    postgres, 1 replica       the same, the state store a PostgreSQL database on loopback
+    postgres, 2 replicas      two replicas on that database behind HAProxy on
+                              deploy/haproxy/haproxy.cfg (unchanged, as tests/scale_out runs it)
+    sqlite, 1 replica again   the baseline once more, so drift of the machine shows
+
+Besides requests a second, each run reads the CPU time every server process (and HAProxy)
+spent from /proc, so the cost per request is known whether or not the processes share cores.
+On a machine with fewer cores than processes (two replicas, HAProxy, PostgreSQL and wrk on
+two cores here) the replicas share the cores, so a replica's raw share of the throughput says
+how the machine was divided, not what a replica on its own machine would serve; what a replica
+on a machine of its own serves is the requests it answers per second of its own CPU, which is
+the figure compared against the SQLite single replica's.
+
+Usage: benches/state_store.py --bin <release asof> --corpus DIR --queries Q.jsonl
+           [--duration 20] [--keys 1024] [--pg postgres://postgres@127.0.0.1:5432/test]
+Needs wrk and haproxy (Debian's packages; installed when missing) and psql. Prints a Markdown
+table, then one JSON object.
+"""
+
+import argparse
+import concurrent.futures
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+import uuid
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(REPO, "tests"))
+from support import Server, free_port  # noqa: E402
+
+TICKS = os.sysconf("SC_CLK_TCK")
+
+LUA = """
+local paths, keys = {}, {}
+for l in io.lines(os.getenv("PATHS")) do paths[#paths + 1] = l end
+for l in io.lines(os.getenv("KEYS")) do keys[#keys + 1] = l end
+local n = 0
+request = function()
+  n = n + 1
+  return wrk.format("GET", paths[math.random(#paths)],
+    { ["Authorization"] = "Bearer " .. keys[(n % #keys) + 1] })
+end
+done = function(summary, latency, requests)
+  local errors = summary.errors.connect + summary.errors.read + summary.errors.write
+    + summary.errors.status + summary.errors.timeout
+  io.write(string.format(
+    '{"requests": %d, "requests_per_s": %.1f, "p50_ms": %.3f, "p99_ms": %.3f, "errors": %d}\\n',
+    summary.requests, summary.requests / (summary.duration / 1e6),
+    latency:percentile(50) / 1000, latency:percentile(99) / 1000, errors))
+end
+"""
+
+
+def ensure(tool, package):
+    if shutil.which(tool) is None:
+        subprocess.run(["apt-get", "install", "-y", "-qq", package], check=True, capture_output=True)
+
+
+def cpu_seconds(pid):
+    """User plus system CPU time of a process (all its threads) so far."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    # After the command: state is field 3, utime 14 and stime 15 (1-based, man 5 proc).
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def make_keys(binary, db, n):
+    """`n` desk keys, each of its own account (a plan's limit is the account's)."""
+    def one(i):
+        out = subprocess.run(
+            [binary, "keys", "create", "--database-url", db, "--email",
+             f"state{i}-{uuid.uuid4().hex[:8]}@bench.test", "--plan", "desk"],
+            check=True, capture_output=True, text=True).stdout
+        return out.strip().splitlines()[-1]
+    with concurrent.futures.ThreadPoolExecutor(4) as pool:
+        return list(pool.map(one, range(n)))
+
+
+def postgres_database(pg):
+    name = f"asof_state_bench_{uuid.uuid4().hex[:10]}"
+    subprocess.run(["psql", pg, "-q", "-c", f"CREATE DATABASE {name}"], check=True, capture_output=True)
+    return name, pg.rsplit("/", 1)[0] + "/" + name
+
+
+class Balancer:
+    """HAProxy in the foreground on deploy/haproxy/haproxy.cfg, unchanged."""
+
+    def __init__(self, work, backends):
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        env = {**os.environ, "ASOF_LB_BIND": f"127.0.0.1:{self.port}",
+               "ASOF_REPLICA_1": f"127.0.0.1:{backends[0]}", "ASOF_REPLICA_2": f"127.0.0.1:{backends[1]}"}
+        self.log = open(os.path.join(work, "haproxy.log"), "w")
+        self.proc = subprocess.Popen(
+            [shutil.which("haproxy"), "-db", "-f", os.path.join(REPO, "deploy", "haproxy", "haproxy.cfg")],
+            stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        # Ready when both replicas have answered through it (their health checks passed).
+        seen, deadline = set(), time.monotonic() + 30
+        while seen != {"r1", "r2"}:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"HAProxy did not reach both replicas: {seen}")
+            try:
+                with urllib.request.urlopen(self.base + "/health", timeout=2) as r:
+                    if r.headers.get("x-replica"):
+                        seen.add(r.headers["x-replica"])
+            except OSError:
+                pass
+            time.sleep(0.05)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        self.log.close()
+
+
+def load(base, work, paths, keys, seconds, pids):
+    """wrk against `base`: the summary, and the CPU seconds each of `pids` spent meanwhile."""
+    env = {**os.environ, "PATHS": paths, "KEYS": keys}
+    script = os.path.join(work, "load.lua")
+    subprocess.run(["wrk", "-t2", "-c16", "-d5s", "-s", script, base], env=env, check=True,
+                   capture_output=True)
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    out = subprocess.run(["wrk", "-t2", "-c16", f"-d{seconds}s", "-s", script, base], env=env,
+                         check=True, capture_output=True, text=True).stdout
+    after = {name: cpu_seconds(pid) for name, pid in pids.items()}
+    r = json.loads(out.strip().splitlines()[-1])
+    r["cpu_s"] = {name: round(after[name] - before[name], 2) for name in pids}
+    return r
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--bin", required=True)
+    ap.add_argument("--corpus", required=True)
+    ap.add_argument("--queries", required=True)
+    ap.add_argument("--duration", type=int, default=20)
+    ap.add_argument("--keys", type=int, default=1024)
+    ap.add_argument("--pg", default=os.environ.get("ASOF_TEST_POSTGRES_URL",
+                                                   "postgres://postgres@127.0.0.1:5432/test"))
+    args = ap.parse_args()
+    ensure("wrk", "wrk")
+    ensure("haproxy", "haproxy")
+    qs = [json.loads(line) for line in open(args.queries)]
+    runs = {}
+    with tempfile.TemporaryDirectory(prefix="asof-state-bench-") as work:
+        with open(os.path.join(work, "load.lua"), "w") as f:
+            f.write(LUA)
+        paths = os.path.join(work, "paths.txt")
+        with open(paths, "w") as f:
+            for q in qs:
+                f.write("/v1/news?" + urllib.parse.urlencode(
+                    {"cik": q["cik"], "as_of": q["as_of"], "limit": 100}) + "\n")
+        sqlite = f"sqlite://{work}/state.db"
+        name, pg = postgres_database(args.pg)
+        try:
+            t = time.monotonic()
+            keys = {}
+            for label, db in (("sqlite", sqlite), ("postgres", pg)):
+                keys[label] = os.path.join(work, f"keys-{label}.txt")
+                with open(keys[label], "w") as f:
+                    f.write("\n".join(make_keys(args.bin, db, args.keys)) + "\n")
+            print(f"{2 * args.keys} keys made in {time.monotonic() - t:.0f} s", file=sys.stderr)
+            quiet = {"ASOF_LOG": "warn"}
+
+            def single(label, db):
+                s = Server(args.bin, work, corpus=args.corpus, env=quiet, db=db)
+                try:
+                    return load(s.base, work, paths, keys[label], args.duration, {"replica 1": s.proc.pid})
+                finally:
+                    s.stop()
+
+            runs["sqlite, 1 replica"] = single("sqlite", sqlite)
+            runs["postgres, 1 replica"] = single("postgres", pg)
+            # As deploy/ runs them: HAProxy's address is the only one trusted to name the client.
+            extra = ["--trusted-proxy", "127.0.0.1"]
+            replicas = [Server(args.bin, work, corpus=args.corpus, env=quiet, db=pg, extra=extra)
+                        for _ in range(2)]
+            lb = None
+            try:
+                lb = Balancer(work, [r.port for r in replicas])
+                runs["postgres, 2 replicas behind HAProxy"] = load(
+                    lb.base, work, paths, keys["postgres"], args.duration,
+                    {"replica 1": replicas[0].proc.pid, "replica 2": replicas[1].proc.pid,
+                     "haproxy": lb.proc.pid})
+            finally:
+                if lb:
+                    lb.stop()
+                for r in replicas:
+                    r.stop()
+            runs["sqlite, 1 replica (again)"] = single("sqlite", sqlite)
+        finally:
+            subprocess.run(["psql", args.pg, "-q", "-c", f"DROP DATABASE IF EXISTS {name} WITH (FORCE)"],
+                           capture_output=True)
+
+    base = (runs["sqlite, 1 replica"], runs["sqlite, 1 replica (again)"])
+    base_rps = sum(r["requests_per_s"] for r in base) / 2
+    base_per_cpu = sum(r["requests"] / r["cpu_s"]["replica 1"] for r in base) / 2
+    print("| run | requests/s | per replica | p50 | p99 | non-2xx | replica CPU per request | "
+          "requests per replica CPU-second | of SQLite's |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for label, r in runs.items():
+        replicas = [k for k in r["cpu_s"] if k.startswith("replica")]
+        cpu = sum(r["cpu_s"][k] for k in replicas)
+        per_cpu = r["requests"] / cpu
+        r["requests_per_replica_cpu_s"] = per_cpu
+        r["of_sqlite"] = per_cpu / base_per_cpu
+        print(f"| {label} | {r['requests_per_s']:,.0f} | {r['requests_per_s'] / len(replicas):,.0f} | "
+              f"{r['p50_ms']:.3f} ms | {r['p99_ms']:.3f} ms | {r['errors']} | "
+              f"{1e6 * cpu / r['requests']:.1f} µs | {per_cpu:,.0f} | {100 * r['of_sqlite']:.1f}% |")
+    lb = runs["postgres, 2 replicas behind HAProxy"]
+    print(f"\nSQLite single replica (mean of its two runs): {base_rps:,.0f} requests/s, "
+          f"{base_per_cpu:,.0f} per CPU-second; HAProxy spent "
+          f"{1e6 * lb['cpu_s']['haproxy'] / lb['requests']:.1f} µs a request")
+    print(json.dumps({"runs": runs, "sqlite_requests_per_s": base_rps,
+                      "sqlite_requests_per_cpu_s": base_per_cpu}))
+    if any(r["errors"] for r in runs.values()):
+        print("non-2xx answers in a run: the figures do not measure the hot path", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
