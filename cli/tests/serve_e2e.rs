@@ -483,7 +483,10 @@ fn a_200_kb_header_gets_the_431_envelope_and_one_past_the_parsers_ceilings_a_bar
     );
     // While 100 fields are answered (`http` adds Host, Content-Length and Connection).
     let fields: Vec<(String, String)> = (0..97).map(|i| (format!("X-F{i}"), "v".into())).collect();
-    let fields: Vec<(&str, &str)> = fields.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let fields: Vec<(&str, &str)> = fields
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
     assert_eq!(http(&addr, "/health", &fields).0, 200);
     // And the server is unharmed.
     assert_eq!(http_get(&addr, "/health", None).0, 200);

@@ -456,17 +456,26 @@ mod tests {
         // Schemathesis seeds 306717661 and 2102312560 sent this `created` when the description
         // allowed any i64: serde_json may read such a literal a bit off a whole number, so a
         // body the description admitted was refused as having no created time.
-        let far = br#"{"id":"evt_4","type":"x","created":-4279606251312966.0,"data":{"object":{}}}"#;
+        let far =
+            br#"{"id":"evt_4","type":"x","created":-4279606251312966.0,"data":{"object":{}}}"#;
         let e = read(far, &billing(), 1).unwrap_err();
         assert!(e.contains("created"), "{e}");
         for created in ["-1", "253402300800", "9223372036854775807"] {
-            let body = format!(r#"{{"id":"evt_5","type":"x","created":{created},"data":{{"object":{{}}}}}}"#);
+            let body = format!(
+                r#"{{"id":"evt_5","type":"x","created":{created},"data":{{"object":{{}}}}}}"#
+            );
             let e = read(body.as_bytes(), &billing(), 1).unwrap_err();
             assert!(e.contains("from 0 to 253402300799"), "{created}: {e}");
         }
         // The bounds themselves, with or without a fraction, as the description gives them.
-        for (created, want) in [("0", 0), ("253402300799", MAX_CREATED), ("253402300799.0", MAX_CREATED)] {
-            let body = format!(r#"{{"id":"evt_6","type":"x","created":{created},"data":{{"object":{{}}}}}}"#);
+        for (created, want) in [
+            ("0", 0),
+            ("253402300799", MAX_CREATED),
+            ("253402300799.0", MAX_CREATED),
+        ] {
+            let body = format!(
+                r#"{{"id":"evt_6","type":"x","created":{created},"data":{{"object":{{}}}}}}"#
+            );
             assert_eq!(read(body.as_bytes(), &billing(), 1).unwrap().created, want);
         }
         let schema = event_schema();
