@@ -39,7 +39,9 @@ struct Payload {
 
 #[derive(Clone)]
 pub struct CursorSigner {
-    key: Vec<u8>,
+    /// The HMAC keyed once: keying hashes the secret's inner and outer pads, work every token
+    /// minted or opened would otherwise repeat (a clone of this state is a copy).
+    keyed: Hmac<Sha256>,
 }
 
 impl std::fmt::Debug for CursorSigner {
@@ -63,12 +65,13 @@ pub fn filter_digest(filters: &[(&str, String)]) -> String {
 impl CursorSigner {
     pub fn new(secret: &str) -> Self {
         CursorSigner {
-            key: secret.as_bytes().to_vec(),
+            keyed: Hmac::<Sha256>::new_from_slice(secret.as_bytes())
+                .expect("hmac takes any key length"),
         }
     }
 
     fn mac(&self, bytes: &[u8]) -> Vec<u8> {
-        let mut m = Hmac::<Sha256>::new_from_slice(&self.key).expect("hmac takes any key length");
+        let mut m = self.keyed.clone();
         m.update(bytes);
         m.finalize().into_bytes().to_vec()
     }
@@ -115,7 +118,7 @@ impl CursorSigner {
         let sig = URL_SAFE_NO_PAD
             .decode(sig_b64)
             .map_err(|_| Error::Invalid)?;
-        let mut m = Hmac::<Sha256>::new_from_slice(&self.key).expect("hmac takes any key length");
+        let mut m = self.keyed.clone();
         m.update(&body);
         m.verify_slice(&sig).map_err(|_| Error::Invalid)?;
         let p: Payload = serde_json::from_slice(&body).map_err(|_| Error::Invalid)?;
