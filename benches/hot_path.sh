@@ -153,7 +153,7 @@ if "bare-16" in r:
     bare = (r["bare-16"]["requests_per_s"] + r["bare2-16"]["requests_per_s"]) / 2
 print("| what | requests/s | p50 | p99 | errors |")
 print("|---|---|---|---|---|")
-"names = {"bare-16": "bare axum `GET /health`, 16 connections (before ours)",
+names = {"bare-16": "bare axum `GET /health`, 16 connections (before ours)",
          "bare2-16": "bare axum `GET /health`, 16 connections (after ours)",
          "health-16": "`GET /health`, 16 connections", "all-16": "keyed first pages (limit 100), 16 connections",
          "big-1": "big filer, limit 100, sequential", "big1-1": "big filer, limit 1, sequential",

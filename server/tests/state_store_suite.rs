@@ -820,3 +820,43 @@ async fn postgres_state_store_suite() {
     suite(schema.store().await).await;
     schema.drop().await;
 }
+
+/// Replicas starting at once on an empty database (each its own pool): every one opens the
+/// store, none is refused by another's half-made tables, and the tables are made once.
+async fn opened_at_once(url: &str) {
+    let opens = (0..8).map(|_| store::open(url));
+    for (i, s) in futures::future::join_all(opens)
+        .await
+        .into_iter()
+        .enumerate()
+    {
+        let s = s.unwrap_or_else(|e| panic!("replica {i} did not start: {e}"));
+        s.ping().await.unwrap();
+    }
+    let s = store::open(url).await.unwrap();
+    let u = s
+        .upsert_user("first@example.com", Plan::Desk)
+        .await
+        .unwrap();
+    assert!(s.create_key(&u.id, "k", None).await.is_ok());
+}
+
+#[tokio::test]
+async fn sqlite_stores_opened_at_once_on_a_fresh_file_all_start() {
+    let dir = tempfile::tempdir().unwrap();
+    opened_at_once(dir.path().join("fresh.db").to_str().unwrap()).await;
+}
+
+#[tokio::test]
+async fn postgres_stores_opened_at_once_on_a_fresh_schema_all_start() {
+    let Some(schema) = PgSchema::make_for(
+        "postgres_stores_opened_at_once_on_a_fresh_schema_all_start",
+        "asof_test",
+    )
+    .await
+    else {
+        return;
+    };
+    opened_at_once(&schema.url()).await;
+    schema.drop().await;
+}

@@ -104,18 +104,28 @@ fn instant(v: Option<i64>) -> Option<asof_engine::Instant> {
 
 /// The store over one backend's pool; each area file implements its trait for both.
 macro_rules! sql_state_store {
-    ($name:ident, $pool:ty, $backend:literal) => {
+    ($name:ident, $pool:ty, $backend:literal, $begin:literal, $migration_lock:expr) => {
         #[derive(Debug, Clone)]
         pub struct $name {
             pool: $pool,
         }
 
         impl $name {
-            /// The store over `pool`, its tables made if absent.
+            /// The store over `pool`, its tables made if absent: in one transaction, under
+            /// the backend's migration lock, so replicas starting at once on an empty
+            /// database wait for the first instead of racing it (PostgreSQL refuses the
+            /// second `CREATE TABLE IF NOT EXISTS` of a table being created) and a start cut
+            /// short leaves no half-made schema.
             pub async fn new(pool: $pool) -> Result<Self> {
-                for statement in MIGRATIONS.iter().copied().flatten() {
-                    sqlx::query(*statement).execute(&pool).await?;
+                let mut tx = pool.begin_with($begin).await?;
+                let lock: Option<&'static str> = $migration_lock;
+                if let Some(lock) = lock {
+                    sqlx::query(lock).execute(&mut *tx).await?;
                 }
+                for statement in MIGRATIONS.iter().copied().flatten() {
+                    sqlx::query(*statement).execute(&mut *tx).await?;
+                }
+                tx.commit().await?;
                 Ok($name { pool })
             }
         }
@@ -149,8 +159,24 @@ macro_rules! sql_state_store {
     };
 }
 
-sql_state_store!(SqliteStore, sqlx::SqlitePool, "sqlite");
-sql_state_store!(PgStore, sqlx::PgPool, "postgres");
+// The migration lock: SQLite's `BEGIN IMMEDIATE` takes the database's write lock at once (a
+// deferred transaction whose first statements only read would be refused, not made to wait,
+// once another process wrote); PostgreSQL's is a transaction-scoped advisory lock (released
+// at commit) under a fixed key, the same on every replica.
+sql_state_store!(
+    SqliteStore,
+    sqlx::SqlitePool,
+    "sqlite",
+    "BEGIN IMMEDIATE",
+    None
+);
+sql_state_store!(
+    PgStore,
+    sqlx::PgPool,
+    "postgres",
+    "BEGIN",
+    Some("SELECT pg_advisory_xact_lock(7305982514)")
+);
 
 /// How long a request waits for a state-store connection before it is refused.
 pub const STORE_WAIT: std::time::Duration = std::time::Duration::from_secs(3);
