@@ -544,6 +544,18 @@ async fn ticker_and_cik_are_described_as_one_filer_sent_as_either() {
     // The docs page lists the members, not the object.
     let html = String::from_utf8(send(&t, Method::GET, "/docs", None, &[]).await.bytes).unwrap();
     assert!(html.contains("<code>ticker</code> or <code>cik</code>"));
+    // The explorer's page takes both as a view's state (schemathesis seed 63705600 sent
+    // `ticker=false&cik=true` to a page described as refusing it, and got the page).
+    let params = doc["paths"]["/explore"]["get"]["parameters"]
+        .as_array()
+        .unwrap();
+    let names: Vec<&str> = params.iter().filter_map(|p| p["name"].as_str()).collect();
+    assert!(
+        names.contains(&"ticker") && names.contains(&"cik") && !names.contains(&"filer"),
+        "{names:?}"
+    );
+    let page = send(&t, Method::GET, "/explore?ticker=false&cik=true", None, &[]).await;
+    assert_eq!(page.status, StatusCode::OK);
 }
 
 #[tokio::test]

@@ -170,14 +170,19 @@ fn bodies_read_by_hand(doc: &mut serde_json::Value, routes: &[Route]) {
 /// become one optional object-valued query parameter, `filer`, exploded in form style (so it
 /// is sent as `ticker=…` or `cik=…`, as before) whose schema is `oneOf` the two one-member
 /// objects: a client generating requests from the description sends one or neither.
+///
+/// Only the API's routes (`/v1/...`) refuse both. The explorer's page (`/explore`) takes the
+/// two as a view's state and opens with both, saying in the page which it used, so an edited
+/// link still opens: described as `oneOf`, a page that answers `200` would contradict it.
 fn one_filer_at_a_time(doc: &mut serde_json::Value) {
     use serde_json::{Value, json};
     let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else {
         return;
     };
     for op in paths
-        .values_mut()
-        .filter_map(Value::as_object_mut)
+        .iter_mut()
+        .filter(|(path, _)| path.starts_with("/v1/"))
+        .filter_map(|(_, item)| item.as_object_mut())
         .flat_map(|item| item.values_mut())
     {
         let Some(params) = op.get_mut("parameters").and_then(Value::as_array_mut) else {
