@@ -36,12 +36,11 @@ import sys
 import tempfile
 import time
 import urllib.parse
-import urllib.request
 import uuid
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(REPO, "tests"))
-from support import Server, free_port  # noqa: E402
+from support import Balancer, Server  # noqa: E402
 
 TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -95,37 +94,6 @@ def postgres_database(pg):
     name = f"asof_state_bench_{uuid.uuid4().hex[:10]}"
     subprocess.run(["psql", pg, "-q", "-c", f"CREATE DATABASE {name}"], check=True, capture_output=True)
     return name, pg.rsplit("/", 1)[0] + "/" + name
-
-
-class Balancer:
-    """HAProxy in the foreground on deploy/haproxy/haproxy.cfg, unchanged."""
-
-    def __init__(self, work, backends):
-        self.port = free_port()
-        self.base = f"http://127.0.0.1:{self.port}"
-        env = {**os.environ, "ASOF_LB_BIND": f"127.0.0.1:{self.port}",
-               "ASOF_REPLICA_1": f"127.0.0.1:{backends[0]}", "ASOF_REPLICA_2": f"127.0.0.1:{backends[1]}"}
-        self.log = open(os.path.join(work, "haproxy.log"), "w")
-        self.proc = subprocess.Popen(
-            [shutil.which("haproxy"), "-db", "-f", os.path.join(REPO, "deploy", "haproxy", "haproxy.cfg")],
-            stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        # Ready when both replicas have answered through it (their health checks passed).
-        seen, deadline = set(), time.monotonic() + 30
-        while seen != {"r1", "r2"}:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"HAProxy did not reach both replicas: {seen}")
-            try:
-                with urllib.request.urlopen(self.base + "/health", timeout=2) as r:
-                    if r.headers.get("x-replica"):
-                        seen.add(r.headers["x-replica"])
-            except OSError:
-                pass
-            time.sleep(0.05)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
-        self.log.close()
 
 
 def load(base, work, paths, keys, seconds, pids):
@@ -192,7 +160,7 @@ def main():
                         for _ in range(2)]
             lb = None
             try:
-                lb = Balancer(work, [r.port for r in replicas])
+                lb = Balancer(shutil.which("haproxy"), work, [r.port for r in replicas])
                 runs["postgres, 2 replicas behind HAProxy"] = load(
                     lb.base, work, paths, keys["postgres"], args.duration,
                     {"replica 1": replicas[0].proc.pid, "replica 2": replicas[1].proc.pid,

@@ -134,6 +134,41 @@ class Server:
         self.log.close()
 
 
+class Balancer:
+    """HAProxy in the foreground on deploy/haproxy/haproxy.cfg, unchanged (its addresses come
+    from the environment): round robin over two replicas' `backends` (ports on 127.0.0.1),
+    health by `/ready`, naming the replica that answered in `X-Replica`. Ready when both have
+    answered through it (their health checks passed)."""
+
+    def __init__(self, binary, work, backends, port=None):
+        assert len(backends) == 2, "deploy/haproxy/haproxy.cfg names two replicas"
+        self.port = port or free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        cfg = os.path.join(REPO, "deploy", "haproxy", "haproxy.cfg")
+        env = {**os.environ, "ASOF_LB_BIND": f"127.0.0.1:{self.port}",
+               "ASOF_REPLICA_1": f"127.0.0.1:{backends[0]}", "ASOF_REPLICA_2": f"127.0.0.1:{backends[1]}"}
+        self.log_path = os.path.join(work, "haproxy.log")
+        self.log = open(self.log_path, "w")
+        self.proc = subprocess.Popen([binary, "-db", "-f", cfg], stdout=self.log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + 30
+        seen = set()
+        while seen != {"r1", "r2"}:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"HAProxy did not reach every replica: {seen}")
+            try:
+                with urllib.request.urlopen(self.base + "/health", timeout=2) as r:
+                    if r.status == 200 and r.headers.get("x-replica"):
+                        seen.add(r.headers["x-replica"])
+            except OSError:
+                pass
+            time.sleep(0.05)
+
+    def stop(self):
+        self.proc.terminate()
+        self.proc.wait(timeout=10)
+        self.log.close()
+
+
 def create_key(binary, db, plan):
     """A key of a new account on `plan`: a client of its own, whose requests count against no
     other key's allowance (a plan's rate limit is the account's, all its keys together)."""

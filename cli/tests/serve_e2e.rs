@@ -455,32 +455,10 @@ fn a_200_kb_header_gets_the_431_envelope_and_one_past_the_parsers_ceilings_a_bar
     assert_eq!(v["error"]["code"], "headers_too_large");
     // Past hyper's buffer the parser refuses on its own, and closes the connection.
     let huge = "c".repeat(300 * 1024);
-    let mut s = TcpStream::connect(&addr).unwrap();
-    let _ = write!(
-        s,
-        "GET /health HTTP/1.1\r\nHost: {addr}\r\nCookie: {huge}\r\n\r\n"
-    );
-    // The server closes with part of the head unread, so the client may see a reset before
-    // the answer: whatever arrives must be that 431.
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    assert!(
-        out.is_empty() || String::from_utf8_lossy(&out).starts_with("HTTP/1.1 431"),
-        "{}",
-        String::from_utf8_lossy(&out[..out.len().min(200)])
-    );
-    // So is a 101st field (hyper's default ceiling, the documented limit): a bare 431 at
-    // most, never an answer from a route.
-    let mut s = TcpStream::connect(&addr).unwrap();
+    parser_refuses(&addr, &format!("Cookie: {huge}\r\n"));
+    // So is a 101st field (hyper's default ceiling, the documented limit).
     let fields: String = (0..101).map(|i| format!("X-F{i}: v\r\n")).collect();
-    let _ = write!(s, "GET /health HTTP/1.1\r\nHost: {addr}\r\n{fields}\r\n");
-    let mut out = Vec::new();
-    let _ = s.read_to_end(&mut out);
-    assert!(
-        out.is_empty() || String::from_utf8_lossy(&out).starts_with("HTTP/1.1 431"),
-        "{}",
-        String::from_utf8_lossy(&out[..out.len().min(200)])
-    );
+    parser_refuses(&addr, &fields);
     // While 100 fields are answered (`http` adds Host, Content-Length and Connection).
     let fields: Vec<(String, String)> = (0..97).map(|i| (format!("X-F{i}"), "v".into())).collect();
     let fields: Vec<(&str, &str)> = fields
@@ -491,6 +469,22 @@ fn a_200_kb_header_gets_the_431_envelope_and_one_past_the_parsers_ceilings_a_bar
     // And the server is unharmed.
     assert_eq!(http_get(&addr, "/health", None).0, 200);
     assert!(guard.terminate().success());
+}
+
+/// Sends `GET /health` with `fields` (header lines, each ending in CRLF) on a new connection,
+/// and checks that what comes back is at most hyper's bare 431, never a route's answer. The
+/// server closes with part of the head unread, so the client may see a reset before the
+/// answer: nothing at all is as good.
+fn parser_refuses(addr: &str, fields: &str) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let _ = write!(s, "GET /health HTTP/1.1\r\nHost: {addr}\r\n{fields}\r\n");
+    let mut out = Vec::new();
+    let _ = s.read_to_end(&mut out);
+    assert!(
+        out.is_empty() || String::from_utf8_lossy(&out).starts_with("HTTP/1.1 431"),
+        "{}",
+        String::from_utf8_lossy(&out[..out.len().min(200)])
+    );
 }
 
 /// Sends `GET /v1/stream` with `key` on a new connection and reads until the answer's head and

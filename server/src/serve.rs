@@ -291,14 +291,10 @@ where
     http.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .max_buf_size(crate::http::limits::PARSE_BUFFER);
-    // No `max_headers`: hyper's own ceiling (`PARSE_MAX_HEADERS`) is the limit answered. Set
-    // at all, even to that value, hyper builds its two field arrays anew for every request
-    // head (on the heap past 100 entries), where unset they are arrays on the stack: a
-    // tenth of a `/health` request's instructions when it was 512 (issue 65).
-    debug_assert_eq!(
-        crate::http::limits::PARSE_MAX_HEADERS,
-        crate::http::limits::MAX_HEADERS
-    );
+    // No `max_headers`: hyper's own ceiling (100 fields, `limits::MAX_HEADERS`) is the limit
+    // answered. Set at all, even to that value, hyper builds its two field arrays anew for
+    // every request head (on the heap past 100 entries), where unset they are arrays on the
+    // stack: a tenth of a `/health` request's instructions when it was 512 (issue 65).
     let stopped = |mut rx: watch::Receiver<bool>| async move {
         let _ = rx.wait_for(|s| *s).await;
     };

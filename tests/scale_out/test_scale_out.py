@@ -45,7 +45,7 @@ sys.path.insert(0, os.path.join(REPO, "tests"))
 sys.path.insert(0, os.path.join(REPO, "tests", "files"))
 sys.path.insert(0, os.path.join(REPO, "tests", "stream"))
 sys.path.insert(0, os.path.join(REPO, "tests", "accounts"))
-from support import Server, create_key, email_sign_in, free_port  # noqa: E402
+from support import Balancer, Server, create_key, email_sign_in, free_port  # noqa: E402
 from test_files_clients import S3  # noqa: E402
 from test_signin import Inbox, drop_database, postgres_database  # noqa: E402
 from test_stream_client import USER_AGENT, Feed  # noqa: E402
@@ -54,41 +54,6 @@ RELOAD = 0.5  # seconds between pointer checks on each replica
 DRAIN = 5  # seconds a replica keeps serving after SIGTERM with /ready at 503
 CORPUS = "s3://corpus/scale"
 MSFT = "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z"
-
-
-class Balancer:
-    """HAProxy in the foreground on deploy/haproxy/haproxy.cfg, unchanged (its addresses come
-    from the environment): round robin over `backends`, health by `/ready`, naming the replica
-    that answered in `X-Replica`."""
-
-    def __init__(self, binary, work, backends, port):
-        assert len(backends) == 2, "deploy/haproxy/haproxy.cfg names two replicas"
-        self.port = port
-        self.base = f"http://127.0.0.1:{self.port}"
-        cfg = os.path.join(REPO, "deploy", "haproxy", "haproxy.cfg")
-        env = {**os.environ, "ASOF_LB_BIND": f"127.0.0.1:{port}",
-               "ASOF_REPLICA_1": f"127.0.0.1:{backends[0]}", "ASOF_REPLICA_2": f"127.0.0.1:{backends[1]}"}
-        self.log_path = os.path.join(work, "haproxy.log")
-        self.log = open(self.log_path, "w")
-        self.proc = subprocess.Popen([binary, "-db", "-f", cfg], stdout=self.log, stderr=subprocess.STDOUT, env=env)
-        # Ready when both replicas have answered through it (health checks passed).
-        deadline = time.monotonic() + 30
-        seen = set()
-        while seen != {f"r{i + 1}" for i in range(len(backends))}:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"HAProxy did not reach every replica: {seen}")
-            try:
-                r = httpx.get(self.base + "/health", timeout=2)
-                if r.status_code == 200 and "x-replica" in r.headers:
-                    seen.add(r.headers["x-replica"])
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-
-    def stop(self):
-        self.proc.terminate()
-        self.proc.wait(timeout=10)
-        self.log.close()
 
 
 def get(base, path, key=None, **kw):

@@ -2,7 +2,7 @@
 //! block, and (in `crate::serve`) how long a client may take to send its headers.
 //!
 //! Two layers hold them. hyper's parser has a hard ceiling per connection ([`PARSE_BUFFER`]
-//! bytes of request head, [`PARSE_MAX_HEADERS`] fields): past it, hyper itself answers a bare
+//! bytes of request head, [`MAX_HEADERS`] fields): past it, hyper itself answers a bare
 //! `431` and closes the connection, because it cannot buffer more without letting one client
 //! take unbounded memory. Below that ceiling, [`fault`] (asked by the shared path,
 //! `crate::http::middleware::Inner`, before any route) refuses heads larger than a serious
@@ -25,13 +25,11 @@ use crate::error::ApiError;
 pub const MAX_URI: usize = 8 * 1024;
 /// The most bytes of header fields (names, values and separators) answered.
 pub const MAX_HEADER_BYTES: usize = 32 * 1024;
-/// The most header fields answered.
+/// The most header fields answered: hyper's own default ceiling, which `crate::serve` leaves
+/// unset (see above).
 pub const MAX_HEADERS: usize = 100;
 /// hyper's read buffer per connection: the largest request head it parses at all.
 pub const PARSE_BUFFER: usize = 256 * 1024;
-/// The most header fields hyper parses at all: its default (`crate::serve` does not set it,
-/// see above), which is [`MAX_HEADERS`].
-pub const PARSE_MAX_HEADERS: usize = 100;
 
 /// The fault of a request head past the limits, if any.
 pub fn fault(req: &Request) -> Option<ApiError> {
