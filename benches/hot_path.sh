@@ -9,7 +9,9 @@
 #   DURATION      of each closed-loop run (default 20s; the sequential runs take half of it)
 # Steps, all against the same server process:
 #   0. with ASOF_BARE=<asof-bare-axum>: wrk -t2 -c16 GET /health on the bare axum server (the
-#      machine's HTTP limit, benches/src/bin/asof-bare-axum.rs), before and after step 1
+#      machine's HTTP limit, benches/src/bin/asof-bare-axum.rs), before and after step 1, and
+#      once answering the very head and body our /health answered (the cost of sending the
+#      contract's bytes with no request path at all)
 #   1. wrk -t2 -c16 GET /health                                     (the floor)
 #   2. wrk -t2 -c16 keyed GET /v1/news?cik=&as_of=&limit=100, every drawn cut
 #   3. wrk -t1 -c1 (one keep-alive connection, sequential): big filers limit=100, big filers
@@ -107,23 +109,27 @@ PATHS="$work/all.txt" wrk -t2 -c16 -d5s -s "$work/load.lua" "http://127.0.0.1:$p
 half=$(( duration / 2 > 1 ? duration / 2 : 1 ))
 # The bare server's /health around ours (each run alone on the machine), so the comparison is
 # of one run; its port is another free one.
-bare_run() { # name
+bare_run() { # name [asof-bare-axum arguments]
   [ -n "${ASOF_BARE:-}" ] || return 0
-  local bport
+  local name=$1 bport
+  shift
   bport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  "$ASOF_BARE" --listen "127.0.0.1:$bport" >"$work/bare.log" 2>&1 &
+  "$ASOF_BARE" --listen "127.0.0.1:$bport" "$@" >"$work/bare.log" 2>&1 &
   local bare=$!
   for _ in $(seq 1 100); do
     curl -fs "http://127.0.0.1:$bport/health" >/dev/null 2>&1 && break
     sleep 0.05
   done
   PATHS="$work/health.txt" wrk -t2 -c16 -d"${duration}s" -s "$work/load.lua" \
-    "http://127.0.0.1:$bport" | tail -1 >"$work/$1-16.json"
+    "http://127.0.0.1:$bport" | tail -1 >"$work/$name-16.json"
   kill "$bare" && wait "$bare" 2>/dev/null || true
 }
+# The head and body of one of our /health answers, for the bare server to send as its own.
+curl -fs -D "$work/health.head" -o "$work/health.body" "http://127.0.0.1:$port/health"
 bare_run bare
 run health 2 16 "$duration"
 bare_run bare2
+bare_run samebytes --headers "$work/health.head" --body "$work/health.body"
 # ASOF_PERF_OUT=FILE: a flat CPU profile of the server (perf record, 499 Hz) during the keyed
 # run, for `perf report -i FILE --no-children`.
 if [ -n "${ASOF_PERF_OUT:-}" ]; then
@@ -132,6 +138,33 @@ if [ -n "${ASOF_PERF_OUT:-}" ]; then
 fi
 run all 2 16 "$duration"
 [ -z "${perf:-}" ] || wait "$perf"
+# Every drawn page as we answered it, for the bare server to send as its own: what the same
+# load costs a server that only sends the bytes (the pages' ceiling beside its /health's).
+if [ -n "${ASOF_BARE:-}" ]; then
+  mkdir -p "$work/answers"
+  n=0
+  key=$(head -1 "$work/keys.txt")
+  while read -r path; do
+    n=$((n + 1))
+    curl -fs -H "Authorization: Bearer $key" -D "$work/answers/$n.head" \
+      -o "$work/answers/$n.body" "http://127.0.0.1:$port$path"
+    printf '%s\t%s\n' "$path" "$n" >>"$work/answers/index"
+  done <"$work/all.txt"
+  bare_pages() { # name
+    local bport
+    bport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+    "$ASOF_BARE" --listen "127.0.0.1:$bport" --answers "$work/answers" >"$work/bare.log" 2>&1 &
+    local bare=$!
+    for _ in $(seq 1 100); do
+      curl -fs "http://127.0.0.1:$bport/health" >/dev/null 2>&1 && break
+      sleep 0.05
+    done
+    PATHS="$work/all.txt" wrk -t2 -c16 -d"${duration}s" -s "$work/load.lua" \
+      "http://127.0.0.1:$bport" | tail -1 >"$work/$1-16.json"
+    kill "$bare" && wait "$bare" 2>/dev/null || true
+  }
+  bare_pages samepages
+fi
 run big 1 1 "$half"
 run big1 1 1 "$half"
 run small 1 1 "$half"
@@ -144,7 +177,7 @@ w = sys.argv[1]
 import os
 kinds = ["health-16", "all-16", "big-1", "big1-1", "small-1"]
 if os.path.exists(f"{w}/bare-16.json"):
-    kinds = ["bare-16", "bare2-16"] + kinds
+    kinds = ["bare-16", "bare2-16", "samebytes-16", "samepages-16"] + kinds
 r = {k: json.load(open(f"{w}/{k}.json")) for k in kinds}
 h, a = r["health-16"], r["all-16"]
 ratio = a["requests_per_s"] / h["requests_per_s"]
@@ -155,6 +188,8 @@ print("| what | requests/s | p50 | p99 | errors |")
 print("|---|---|---|---|---|")
 names = {"bare-16": "bare axum `GET /health`, 16 connections (before ours)",
          "bare2-16": "bare axum `GET /health`, 16 connections (after ours)",
+         "samebytes-16": "bare axum sending our `/health`'s head and body, 16 connections",
+         "samepages-16": "bare axum sending our answers to the drawn pages, 16 connections",
          "health-16": "`GET /health`, 16 connections", "all-16": "keyed first pages (limit 100), 16 connections",
          "big-1": "big filer, limit 100, sequential", "big1-1": "big filer, limit 1, sequential",
          "small-1": "small filer, limit 100, sequential"}
@@ -163,7 +198,12 @@ for k, v in r.items():
 print(f"\nkeyed / health throughput: {100 * ratio:.1f}%; server RSS {int(sys.argv[2]) / 1024:.0f} MiB, peak {int(sys.argv[3]) / 1024:.0f} MiB")
 if bare:
     print(f"our /health / bare axum /health (mean of its two runs): {100 * h['requests_per_s'] / bare:.1f}%")
+    same = r["samebytes-16"]["requests_per_s"]
+    print(f"bare axum sending our bytes / bare axum: {100 * same / bare:.1f}%; our /health / that: {100 * h['requests_per_s'] / same:.1f}%")
+    pages = r["samepages-16"]["requests_per_s"]
+    print(f"bare axum sending our pages / bare axum sending our /health: {100 * pages / same:.1f}% (the ceiling of the keyed / health ratio); our pages / that: {100 * a['requests_per_s'] / pages:.1f}%")
 print(json.dumps({**r, "ratio": ratio, "health_of_bare": h["requests_per_s"] / bare if bare else None,
+                  "same_bytes_of_bare": r["samebytes-16"]["requests_per_s"] / bare if bare else None,
                   "rss_mib": int(sys.argv[2]) / 1024, "peak_rss_mib": int(sys.argv[3]) / 1024}))
 PY
 if grep -q '"errors": [1-9]' "$work"/*.json; then

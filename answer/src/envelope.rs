@@ -371,28 +371,30 @@ fn null_schema() -> utoipa::openapi::schema::Object {
         .build()
 }
 
-/// Encoding buffers above this size are not kept between answers.
-const KEEP_BUFFER_BYTES: usize = 4 << 20;
+/// A body's first capacity is at most this (a bigger one grows past it).
+const MAX_FIRST_CAPACITY: usize = 4 << 20;
 
 thread_local! {
-    /// The thread's encoding buffer. An envelope is encoded into it, then copied out once at
-    /// its final size: a fresh `Vec` grown by doubling from 128 bytes reallocated and copied
-    /// a page of rows a dozen times, a quarter of a keyed page's instructions (BENCHMARKS.md).
-    static BODY: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// The first capacity of the thread's next body: the size of the bodies it encoded lately
+    /// (the last one's, or three quarters of the one before when that was larger, so a big
+    /// answer among small ones is remembered for a few answers, then forgotten).
+    static NEXT_CAPACITY: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 /// An envelope's JSON and one trailing newline: the body every front end sends.
+///
+/// Encoded into a `Vec` made, most of the time, as large as the body will be: one grown by
+/// doubling from 128 bytes reallocated and copied a page of rows a dozen times (a quarter of
+/// a keyed page's instructions, BENCHMARKS.md), and one encoded into a kept buffer and copied
+/// out at its final size copied every body once (a 100-row page, 71 KiB, a quarter of its
+/// instructions again).
 pub fn encode<E: Serialize>(env: &E) -> Vec<u8> {
-    BODY.with_borrow_mut(|buf| {
-        buf.clear();
-        serde_json::to_writer(&mut *buf, env).expect("envelope serializes");
-        buf.push(b'\n');
-        let body = buf.as_slice().to_vec();
-        if buf.capacity() > KEEP_BUFFER_BYTES {
-            *buf = Vec::new();
-        }
-        body
-    })
+    let first = NEXT_CAPACITY.get();
+    let mut body = Vec::with_capacity(first.min(MAX_FIRST_CAPACITY));
+    serde_json::to_writer(&mut body, env).expect("envelope serializes");
+    body.push(b'\n');
+    NEXT_CAPACITY.set(body.len().max(first - first / 4));
+    body
 }
 
 /// What an error envelope says of a refusal: the answer layer's own ([`crate::Error`]) and
@@ -532,15 +534,30 @@ mod tests {
         expected.push(b'\n');
         assert_eq!(encode(&big), expected);
         assert_eq!(encode(&small), b"{\"rows\":[]}\n");
-        // A body past the size the buffer keeps is answered whole, and the next one too.
-        let huge = serde_json::json!({ "rows": "y".repeat(KEEP_BUFFER_BYTES + 1) });
+        // A body past the largest first capacity is answered whole, and the next ones too.
+        let huge = serde_json::json!({ "rows": "y".repeat(MAX_FIRST_CAPACITY + 1) });
         let out = encode(&huge);
         assert_eq!(
             out.len(),
-            KEEP_BUFFER_BYTES + 1 + r#"{"rows":""}"#.len() + 1
+            MAX_FIRST_CAPACITY + 1 + r#"{"rows":""}"#.len() + 1
         );
         assert!(out.ends_with(b"y\"}\n"));
         assert_eq!(encode(&small), b"{\"rows\":[]}\n");
+        assert_eq!(encode(&big), expected);
+    }
+
+    #[test]
+    fn a_big_body_is_remembered_for_a_few_answers_then_forgotten() {
+        let big = serde_json::json!({ "rows": "x".repeat(64 * 1024) });
+        let small = serde_json::json!({ "rows": [] });
+        encode(&big);
+        // The next body is made as large as the big one was: no growing, no copy.
+        assert!(encode(&small).capacity() > 64 * 1024);
+        // Three quarters of it at each small answer after that, until small ones are small.
+        for _ in 0..40 {
+            encode(&small);
+        }
+        assert!(encode(&small).capacity() < 1024);
     }
 
     #[test]

@@ -57,6 +57,7 @@ pub fn app(state: AppState) -> App {
             .collect::<Vec<_>>(),
     );
     let assemble = |extension: Option<Dispatch>| {
+        let extension = extension.map(|d| (d, crate::mcp::PATH));
         let inner = Inner::new(state.clone(), routes.clone(), extension);
         App(Outer::new(allows.clone(), cors(), inner))
     };

@@ -75,12 +75,31 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, req: Request) -> Self::Future {
+    fn call(&mut self, mut req: Request) -> Self::Future {
+        let route = self.route;
+        if route.access == Access::Open {
+            // No credential, no limit, nothing counted per address (health, readiness, the
+            // descriptions): the client's bucket is not worked out, nothing is awaited before
+            // the handler, so the handler is called here, on the copy that was made ready,
+            // and no copy is made.
+            if !from_proxy(&req, &self.state.options().trusted_proxies) {
+                req.headers_mut().remove("x-forwarded-proto");
+            }
+            let answer = self.inner.call(req);
+            return Box::pin(async move {
+                let mut res = match answer.await {
+                    Ok(res) => res,
+                    Err(never) => match never {},
+                };
+                res.extensions_mut().insert(route);
+                Ok(res)
+            });
+        }
         // The handler runs after the gate's awaits, if at all: it takes the copy that was made
         // ready and leaves a fresh one here (tower's rule for a service called later).
         let fresh = self.inner.clone();
         let handler = std::mem::replace(&mut self.inner, fresh);
-        let (state, route) = (self.state.clone(), self.route);
+        let state = self.state.clone();
         Box::pin(async move {
             let mut res = gate(&state, route, req, Next(handler)).await;
             res.extensions_mut().insert(route);
@@ -106,14 +125,6 @@ where
     S: Service<Request, Response = Response, Error = Infallible>,
 {
     let (access, pinned) = (route.access, route.pinned);
-    if access == Access::Open {
-        // No credential, no limit, nothing counted per address (health, readiness, the
-        // descriptions): the client's bucket is not worked out for them.
-        if !from_proxy(&req, &state.options().trusted_proxies) {
-            req.headers_mut().remove("x-forwarded-proto");
-        }
-        return next.run(req).await;
-    }
     let now = Instant::now();
     let window = now.micros().div_euclid(60_000_000) * 60_000_000;
     let client = client_of(
@@ -134,7 +145,7 @@ where
     // The key a receipt is attributed to; public routes attribute one only when asked to audit.
     let mut attributed: Option<Caller> = None;
     let (bucket, limit) = match access {
-        Access::Open => unreachable!("answered above"),
+        Access::Open => unreachable!("open routes are answered in `Guarded::call`"),
         Access::KeyOrSession if !req.headers().contains_key(header::AUTHORIZATION) => {
             let session = match signed_in(state, req.headers(), &client).await {
                 Ok(s) => s,

@@ -219,13 +219,19 @@ pub struct Inner<X> {
     state: AppState,
     router: axum::Router,
     timeout: Duration,
-    /// A value handed to every request as an extension (the MCP endpoint's dispatch, which
-    /// the application places); `None` in the copy the dispatch sends its tool calls through.
-    extension: Option<X>,
+    /// A value handed as an extension to the requests of the one path that reads it (the MCP
+    /// endpoint's dispatch, which the application places), and that path; `None` in the copy
+    /// the dispatch sends its tool calls through. Only there: a copy and a box on every other
+    /// request would be work nobody reads.
+    extension: Option<(X, &'static str)>,
 }
 
 impl<X> Inner<X> {
-    pub fn new(state: AppState, router: axum::Router, extension: Option<X>) -> Self {
+    pub fn new(
+        state: AppState,
+        router: axum::Router,
+        extension: Option<(X, &'static str)>,
+    ) -> Self {
         let timeout = state.options().request_timeout;
         Inner {
             state,
@@ -258,7 +264,9 @@ impl<X: Clone + Send + Sync + 'static> Service<Request> for Inner<X> {
             corpus: self.state.corpus(),
         };
         req.extensions_mut().insert(ctx.clone());
-        if let Some(x) = &self.extension {
+        if let Some((x, path)) = &self.extension
+            && req.uri().path() == *path
+        {
             req.extensions_mut().insert(x.clone());
         }
         // A malformed value is refused by the guard, after the rate limit counted the request.

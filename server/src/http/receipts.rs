@@ -83,8 +83,8 @@ pub(crate) async fn audit_step(
                 .unwrap_or(ctx.corpus.version())
                 .to_owned();
             audit.offer(StoredReceipt {
-                user_id: caller.user.id,
-                key_id: caller.key.id,
+                user_id: caller.user.id.clone(),
+                key_id: caller.key.id.clone(),
                 ts_ms: Instant::now().micros().div_euclid(1000),
                 route: format!("{method} {path}"),
                 params_digest: crate::state::audit::params_digest(query),

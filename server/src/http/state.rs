@@ -510,8 +510,10 @@ pub struct Pinned(pub Arc<Corpus>);
 /// The authenticated caller of a keyed route.
 #[derive(Debug, Clone)]
 pub struct Caller {
-    pub key: KeyRecord,
-    pub user: User,
+    /// Shared with the key cache: a caller is copied into a request's and its response's
+    /// extensions, and a copy is two reference counts.
+    pub key: Arc<KeyRecord>,
+    pub user: Arc<User>,
 }
 
 /// Who an account route acts for: a key's owner, or a browser signed in with the session

@@ -32,6 +32,11 @@ pub use tools::{Dispatch, Tool, tool_list};
 use crate::error::ApiError;
 use crate::http::state::AppState;
 
+/// The endpoint's path, as [`post`] declares it: the one path whose requests are handed the
+/// [`Dispatch`] (were the two to differ, `/mcp` would answer every message 500: the test
+/// below and every test in `tests/mcp.rs` would fail).
+pub const PATH: &str = "/mcp";
+
 /// MCP endpoint: JSON-RPC 2.0 over Streamable HTTP for AI agents.
 ///
 /// Protocol `2025-06-18` or `2025-03-26` (`MCP-Protocol-Version`); methods `initialize`,
@@ -84,4 +89,12 @@ pub async fn post(
     };
     let (replies, session) = call.body(incoming.body).await;
     transport::respond(replies, session)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_path_handed_the_dispatch_is_the_endpoints_declared_path() {
+        assert!(crate::routes::paths().iter().any(|p| p == super::PATH));
+    }
 }

@@ -14,7 +14,7 @@
 //! is the per-address refusal limit's, `crate::state::refusals`.)
 
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
@@ -36,7 +36,10 @@ const MAX_ENTRIES: usize = 100_000;
 #[derive(Debug)]
 pub struct KeyCache {
     ttl: Duration,
-    entries: Mutex<HashMap<String, (Instant, KeyRecord, User)>>,
+    /// By secret hash: when looked up, and the records, shared with every request that
+    /// presents the key while they are fresh (a request takes two reference counts, not a
+    /// copy of six strings).
+    entries: Mutex<HashMap<String, (Instant, Arc<KeyRecord>, Arc<User>)>>,
     /// Hashes the store answered unknown.
     unknown: Unknown,
 }
@@ -77,7 +80,7 @@ impl Unknown {
 /// What a key lookup found, and whether it cost the store a query.
 #[derive(Debug)]
 pub struct Found {
-    pub key: Option<(KeyRecord, User)>,
+    pub key: Option<(Arc<KeyRecord>, Arc<User>)>,
     pub asked_store: bool,
 }
 
@@ -91,7 +94,7 @@ impl KeyCache {
     }
 
     /// The key and owner for `hash` when this cache holds them fresh (no store query).
-    pub fn fresh(&self, hash: &str) -> Option<(KeyRecord, User)> {
+    pub fn fresh(&self, hash: &str) -> Option<(Arc<KeyRecord>, Arc<User>)> {
         let now = Instant::now();
         self.entries
             .lock()
@@ -139,7 +142,7 @@ impl KeyCache {
         &self,
         store: &dyn StateStore,
         hash: &str,
-    ) -> Result<Option<(KeyRecord, User)>> {
+    ) -> Result<Option<(Arc<KeyRecord>, Arc<User>)>> {
         Ok(self.lookup(store, hash).await?.key)
     }
 
@@ -160,7 +163,10 @@ impl KeyCache {
                 asked_store: false,
             });
         }
-        let found = store.key_by_hash(hash).await?;
+        let found = store
+            .key_by_hash(hash)
+            .await?
+            .map(|(k, u)| (Arc::new(k), Arc::new(u)));
         let mut m = self.entries.lock().expect("key cache lock");
         match &found {
             Some((k, u)) => {
