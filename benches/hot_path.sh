@@ -109,10 +109,10 @@ PATHS="$work/all.txt" wrk -t2 -c16 -d5s -s "$work/load.lua" "http://127.0.0.1:$p
 half=$(( duration / 2 > 1 ? duration / 2 : 1 ))
 # The bare server's /health around ours (each run alone on the machine), so the comparison is
 # of one run; its port is another free one.
-bare_run() { # name [asof-bare-axum arguments]
+bare_run() { # name paths [asof-bare-axum arguments]
   [ -n "${ASOF_BARE:-}" ] || return 0
-  local name=$1 bport
-  shift
+  local name=$1 paths=$2 bport
+  shift 2
   bport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   "$ASOF_BARE" --listen "127.0.0.1:$bport" "$@" >"$work/bare.log" 2>&1 &
   local bare=$!
@@ -120,16 +120,16 @@ bare_run() { # name [asof-bare-axum arguments]
     curl -fs "http://127.0.0.1:$bport/health" >/dev/null 2>&1 && break
     sleep 0.05
   done
-  PATHS="$work/health.txt" wrk -t2 -c16 -d"${duration}s" -s "$work/load.lua" \
+  PATHS="$work/$paths.txt" wrk -t2 -c16 -d"${duration}s" -s "$work/load.lua" \
     "http://127.0.0.1:$bport" | tail -1 >"$work/$name-16.json"
   kill "$bare" && wait "$bare" 2>/dev/null || true
 }
 # The head and body of one of our /health answers, for the bare server to send as its own.
 curl -fs -D "$work/health.head" -o "$work/health.body" "http://127.0.0.1:$port/health"
-bare_run bare
+bare_run bare health
 run health 2 16 "$duration"
-bare_run bare2
-bare_run samebytes --headers "$work/health.head" --body "$work/health.body"
+bare_run bare2 health
+bare_run samebytes health --headers "$work/health.head" --body "$work/health.body"
 # ASOF_PERF_OUT=FILE: a flat CPU profile of the server (perf record, 499 Hz) during the keyed
 # run, for `perf report -i FILE --no-children`.
 if [ -n "${ASOF_PERF_OUT:-}" ]; then
@@ -143,27 +143,17 @@ run all 2 16 "$duration"
 if [ -n "${ASOF_BARE:-}" ]; then
   mkdir -p "$work/answers"
   n=0
-  key=$(head -1 "$work/keys.txt")
+  # Keys in turn, as in the runs: one key asking every drawn page after them could be over its
+  # limit, and a 429 is no page.
+  mapfile -t keyring <"$work/keys.txt"
   while read -r path; do
     n=$((n + 1))
+    key=${keyring[$(( n % ${#keyring[@]} ))]}
     curl -fs -H "Authorization: Bearer $key" -D "$work/answers/$n.head" \
       -o "$work/answers/$n.body" "http://127.0.0.1:$port$path"
     printf '%s\t%s\n' "$path" "$n" >>"$work/answers/index"
   done <"$work/all.txt"
-  bare_pages() { # name
-    local bport
-    bport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-    "$ASOF_BARE" --listen "127.0.0.1:$bport" --answers "$work/answers" >"$work/bare.log" 2>&1 &
-    local bare=$!
-    for _ in $(seq 1 100); do
-      curl -fs "http://127.0.0.1:$bport/health" >/dev/null 2>&1 && break
-      sleep 0.05
-    done
-    PATHS="$work/all.txt" wrk -t2 -c16 -d"${duration}s" -s "$work/load.lua" \
-      "http://127.0.0.1:$bport" | tail -1 >"$work/$1-16.json"
-    kill "$bare" && wait "$bare" 2>/dev/null || true
-  }
-  bare_pages samepages
+  bare_run samepages all --answers "$work/answers"
 fi
 run big 1 1 "$half"
 run big1 1 1 "$half"
