@@ -389,12 +389,115 @@ thread_local! {
 /// out at its final size copied every body once (a 100-row page, 71 KiB, a quarter of its
 /// instructions again).
 pub fn encode<E: Serialize>(env: &E) -> Vec<u8> {
+    body_of(|body| serde_json::to_writer(body, env).expect("envelope serializes"))
+}
+
+/// The body `write` writes and one trailing newline, in a `Vec` sized by the thread's recent
+/// bodies (see [`encode`]).
+fn body_of(write: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let first = NEXT_CAPACITY.get();
     let mut body = Vec::with_capacity(first.min(MAX_FIRST_CAPACITY));
-    serde_json::to_writer(&mut body, env).expect("envelope serializes");
+    write(&mut body);
     body.push(b'\n');
     NEXT_CAPACITY.set(body.len().max(first - first / 4));
     body
+}
+
+impl<T: Serialize> Envelope<T> {
+    /// What [`encode`] makes of the envelope, byte for byte (the tests hold the two equal on
+    /// random envelopes), written by hand around its `results`: the envelope's own keys go out
+    /// as the constants they are and its plain strings are copied, where serde_json scans every
+    /// key and string byte by byte for characters to escape (a tenth of a `/health` answer's
+    /// instructions, BENCHMARKS.md). `results`, instants and any string that needs escaping go
+    /// through serde_json.
+    pub fn encode(&self) -> Vec<u8> {
+        body_of(|out| {
+            out.extend_from_slice(b"{\"request_id\":");
+            write_str(out, &self.request_id);
+            out.extend_from_slice(b",\"corpus_version\":");
+            write_str(out, &self.corpus_version);
+            out.extend_from_slice(b",\"as_of\":");
+            write_json(out, &self.as_of);
+            out.extend_from_slice(b",\"visible_by\":");
+            write_opt_str(out, self.visible_by.as_deref());
+            out.extend_from_slice(b",\"status\":\"");
+            out.extend_from_slice(self.status.as_str().as_bytes());
+            out.extend_from_slice(b"\",\"results\":");
+            write_json(out, &self.results);
+            out.extend_from_slice(b",\"next_cursor\":");
+            write_opt_str(out, self.next_cursor.as_deref());
+            out.extend_from_slice(b",\"count\":");
+            write_json(out, &self.count);
+            out.extend_from_slice(b",\"coverage\":{\"touched\":");
+            write_strs(out, &self.coverage.touched);
+            out.extend_from_slice(b",\"missing\":");
+            write_strs(out, &self.coverage.missing);
+            out.extend_from_slice(b",\"missing_total\":");
+            write_json(out, &self.coverage.missing_total);
+            out.extend_from_slice(b"},\"error\":");
+            write_json(out, &self.error);
+            if let Some(sample) = self.sample {
+                out.extend_from_slice(b",\"sample\":");
+                write_json(out, &sample);
+            }
+            if let Some(origin) = &self.origin {
+                out.extend_from_slice(b",\"origin\":");
+                write_json(out, origin);
+            }
+            if let Some(cached) = self.cached {
+                out.extend_from_slice(b",\"cached\":");
+                write_json(out, &cached);
+            }
+            out.push(b'}');
+        })
+    }
+}
+
+/// `value` as serde_json encodes it.
+fn write_json<V: Serialize + ?Sized>(out: &mut Vec<u8>, value: &V) {
+    serde_json::to_writer(out, value).expect("an envelope's values serialize");
+}
+
+/// A JSON string as serde_json writes it: copied between quotes when it holds nothing to
+/// escape (the ids, versions, clocks and coverage keys of an envelope), else by serde_json.
+fn write_str(out: &mut Vec<u8>, s: &str) {
+    if needs_no_escape(s) {
+        out.reserve(s.len() + 2);
+        out.push(b'"');
+        out.extend_from_slice(s.as_bytes());
+        out.push(b'"');
+    } else {
+        write_json(out, s);
+    }
+}
+
+fn write_opt_str(out: &mut Vec<u8>, s: Option<&str>) {
+    match s {
+        Some(s) => write_str(out, s),
+        None => out.extend_from_slice(b"null"),
+    }
+}
+
+/// A JSON array of strings, as serde_json writes it.
+fn write_strs(out: &mut Vec<u8>, items: &[String]) {
+    out.push(b'[');
+    for (i, s) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_str(out, s);
+    }
+    out.push(b']');
+}
+
+/// Whether serde_json writes `s` as it is between quotes: it escapes only `"`, `\` and the
+/// control characters below U+0020 (never `/`, DEL or anything beyond ASCII). Checked without
+/// stopping at the first such byte, so the loop is one the compiler checks many bytes at a
+/// time.
+fn needs_no_escape(s: &str) -> bool {
+    !s.bytes().fold(false, |bad, b| {
+        bad | (b < 0x20) | (b == b'"') | (b == b'\\')
+    })
 }
 
 /// What an error envelope says of a refusal: the answer layer's own ([`crate::Error`]) and
@@ -646,5 +749,73 @@ mod tests {
                 want
             );
         }
+    }
+
+    /// Any text: mostly plain, sometimes with quotes, backslashes, control characters, DEL,
+    /// `/` and characters beyond ASCII.
+    fn text() -> impl proptest::strategy::Strategy<Value = String> {
+        proptest::prop_oneof![
+            "[0-9a-z:./-]{0,80}",
+            proptest::string::string_regex("(.|[\"\\\\\u{0}-\u{1f}\u{7f}/é€😀]){0,24}").unwrap(),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn an_envelope_written_by_hand_is_byte_equal_to_serde_jsons(
+            request_id in text(),
+            corpus_version in text(),
+            as_of in proptest::option::of(-62_135_596_800_000_000i64..253_402_300_799_999_999),
+            visible_by in proptest::option::of(text()),
+            status in 0..3usize,
+            results in proptest::collection::vec(text(), 0..4),
+            next_cursor in proptest::option::of(text()),
+            count in proptest::option::of(0..100_000usize),
+            touched in proptest::collection::vec(text(), 0..3),
+            missing in proptest::collection::vec(text(), 0..3),
+            missing_total in 0..1_000usize,
+            error in proptest::option::of((text(), text(), proptest::option::of(text()))),
+            sample in proptest::option::of(proptest::bool::ANY),
+            origin in proptest::option::of((text(), 0..4_102_444_800_000_000i64, text())),
+            cached in proptest::option::of(proptest::bool::ANY),
+        ) {
+            let env = Envelope {
+                request_id,
+                corpus_version,
+                as_of: as_of.map(Instant::from_micros),
+                visible_by,
+                status: [Status::Ok, Status::CoverageMissing, Status::Error][status],
+                results,
+                next_cursor,
+                count,
+                coverage: CoverageBody { touched, missing, missing_total },
+                error: error.map(|(code, message, param)| ErrorBody { code, message, param }),
+                sample,
+                origin: origin.map(|(vendor, at, license_class)| Origin {
+                    vendor,
+                    fetched_at: Instant::from_micros(at),
+                    license_class,
+                }),
+                cached,
+            };
+            let (by_hand, by_serde) = (env.encode(), encode(&env));
+            proptest::prop_assert_eq!(
+                String::from_utf8_lossy(&by_hand),
+                String::from_utf8_lossy(&by_serde)
+            );
+            // And it is JSON that reads back as the envelope's own value.
+            let back: Value = serde_json::from_slice(&by_hand).unwrap();
+            proptest::prop_assert_eq!(back, serde_json::to_value(&env).unwrap());
+        }
+    }
+
+    #[test]
+    fn only_quotes_backslashes_and_control_characters_need_escaping() {
+        for b in 0u8..=0x7f {
+            let s = (b as char).to_string();
+            let plain = serde_json::to_string(&s).unwrap() == format!("\"{s}\"");
+            assert_eq!(needs_no_escape(&s), plain, "byte {b:#x}");
+        }
+        assert!(needs_no_escape("sha256:0f/é€😀\u{7f}"));
     }
 }

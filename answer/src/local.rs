@@ -290,7 +290,7 @@ impl LocalApi {
                 head.count = Some(count);
                 LocalBatch {
                     status: 200,
-                    head: encode(&head),
+                    head: head.encode(),
                     batch: Some(batch),
                 }
             }
@@ -307,11 +307,7 @@ impl LocalApi {
     }
 
     fn render<T: Serialize>(&self, answer: Answer<T>) -> Vec<u8> {
-        encode(&Envelope::of(
-            self.request_id(),
-            self.version().to_owned(),
-            answer,
-        ))
+        Envelope::of(self.request_id(), self.version().to_owned(), answer).encode()
     }
 
     fn render_page(&self, mut page: NewsPage) -> Vec<u8> {

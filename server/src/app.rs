@@ -19,7 +19,7 @@ use tower_http::cors::CorsLayer;
 
 use crate::error::ApiError;
 use crate::http::guard::Guard;
-use crate::http::middleware::{Inner, Outer};
+use crate::http::middleware::Shared;
 use crate::http::response::{X_CORPUS_VERSION, X_REQUEST_ID};
 use crate::http::route::RouteInfo;
 use crate::http::state::AppState;
@@ -31,12 +31,12 @@ use crate::state::audit::{AUDIT_HEADER, DROPPED_HEADER, NEXT_CURSOR_HEADER};
 /// (`crate::http::middleware`), a `tower::Service` of requests that is always ready and
 /// never fails. Cloning it is cheap (shared handles).
 #[derive(Clone)]
-pub struct App(Outer<Inner<Dispatch>>);
+pub struct App(Shared<Dispatch>);
 
 impl Service<Request> for App {
     type Response = Response;
     type Error = Infallible;
-    type Future = <Outer<Inner<Dispatch>> as Service<Request>>::Future;
+    type Future = <Shared<Dispatch> as Service<Request>>::Future;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
         self.0.poll_ready(cx)
@@ -58,8 +58,13 @@ pub fn app(state: AppState) -> App {
     );
     let assemble = |extension: Option<Dispatch>| {
         let extension = extension.map(|d| (d, crate::mcp::PATH));
-        let inner = Inner::new(state.clone(), routes.clone(), extension);
-        App(Outer::new(allows.clone(), cors(), inner))
+        App(Shared::new(
+            allows.clone(),
+            cors(),
+            state.clone(),
+            routes.clone(),
+            extension,
+        ))
     };
     // The MCP endpoint re-dispatches tool calls through this same application (without the
     // dispatch itself: a tool call is never an MCP request).

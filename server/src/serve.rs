@@ -114,19 +114,13 @@ async fn load(cfg: &ServeConfig) -> Result<(AppState, CorpusStore)> {
 /// `corpus_version` (there is none yet) and a request id.
 fn starting() -> axum::Router {
     axum::Router::new().fallback(|req: axum::extract::Request| async move {
-        let id = crate::http::middleware::request_id_of(req.headers());
-        let id = uuid::Uuid::parse_str(&id)
-            .unwrap_or_else(|_| crate::http::middleware::new_request_id())
-            .hyphenated()
-            .to_string();
+        let id = crate::http::request_id::RequestId::of(req.headers());
         let err = crate::error::ApiError::NotReady {
             reason: "its corpus is still loading",
         };
         let mut res = crate::http::response::error_response_at(&id, "", &err, false);
-        res.headers_mut().insert(
-            &crate::http::response::X_REQUEST_ID,
-            axum::http::HeaderValue::from_str(&id).expect("uuid is a header value"),
-        );
+        res.headers_mut()
+            .insert(&crate::http::response::X_REQUEST_ID, id.header_value());
         res
     })
 }

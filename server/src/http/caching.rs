@@ -21,7 +21,6 @@ pub(crate) async fn finish(
     path: &str,
     query: Option<&str>,
     if_none_match: Option<HeaderValue>,
-    id_header: Option<HeaderValue>,
     mut res: Response,
 ) -> Response {
     let route = res.extensions().get::<RouteInfo>().copied();
@@ -63,18 +62,15 @@ pub(crate) async fn finish(
         res.headers_mut().extend(kept);
         res.extensions_mut().extend(extensions);
     }
-    let id_header = id_header
-        .unwrap_or_else(|| HeaderValue::from_str(&ctx.request_id).expect("uuid is a header value"));
-    res.headers_mut().insert(&X_REQUEST_ID, id_header);
+    res.headers_mut()
+        .insert(&X_REQUEST_ID, ctx.request_id.header_value());
     let kind = route.map(|r| r.kind);
     let document = kind == Some(Kind::Document);
     if res.extensions().get::<JsonEnvelope>().is_none() && !document {
         return res;
     }
-    res.headers_mut().insert(
-        &X_CORPUS_VERSION,
-        HeaderValue::from_str(ctx.corpus.version()).expect("version is a header value"),
-    );
+    res.headers_mut()
+        .insert(&X_CORPUS_VERSION, version_header(ctx.corpus.version()));
     if res.status() != StatusCode::OK {
         res.headers_mut()
             .insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
@@ -82,7 +78,11 @@ pub(crate) async fn finish(
     }
     // Sample answers and documents are the same for everyone; the rest are the caller's.
     let public = is_sample || document;
-    let cache = HeaderValue::from_static(match (res.extensions().get::<CacheKind>(), public) {
+    let cache_kind = match res.extensions().get::<JsonEnvelope>() {
+        Some(JsonEnvelope(kind)) => Some(*kind),
+        None => res.extensions().get::<CacheKind>().copied(),
+    };
+    let cache = HeaderValue::from_static(match (cache_kind, public) {
         (Some(CacheKind::Historical), true) => "public, max-age=300",
         (Some(CacheKind::Historical), false) => "private, max-age=300",
         (Some(CacheKind::NoStore), _) => "no-store",
@@ -142,6 +142,24 @@ pub(crate) async fn finish(
     res
 }
 
+/// The `X-Corpus-Version` value of `version`: made once per thread and version and shared by
+/// the thread's answers (a value is its bytes behind a reference count), where making it per
+/// answer checked and copied its 71 bytes into a new allocation every time.
+fn version_header(version: &str) -> HeaderValue {
+    thread_local! {
+        static LAST: std::cell::RefCell<Option<(String, HeaderValue)>> =
+            const { std::cell::RefCell::new(None) };
+    }
+    LAST.with_borrow_mut(|last| match last {
+        Some((v, header)) if v == version => header.clone(),
+        _ => {
+            let header = HeaderValue::from_str(version).expect("version is a header value");
+            *last = Some((version.to_owned(), header.clone()));
+            header
+        }
+    })
+}
+
 /// The ETag of an answer whose basis is `parts` in order: the first 40 hex digits of their
 /// sha256, quoted.
 fn etag_of(parts: &[&[u8]]) -> HeaderValue {
@@ -160,4 +178,31 @@ pub fn etag_matches(if_none_match: &str, etag: &str) -> bool {
     if_none_match
         .split(',')
         .any(|t| t.trim() == etag || t.trim() == "*")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_version_header_names_the_version_asked_whatever_was_asked_before() {
+        let a = format!("sha256:{}", "a".repeat(64));
+        let b = format!("sha256:{}", "b".repeat(64));
+        for v in [&a, &a, &b, &a, &b, &b] {
+            assert_eq!(version_header(v), v.as_str());
+        }
+        // Another thread keeps its own.
+        std::thread::spawn(move || assert_eq!(version_header(&b), b.as_str()))
+            .join()
+            .unwrap();
+        assert_eq!(version_header(&a), a.as_str());
+    }
+
+    #[test]
+    fn an_if_none_match_names_the_tag_among_others_or_by_star() {
+        assert!(etag_matches("\"x\"", "\"x\""));
+        assert!(etag_matches("\"y\", \"x\"", "\"x\""));
+        assert!(etag_matches("*", "\"x\""));
+        assert!(!etag_matches("\"y\"", "\"x\""));
+    }
 }

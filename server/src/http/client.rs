@@ -17,6 +17,7 @@
 use std::net::{IpAddr, SocketAddr};
 
 use axum::extract::{ConnectInfo, Request};
+use axum::http::HeaderName;
 pub use ipnet::IpNet;
 
 /// Default of `--ipv6-prefix`: the network an ordinary IPv6 subscriber is given.
@@ -87,6 +88,10 @@ fn is_proxy(ip: IpAddr, proxies: &[IpNet]) -> bool {
     };
     proxies.iter().any(|n| n.contains(&ip))
 }
+
+/// The scheme a proxy says the client used (a name made once: a `&str` name is parsed and
+/// checked on every lookup).
+pub const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 
 /// Whether `req` reached us from one of our proxies (its forwarded headers are ours): what
 /// [`client_of`] says in `via_proxy`, without working out the client's bucket.

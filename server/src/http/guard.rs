@@ -12,7 +12,7 @@ use futures::future::BoxFuture;
 use tower::{Layer, Service, ServiceExt};
 
 use crate::error::ApiError;
-use crate::http::client::{ClientAddr, client_of, from_proxy};
+use crate::http::client::{ClientAddr, X_FORWARDED_PROTO, client_of, from_proxy};
 use crate::http::receipts::audit_requested;
 use crate::http::route::{Access, RouteInfo};
 use crate::http::state::{AppState, Caller, Ctx, Pinned, Principal, RefusedKey};
@@ -83,7 +83,7 @@ where
             // the handler, so the handler is called here, on the copy that was made ready,
             // and no copy is made.
             if !from_proxy(&req, &self.state.options().trusted_proxies) {
-                req.headers_mut().remove("x-forwarded-proto");
+                req.headers_mut().remove(X_FORWARDED_PROTO);
             }
             let answer = self.inner.call(req);
             return Box::pin(async move {
@@ -134,7 +134,7 @@ where
     );
     if !client.via_proxy {
         // Only our proxies say which scheme the client used (signed URLs are built on it).
-        req.headers_mut().remove("x-forwarded-proto");
+        req.headers_mut().remove(X_FORWARDED_PROTO);
     }
     req.extensions_mut().insert(client.clone());
     // The version a pinned route's request names; none when it names none or one the route's

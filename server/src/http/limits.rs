@@ -5,7 +5,7 @@
 //! bytes of request head, [`MAX_HEADERS`] fields): past it, hyper itself answers a bare
 //! `431` and closes the connection, because it cannot buffer more without letting one client
 //! take unbounded memory. Below that ceiling, [`fault`] (asked by the shared path,
-//! `crate::http::middleware::Inner`, before any route) refuses heads larger than a serious
+//! `crate::http::middleware::Shared`, before any route) refuses heads larger than a serious
 //! client ever sends with the service's own error envelope (`414 uri_too_long`,
 //! `431 headers_too_large`), so a client that sends a 200 KB cookie learns why.
 //!
@@ -37,8 +37,9 @@ pub fn fault(req: &Request) -> Option<ApiError> {
     if target > MAX_URI {
         return Some(ApiError::UriTooLong { limit: MAX_URI });
     }
-    // The client's fields, as on the wire ("name: value\r\n"): not the `X-Request-Id` the
-    // shared path set before this runs, which a client that sent 100 fields did not send.
+    // The client's fields, as on the wire ("name: value\r\n"), but its `X-Request-Id`: the
+    // shared path answers with an id of its own making (the client's only when it is a UUID),
+    // and counted that field as its own when it set it on the request.
     let (mut count, mut bytes) = (0, 0);
     for (k, v) in req.headers() {
         if k != crate::http::response::X_REQUEST_ID {
@@ -106,7 +107,7 @@ mod tests {
             fault(&many),
             Some(ApiError::HeadersTooLarge { .. })
         ));
-        // 100 of the client's own pass, beside the request id the shared path set.
+        // 100 of the client's own pass, beside an `X-Request-Id` (answered with an id of our own).
         many.headers_mut().remove("x-h0");
         many.headers_mut().insert(
             crate::http::response::X_REQUEST_ID,

@@ -16,6 +16,7 @@ pub mod params;
 pub mod range;
 pub mod ready;
 pub mod receipts;
+pub mod request_id;
 pub mod response;
 pub mod route;
 pub mod state;

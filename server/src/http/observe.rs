@@ -28,7 +28,7 @@ const UNMATCHED: &str = "unmatched";
 
 /// Counts and logs one answered request: `started` when it arrived, `method` its label
 /// (`crate::obs::method_label`), `res` the response as it leaves. Called by the shared path
-/// (`crate::http::middleware::Outer`) inside the request's span.
+/// (`crate::http::middleware::Shared`) inside the request's span.
 pub fn record(started: Instant, method: &'static str, res: &Response) {
     let elapsed = started.elapsed();
     let route = res

@@ -3,7 +3,7 @@
 //! waiting.
 
 use asof_engine::Instant;
-use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
 use axum::response::Response;
 use sha2::{Digest, Sha256};
 
@@ -20,7 +20,9 @@ use crate::state::audit::{AUDIT_HEADER, DROPPED_HEADER, Skip, wants_receipt};
 /// of `on`, `1`, `true`, `yes` (any case) is yes, anything else is refused naming the header
 /// (a typo such as `X-Service-Audit: {}` must not silently go unreceipted).
 pub(crate) fn audit_requested(headers: &HeaderMap) -> Result<bool, ApiError> {
-    let Some(v) = headers.get(AUDIT_HEADER) else {
+    // A name made once: a `&str` name is parsed and checked on every lookup.
+    const AUDIT: HeaderName = HeaderName::from_static(AUDIT_HEADER);
+    let Some(v) = headers.get(AUDIT) else {
         return Ok(false);
     };
     let v = v.to_str().unwrap_or("");
@@ -90,7 +92,7 @@ pub(crate) async fn audit_step(
                 params_digest: crate::state::audit::params_digest(query),
                 corpus_version,
                 envelope_sha256: hex::encode(Sha256::digest(&bytes)),
-                request_id: ctx.request_id.clone(),
+                request_id: ctx.request_id.to_string(),
             });
             Response::from_parts(parts, axum::body::Body::from(bytes))
         }

@@ -43,9 +43,12 @@ impl CacheKind {
     }
 }
 
-/// Marks a response body as a JSON envelope (it gets an ETag and the JSON-route headers).
+/// Marks a response body as a JSON envelope (it gets an ETag and the JSON-route headers), and
+/// says how it may be cached: one extension where two (the mark, then the cache kind) cost an
+/// allocation and a hash-map insert each on every answer. Other answers (documents) carry a
+/// bare [`CacheKind`].
 #[derive(Debug, Clone, Copy)]
-pub struct JsonEnvelope;
+pub struct JsonEnvelope(pub CacheKind);
 
 /// Header fields an envelope answer carries at most, but for a route's own (`Content-Type`,
 /// request id, corpus version, caching, ETag, three rate-limit fields, `Vary` and two more
@@ -53,9 +56,10 @@ pub struct JsonEnvelope;
 /// field by field rehashed it twice on every answer.
 const ENVELOPE_HEADERS: usize = 16;
 
-/// Serializes an envelope (one trailing newline) into a response with its cache kind.
-pub fn envelope_response<E: Serialize>(status: StatusCode, env: &E, cache: CacheKind) -> Response {
-    let mut r = Response::new(axum::body::Body::from(encode(env)));
+/// An encoded envelope (`Envelope::encode`, or [`encode`] for the others: JSON and one
+/// trailing newline) as a response with its cache kind.
+pub fn envelope_response(status: StatusCode, body: Vec<u8>, cache: CacheKind) -> Response {
+    let mut r = Response::new(axum::body::Body::from(body));
     *r.status_mut() = status;
     let mut headers = axum::http::HeaderMap::with_capacity(ENVELOPE_HEADERS);
     headers.insert(
@@ -63,8 +67,7 @@ pub fn envelope_response<E: Serialize>(status: StatusCode, env: &E, cache: Cache
         HeaderValue::from_static("application/json"),
     );
     *r.headers_mut() = headers;
-    r.extensions_mut().insert(cache);
-    r.extensions_mut().insert(JsonEnvelope);
+    r.extensions_mut().insert(JsonEnvelope(cache));
     r
 }
 
@@ -125,7 +128,7 @@ impl<T: Serialize> IntoResponse for Success<'_, T> {
     fn into_response(self) -> Response {
         let as_of = self.answer.as_of;
         let mut env = Envelope::of(
-            self.ctx.request_id.clone(),
+            self.ctx.request_id.to_string(),
             self.ctx.corpus.version().to_owned(),
             self.answer,
         );
@@ -136,7 +139,7 @@ impl<T: Serialize> IntoResponse for Success<'_, T> {
         } else {
             CacheKind::for_cut(as_of)
         };
-        envelope_response(StatusCode::OK, &env, cache)
+        envelope_response(StatusCode::OK, env.encode(), cache)
     }
 }
 
@@ -171,7 +174,7 @@ pub fn error_response_at(
     sample: bool,
 ) -> Response {
     let env = error_envelope_at(request_id, corpus_version, err, sample);
-    let mut r = envelope_response(err.status(), &env, CacheKind::Live);
+    let mut r = envelope_response(err.status(), encode(&env), CacheKind::Live);
     let h = r.headers_mut();
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     if let Some(after) = err.retry_after() {

@@ -398,7 +398,7 @@ impl AppState {
                     .filter(|h| !h.is_empty() && !h.contains(['/', ' ', '?', '#', '@']))
                     .unwrap_or("localhost");
                 let proto = headers
-                    .get("x-forwarded-proto")
+                    .get(crate::http::client::X_FORWARDED_PROTO)
                     .and_then(|v| v.to_str().ok())
                     // The guard drops the header from a request no trusted proxy sent.
                     .filter(|p| *p == "https")
@@ -498,7 +498,7 @@ impl AppState {
 /// Per-request context, inserted by the `context` middleware.
 #[derive(Debug, Clone)]
 pub struct Ctx {
-    pub request_id: String,
+    pub request_id: crate::http::request_id::RequestId,
     pub corpus: Arc<Corpus>,
 }
 

@@ -323,7 +323,7 @@ impl Call<'_> {
     /// error tool result.
     fn refusal(&self, id: Value, err: &ApiError) -> Value {
         let ctx = Ctx {
-            request_id: uuid::Uuid::new_v4().hyphenated().to_string(),
+            request_id: crate::http::request_id::RequestId::new(),
             corpus: self.state.corpus(),
         };
         let envelope = crate::http::response::error_envelope(&ctx, err, false);

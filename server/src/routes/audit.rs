@@ -130,8 +130,7 @@ fn jsonl(receipts: &[Receipt], next_cursor: Option<String>) -> Response {
         .into_response();
     // Not an envelope, but the same answer in lines: it gets the headers of one (corpus
     // version, private no-cache, a body-derived ETag and 304).
-    res.extensions_mut().insert(JsonEnvelope);
-    res.extensions_mut().insert(CacheKind::Live);
+    res.extensions_mut().insert(JsonEnvelope(CacheKind::Live));
     if let Some(c) = next_cursor {
         res.headers_mut().insert(
             NEXT_CURSOR_HEADER,
