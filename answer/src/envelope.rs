@@ -389,14 +389,22 @@ thread_local! {
 /// out at its final size copied every body once (a 100-row page, 71 KiB, a quarter of its
 /// instructions again).
 pub fn encode<E: Serialize>(env: &E) -> Vec<u8> {
-    body_of(|body| serde_json::to_writer(body, env).expect("envelope serializes"))
+    body_of(0, |body| {
+        serde_json::to_writer(body, env).expect("envelope serializes")
+    })
 }
 
-/// The body `write` writes and one trailing newline, in a `Vec` sized by the thread's recent
-/// bodies (see [`encode`]).
-fn body_of(write: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
+/// The body `write` writes and one trailing newline, in a `Vec` of `size` bytes when the
+/// caller knows about how long the body will be, else sized by the thread's recent bodies (see
+/// [`encode`]).
+fn body_of(size: usize, write: impl FnOnce(&mut Vec<u8>)) -> Vec<u8> {
     let first = NEXT_CAPACITY.get();
-    let mut body = Vec::with_capacity(first.min(MAX_FIRST_CAPACITY));
+    let capacity = if size > 0 {
+        size
+    } else {
+        first.min(MAX_FIRST_CAPACITY)
+    };
+    let mut body = Vec::with_capacity(capacity);
     write(&mut body);
     body.push(b'\n');
     NEXT_CAPACITY.set(body.len().max(first - first / 4));
@@ -411,7 +419,16 @@ impl<T: Serialize> Envelope<T> {
     /// instructions, BENCHMARKS.md). `results`, instants and any string that needs escaping go
     /// through serde_json.
     pub fn encode(&self) -> Vec<u8> {
-        body_of(|out| {
+        self.encode_sized(None)
+    }
+
+    /// [`Envelope::encode`], when the caller knows how long `results` encode (`results_len`
+    /// bytes, as [`encoded_len`] says of a page's encoded records): the body is then made at
+    /// its size, where one sized by the thread's recent bodies was reallocated and copied
+    /// whenever a page was longer than the ones before (pages of filers differ by tens of KiB).
+    pub fn encode_sized(&self, results_len: Option<usize>) -> Vec<u8> {
+        let size = results_len.map_or(0, |r| r + self.head_len());
+        body_of(size, |out| {
             out.extend_from_slice(b"{\"request_id\":");
             write_str(out, &self.request_id);
             out.extend_from_slice(b",\"corpus_version\":");
@@ -451,6 +468,40 @@ impl<T: Serialize> Envelope<T> {
             out.push(b'}');
         })
     }
+}
+
+impl<T: Serialize> Envelope<T> {
+    /// About how long the envelope around `results` encodes: its strings as they are, and room
+    /// for the keys, the numbers and a few escapes.
+    fn head_len(&self) -> usize {
+        let strs = |v: &[String]| v.iter().map(|s| s.len() + 3).sum::<usize>();
+        let opt = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        let error = self
+            .error
+            .as_ref()
+            .map_or(0, |e| e.code.len() + e.message.len() + opt(&e.param) + 64);
+        let origin = self
+            .origin
+            .as_ref()
+            .map_or(0, |o| o.vendor.len() + o.license_class.len() + 96);
+        512 + self.request_id.len()
+            + self.corpus_version.len()
+            + opt(&self.visible_by)
+            + opt(&self.next_cursor)
+            + strs(&self.coverage.touched)
+            + strs(&self.coverage.missing)
+            + error
+            + origin
+    }
+}
+
+/// How long `records` encode as a JSON array, when every one is already encoded (a keyed
+/// page's rows); `None` when some are encoded only as they are written (the sample tier's).
+pub fn encoded_len(records: &[Record<'_>]) -> Option<usize> {
+    records.iter().try_fold(2, |len, r| match r {
+        Record::Encoded(json) => Some(len + json.get().len() + 1),
+        Record::Fields(_) => None,
+    })
 }
 
 /// `value` as serde_json encodes it.
@@ -807,6 +858,41 @@ mod tests {
             let back: Value = serde_json::from_slice(&by_hand).unwrap();
             proptest::prop_assert_eq!(back, serde_json::to_value(&env).unwrap());
         }
+    }
+
+    #[test]
+    fn a_page_of_encoded_records_is_written_into_a_body_made_at_its_size() {
+        let rows: Vec<Box<RawValue>> = (0..100)
+            .map(|i| {
+                let pad = "x".repeat(i * 37 % 900);
+                RawValue::from_string(format!("{{\"id\":\"r{i}\",\"title\":\"{pad}\"}}")).unwrap()
+            })
+            .collect();
+        let records: Vec<Record<'_>> = rows.iter().map(|r| Record::Encoded(r)).collect();
+        let len = encoded_len(&records).unwrap();
+        assert_eq!(len, serde_json::to_vec(&records).unwrap().len());
+        assert_eq!(encoded_len(&[]), Some(2));
+        let mut env = Envelope::of("id".into(), "sha256:v".into(), Answer::of(records));
+        env.coverage.touched = (0..40)
+            .map(|d| format!("sec.edgar/2024-01-{d:02}"))
+            .collect();
+        env.next_cursor = Some("c".repeat(300));
+        // A thread that answered only small bodies before.
+        for _ in 0..8 {
+            encode(&"small");
+        }
+        let body = env.encode_sized(Some(len));
+        assert_eq!(body, encode(&env));
+        assert!(
+            body.capacity() < body.len() + 1024,
+            "made at about its size, never grown: {} for {}",
+            body.capacity(),
+            body.len()
+        );
+        // A page with a record encoded only as it is written has no size to tell.
+        let sample_row = row(None);
+        let fields = NewsRecordRef::of(&sample_row, true);
+        assert_eq!(encoded_len(&[Record::Fields(Box::new(fields))]), None);
     }
 
     #[test]

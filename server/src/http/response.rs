@@ -81,6 +81,8 @@ pub struct Success<'a, T: Serialize> {
     ctx: &'a Ctx,
     answer: Answer<T>,
     origin: Option<Origin>,
+    /// How long the results encode, when known ([`Success::sized`]).
+    results_len: Option<usize>,
 }
 
 /// Starts a successful envelope of `results`.
@@ -94,6 +96,7 @@ pub fn answered<T: Serialize>(ctx: &Ctx, answer: Answer<T>) -> Success<'_, T> {
         ctx,
         answer,
         origin: None,
+        results_len: None,
     }
 }
 
@@ -115,6 +118,12 @@ impl<T: Serialize> Success<'_, T> {
     /// answer is then `no-store`.
     pub fn origin(mut self, origin: Origin) -> Self {
         self.origin = Some(origin);
+        self
+    }
+    /// Says how long the results encode (`asof_answer::envelope::encoded_len`), so the body is
+    /// made at its size.
+    pub fn sized(mut self, results_len: Option<usize>) -> Self {
+        self.results_len = results_len;
         self
     }
     /// Watermarks the answer `sample: true` (sample routes and the keyless MCP tier).
@@ -139,7 +148,7 @@ impl<T: Serialize> IntoResponse for Success<'_, T> {
         } else {
             CacheKind::for_cut(as_of)
         };
-        envelope_response(StatusCode::OK, env.encode(), cache)
+        envelope_response(StatusCode::OK, env.encode_sized(self.results_len), cache)
     }
 }
 

@@ -6,7 +6,7 @@ use asof_answer::NewsPage;
 use asof_answer::data::{
     self, CoverageParams, DiffParams, MappingParams, NewsParams, RecordParams,
 };
-use asof_answer::envelope::records;
+use asof_answer::envelope::{encoded_len, records};
 use axum::extract::{Extension, Path, State};
 use axum::response::{IntoResponse, Response};
 
@@ -19,8 +19,11 @@ use crate::http::{AppState, Ctx, Reply, answered};
 /// `sample: true` and are encoded each time).
 pub(crate) fn news_reply(ctx: &Ctx, mut page: NewsPage) -> Response {
     let rows = std::mem::take(&mut page.results);
-    let sample = page.sample;
-    answered(ctx, page.map(|_| records(&rows, sample))).into_response()
+    let records = records(&rows, page.sample);
+    let len = encoded_len(&records);
+    answered(ctx, page.map(|_| records))
+        .sized(len)
+        .into_response()
 }
 
 /// As-of record query: rows whose `visible_by` clock is at or before `as_of`.
