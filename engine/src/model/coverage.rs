@@ -44,15 +44,23 @@ impl Coverage {
     }
     /// Touches the key of each source-day in order, once, as `touch` would key by key, but
     /// formatting each distinct day once and comparing days, not strings: a page's rows name
-    /// up to a hundred days, mostly the same few.
+    /// up to a hundred days. The days seen are kept sorted and searched by halves (a page of a
+    /// filer that files on a hundred days compared each day with every one before it, a
+    /// twentieth of the page's instructions), and the day just seen is asked first (rows come
+    /// in `published_at` order, so a day's rows are together).
     pub fn touch_days(&mut self, days: impl IntoIterator<Item = (SourceId, Day)>) {
         let before = self.touched.len();
         let mut seen: Vec<(SourceId, Day)> = Vec::new();
+        let mut last = None;
         for (source, day) in days {
-            if seen.contains(&(source, day)) {
+            if last == Some((source, day)) {
                 continue;
             }
-            seen.push((source, day));
+            last = Some((source, day));
+            match seen.binary_search(&(source, day)) {
+                Ok(_) => continue,
+                Err(at) => seen.insert(at, (source, day)),
+            }
             // Keys of distinct days differ: only the keys touched before can repeat one.
             let key = day_key(source, day);
             if !self.touched[..before].contains(&key) {
@@ -563,6 +571,26 @@ mod tests {
                 "sec.edgar/2026-01-07"
             ]
         );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn touching_any_days_at_once_gives_what_touching_them_one_by_one_gives(
+            days in proptest::collection::vec((0..3usize, 20_000..20_150i32), 0..200),
+            before in proptest::collection::vec((0..3usize, 20_000..20_150i32), 0..4),
+        ) {
+            let key = |(s, d): (usize, i32)| (SourceId::ALL[s], Day::from_days(d));
+            let mut one_by_one = Coverage::default();
+            for k in before.iter().copied().map(key) {
+                one_by_one.touch(day_key(k.0, k.1));
+            }
+            let mut at_once = one_by_one.clone();
+            for (s, d) in days.iter().copied().map(key) {
+                one_by_one.touch(day_key(s, d));
+            }
+            at_once.touch_days(days.iter().copied().map(key));
+            proptest::prop_assert_eq!(at_once, one_by_one);
+        }
     }
 
     fn day(s: &str) -> Day {

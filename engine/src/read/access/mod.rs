@@ -327,7 +327,11 @@ impl AccessIndex {
                     (p.start - at) as usize..(p.end - at) as usize
                 })
                 .collect();
-            let decoded = self.decode(store, f, missing.clone(), &within).await?;
+            // Boxed: reading and decoding a span from the object store is a future of many
+            // KiB, and held in place it made every future that awaits this one that large,
+            // the by-filer handler's among them, which is moved (copied whole) a few times on
+            // every request, cache hit or not. A miss pays one allocation instead.
+            let decoded = Box::pin(self.decode(store, f, missing.clone(), &within)).await?;
             for (k, (n, rows)) in missing.zip(decoded) {
                 let expected = f.block_rows(k);
                 if n as u64 != expected.end - expected.start {

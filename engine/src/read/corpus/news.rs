@@ -182,7 +182,9 @@ impl Corpus {
                 .into_iter()
                 .map(SharedRow::owned)
                 .collect(),
-            _ => self.fetch_walk(q, ciks, scope).await?,
+            // Boxed, as the access index's reads are (`AccessIndex::rows`): the walk's future
+            // is large, and in place it would make the by-filer answer's future as large.
+            _ => Box::pin(self.fetch_walk(q, ciks, scope)).await?,
         };
         let next = if rows.len() > q.limit {
             rows.truncate(q.limit);

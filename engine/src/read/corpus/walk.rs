@@ -1294,6 +1294,27 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_pages_future_stays_small_whatever_its_misses_and_walks_await() {
+        let (_dir, _store, c) = corpus(hourly(0..40), january()).await;
+        let q = query(
+            Lane::CertifiedPit,
+            VisibleBy::PublishedAt,
+            "2026-01-20T00:00:00Z",
+            None,
+        );
+        // Every front end moves the answer's future a few times before it runs (into a box,
+        // into the handler's own future): its size is copied on every request. The object
+        // store reads and the walk are boxed where they are awaited, so they do not count.
+        let page = c.news_shared(&q, Scope::Corpus);
+        let size = std::mem::size_of_val(&page);
+        assert!(size <= MAX_PAGE_FUTURE, "a page's future is {size} bytes");
+        page.await.unwrap();
+    }
+
+    /// The most a page's future may hold, in bytes (debug builds lay futures out larger).
+    const MAX_PAGE_FUTURE: usize = 2048;
+
+    #[tokio::test]
     async fn a_walks_page_is_encoded_on_the_scan_pool_once_before_it_is_handed_out() {
         let rows = hourly(0..40);
         let (_dir, _store, mut c) = corpus(rows, january()).await;
