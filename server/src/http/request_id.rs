@@ -5,9 +5,10 @@
 
 use std::fmt;
 
-use axum::http::{HeaderMap, HeaderValue};
+use axum::http::{HeaderMap, HeaderName, HeaderValue};
 
-use crate::http::response::X_REQUEST_ID;
+/// The request id every answer carries (the client's, when it sent a UUID).
+pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// Characters of a hyphenated UUID.
 const LENGTH: usize = uuid::fmt::Hyphenated::LENGTH;

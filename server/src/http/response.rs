@@ -14,8 +14,7 @@ use crate::error::ApiError;
 use crate::http::envelope::{Envelope, ErrorEnvelope, Origin};
 use crate::http::state::Ctx;
 
-/// The request id every answer carries (the client's, when it sent a UUID).
-pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+pub use crate::http::request_id::X_REQUEST_ID;
 /// The corpus version an answer was made from.
 pub const X_CORPUS_VERSION: HeaderName = HeaderName::from_static("x-corpus-version");
 
