@@ -176,12 +176,16 @@ impl Corpus {
                 self.fetch_indexed(a, q, ciks).await?
             }
             #[cfg(any(test, feature = "oracle"))]
-            _ if self.path == super::ReadPath::Scan => self
-                .fetch_scan(q, ciks.as_deref(), scope)
-                .await?
-                .into_iter()
-                .map(SharedRow::owned)
-                .collect(),
+            // Boxed too: the reference scan is compiled into every binary that has the
+            // oracle (the CLI does, through `ingest`), and in place its future was most of the
+            // by-filer answer's.
+            _ if self.path == super::ReadPath::Scan => {
+                Box::pin(self.fetch_scan(q, ciks.as_deref(), scope))
+                    .await?
+                    .into_iter()
+                    .map(SharedRow::owned)
+                    .collect()
+            }
             // Boxed, as the access index's reads are (`AccessIndex::rows`): the walk's future
             // is large, and in place it would make the by-filer answer's future as large.
             _ => Box::pin(self.fetch_walk(q, ciks, scope)).await?,
