@@ -498,8 +498,9 @@ impl<T: Serialize> Envelope<T> {
 /// How long `records` encode as a JSON array, when every one is already encoded (a keyed
 /// page's rows); `None` when some are encoded only as they are written (the sample tier's).
 pub fn encoded_len(records: &[Record<'_>]) -> Option<usize> {
-    records.iter().try_fold(2, |len, r| match r {
-        Record::Encoded(json) => Some(len + json.get().len() + 1),
+    let commas = records.len().saturating_sub(1);
+    records.iter().try_fold(2 + commas, |len, r| match r {
+        Record::Encoded(json) => Some(len + json.get().len()),
         Record::Fields(_) => None,
     })
 }
