@@ -31,8 +31,12 @@ each time). The list is asked once unmeasured (caches warm, as in the wall-clock
 requests. Every answer must be 200, and each build's ids must equal the others' (the same
 answers, or the comparison would mean nothing).
 
-Prints a Markdown table (instructions per request of each kind and build, and each build's
-ratio to the first) and writes it to --out as JSON.
+Prints two Markdown tables, instructions per request of each kind and build and each build's
+ratio to the first: of the whole process, and of its connections' tasks alone (hyper's dispatch,
+inclusive, read off the dump by `callgrind_annotate`: the requests' own path without what
+background tasks, the usage and rate-window flushes, happened to run while they were asked,
+which moves the whole-process figure by several percent between runs); writes both to --out as
+JSON.
 """
 import argparse
 import glob
@@ -142,7 +146,9 @@ class Server:
                        capture_output=True, cwd=self.work)
 
     def measured(self, f):
-        """Instructions of the whole process while `f` runs."""
+        """Instructions of the whole process while `f` runs, and of its connections' tasks
+        alone (hyper's dispatch of each connection, inclusive: every request's own path, not
+        what background tasks such as the usage flush happened to run in the same seconds)."""
         before = set(glob.glob(self.out + "*"))
         self.control("--zero")
         f()
@@ -151,10 +157,11 @@ class Server:
         while True:
             new = set(glob.glob(self.out + "*")) - before
             if new:
-                text = open(max(new, key=os.path.getmtime)).read()
+                dump = max(new, key=os.path.getmtime)
+                text = open(dump).read()
                 m = re.search(r"^(?:summary|totals):\s*(\d+)", text, re.M)
                 if m:
-                    return int(m.group(1))
+                    return int(m.group(1)), connections(dump)
             if time.time() > deadline:
                 sys.exit("callgrind wrote no dump")
             time.sleep(0.2)
@@ -162,6 +169,16 @@ class Server:
     def stop(self):
         self.proc.terminate()
         self.proc.wait()
+
+
+def connections(dump):
+    """Inclusive instructions of hyper's per-connection dispatch in a callgrind dump."""
+    out = subprocess.run(["callgrind_annotate", "--inclusive=yes", "--threshold=100", "--auto=no", dump],
+                         check=True, capture_output=True, text=True).stdout
+    m = re.search(r"^\s*([\d,]+) .*Dispatcher<D,Bs,I,T>::poll_catch \[", out, re.M)
+    if not m:
+        sys.exit(f"no connection dispatch in {dump}")
+    return int(m.group(1).replace(",", ""))
 
 
 def ids(body):
@@ -229,10 +246,12 @@ def main():
             if "cursor_page" in kinds:
                 counts["cursor_page"] = server.measured(lambda: ask("cursor_page", nexts))
             n = {"health": len(health), "by_cik": len(by_cik), "first_page": len(first_pages), "cursor_page": len(nexts)}
-            results[name] = {k: {"instructions": counts[k], "requests": n[k], "per_request": counts[k] / n[k]} for k in kinds}
+            results[name] = {k: {"instructions": counts[k][0], "requests": n[k], "per_request": counts[k][0] / n[k],
+                                 "connections_per_request": counts[k][1] / n[k]} for k in kinds}
             # Cursors are HMAC tokens of each server's own secret: compare ids, not cursors.
             answers[name] = {k: [i for i, _ in v] for k, v in got.items()}
-            print(name, {k: round(v["per_request"]) for k, v in results[name].items()}, flush=True)
+            print(name, {k: (round(v["per_request"]), round(v["connections_per_request"]))
+                         for k, v in results[name].items()}, flush=True)
         finally:
             server.stop()
     names = [s.split("=", 1)[0] for s in a.bin]
@@ -246,6 +265,14 @@ def main():
         print(f"| {k} | {results[names[0]][k]['requests']} | "
               + " | ".join(f"{results[n][k]['per_request']:,.0f}" for n in names) + " | "
               + " | ".join(f"{results[n][k]['per_request'] / base:.3f}" for n in names[1:]) + " |")
+    print("\nThe connections' own work (hyper's dispatch, inclusive; background tasks left out):\n")
+    print("| kind | " + " | ".join(f"{n}" for n in names) + " | "
+          + " | ".join(f"{n} / {names[0]}" for n in names[1:]) + " |")
+    print("|---" * (1 + 2 * len(names) - 1) + "|")
+    for k in kinds:
+        base = results[names[0]][k]["connections_per_request"]
+        print(f"| {k} | " + " | ".join(f"{results[n][k]['connections_per_request']:,.0f}" for n in names) + " | "
+              + " | ".join(f"{results[n][k]['connections_per_request'] / base:.3f}" for n in names[1:]) + " |")
     if a.out:
         with open(a.out, "w") as f:
             json.dump({"seed": seed, "corpus": corpus, "version": version, "results": results,

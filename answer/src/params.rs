@@ -8,6 +8,7 @@
 //! `query` arguments through the same structs, so it says the same things. The server's `Q`
 //! extractor reads a request's query through [`FromQuery`].
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use asof_engine::{Day, Entity, Instant, Lane, SourceId, VisibleBy, normalize_cik};
@@ -38,8 +39,7 @@ impl Params {
     /// Parses `raw` (the query string, percent-encoded) against the route's declared names.
     pub fn parse(raw: Option<&str>, declared: &[&str]) -> Result<Self, Error> {
         Self::from_pairs(
-            url::form_urlencoded::parse(raw.unwrap_or("").as_bytes())
-                .map(|(k, v)| (k.into_owned(), v.into_owned())),
+            pairs(raw.unwrap_or("")).map(|(k, v)| (k.into_owned(), v.into_owned())),
             declared,
         )
     }
@@ -76,6 +76,55 @@ impl Params {
     pub fn get(&self, name: &str) -> Option<&str> {
         self.map.get(name).map(String::as_str)
     }
+}
+
+/// The name-value pairs of a query string, decoded as `application/x-www-form-urlencoded`
+/// (`+` is a space, `%XX` a byte, invalid UTF-8 replaced): what `form_urlencoded::parse` yields,
+/// pair for pair (a property test holds the two equal), but a name or value with neither `+`
+/// nor `%` is the query's own text, not copied and checked byte by byte again as that parser
+/// does with every one (a tenth of a keyed page's own work went to decoding its three
+/// parameters, BENCHMARKS.md).
+pub(crate) fn pairs(raw: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
+    raw.split('&').filter(|s| !s.is_empty()).map(|pair| {
+        let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
+        (decode(name), decode(value))
+    })
+}
+
+/// One name or value of a query string, decoded (see [`pairs`]).
+fn decode(text: &str) -> Cow<'_, str> {
+    if !text.bytes().any(|b| b == b'+' || b == b'%') {
+        return Cow::Borrowed(text);
+    }
+    // One pass into a buffer of the text's length (decoding only shortens): `+` a space, `%`
+    // and two hex digits their byte, anything else (a `%` without two digits) itself.
+    let hex = |b: u8| (b as char).to_digit(16).map(|d| d as u8);
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let escaped = (bytes[i] == b'%')
+            .then(|| Some((hex(*bytes.get(i + 1)?)? << 4) | hex(*bytes.get(i + 2)?)?))
+            .flatten();
+        match (bytes[i], escaped) {
+            (_, Some(byte)) => {
+                out.push(byte);
+                i += 3;
+            }
+            (b'+', None) => {
+                out.push(b' ');
+                i += 1;
+            }
+            (b, None) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    Cow::Owned(
+        String::from_utf8(out)
+            .unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned()),
+    )
 }
 
 /// A typed query: its declared parameter names and how to read them. Implemented by
@@ -647,6 +696,28 @@ mod tests {
         #[test]
         fn filer_patterns_agree_with_the_parsers_on_drawn_values(s in "[0-9A-Za-z.\\- _]{0,18}") {
             filer_patterns_admit_exactly_what_the_parsers_accept(&s);
+        }
+    }
+
+    proptest::proptest! {
+        /// Query strings of the characters that matter to decoding (separators, `+`, `%` with
+        /// good and bad hex, bytes that make invalid UTF-8 once decoded, non-ASCII text).
+        #[test]
+        fn query_pairs_are_those_form_urlencoded_parses(
+            raw in proptest::collection::vec(
+                proptest::sample::select(vec![
+                    "&", "=", "+", "%", "%3A", "%3a", "%2B", "%26", "%3D", "%zz", "%C3", "%A9",
+                    "%FF", "%e2%82%ac", "a", "as_of", "cik", "1", " ", "é", "€", "Z",
+                ]),
+                0..24,
+            ).prop_map(|parts| parts.concat())
+        ) {
+            let ours: Vec<(String, String)> =
+                pairs(&raw).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
+            let theirs: Vec<(String, String)> = url::form_urlencoded::parse(raw.as_bytes())
+                .into_owned()
+                .collect();
+            proptest::prop_assert_eq!(ours, theirs);
         }
     }
 }

@@ -117,7 +117,7 @@ pub fn pin_of(query: Option<&str>) -> Option<Pin> {
         return None;
     }
     let mut named = None;
-    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+    for (k, v) in crate::params::pairs(query) {
         if k == "corpus_version" {
             if named.is_some() {
                 return None;

@@ -566,6 +566,82 @@ async fn health_is_never_rate_limited() {
     assert!(r.headers.get("x-ratelimit-limit").is_none());
 }
 
+/// `/health`'s body is encoded once per thread and version with a stand-in id, then each
+/// request's id is written over it: every answer must carry its own id, the same record, and
+/// the version served after a reload, not the one the copy was made on.
+#[tokio::test]
+async fn health_carries_each_requests_own_id_and_the_version_served_after_a_reload() {
+    let t = setup().await;
+    let ids = [
+        // A client's id, written lowercase; the nil UUID the copy is made with; minted ones.
+        Some((
+            "D3B07384-D113-4EC6-A2A1-8B7B2E9F6F1A",
+            "d3b07384-d113-4ec6-a2a1-8b7b2e9f6f1a",
+        )),
+        Some((
+            "00000000-0000-0000-0000-000000000000",
+            "00000000-0000-0000-0000-000000000000",
+        )),
+        None,
+        None,
+    ];
+    let mut bodies = Vec::new();
+    for id in ids {
+        let extra: Vec<(&str, &str)> = id
+            .map(|(sent, _)| ("x-request-id", sent))
+            .into_iter()
+            .collect();
+        let r = send(&t, Method::GET, "/health", None, &extra).await;
+        assert_eq!(r.status, StatusCode::OK);
+        let header = r.headers["x-request-id"].to_str().unwrap().to_owned();
+        if let Some((_, kept)) = id {
+            assert_eq!(header, kept);
+        }
+        assert_eq!(r.json["request_id"], header.as_str());
+        assert_eq!(r.json["results"][0]["ok"], true);
+        assert_eq!(r.json["corpus_version"], t.state.corpus().version());
+        assert_eq!(
+            r.json["results"][0]["corpus_version"],
+            t.state.corpus().version()
+        );
+        assert_eq!(r.headers["x-corpus-version"], t.state.corpus().version());
+        // The rest of the body is the same bytes whatever the id.
+        let text = String::from_utf8(r.bytes).unwrap();
+        assert_eq!(text.matches(&header).count(), 1, "{text}");
+        bodies.push(text.replace(&header, "ID"));
+    }
+    assert!(bodies.windows(2).all(|w| w[0] == w[1]), "{bodies:?}");
+
+    let before = t.state.corpus().version().to_owned();
+    let copy = tempfile::tempdir().unwrap();
+    let dst = common::copy_of_sample_corpus_into(copy.path()).await;
+    let changes = asof_engine::write::publish::ChangeSet {
+        notes: [("test".to_owned(), "health".to_owned())].into(),
+        ..Default::default()
+    };
+    asof_engine::write::publish::publish(&dst, changes, asof_engine::Instant::now())
+        .await
+        .unwrap();
+    assert!(
+        asof_server::reload::reload_once(&t.state, &dst)
+            .await
+            .is_some()
+    );
+    let after = t.state.corpus().version().to_owned();
+    assert_ne!(after, before);
+    let r = send(&t, Method::GET, "/health", None, &[]).await;
+    assert_eq!(r.json["corpus_version"], after.as_str());
+    assert_eq!(r.json["results"][0]["corpus_version"], after.as_str());
+    assert_eq!(
+        r.json["results"][0]["corpus_created_at"],
+        t.state.corpus().manifest().created_at.to_string().as_str()
+    );
+    assert_eq!(
+        r.json["request_id"],
+        r.headers["x-request-id"].to_str().unwrap()
+    );
+}
+
 #[tokio::test]
 async fn the_yaml_description_is_the_same_document() {
     let t = setup().await;

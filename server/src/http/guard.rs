@@ -313,17 +313,15 @@ where
         // Usage per user and key (the account page's chart): every request a key or a
         // session made that the rate limit let through.
         let who = match (&attributed, req.extensions().get::<Principal>()) {
-            (_, Some(Principal::Session(s))) => Some((s.user.id.clone(), String::new())),
+            (_, Some(Principal::Session(s))) => Some((s.user.id.as_str(), "")),
             (Some(c), _) if matches!(access, Access::Key(_) | Access::KeyOrSession) => {
-                Some((c.user.id.clone(), c.key.id.clone()))
+                Some((c.user.id.as_str(), c.key.id.as_str()))
             }
             _ => None,
         };
         if let Some((user, key)) = who {
             let group = crate::state::usage::route_group(req.uri().path());
-            state
-                .usage()
-                .count(&user, &key, &now.day().to_string(), &group);
+            state.usage().count(user, key, now.day(), group);
         }
         // The version is resolved after the credential and the rate limit: a caller who may
         // not ask, or has asked too often, never makes this replica read a manifest or load

@@ -7,17 +7,24 @@ use std::fmt;
 
 use axum::http::{HeaderMap, HeaderName, HeaderValue};
 
-/// The request id every answer carries (the client's, when it sent a UUID).
-pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-
 /// Characters of a hyphenated UUID.
 const LENGTH: usize = uuid::fmt::Hyphenated::LENGTH;
+
+/// The request id every answer carries (the client's, when it sent a UUID).
+pub const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 /// A request id as the client sees it: a lowercase hyphenated UUID. `Copy`: 36 bytes.
 #[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub struct RequestId([u8; LENGTH]);
 
 impl RequestId {
+    /// Characters of the id (a hyphenated UUID).
+    pub const LENGTH: usize = LENGTH;
+    /// The nil UUID: the id an answer cached per corpus version is encoded with
+    /// (`crate::http::response::per_version`), before each request's own is written over it.
+    /// A client that sends the nil UUID as its id gets it back all the same.
+    pub const STAND_IN: RequestId = RequestId(*b"00000000-0000-0000-0000-000000000000");
+
     /// The id of a request with these headers: the client's `X-Request-Id` when it is a UUID
     /// (written lowercase and hyphenated, whatever form the client sent), else a new one
     /// ([`new_request_id`]). tower-http's `SetRequestId` keeps any value a client sent; this

@@ -2,6 +2,9 @@
 //! tell the `context` middleware how to cache an answer, and every error response (the one
 //! place an `ApiError` becomes an envelope).
 
+use std::cell::RefCell;
+use std::thread::LocalKey;
+
 use asof_engine::{Coverage, Instant, VisibleBy};
 use axum::http::{HeaderName, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -12,6 +15,7 @@ use asof_answer::envelope::encode;
 
 use crate::error::ApiError;
 use crate::http::envelope::{Envelope, ErrorEnvelope, Origin};
+use crate::http::request_id::RequestId;
 use crate::http::state::Ctx;
 
 pub use crate::http::request_id::X_REQUEST_ID;
@@ -134,6 +138,14 @@ impl<T: Serialize> Success<'_, T> {
 
 impl<T: Serialize> IntoResponse for Success<'_, T> {
     fn into_response(self) -> Response {
+        let (body, cache) = self.encoded();
+        envelope_response(StatusCode::OK, body, cache)
+    }
+}
+
+impl<T: Serialize> Success<'_, T> {
+    /// The envelope's body and how it may be cached.
+    fn encoded(self) -> (Vec<u8>, CacheKind) {
         let as_of = self.answer.as_of;
         let mut env = Envelope::of(
             self.ctx.request_id.to_string(),
@@ -147,8 +159,62 @@ impl<T: Serialize> IntoResponse for Success<'_, T> {
         } else {
             CacheKind::for_cut(as_of)
         };
-        envelope_response(StatusCode::OK, env.encode_sized(self.results_len), cache)
+        (env.encode_sized(self.results_len), cache)
     }
+}
+
+/// A thread's copy of an answer that is the same for every request on one corpus version but
+/// for its request id (`/health`), for [`per_version`]: the version and the body with a
+/// stand-in id.
+pub struct PerVersion(RefCell<Option<(String, Vec<u8>, CacheKind)>>);
+
+impl PerVersion {
+    pub const fn new() -> Self {
+        PerVersion(RefCell::new(None))
+    }
+}
+
+/// What an envelope's body starts with, before its request id.
+const BEFORE_REQUEST_ID: &[u8] = b"{\"request_id\":\"";
+
+/// The answer `make` gives on `ctx`'s corpus version, when it depends on nothing else (no cut,
+/// no caller, no query): encoded once per thread and version with a stand-in request id, then
+/// copied for each request with the request's own id written over the stand-in (ids are 36
+/// characters that JSON never escapes). Encoding the envelope and its record anew was most of
+/// what `/health` did beyond the shared path.
+pub fn per_version<T: Serialize>(
+    ctx: &Ctx,
+    cell: &'static LocalKey<PerVersion>,
+    make: impl for<'c> FnOnce(&'c Ctx) -> Success<'c, T>,
+) -> Response {
+    let (body, cache) = cell.with(|cell| {
+        let mut cell = cell.0.borrow_mut();
+        let version = ctx.corpus.version();
+        if !matches!(&*cell, Some((v, _, _)) if v == version) {
+            let stand_in = Ctx {
+                request_id: RequestId::STAND_IN,
+                corpus: ctx.corpus.clone(),
+            };
+            let success = make(&stand_in);
+            debug_assert!(
+                success.answer.as_of.is_none(),
+                "an answer of a cut may change from historical to live as time passes"
+            );
+            let (body, cache) = success.encoded();
+            *cell = Some((version.to_owned(), body, cache));
+        }
+        let (_, template, cache) = cell.as_ref().expect("filled above");
+        let mut body = template.clone();
+        let id = BEFORE_REQUEST_ID.len()..BEFORE_REQUEST_ID.len() + RequestId::LENGTH;
+        assert_eq!(
+            &body[id.clone()],
+            RequestId::STAND_IN.as_str().as_bytes(),
+            "an envelope starts with its request id"
+        );
+        body[id].copy_from_slice(ctx.request_id.as_str().as_bytes());
+        (body, *cache)
+    });
+    envelope_response(StatusCode::OK, body, cache)
 }
 
 /// The error envelope of `err` (the one place errors become JSON).

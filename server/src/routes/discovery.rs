@@ -11,7 +11,7 @@ use asof_engine::Instant;
 
 use crate::http::envelope::Envelope;
 use crate::http::params::{NoQuery, Q};
-use crate::http::response::CacheKind;
+use crate::http::response::{CacheKind, PerVersion, per_version};
 use crate::http::state::SampleTier;
 use crate::http::{AppState, Ctx, Reply, ok};
 use crate::openapi::render::Rendered;
@@ -31,12 +31,19 @@ pub struct Health {
 #[utoipa::path(get, path = "/health", tag = "discovery", operation_id = "health",
     responses((status = 200, description = "The process is up; `results[0]` is the health record.", body = Envelope<Health>)))]
 pub(crate) async fn health(Extension(ctx): Extension<Ctx>, Q(_): Q<NoQuery>) -> Reply {
-    let h = Health {
-        ok: true,
-        corpus_version: ctx.corpus.version().to_owned(),
-        corpus_created_at: ctx.corpus.manifest().created_at,
-    };
-    Ok(ok(&ctx, vec![h]).into_response())
+    Ok(per_version(&ctx, &HEALTH, |ctx| {
+        let h = Health {
+            ok: true,
+            corpus_version: ctx.corpus.version().to_owned(),
+            corpus_created_at: ctx.corpus.manifest().created_at,
+        };
+        ok(ctx, vec![h])
+    }))
+}
+
+thread_local! {
+    /// `/health`'s answer on the version this thread last served.
+    static HEALTH: PerVersion = const { PerVersion::new() };
 }
 
 /// `results[0]` of `/ready`.

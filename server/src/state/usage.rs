@@ -8,9 +8,12 @@
 //! written when a process dies are lost (at most one interval's worth), which is the price of
 //! not waiting on the store.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use asof_engine::Day;
 
 use crate::error::Result;
 use crate::state::StateStore;
@@ -19,12 +22,38 @@ use crate::state::store::UsageCount;
 /// How often counts are written to the store.
 pub const FLUSH_INTERVAL: Duration = Duration::from_secs(1);
 
-/// One counter: `(user_id, key_id or "" for a browser session, day, route group)`.
-type Slot = (String, String, String, String);
+/// One counter's key: `user_id`, `key_id` (empty for a browser session), the day
+/// (`YYYY-MM-DD`) and the route group, joined by [`SEP`] (none of them holds one: ids are ours,
+/// days digits, groups a route's first path segment). One text, so a request finds its counter
+/// by a borrowed key built in a buffer the thread keeps, and allocates only for a counter's
+/// first request: four texts, copied and hashed each time, were a tenth of a keyed page's
+/// request path beyond the data.
+type Slot = String;
+
+/// What joins a [`Slot`]'s parts.
+const SEP: char = '\n';
+
+/// The slot of `(user_id, key_id, day, group)`, written into `out`.
+fn write_slot(out: &mut String, user_id: &str, key_id: &str, day: Day, group: &str) {
+    out.clear();
+    out.push_str(user_id);
+    out.push(SEP);
+    out.push_str(key_id);
+    out.push(SEP);
+    day.push_iso(out);
+    out.push(SEP);
+    out.push_str(group);
+}
+
+/// A slot's four parts.
+fn parts(slot: &str) -> Option<(&str, &str, &str, &str)> {
+    let mut p = slot.splitn(4, SEP);
+    Some((p.next()?, p.next()?, p.next()?, p.next()?))
+}
 
 pub struct Usage {
     store: Arc<dyn StateStore>,
-    pending: Mutex<HashMap<Slot, i64>>,
+    pending: Mutex<HashMap<Slot, i64, foldhash::fast::RandomState>>,
     /// One flush at a time: a flush that returns has written everything counted before it
     /// started, including what a concurrent flush had taken (shutdown and tests rely on it).
     flushing: tokio::sync::Mutex<()>,
@@ -38,15 +67,11 @@ impl std::fmt::Debug for Usage {
 
 /// The route group of a request path: the segment after `/v1/` (`news`, `files`, `keys`,
 /// `audit-log`, ...), `mcp` for the MCP endpoint, `files` for signed file URLs.
-pub fn route_group(path: &str) -> String {
-    if let Some(rest) = path.strip_prefix("/v1/") {
-        return rest.split('/').next().unwrap_or("").to_owned();
-    }
-    path.trim_start_matches('/')
-        .split('/')
-        .next()
-        .unwrap_or("")
-        .to_owned()
+pub fn route_group(path: &str) -> &str {
+    let rest = path
+        .strip_prefix("/v1/")
+        .unwrap_or_else(|| path.trim_start_matches('/'));
+    rest.split('/').next().unwrap_or("")
 }
 
 impl Usage {
@@ -69,18 +94,20 @@ impl Usage {
     }
 
     /// Counts one request.
-    pub fn count(&self, user_id: &str, key_id: &str, day: &str, group: &str) {
-        *self
-            .pending
-            .lock()
-            .expect("usage lock")
-            .entry((
-                user_id.to_owned(),
-                key_id.to_owned(),
-                day.to_owned(),
-                group.to_owned(),
-            ))
-            .or_default() += 1;
+    pub fn count(&self, user_id: &str, key_id: &str, day: Day, group: &str) {
+        thread_local! {
+            static SLOT: RefCell<String> = const { RefCell::new(String::new()) };
+        }
+        SLOT.with_borrow_mut(|slot| {
+            write_slot(slot, user_id, key_id, day, group);
+            let mut pending = self.pending.lock().expect("usage lock");
+            match pending.get_mut(slot.as_str()) {
+                Some(n) => *n += 1,
+                None => {
+                    pending.insert(slot.clone(), 1);
+                }
+            }
+        });
     }
 
     /// Writes every pending count; a failed one is kept for the next flush.
@@ -91,7 +118,8 @@ impl Usage {
         // Keys that answered since the last flush were last used now (to within a flush).
         let mut used: Vec<String> = work
             .keys()
-            .map(|(_, key, _, _)| key.clone())
+            .filter_map(|slot| parts(slot))
+            .map(|(_, key, _, _)| key.to_owned())
             .filter(|k| !k.is_empty())
             .collect();
         used.sort_unstable();
@@ -105,25 +133,24 @@ impl Usage {
             first_error = Some(e);
         }
         let counts: Vec<UsageCount> = work
-            .into_iter()
-            .map(
-                |((user_id, key_id, day, route_group), requests)| UsageCount {
-                    user_id,
-                    key_id,
-                    day,
-                    route_group,
+            .iter()
+            .filter_map(|(slot, &requests)| {
+                let (user_id, key_id, day, route_group) = parts(slot)?;
+                Some(UsageCount {
+                    user_id: user_id.to_owned(),
+                    key_id: key_id.to_owned(),
+                    day: day.to_owned(),
+                    route_group: route_group.to_owned(),
                     requests,
-                },
-            )
+                })
+            })
             .collect();
         // One batch for every counter (all or none is written): the store is not asked once
         // per counter per flush.
         if let Err(e) = self.store.add_usage(&counts).await {
             let mut pending = self.pending.lock().expect("usage lock");
-            for c in counts {
-                *pending
-                    .entry((c.user_id, c.key_id, c.day, c.route_group))
-                    .or_default() += c.requests;
+            for (slot, requests) in work {
+                *pending.entry(slot).or_default() += requests;
             }
             first_error.get_or_insert(e);
         }
@@ -151,10 +178,11 @@ mod tests {
             .await
             .unwrap();
         let u = Usage::new(store.clone());
+        let day = Day::parse_param("day", "2026-11-01").unwrap();
         for _ in 0..3 {
-            u.count("usr_1", "key_1", "2026-11-01", "news");
+            u.count("usr_1", "key_1", day, "news");
         }
-        u.count("usr_1", "", "2026-11-01", "keys");
+        u.count("usr_1", "", day, "keys");
         assert!(
             store
                 .usage("usr_1", "2026-10-01", "2026-11-30")
@@ -164,7 +192,7 @@ mod tests {
             "nothing written before a flush"
         );
         u.flush().await.unwrap();
-        u.count("usr_1", "key_1", "2026-11-01", "news");
+        u.count("usr_1", "key_1", day, "news");
         u.flush().await.unwrap();
         assert_eq!(
             store
