@@ -84,7 +84,7 @@ impl Params {
 /// nor `%` is the query's own text, not copied and checked byte by byte again as that parser
 /// does with every one (a tenth of a keyed page's own work went to decoding its three
 /// parameters, BENCHMARKS.md).
-pub(crate) fn pairs(raw: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
+fn pairs(raw: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, str>)> {
     raw.split('&').filter(|s| !s.is_empty()).map(|pair| {
         let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
         (decode(name), decode(value))
@@ -92,7 +92,7 @@ pub(crate) fn pairs(raw: &str) -> impl Iterator<Item = (Cow<'_, str>, Cow<'_, st
 }
 
 /// One name or value of a query string, decoded (see [`pairs`]).
-fn decode(text: &str) -> Cow<'_, str> {
+pub(crate) fn decode(text: &str) -> Cow<'_, str> {
     if !text.bytes().any(|b| b == b'+' || b == b'%') {
         return Cow::Borrowed(text);
     }

@@ -116,13 +116,16 @@ pub fn pin_of(query: Option<&str>) -> Option<Pin> {
     if !query.contains("corpus_version") && !query.contains('%') {
         return None;
     }
+    // Names decoded, values only the one named (a cut's instant is percent-encoded, and
+    // decoding it here, for nothing, cost more than the rest of this check).
     let mut named = None;
-    for (k, v) in crate::params::pairs(query) {
-        if k == "corpus_version" {
+    for pair in query.split('&').filter(|p| !p.is_empty()) {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if crate::params::decode(k) == "corpus_version" {
             if named.is_some() {
                 return None;
             }
-            named = Some(v.into_owned());
+            named = Some(crate::params::decode(v).into_owned());
         }
     }
     Pin::parse("corpus_version", &named?).ok()
