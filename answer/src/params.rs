@@ -699,6 +699,8 @@ mod tests {
         }
     }
 
+    use proptest::strategy::Strategy;
+
     proptest::proptest! {
         /// Query strings of the characters that matter to decoding (separators, `+`, `%` with
         /// good and bad hex, bytes that make invalid UTF-8 once decoded, non-ASCII text).
@@ -710,7 +712,7 @@ mod tests {
                     "%FF", "%e2%82%ac", "a", "as_of", "cik", "1", " ", "é", "€", "Z",
                 ]),
                 0..24,
-            ).prop_map(|parts| parts.concat())
+            ).prop_map(|parts: Vec<&str>| parts.concat())
         ) {
             let ours: Vec<(String, String)> =
                 pairs(&raw).map(|(k, v)| (k.into_owned(), v.into_owned())).collect();
