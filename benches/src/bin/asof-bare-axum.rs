@@ -2,7 +2,8 @@
 //! bare axum server, built from the same axum, hyper and tokio as `asof serve`, answering
 //! `GET /health` with a constant answer and nothing else (no middleware, no state).
 //!
-//! Usage: `asof-bare-axum --listen 127.0.0.1:PORT [--headers FILE --body FILE] [--answers DIR]`.
+//! Usage: `asof-bare-axum --listen 127.0.0.1:PORT [--headers FILE --body FILE] [--answers DIR]
+//! [--hyper-loop] [--header-read-timeout SECS]`.
 //! Prints `listening ADDR` once bound, so a script can start measuring without a fixed sleep.
 //!
 //! By default the answer is a 15-byte JSON body with one header. With `--headers` (one
@@ -16,6 +17,10 @@
 //! `DIR/index` holds `<path and query>\t<N>` lines, `DIR/N.head` and `DIR/N.body` the answer
 //! (as `--headers` and `--body`); any other request is a bare 404. The same requests then
 //! cost it only the sending of the same bytes (the by-filer pages' ceiling on this machine).
+//!
+//! With `--hyper-loop` it serves through a hand-written accept loop on hyper's HTTP/1
+//! connections instead of `axum::serve`, and with `--header-read-timeout SECS` that loop arms
+//! hyper's header-read timeout as `asof serve` does: the pair measures that timer alone.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -75,7 +80,39 @@ async fn main() -> std::io::Result<()> {
         });
     let listener = tokio::net::TcpListener::bind(&listen).await?;
     println!("listening {}", listener.local_addr()?);
+    let timeout = arg("--header-read-timeout").map(|s| {
+        std::time::Duration::from_secs(s.parse().expect("--header-read-timeout takes seconds"))
+    });
+    if args.iter().any(|a| a == "--hyper-loop") || timeout.is_some() {
+        return hyper_loop(listener, app, timeout).await;
+    }
     axum::serve(listener, app).await
+}
+
+/// The same application on hyper's HTTP/1 connections in a hand-written accept loop (as
+/// `asof serve`'s own, without its limits and draining), with hyper's header-read timeout when
+/// `timeout` is given: a tokio timer made, registered and cleared for every request head, which
+/// `axum::serve` does not arm. The two runs of this loop, with and without the timer, tell
+/// what that timer costs a server doing no other work.
+async fn hyper_loop(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    timeout: Option<std::time::Duration>,
+) -> std::io::Result<()> {
+    let mut http = hyper::server::conn::http1::Builder::new();
+    if let Some(t) = timeout {
+        http.timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(t);
+    }
+    loop {
+        let (tcp, _) = listener.accept().await?;
+        let _ = tcp.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(app.clone());
+        let conn = http.serve_connection(hyper_util::rt::TokioIo::new(tcp), service);
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+    }
 }
 
 /// The header fields of a head as `curl -D` writes it, but for the status line and the two
