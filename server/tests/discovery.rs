@@ -613,20 +613,7 @@ async fn health_carries_each_requests_own_id_and_the_version_served_after_a_relo
     assert!(bodies.windows(2).all(|w| w[0] == w[1]), "{bodies:?}");
 
     let before = t.state.corpus().version().to_owned();
-    let copy = tempfile::tempdir().unwrap();
-    let dst = common::copy_of_sample_corpus_into(copy.path()).await;
-    let changes = asof_engine::write::publish::ChangeSet {
-        notes: [("test".to_owned(), "health".to_owned())].into(),
-        ..Default::default()
-    };
-    asof_engine::write::publish::publish(&dst, changes, asof_engine::Instant::now())
-        .await
-        .unwrap();
-    assert!(
-        asof_server::reload::reload_once(&t.state, &dst)
-            .await
-            .is_some()
-    );
+    let (_copy, _) = common::reload_to_a_new_version(&t).await;
     let after = t.state.corpus().version().to_owned();
     assert_ne!(after, before);
     let r = send(&t, Method::GET, "/health", None, &[]).await;

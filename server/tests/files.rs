@@ -216,20 +216,7 @@ async fn a_files_cursor_after_a_reload_is_cursor_expired() {
         .as_str()
         .unwrap()
         .to_owned();
-    let copy = tempfile::tempdir().unwrap();
-    let dst = common::copy_of_sample_corpus_into(copy.path()).await;
-    let changes = asof_engine::write::publish::ChangeSet {
-        notes: [("test".to_owned(), "reload".to_owned())].into(),
-        ..Default::default()
-    };
-    asof_engine::write::publish::publish(&dst, changes, asof_engine::Instant::now())
-        .await
-        .unwrap();
-    assert!(
-        asof_server::reload::reload_once(&t.state, &dst)
-            .await
-            .is_some()
-    );
+    let (_copy, _) = common::reload_to_a_new_version(&t).await;
     let r = send(
         &t,
         Method::GET,

@@ -456,20 +456,7 @@ async fn a_reload_during_a_paged_walk_expires_the_cursor() {
     let t = setup().await;
     let r = get(&t, "/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=2").await;
     let c = r.json["next_cursor"].as_str().unwrap().to_owned();
-    // A new version: a copy of the shipped corpus with one more published note.
-    let (_copy, dst) = copy_of_sample_corpus().await;
-    let changes = asof_engine::write::publish::ChangeSet {
-        notes: [("test".to_owned(), "reload".to_owned())].into(),
-        ..Default::default()
-    };
-    asof_engine::write::publish::publish(&dst, changes, asof_engine::Instant::now())
-        .await
-        .unwrap();
-    assert!(
-        asof_server::reload::reload_once(&t.state, &dst)
-            .await
-            .is_some()
-    );
+    let (_copy, _) = common::reload_to_a_new_version(&t).await;
     let r = get(
         &t,
         &format!("/v1/news?cik=789019&as_of=2026-02-05T00:00:00Z&limit=2&cursor={c}"),
@@ -979,17 +966,7 @@ async fn a_successful_reload_is_served_and_reported_by_health_and_etags_follow_i
     let t = setup().await;
     let before = t.state.corpus().version().to_owned();
     let old = get(&t, TSLA).await;
-    let (_copy, dst) = copy_of_sample_corpus().await;
-    let changes = asof_engine::write::publish::ChangeSet {
-        notes: [("test".to_owned(), "etag".to_owned())].into(),
-        ..Default::default()
-    };
-    asof_engine::write::publish::publish(&dst, changes, asof_engine::Instant::now())
-        .await
-        .unwrap();
-    let new = asof_server::reload::reload_once(&t.state, &dst)
-        .await
-        .unwrap();
+    let (_copy, new) = common::reload_to_a_new_version(&t).await;
     assert_ne!(new, before);
     let h = send(&t, Method::GET, "/health", None, &[]).await;
     assert_eq!(h.json["results"][0]["corpus_version"], new.as_str());

@@ -83,6 +83,24 @@ pub async fn copy_of_sample_corpus_into(dir: &Path) -> CorpusStore {
 
 /// The shipped sample corpus, copied object by object into `dst` (same version): its
 /// partitions, identity and access files, then its manifest and pointer.
+/// Moves `t` to a new version: a copy of the shipped corpus with one more published note,
+/// reloaded. Returns the copy (it holds the served files: keep it alive) and the new version.
+pub async fn reload_to_a_new_version(t: &T) -> (tempfile::TempDir, String) {
+    let copy = tempfile::tempdir().unwrap();
+    let dst = copy_of_sample_corpus_into(copy.path()).await;
+    let changes = asof_engine::write::publish::ChangeSet {
+        notes: [("test".to_owned(), "reload".to_owned())].into(),
+        ..Default::default()
+    };
+    asof_engine::write::publish::publish(&dst, changes, asof_engine::Instant::now())
+        .await
+        .unwrap();
+    let version = asof_server::reload::reload_once(&t.state, &dst)
+        .await
+        .expect("the new version is served");
+    (copy, version)
+}
+
 pub async fn copy_sample_corpus(dst: &CorpusStore) {
     let src = CorpusStore::open(repo().to_str().unwrap()).unwrap();
     let (version, m) = src.current().await.unwrap();
