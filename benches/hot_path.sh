@@ -88,15 +88,28 @@ done = function(summary, latency, requests)
   local errors = summary.errors.connect + summary.errors.read + summary.errors.write
     + summary.errors.status + summary.errors.timeout
   io.write(string.format(
-    '{"requests_per_s": %.1f, "p50_ms": %.3f, "p99_ms": %.3f, "errors": %d}\n',
-    summary.requests / (summary.duration / 1e6),
+    '{"requests": %d, "requests_per_s": %.1f, "p50_ms": %.3f, "p99_ms": %.3f, "errors": %d}\n',
+    summary.requests, summary.requests / (summary.duration / 1e6),
     latency:percentile(50) / 1000, latency:percentile(99) / 1000, errors))
 end
 LUA
 
+# The CPU a process has spent (user and system), in clock ticks: read around each closed-loop
+# run, so a server's CPU per request is known beside its throughput. wrk shares this machine's
+# cores with the server; the CPU a request costs the server is the figure that does not depend
+# on how the cores were divided between them.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+hz=$(getconf CLK_TCK)
+measured() { # name connections pid, then the wrk command
+  local name=$1 conns=$2 pid=$3 before
+  shift 3
+  before=$(ticks "$pid")
+  "$@" | tail -1 >"$work/$name-$conns.json"
+  echo "$(( $(ticks "$pid") - before ))" >"$work/$name-$conns.ticks"
+}
 run() { # name threads connections seconds
-  PATHS="$work/$1.txt" wrk -t"$2" -c"$3" -d"$4s" -s "$work/load.lua" \
-    "http://127.0.0.1:$port" | tail -1 >"$work/$1-$3.json"
+  PATHS="$work/$1.txt" measured "$1" "$3" "$server" \
+    wrk -t"$2" -c"$3" -d"$4s" -s "$work/load.lua" "http://127.0.0.1:$port"
 }
 if [ ${#metrics[@]} -gt 0 ]; then
   ( while kill -0 "$server" 2>/dev/null; do
@@ -120,8 +133,8 @@ bare_run() { # name paths [asof-bare-axum arguments]
     curl -fs "http://127.0.0.1:$bport/health" >/dev/null 2>&1 && break
     sleep 0.05
   done
-  PATHS="$work/$paths.txt" wrk -t2 -c16 -d"${duration}s" -s "$work/load.lua" \
-    "http://127.0.0.1:$bport" | tail -1 >"$work/$name-16.json"
+  PATHS="$work/$paths.txt" measured "$name" 16 "$bare" \
+    wrk -t2 -c16 -d"${duration}s" -s "$work/load.lua" "http://127.0.0.1:$bport"
   kill "$bare" && wait "$bare" 2>/dev/null || true
 }
 # The head and body of one of our /health answers, for the bare server to send as its own.
@@ -161,21 +174,29 @@ run small 1 1 "$half"
 rss=$(awk '/VmRSS/{print $2}' "/proc/$server/status")
 hwm=$(awk '/VmHWM/{print $2}' "/proc/$server/status")
 
-python3 - "$work" "$rss" "$hwm" <<'PY'
+python3 - "$work" "$rss" "$hwm" "$hz" <<'PY'
 import json, sys
 w = sys.argv[1]
+hz = int(sys.argv[4])
 import os
 kinds = ["health-16", "all-16", "big-1", "big1-1", "small-1"]
 if os.path.exists(f"{w}/bare-16.json"):
     kinds = ["bare-16", "bare2-16", "samebytes-16", "samepages-16"] + kinds
 r = {k: json.load(open(f"{w}/{k}.json")) for k in kinds}
+# The server's CPU per request in each run (user and system, all its threads), and requests per
+# second of that CPU: what a request costs the server, whatever share of the cores wrk took.
+for k, v in r.items():
+    cpu_s = int(open(f"{w}/{k}.ticks").read()) / hz
+    v["server_cpu_s"] = cpu_s
+    v["cpu_us_per_request"] = 1e6 * cpu_s / v["requests"] if v["requests"] else None
+    v["requests_per_cpu_s"] = v["requests"] / cpu_s if cpu_s else None
 h, a = r["health-16"], r["all-16"]
 ratio = a["requests_per_s"] / h["requests_per_s"]
 bare = None
 if "bare-16" in r:
     bare = (r["bare-16"]["requests_per_s"] + r["bare2-16"]["requests_per_s"]) / 2
-print("| what | requests/s | p50 | p99 | errors |")
-print("|---|---|---|---|---|")
+print("| what | requests/s | p50 | p99 | errors | server CPU per request | requests per server CPU-second |")
+print("|---|---|---|---|---|---|---|")
 names = {"bare-16": "bare axum `GET /health`, 16 connections (before ours)",
          "bare2-16": "bare axum `GET /health`, 16 connections (after ours)",
          "samebytes-16": "bare axum sending our `/health`'s head and body, 16 connections",
@@ -184,15 +205,22 @@ names = {"bare-16": "bare axum `GET /health`, 16 connections (before ours)",
          "big-1": "big filer, limit 100, sequential", "big1-1": "big filer, limit 1, sequential",
          "small-1": "small filer, limit 100, sequential"}
 for k, v in r.items():
-    print(f"| {names[k]} | {v['requests_per_s']:,.0f} | {v['p50_ms']:.3f} ms | {v['p99_ms']:.3f} ms | {v['errors']} |")
-print(f"\nkeyed / health throughput: {100 * ratio:.1f}%; server RSS {int(sys.argv[2]) / 1024:.0f} MiB, peak {int(sys.argv[3]) / 1024:.0f} MiB")
+    print(f"| {names[k]} | {v['requests_per_s']:,.0f} | {v['p50_ms']:.3f} ms | {v['p99_ms']:.3f} ms | {v['errors']} "
+          f"| {v['cpu_us_per_request']:.1f} µs | {v['requests_per_cpu_s']:,.0f} |")
+per_cpu = lambda k: r[k]["requests_per_cpu_s"]
+print(f"\nkeyed / health, per server CPU-second: {100 * per_cpu('all-16') / per_cpu('health-16'):.1f}%")
+print(f"keyed / health throughput: {100 * ratio:.1f}%; server RSS {int(sys.argv[2]) / 1024:.0f} MiB, peak {int(sys.argv[3]) / 1024:.0f} MiB")
 if bare:
     print(f"our /health / bare axum /health (mean of its two runs): {100 * h['requests_per_s'] / bare:.1f}%")
+    bare_cpu = (per_cpu("bare-16") + per_cpu("bare2-16")) / 2
+    print(f"per server CPU-second: our /health / bare axum /health: {100 * per_cpu('health-16') / bare_cpu:.1f}%; "
+          f"/ bare axum sending our bytes: {100 * per_cpu('health-16') / per_cpu('samebytes-16'):.1f}%; "
+          f"our pages / bare axum sending them: {100 * per_cpu('all-16') / per_cpu('samepages-16'):.1f}%")
     same = r["samebytes-16"]["requests_per_s"]
     print(f"bare axum sending our bytes / bare axum: {100 * same / bare:.1f}%; our /health / that: {100 * h['requests_per_s'] / same:.1f}%")
     pages = r["samepages-16"]["requests_per_s"]
     print(f"bare axum sending our pages / bare axum sending our /health: {100 * pages / same:.1f}% (the ceiling of the keyed / health ratio); our pages / that: {100 * a['requests_per_s'] / pages:.1f}%")
-print(json.dumps({**r, "ratio": ratio, "health_of_bare": h["requests_per_s"] / bare if bare else None,
+print(json.dumps({**r, "ratio": ratio, "ratio_per_cpu": per_cpu("all-16") / per_cpu("health-16"), "health_of_bare": h["requests_per_s"] / bare if bare else None,
                   "same_bytes_of_bare": r["samebytes-16"]["requests_per_s"] / bare if bare else None,
                   "rss_mib": int(sys.argv[2]) / 1024, "peak_rss_mib": int(sys.argv[3]) / 1024}))
 PY

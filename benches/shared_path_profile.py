@@ -14,7 +14,7 @@ server's CPU time:
     (sha2, HMAC), the handler and engine, the rest.
 
 Workloads: `GET /health` on the bare server and on `asof serve`, and a keyed 1-row and a
-keyed 100-row by-filer page (`asof serve`, enough desk keys that no answer is a 429; non-2xx
+keyed 100-row by-filer page (`asof serve`, enough desk keys of its own per workload that no answer is a 429; non-2xx
 are counted and fail the run).
 
 Usage: benches/shared_path_profile.py --bin target/profiling/asof
@@ -98,7 +98,7 @@ def main():
     ap.add_argument("--bin", required=True, help="asof built with --profile profiling")
     ap.add_argument("--bare", required=True, help="asof-bare-axum")
     ap.add_argument("--duration", type=int, default=8)
-    ap.add_argument("--keys", type=int, default=256)
+    ap.add_argument("--keys", type=int, default=512, help="desk keys per keyed workload")
     args = ap.parse_args()
     out = {}
     with tempfile.TemporaryDirectory(prefix="asof-shared-path-") as work:
@@ -111,15 +111,17 @@ def main():
             bare.terminate()
         server = Server(args.bin, work, env={"ASOF_LOG": "warn"})
         try:
-            keys = os.path.join(work, "keys.txt")
-            with open(keys, "w") as f:
-                for _ in range(args.keys):
-                    f.write(create_key(args.bin, server.db, "desk") + "\n")
             out["asof /health"] = profile(server.proc.pid, f"{server.base}/health", args.duration, work, "health")
             for name, path in [
                 ("keyed 1-row page", "/v1/news?ticker=MSFT&as_of=2026-02-06T00:00:00Z&limit=1"),
                 ("keyed 100-row page", "/v1/news?ticker=MSFT&as_of=2026-02-06T00:00:00Z&limit=100"),
             ]:
+                # Keys of its own for each keyed workload: the runs follow each other within
+                # a minute, and keys the last run spent would answer this one 429.
+                keys = os.path.join(work, f"{len(out)}.keys")
+                with open(keys, "w") as f:
+                    for _ in range(args.keys):
+                        f.write(create_key(args.bin, server.db, "desk") + "\n")
                 script = os.path.join(work, f"{len(out)}.lua")
                 with open(script, "w") as f:
                     f.write(WRK_LUA % {"keys": keys, "path": path})
