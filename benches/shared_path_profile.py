@@ -14,11 +14,11 @@ server's CPU time:
     (sha2, HMAC), the handler and engine, the rest.
 
 Workloads: `GET /health` on the bare server and on `asof serve`, and a keyed 1-row and a
-keyed 100-row by-filer page (`asof serve`, enough desk keys of its own per workload that no answer is a 429; non-2xx
-are counted and fail the run).
+keyed 100-row by-filer page (`asof serve`, each with enough desk keys of its own that no answer
+is a 429; non-2xx are counted and fail the run).
 
 Usage: benches/shared_path_profile.py --bin target/profiling/asof
-           --bare target/release/asof-bare-axum [--duration 8] [--keys 256]
+           --bare target/release/asof-bare-axum [--duration 8] [--keys 512]
 Prints a Markdown table per workload and one JSON object.
 """
 
