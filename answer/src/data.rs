@@ -1,6 +1,7 @@
 //! The data answers: the as-of cut, the became-knowable diff, single records, coverage
 //! certificates and identity as of an instant, with the query structs their routes take.
 
+use asof_cursor::FilterDigest;
 use asof_engine::model::coverage::Scope;
 use asof_engine::{
     Corpus, Coverage, CoverageQuery, Day, Entity, Instant, Lane, NewsQuery, RecordLookup, SourceId,
@@ -223,24 +224,24 @@ pub async fn cut<P: CutParams>(corpus: &Corpus, pager: &Pager, p: &P) -> Result<
     news_page(corpus, pager, P::OP, query, p.cursor(), Scope::Corpus).await
 }
 
-/// The filter set a news/diff cursor is bound to.
-fn news_filters(q: &NewsQuery) -> [(&'static str, String); 5] {
-    let cut = match q.start {
-        Some(s) => format!("{s}..{}", q.as_of),
-        None => q.as_of.to_string(),
+/// The filter set a news/diff cursor is bound to: `cut` (`<as_of>`, or `<start>..<as_of>` on a
+/// diff), `visible_by`, `entity` (`all`, `cik:<cik>`, `ticker:<ticker>`), `lane`, `source`,
+/// hashed as they are formatted. Never change a field's text: cursors in flight would be
+/// refused.
+fn news_filters(q: &NewsQuery) -> FilterDigest {
+    let mut d = FilterDigest::new();
+    match q.start {
+        Some(s) => d.field("cut", format_args!("{s}..{}", q.as_of)),
+        None => d.field("cut", q.as_of),
     };
-    let entity = match &q.entity {
-        Entity::All => "all".to_owned(),
-        Entity::Cik(c) => format!("cik:{c}"),
-        Entity::Ticker(t) => format!("ticker:{t}"),
+    d.field("visible_by", q.visible_by);
+    match &q.entity {
+        Entity::All => d.field("entity", "all"),
+        Entity::Cik(c) => d.field("entity", format_args!("cik:{c}")),
+        Entity::Ticker(t) => d.field("entity", format_args!("ticker:{t}")),
     };
-    [
-        ("cut", cut),
-        ("visible_by", q.visible_by.to_string()),
-        ("entity", entity),
-        ("lane", q.lane.to_string()),
-        ("source", q.source.to_string()),
-    ]
+    d.field("lane", q.lane).field("source", q.source);
+    d
 }
 
 /// One page of a news or diff walk (the routes' and the sample's): opens the cursor, asks the
@@ -253,7 +254,7 @@ pub async fn news_page(
     cursor: Option<&str>,
     scope: Scope<'_>,
 ) -> Result<NewsPage, Error> {
-    let paging = pager.bind(op, &news_filters(&q), corpus.version());
+    let paging = pager.bind_digest(op, news_filters(&q), corpus.version());
     let q = NewsQuery {
         after: paging.open(cursor)?,
         ..q
@@ -398,4 +399,64 @@ pub fn mapping_cik(
     }
     let m = corpus.mapping_cik(&cik, p.as_of);
     Ok(Answer::of(m).at(Some(p.as_of), None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The digest news and diff cursors carried when each filter was made a string first:
+    /// the fields' texts must never change, or cursors in flight are refused.
+    fn as_strings(q: &NewsQuery) -> String {
+        let cut = match q.start {
+            Some(s) => format!("{s}..{}", q.as_of),
+            None => q.as_of.to_string(),
+        };
+        let entity = match &q.entity {
+            Entity::All => "all".to_owned(),
+            Entity::Cik(c) => format!("cik:{c}"),
+            Entity::Ticker(t) => format!("ticker:{t}"),
+        };
+        asof_cursor::filter_digest(&[
+            ("cut", cut),
+            ("visible_by", q.visible_by.to_string()),
+            ("entity", entity),
+            ("lane", q.lane.to_string()),
+            ("source", q.source.to_string()),
+        ])
+    }
+
+    #[test]
+    fn the_news_filter_digest_is_that_of_the_filters_texts() {
+        let at = |s: &str| Instant::parse(s).unwrap();
+        let base = NewsQuery {
+            source: SourceId::SecEdgar,
+            lane: Lane::CertifiedPit,
+            visible_by: VisibleBy::PublishedAt,
+            start: None,
+            as_of: at("2026-02-06T00:00:00Z"),
+            entity: Entity::Cik("320193".into()),
+            after: None,
+            limit: 100,
+        };
+        let queries = [
+            base.clone(),
+            NewsQuery {
+                start: Some(at("2026-01-01T12:30:00.123456Z")),
+                visible_by: VisibleBy::AvailableAt,
+                entity: Entity::Ticker("BRK.B".into()),
+                ..base.clone()
+            },
+            NewsQuery {
+                entity: Entity::All,
+                lane: Lane::ForwardFirstSeen,
+                source: SourceId::OfacSdn,
+                visible_by: VisibleBy::CommittedAt,
+                ..base.clone()
+            },
+        ];
+        for q in &queries {
+            assert_eq!(news_filters(q).finish(), as_strings(q), "{q:?}");
+        }
+    }
 }

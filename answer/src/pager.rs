@@ -4,7 +4,7 @@
 //!
 //! Cursors are `asof-cursor` tokens (HMAC-signed): any replica holding the key verifies them.
 
-use asof_cursor::{CursorSigner, filter_digest};
+use asof_cursor::{CursorSigner, FilterDigest};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -71,10 +71,25 @@ impl Pager {
 
     /// One request's paging: `op` with this filter set, at `version`.
     pub fn bind<'a>(&'a self, op: Op, filters: &[(&str, String)], version: &'a str) -> Paging<'a> {
+        let mut digest = FilterDigest::new();
+        for (name, value) in filters {
+            digest.field(name, value);
+        }
+        self.bind_digest(op, digest, version)
+    }
+
+    /// [`Self::bind`] with the filter set given as its digest, built from the values as they
+    /// display (no text made for each).
+    pub fn bind_digest<'a>(
+        &'a self,
+        op: Op,
+        filters: FilterDigest,
+        version: &'a str,
+    ) -> Paging<'a> {
         Paging {
             signer: &self.signer,
             op,
-            filters: filter_digest(filters),
+            filters: filters.finish(),
             version,
         }
     }

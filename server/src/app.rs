@@ -18,7 +18,7 @@ use tower::Service;
 use tower_http::cors::CorsLayer;
 
 use crate::error::ApiError;
-use crate::http::guard::Guard;
+use crate::http::guard::{Guard, X_RATELIMIT_LIMIT, X_RATELIMIT_REMAINING, X_RATELIMIT_RESET};
 use crate::http::middleware::Shared;
 use crate::http::response::{X_CORPUS_VERSION, X_REQUEST_ID};
 use crate::http::route::RouteInfo;
@@ -144,9 +144,9 @@ pub(crate) fn cors() -> CorsLayer {
             header::CONTENT_RANGE,
             header::CONTENT_LENGTH,
             header::ACCEPT_RANGES,
-            HeaderName::from_static("x-ratelimit-limit"),
-            HeaderName::from_static("x-ratelimit-remaining"),
-            HeaderName::from_static("x-ratelimit-reset"),
+            X_RATELIMIT_LIMIT,
+            X_RATELIMIT_REMAINING,
+            X_RATELIMIT_RESET,
             header::RETRY_AFTER,
             HeaderName::from_static(DROPPED_HEADER),
             HeaderName::from_static(NEXT_CURSOR_HEADER),

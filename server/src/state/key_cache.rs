@@ -13,11 +13,11 @@
 //! its 256 bits; a hash that was unknown stays unknown. (Flooding many different made-up keys
 //! is the per-address refusal limit's, `crate::state::refusals`.)
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use crate::error::Result;
+use crate::state::FastMap;
 use crate::state::store::{KeyRecord, StateStore, User};
 
 /// How long a looked-up key is trusted without asking the store again. The promise is that a
@@ -39,7 +39,7 @@ pub struct KeyCache {
     /// By secret hash: when looked up, and the records, shared with every request that
     /// presents the key while they are fresh (a request takes two reference counts, not a
     /// copy of six strings).
-    entries: Mutex<HashMap<String, (Instant, Arc<KeyRecord>, Arc<User>)>>,
+    entries: Mutex<FastMap<String, (Instant, Arc<KeyRecord>, Arc<User>)>>,
     /// Hashes the store answered unknown.
     unknown: Unknown,
 }
@@ -49,7 +49,7 @@ pub struct KeyCache {
 /// service makes itself from random bytes: nobody presents it before it exists.
 #[derive(Debug, Default)]
 pub struct Unknown {
-    hashes: Mutex<HashMap<String, Instant>>,
+    hashes: Mutex<FastMap<String, Instant>>,
 }
 
 impl Unknown {
@@ -88,7 +88,7 @@ impl KeyCache {
     pub fn new(ttl: Duration) -> Self {
         KeyCache {
             ttl,
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(FastMap::default()),
             unknown: Unknown::default(),
         }
     }

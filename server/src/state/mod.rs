@@ -16,3 +16,9 @@ pub use billing::{
     Attestation, BillingEffect, BillingEvent, BillingOutcome, PlanChange, SubscriptionRecord,
 };
 pub use store::{KeyRecord, StateStore, StoredReceipt, User, hash_key, open};
+
+/// The hash map of the per-request tables (key cache, rate windows, refusal counts, usage):
+/// foldhash, seeded per process, where the standard SipHash cost about a thousand instructions
+/// on each keyed request for its three lookups by text. Their keys are hashes of credentials,
+/// account ids and address buckets; a process's random seed keeps collisions unchosen.
+pub(crate) type FastMap<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;

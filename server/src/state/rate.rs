@@ -33,6 +33,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::error::Result;
+use crate::state::FastMap;
 use crate::state::store::{StateStore, WindowHits};
 
 /// How often a replica writes its locally counted requests to the state store.
@@ -79,7 +80,7 @@ pub struct RateWindows {
 #[derive(Debug, Default)]
 struct Inner {
     /// The current window of each bucket seen here.
-    entries: HashMap<String, Entry>,
+    entries: FastMap<String, Entry>,
     /// Pending hits of windows that ended before they were written: `(bucket, window, n)`.
     retired: Vec<(String, i64, i64)>,
 }

@@ -13,10 +13,11 @@
 //! credential, the store write the counter exists to save. Each replica counts alone, so N
 //! replicas let an address spend N limits a minute: still a few dozen queries, not thousands.
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 
 use asof_engine::Instant;
+
+use crate::state::FastMap;
 
 /// Address buckets tracked at most; past it, the ones of past windows are dropped (and all
 /// when none is), so a flood from many addresses cannot grow the map without bound.
@@ -27,14 +28,14 @@ const WINDOW_MICROS: i64 = 60_000_000;
 #[derive(Debug)]
 pub struct Refusals {
     limit: u32,
-    counts: Mutex<HashMap<String, (i64, u32)>>,
+    counts: Mutex<FastMap<String, (i64, u32)>>,
 }
 
 impl Refusals {
     pub fn new(limit: u32) -> Self {
         Refusals {
             limit: limit.max(1),
-            counts: Mutex::new(HashMap::new()),
+            counts: Mutex::new(FastMap::default()),
         }
     }
 

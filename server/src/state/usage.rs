@@ -9,13 +9,13 @@
 //! not waiting on the store.
 
 use std::cell::RefCell;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use asof_engine::Day;
 
 use crate::error::Result;
+use crate::state::FastMap;
 use crate::state::StateStore;
 use crate::state::store::UsageCount;
 
@@ -53,7 +53,7 @@ fn parts(slot: &str) -> Option<(&str, &str, &str, &str)> {
 
 pub struct Usage {
     store: Arc<dyn StateStore>,
-    pending: Mutex<HashMap<Slot, i64, foldhash::fast::RandomState>>,
+    pending: Mutex<FastMap<Slot, i64>>,
     /// One flush at a time: a flush that returns has written everything counted before it
     /// started, including what a concurrent flush had taken (shutdown and tests rely on it).
     flushing: tokio::sync::Mutex<()>,
