@@ -300,7 +300,7 @@ pub async fn record(
         RecordLookup::Visible(r) => {
             let mut cov = Coverage::default();
             if let Some(d) = r.partition_day() {
-                cov.touch(asof_engine::model::coverage::day_key(r.source_id, d));
+                cov.touch_day(r.source_id, d);
             }
             Ok(Answer::of(vec![NewsRecord::from_row(*r, false)])
                 .at(Some(as_of), Some(visible_by))

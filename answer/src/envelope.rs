@@ -1,7 +1,7 @@
 //! The envelope and the record shapes every JSON answer uses, whoever renders it (HTTP, MCP,
 //! `asof query`, the Python module).
 
-use asof_engine::model::coverage::Coverage;
+use asof_engine::model::coverage::{Coverage, CoverageKey};
 use asof_engine::model::identity::Mapping;
 use asof_engine::{Certificate, Instant, NewsRow};
 use serde::Serialize;
@@ -115,7 +115,8 @@ pub struct Origin {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 #[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct CoverageBody {
-    pub touched: Vec<String>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<String>))]
+    pub touched: Vec<CoverageKey>,
     pub missing: Vec<String>,
     /// Number of missing keys in all; `missing` lists at most 32, earliest first.
     pub missing_total: usize,
@@ -446,7 +447,7 @@ impl<T: Serialize> Envelope<T> {
             out.extend_from_slice(b",\"count\":");
             write_json(out, &self.count);
             out.extend_from_slice(b",\"coverage\":{\"touched\":");
-            write_strs(out, &self.coverage.touched);
+            write_keys(out, &self.coverage.touched);
             out.extend_from_slice(b",\"missing\":");
             write_strs(out, &self.coverage.missing);
             out.extend_from_slice(b",\"missing_total\":");
@@ -488,7 +489,12 @@ impl<T: Serialize> Envelope<T> {
             + self.corpus_version.len()
             + opt(&self.visible_by)
             + opt(&self.next_cursor)
-            + strs(&self.coverage.touched)
+            + self
+                .coverage
+                .touched
+                .iter()
+                .map(|k| k.text_len() + 3)
+                .sum::<usize>()
             + strs(&self.coverage.missing)
             + error
             + origin
@@ -538,6 +544,26 @@ fn write_strs(out: &mut Vec<u8>, items: &[String]) {
             out.push(b',');
         }
         write_str(out, s);
+    }
+    out.push(b']');
+}
+
+/// Coverage keys as serde_json writes them, a day's text made in one buffer for all of them.
+fn write_keys(out: &mut Vec<u8>, keys: &[CoverageKey]) {
+    out.push(b'[');
+    let mut text = String::new();
+    for (i, k) in keys.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        match k {
+            CoverageKey::Text(t) => write_str(out, t),
+            CoverageKey::Day(..) => {
+                text.clear();
+                k.push_to(&mut text);
+                write_str(out, &text);
+            }
+        }
     }
     out.push(b']');
 }
@@ -823,7 +849,10 @@ mod tests {
             results in proptest::collection::vec(text(), 0..4),
             next_cursor in proptest::option::of(text()),
             count in proptest::option::of(0..100_000usize),
-            touched in proptest::collection::vec(text(), 0..3),
+            touched in proptest::collection::vec(
+                (text(), proptest::option::of((0..7usize, -1_000..40_000i32))),
+                0..3,
+            ),
             missing in proptest::collection::vec(text(), 0..3),
             missing_total in 0..1_000usize,
             error in proptest::option::of((text(), text(), proptest::option::of(text()))),
@@ -840,7 +869,20 @@ mod tests {
                 results,
                 next_cursor,
                 count,
-                coverage: CoverageBody { touched, missing, missing_total },
+                coverage: CoverageBody {
+                    touched: touched
+                        .into_iter()
+                        .map(|(t, day)| match day {
+                            Some((s, d)) => {
+                                let source = asof_engine::SourceId::ALL[s % asof_engine::SourceId::ALL.len()];
+                                CoverageKey::Day(source, asof_engine::Day::from_days(d))
+                            }
+                            None => CoverageKey::Text(t),
+                        })
+                        .collect(),
+                    missing,
+                    missing_total,
+                },
                 error: error.map(|(code, message, param)| ErrorBody { code, message, param }),
                 sample,
                 origin: origin.map(|(vendor, at, license_class)| Origin {
@@ -875,7 +917,7 @@ mod tests {
         assert_eq!(encoded_len(&[]), Some(2));
         let mut env = Envelope::of("id".into(), "sha256:v".into(), Answer::of(records));
         env.coverage.touched = (0..40)
-            .map(|d| format!("sec.edgar/2024-01-{d:02}"))
+            .map(|d| format!("sec.edgar/2024-01-{d:02}").into())
             .collect();
         env.next_cursor = Some("c".repeat(300));
         // A thread that answered only small bodies before.

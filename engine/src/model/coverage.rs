@@ -24,10 +24,110 @@ use crate::model::manifest::{Manifest, PartitionEntry, SampleSet};
 
 pub const MAX_MISSING_KEYS: usize = 32;
 
+/// One key of `coverage.touched`: a source-day kept as its two values until it is written,
+/// or any other key as its text. A page names up to a hundred days, and a `String` made and
+/// freed for each was a tenth of a by-filer page's instructions (BENCHMARKS.md, issue 65).
+///
+/// Keys are equal when their texts are: a day and the text of that day's key are one key, so
+/// touching either after the other touches nothing new.
+#[derive(Debug, Clone)]
+pub enum CoverageKey {
+    /// `<source>/<YYYY-MM-DD>`, as [`day_key`] writes it.
+    Day(SourceId, Day),
+    Text(String),
+}
+
+impl CoverageKey {
+    /// Appends the key's text to `out`.
+    pub fn push_to(&self, out: &mut String) {
+        match self {
+            CoverageKey::Day(source, day) => {
+                out.push_str(source.as_str());
+                out.push('/');
+                day.push_iso(out);
+            }
+            CoverageKey::Text(t) => out.push_str(t),
+        }
+    }
+
+    /// About how many bytes the key's text takes (exact for every key of a four-digit year).
+    pub fn text_len(&self) -> usize {
+        match self {
+            CoverageKey::Day(source, _) => source.as_str().len() + 11,
+            CoverageKey::Text(t) => t.len(),
+        }
+    }
+
+    /// Whether the key's text is `text`, with no text made for a day.
+    pub fn is(&self, text: &str) -> bool {
+        match self {
+            CoverageKey::Text(t) => t == text,
+            CoverageKey::Day(source, day) => {
+                let s = source.as_str();
+                text.len() == s.len() + 11
+                    && text.starts_with(s)
+                    && text.as_bytes()[s.len()] == b'/'
+                    && text[s.len() + 1..].parse::<Day>() == Ok(*day)
+            }
+        }
+    }
+}
+
+impl PartialEq for CoverageKey {
+    fn eq(&self, other: &Self) -> bool {
+        match (self, other) {
+            (CoverageKey::Day(s, d), CoverageKey::Day(t, e)) => s == t && d == e,
+            (CoverageKey::Text(t), k) | (k, CoverageKey::Text(t)) => k.is(t),
+        }
+    }
+}
+
+impl Eq for CoverageKey {}
+
+impl PartialEq<str> for CoverageKey {
+    fn eq(&self, other: &str) -> bool {
+        self.is(other)
+    }
+}
+
+impl PartialEq<&str> for CoverageKey {
+    fn eq(&self, other: &&str) -> bool {
+        self.is(other)
+    }
+}
+
+impl From<String> for CoverageKey {
+    fn from(text: String) -> Self {
+        CoverageKey::Text(text)
+    }
+}
+
+impl std::fmt::Display for CoverageKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CoverageKey::Day(source, day) => write!(f, "{source}/{day}"),
+            CoverageKey::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+impl Serialize for CoverageKey {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        match self {
+            CoverageKey::Text(t) => s.serialize_str(t),
+            CoverageKey::Day(..) => {
+                let mut text = String::with_capacity(self.text_len());
+                self.push_to(&mut text);
+                s.serialize_str(&text)
+            }
+        }
+    }
+}
+
 /// The coverage object of an answer.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Coverage {
-    pub touched: Vec<String>,
+    pub touched: Vec<CoverageKey>,
     pub missing: Vec<String>,
     /// How many keys `missing` would hold unbounded (≥ `missing.len()`).
     pub missing_total: usize,
@@ -38,12 +138,19 @@ impl Coverage {
         self.missing_total == 0
     }
     pub fn touch(&mut self, key: String) {
+        if !self.touched.iter().any(|k| k.is(&key)) {
+            self.touched.push(CoverageKey::Text(key));
+        }
+    }
+    /// Touches the key of one source-day ([`day_key`]'s text).
+    pub fn touch_day(&mut self, source: SourceId, day: Day) {
+        let key = CoverageKey::Day(source, day);
         if !self.touched.contains(&key) {
             self.touched.push(key);
         }
     }
-    /// Touches the key of each source-day in order, once, as `touch` would key by key, but
-    /// formatting each distinct day once and comparing days, not strings: a page's rows name
+    /// Touches the key of each source-day in order, once, as `touch_day` would key by key, but
+    /// comparing each distinct day with the keys before once: a page's rows name
     /// up to a hundred days. The days seen are kept sorted and searched by halves (a page of a
     /// filer that files on a hundred days compared each day with every one before it, a
     /// twentieth of the page's instructions), and the day just seen is asked first (rows come
@@ -62,7 +169,7 @@ impl Coverage {
                 Err(at) => seen.insert(at, (source, day)),
             }
             // Keys of distinct days differ: only the keys touched before can repeat one.
-            let key = day_key(source, day);
+            let key = CoverageKey::Day(source, day);
             if !self.touched[..before].contains(&key) {
                 self.touched.push(key);
             }
@@ -140,6 +247,9 @@ pub struct DayTable {
     available: Vec<bool>,
     /// `uncovered[i]`: days before offset `i` that no certification covers.
     uncovered: Vec<u32>,
+    /// The span's frontier key ([`crate::model::manifest::Span::frontier_key`]): every
+    /// answer touches it, and formatting it anew was a fiftieth of a page's instructions.
+    frontier: String,
 }
 
 impl DayTable {
@@ -181,6 +291,7 @@ impl DayTable {
             earliest,
             available,
             uncovered,
+            frontier: span.frontier_key(),
         })
     }
 
@@ -203,7 +314,7 @@ pub struct SourceCoverage<'a> {
     table: Option<Cow<'a, DayTable>>,
     first: Option<Day>,
     last: Option<Day>,
-    frontier: Option<String>,
+    frontier: Option<Cow<'a, str>>,
 }
 
 impl<'a> SourceCoverage<'a> {
@@ -244,7 +355,13 @@ impl<'a> SourceCoverage<'a> {
     ) -> Self {
         let (first, last, frontier) = match scope {
             Scope::Corpus => match manifest.span(source, lane) {
-                Some(s) => (Some(s.first), Some(s.last), Some(s.frontier_key())),
+                Some(s) => {
+                    let frontier = match &table {
+                        Some(Cow::Borrowed(t)) => Cow::Borrowed(t.frontier.as_str()),
+                        _ => Cow::Owned(s.frontier_key()),
+                    };
+                    (Some(s.first), Some(s.last), Some(frontier))
+                }
                 None => (None, None, None),
             },
             Scope::Sample(set) => {
@@ -253,7 +370,7 @@ impl<'a> SourceCoverage<'a> {
                 let frontier = first.zip(last).map(|(f, l)| {
                     let holes = (l.days() - f.days() + 1) as usize
                         - set.days.iter().collect::<BTreeSet<_>>().len();
-                    format!("{source}/frontier:{f}..{l};holes={holes}")
+                    Cow::Owned(format!("{source}/frontier:{f}..{l};holes={holes}"))
                 });
                 (first, last, frontier)
             }
@@ -370,7 +487,7 @@ impl<'a> SourceCoverage<'a> {
             return cov;
         };
         if let Some(f) = &self.frontier {
-            cov.touch(f.clone());
+            cov.touch(f.to_string());
         }
         if to < first {
             cov.miss(day_key(self.source, to));
@@ -384,7 +501,7 @@ impl<'a> SourceCoverage<'a> {
             && let (Some(a), Some(b)) = (t.offset(day), t.offset(to))
             && t.uncovered[b + 1] == t.uncovered[a]
         {
-            cov.touch(day_key(self.source, to));
+            cov.touch_day(self.source, to);
             return cov;
         }
         while day <= to {
@@ -404,7 +521,7 @@ impl<'a> SourceCoverage<'a> {
             day = day.next();
         }
         if self.status(to, visible_by, as_of) == DayStatus::Certified {
-            cov.touch(day_key(self.source, to));
+            cov.touch_day(self.source, to);
         }
         cov
     }
@@ -651,7 +768,7 @@ mod tests {
         let c = SourceCoverage::new(&m, SourceId::SecEdgar, Lane::CertifiedPit, Scope::Corpus)
             .cut(VisibleBy::PublishedAt, t("2026-01-15T12:00:00Z"));
         assert_eq!(c.missing, vec!["sec.edgar/2026-01-10"]);
-        assert!(c.touched[0].ends_with(";holes=1"));
+        assert!(c.touched[0].to_string().ends_with(";holes=1"));
     }
 
     #[test]

@@ -3,7 +3,6 @@
 
 use async_trait::async_trait;
 use rand::RngCore;
-use sha2::{Digest, Sha256};
 use sqlx::Row;
 
 use super::{BATCH_ROWS, PgStore, PoolDb, SqliteStore, instant, plan_of};
@@ -37,7 +36,7 @@ pub const KEY_PREFIX: &str = "svc_live_";
 
 /// sha256 hex of a raw key: what the store keeps and looks keys up by.
 pub fn hash_key(raw: &str) -> String {
-    hex::encode(Sha256::digest(raw.as_bytes()))
+    asof_cursor::sha256_hex(raw.as_bytes())
 }
 
 /// A new raw key: `svc_live_` + 32 random bytes, base62-free hex (64 chars).
