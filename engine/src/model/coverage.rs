@@ -32,7 +32,8 @@ pub const MAX_MISSING_KEYS: usize = 32;
 /// touching either after the other touches nothing new.
 #[derive(Debug, Clone)]
 pub enum CoverageKey {
-    /// `<source>/<YYYY-MM-DD>`, as [`day_key`] writes it.
+    /// `<source>/<YYYY-MM-DD>` (written by [`CoverageKey::push_to`], the one writer of a
+    /// day's key, which [`day_key`] also uses).
     Day(SourceId, Day),
     Text(String),
 }
@@ -105,7 +106,7 @@ impl From<String> for CoverageKey {
 impl std::fmt::Display for CoverageKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            CoverageKey::Day(source, day) => write!(f, "{source}/{day}"),
+            CoverageKey::Day(source, day) => f.write_str(&day_key(*source, *day)),
             CoverageKey::Text(t) => f.write_str(t),
         }
     }
@@ -115,11 +116,7 @@ impl Serialize for CoverageKey {
     fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
         match self {
             CoverageKey::Text(t) => s.serialize_str(t),
-            CoverageKey::Day(..) => {
-                let mut text = String::with_capacity(self.text_len());
-                self.push_to(&mut text);
-                s.serialize_str(&text)
-            }
+            CoverageKey::Day(source, day) => s.serialize_str(&day_key(*source, *day)),
         }
     }
 }
@@ -194,11 +191,10 @@ impl Coverage {
 
 /// `<source>/<YYYY-MM-DD>`: the coverage key of one source-day.
 pub fn day_key(source: SourceId, day: Day) -> String {
-    let mut key = String::with_capacity(source.as_str().len() + 11);
-    key.push_str(source.as_str());
-    key.push('/');
-    day.push_iso(&mut key);
-    key
+    let key = CoverageKey::Day(source, day);
+    let mut text = String::with_capacity(key.text_len());
+    key.push_to(&mut text);
+    text
 }
 
 /// What the certified days of one source-lane are, as seen by one kind of answer.
