@@ -144,9 +144,11 @@ run health 2 16 "$duration"
 bare_run bare2 health
 bare_run samebytes health --headers "$work/health.head" --body "$work/health.body"
 # ASOF_PERF_OUT=FILE: a flat CPU profile of the server (perf record, 499 Hz) during the keyed
-# run, for `perf report -i FILE --no-children`.
+# run, for `perf report -i FILE --no-children`; ASOF_PERF_ARGS replaces its sampling arguments
+# (`-F 499 --call-graph dwarf` for where a symbol's time comes from).
 if [ -n "${ASOF_PERF_OUT:-}" ]; then
-  perf record -q -F 499 -p "$server" -o "$ASOF_PERF_OUT" -- sleep "$duration" 2>/dev/null &
+  # shellcheck disable=SC2086 # the arguments are words
+  perf record -q ${ASOF_PERF_ARGS:--F 499} -p "$server" -o "$ASOF_PERF_OUT" -- sleep "$duration" 2>/dev/null &
   perf=$!
 fi
 run all 2 16 "$duration"

@@ -548,10 +548,10 @@ fn write_strs(out: &mut Vec<u8>, items: &[String]) {
     out.push(b']');
 }
 
-/// Coverage keys as serde_json writes them, a day's text made in one buffer for all of them.
+/// Coverage keys as serde_json writes them: a day's key straight into the body (a source's
+/// name, `/` and a date hold nothing serde_json escapes), any other as a string.
 fn write_keys(out: &mut Vec<u8>, keys: &[CoverageKey]) {
     out.push(b'[');
-    let mut text = String::new();
     for (i, k) in keys.iter().enumerate() {
         if i > 0 {
             out.push(b',');
@@ -559,9 +559,15 @@ fn write_keys(out: &mut Vec<u8>, keys: &[CoverageKey]) {
         match k {
             CoverageKey::Text(t) => write_str(out, t),
             CoverageKey::Day(..) => {
-                text.clear();
-                k.push_to(&mut text);
-                write_str(out, &text);
+                out.push(b'"');
+                let start = out.len();
+                k.write_to(out);
+                debug_assert!(
+                    out[start..]
+                        .iter()
+                        .all(|&b| b >= 0x20 && b != b'"' && b != b'\\')
+                );
+                out.push(b'"');
             }
         }
     }

@@ -272,18 +272,40 @@ impl Day {
     /// machinery: a page's coverage keys format one day per row on the hot path, where
     /// `format!` was a fifth of a request's instructions (BENCHMARKS.md).
     pub fn push_iso(self, out: &mut String) {
-        let d = self.to_date();
-        let year = d.year();
-        if !(0..=9999).contains(&year) {
-            use fmt::Write;
-            let _ = write!(out, "{self}");
-            return;
+        match self.iso() {
+            Some(text) => out.push_str(std::str::from_utf8(&text).expect("ASCII digits")),
+            None => {
+                use fmt::Write;
+                let _ = write!(out, "{self}");
+            }
         }
-        push_digits(out, year as u32, 4);
-        out.push('-');
-        push_digits(out, u32::from(u8::from(d.month())), 2);
-        out.push('-');
-        push_digits(out, u32::from(d.day()), 2);
+    }
+    /// `YYYY-MM-DD` as `Display` writes it, for a day of the years 0000 to 9999 (`None`
+    /// outside them): the civil date worked out from the day number by integer arithmetic
+    /// (H. Hinnant's `civil_from_days`) and written two digits at a time, where going through
+    /// `time::Date` (a Julian day, then the year, month and day each worked out again from it)
+    /// and a `char` pushed per digit was most of what a page's coverage keys cost to write (a
+    /// hundred days a page).
+    pub fn iso(self) -> Option<[u8; 10]> {
+        // 0000-01-01 and 9999-12-31.
+        if !(-719_528..=2_932_896).contains(&self.0) {
+            return None;
+        }
+        // Days since 0000-03-01, one 400-year era later so that none is negative.
+        let z = (self.0 + 719_468 + 146_097) as u32;
+        let era = z / 146_097;
+        let doe = z - era * 146_097;
+        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365;
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+        let mp = (5 * doy + 2) / 153;
+        let day = doy - (153 * mp + 2) / 5 + 1;
+        let month = if mp < 10 { mp + 3 } else { mp - 9 };
+        let year = yoe + era * 400 + u32::from(month <= 2) - 400;
+        let [a, b] = DIGIT_PAIRS[(year / 100) as usize];
+        let [c, d] = DIGIT_PAIRS[(year % 100) as usize];
+        let [e, f] = DIGIT_PAIRS[month as usize];
+        let [g, h] = DIGIT_PAIRS[day as usize];
+        Some([a, b, c, d, b'-', e, f, b'-', g, h])
     }
     /// Parses `YYYY-MM-DD`; `param` names the parameter in the error.
     pub fn parse_param(param: &str, s: &str) -> Result<Self> {
@@ -303,11 +325,16 @@ impl Day {
 }
 
 /// Appends the last `width` decimal digits of `v`, zero-padded.
-fn push_digits(out: &mut String, v: u32, width: u32) {
-    for place in (0..width).rev() {
-        out.push(char::from(b'0' + (v / 10u32.pow(place) % 10) as u8));
+/// The two ASCII digits of each number below 100.
+const DIGIT_PAIRS: [[u8; 2]; 100] = {
+    let mut pairs = [[0; 2]; 100];
+    let mut n = 0;
+    while n < 100 {
+        pairs[n] = [b'0' + (n / 10) as u8, b'0' + (n % 10) as u8];
+        n += 1;
     }
-}
+    pairs
+};
 
 impl FromStr for Day {
     type Err = ();
@@ -464,7 +491,11 @@ mod tests {
     #[test]
     fn a_day_pushed_as_iso_reads_as_its_display_form() {
         // Every day from 1600 to 2400, and years outside four digits (the Display fallback).
-        let days = (-134_774..157_000).chain([-800_000, -719_529, 2_932_896, 3_000_000]);
+        // Each edge of the four-digit years: 0000-01-01 is day -719,528, 9999-12-31 day 2,932,896.
+        let edges = [
+            -800_000, -719_529, -719_528, 2_932_896, 2_932_897, 3_000_000,
+        ];
+        let days = (-134_774..157_000).chain(edges);
         for n in days {
             let day = Day::from_days(n);
             let mut pushed = String::from("x/");
