@@ -324,7 +324,6 @@ impl Day {
     }
 }
 
-/// Appends the last `width` decimal digits of `v`, zero-padded.
 /// The two ASCII digits of each number below 100.
 const DIGIT_PAIRS: [[u8; 2]; 100] = {
     let mut pairs = [[0; 2]; 100];
