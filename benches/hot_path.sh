@@ -17,7 +17,8 @@
 #   3. wrk -t1 -c1 (one keep-alive connection, sequential): big filers limit=100, big filers
 #      limit=1, small filers limit=100
 #   4. the server's resident and peak resident memory after all of it
-# With ASOF_PERF_OUT=FILE, step 2 is also profiled (perf, from Debian's linux-perf). With
+# With ASOF_PERF_OUT=FILE, step 2 is also profiled (perf, from Debian's linux-perf), and the
+# bare server sending the same pages into FILE.bare. With
 # ASOF_METRICS=1 the server keeps metrics (--metrics-listen) and they are scraped every second
 # during the runs, harsher than Prometheus's usual 15 s (benches/metrics_overhead.sh).
 # Needs a release build of `asof` (ASOF_BIN, default <target>/release/asof) and wrk (installed
@@ -99,13 +100,18 @@ LUA
 # cores with the server; the CPU a request costs the server is the figure that does not depend
 # on how the cores were divided between them.
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# Minor page faults (field 10): memory the allocator gave back to the kernel and touches again
+# costs a fault a page, counted in the kernel's share of a request.
+faults() { awk '{ print $10 }' "/proc/$1/stat"; }
 hz=$(getconf CLK_TCK)
 measured() { # name connections pid, then the wrk command
-  local name=$1 conns=$2 pid=$3 before
+  local name=$1 conns=$2 pid=$3 before faulted
   shift 3
   before=$(ticks "$pid")
+  faulted=$(faults "$pid")
   "$@" | tail -1 >"$work/$name-$conns.json"
   echo "$(( $(ticks "$pid") - before ))" >"$work/$name-$conns.ticks"
+  echo "$(( $(faults "$pid") - faulted ))" >"$work/$name-$conns.faults"
 }
 run() { # name threads connections seconds
   PATHS="$work/$1.txt" measured "$1" "$3" "$server" \
@@ -133,8 +139,17 @@ bare_run() { # name paths [asof-bare-axum arguments]
     curl -fs "http://127.0.0.1:$bport/health" >/dev/null 2>&1 && break
     sleep 0.05
   done
+  # With ASOF_PERF_OUT, the bare server sending our pages is profiled as ours is (FILE.bare):
+  # where the same bytes cost it less, the difference is ours, kernel paths included.
+  local perf_bare=
+  if [ -n "${ASOF_PERF_OUT:-}" ] && [ "$name" = samepages ]; then
+    # shellcheck disable=SC2086 # the arguments are words
+    perf record -q ${ASOF_PERF_ARGS:--F 499} -p "$bare" -o "$ASOF_PERF_OUT.bare" -- sleep "$duration" 2>/dev/null &
+    perf_bare=$!
+  fi
   PATHS="$work/$paths.txt" measured "$name" 16 "$bare" \
     wrk -t2 -c16 -d"${duration}s" -s "$work/load.lua" "http://127.0.0.1:$bport"
+  [ -z "$perf_bare" ] || wait "$perf_bare"
   kill "$bare" && wait "$bare" 2>/dev/null || true
 }
 # The head and body of one of our /health answers, for the bare server to send as its own.
@@ -192,13 +207,14 @@ for k, v in r.items():
     v["server_cpu_s"] = cpu_s
     v["cpu_us_per_request"] = 1e6 * cpu_s / v["requests"] if v["requests"] else None
     v["requests_per_cpu_s"] = v["requests"] / cpu_s if cpu_s else None
+    v["faults_per_request"] = int(open(f"{w}/{k}.faults").read()) / v["requests"] if v["requests"] else None
 h, a = r["health-16"], r["all-16"]
 ratio = a["requests_per_s"] / h["requests_per_s"]
 bare = None
 if "bare-16" in r:
     bare = (r["bare-16"]["requests_per_s"] + r["bare2-16"]["requests_per_s"]) / 2
-print("| what | requests/s | p50 | p99 | errors | server CPU per request | requests per server CPU-second |")
-print("|---|---|---|---|---|---|---|")
+print("| what | requests/s | p50 | p99 | errors | server CPU per request | requests per server CPU-second | page faults per request |")
+print("|---|---|---|---|---|---|---|---|")
 names = {"bare-16": "bare axum `GET /health`, 16 connections (before ours)",
          "bare2-16": "bare axum `GET /health`, 16 connections (after ours)",
          "samebytes-16": "bare axum sending our `/health`'s head and body, 16 connections",
@@ -208,7 +224,7 @@ names = {"bare-16": "bare axum `GET /health`, 16 connections (before ours)",
          "small-1": "small filer, limit 100, sequential"}
 for k, v in r.items():
     print(f"| {names[k]} | {v['requests_per_s']:,.0f} | {v['p50_ms']:.3f} ms | {v['p99_ms']:.3f} ms | {v['errors']} "
-          f"| {v['cpu_us_per_request']:.1f} µs | {v['requests_per_cpu_s']:,.0f} |")
+          f"| {v['cpu_us_per_request']:.1f} µs | {v['requests_per_cpu_s']:,.0f} | {v['faults_per_request']:.2f} |")
 per_cpu = lambda k: r[k]["requests_per_cpu_s"]
 print(f"\nkeyed / health, per server CPU-second: {100 * per_cpu('all-16') / per_cpu('health-16'):.1f}%")
 print(f"keyed / health throughput: {100 * ratio:.1f}%; server RSS {int(sys.argv[2]) / 1024:.0f} MiB, peak {int(sys.argv[3]) / 1024:.0f} MiB")

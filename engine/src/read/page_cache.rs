@@ -85,7 +85,8 @@ impl Weigh for parquet::arrow::arrow_reader::ArrowReaderMetadata {
     }
 }
 
-type Key = (String, u64, u64);
+/// Each object's entries by their range: value, weight, and the clock of its last use.
+type Ranges<V> = HashMap<(u64, u64), (V, usize, u64), foldhash::fast::RandomState>;
 
 /// A least-recently-used map from `(object path, range)` to a value, bounded in bytes.
 #[derive(Debug)]
@@ -94,10 +95,13 @@ pub struct Cache<V> {
     inner: Mutex<Inner<V>>,
 }
 
+/// Entries by object path, then range: a lookup (every page reads one or two) hashes the
+/// borrowed path and copies nothing, where one `(String, u64, u64)` key made a `String` of the
+/// path per lookup and hashed it with SipHash. The keys are the corpus's own object paths, not
+/// a caller's text, so foldhash (no flooding resistance) is enough.
 #[derive(Debug)]
 struct Inner<V> {
-    /// Value, its weight, and the clock of its last use.
-    entries: HashMap<Key, (V, usize, u64)>,
+    entries: HashMap<String, Ranges<V>, foldhash::fast::RandomState>,
     bytes: usize,
     clock: u64,
 }
@@ -107,7 +111,7 @@ impl<V: Clone + Weigh> Cache<V> {
         Cache {
             max_bytes,
             inner: Mutex::new(Inner {
-                entries: HashMap::new(),
+                entries: HashMap::default(),
                 bytes: 0,
                 clock: 0,
             }),
@@ -124,7 +128,8 @@ impl<V: Clone + Weigh> Cache<V> {
         let now = m.clock;
         let (value, _, used) = m
             .entries
-            .get_mut(&(path.to_owned(), range.start, range.end))?;
+            .get_mut(path)?
+            .get_mut(&(range.start, range.end))?;
         *used = now;
         Some(value.clone())
     }
@@ -139,26 +144,36 @@ impl<V: Clone + Weigh> Cache<V> {
         let mut m = self.inner.lock().expect("cache lock");
         m.clock += 1;
         let now = m.clock;
-        if let Some((_, old, _)) = m
-            .entries
-            .insert((path.to_owned(), range.start, range.end), (value, len, now))
-        {
+        let ranges = match m.entries.get_mut(path) {
+            Some(r) => r,
+            None => m.entries.entry(path.to_owned()).or_default(),
+        };
+        if let Some((_, old, _)) = ranges.insert((range.start, range.end), (value, len, now)) {
             m.bytes -= old;
         }
         m.bytes += len;
         if m.bytes > self.max_bytes {
-            let mut by_age: Vec<(u64, Key, usize)> = m
+            let mut by_age: Vec<(u64, String, (u64, u64), usize)> = m
                 .entries
                 .iter()
-                .map(|(k, (_, len, used))| (*used, k.clone(), *len))
+                .flat_map(|(path, ranges)| {
+                    ranges
+                        .iter()
+                        .map(move |(r, (_, len, used))| (*used, path.clone(), *r, *len))
+                })
                 .collect();
-            by_age.sort_unstable_by_key(|(used, _, _)| *used);
+            by_age.sort_unstable_by_key(|(used, ..)| *used);
             let target = self.max_bytes / 4 * 3;
-            for (_, k, len) in by_age {
+            for (_, path, r, len) in by_age {
                 if m.bytes <= target {
                     break;
                 }
-                m.entries.remove(&k);
+                if let Some(ranges) = m.entries.get_mut(&path) {
+                    ranges.remove(&r);
+                    if ranges.is_empty() {
+                        m.entries.remove(&path);
+                    }
+                }
                 m.bytes -= len;
             }
         }
@@ -167,6 +182,12 @@ impl<V: Clone + Weigh> Cache<V> {
     /// Bytes held.
     pub fn bytes(&self) -> usize {
         self.inner.lock().expect("cache lock").bytes
+    }
+
+    /// Objects with at least one range held.
+    #[cfg(test)]
+    fn objects(&self) -> usize {
+        self.inner.lock().expect("cache lock").entries.len()
     }
 }
 
@@ -185,6 +206,9 @@ mod tests {
             "another range is another entry"
         );
         assert!(c.get("b", &(0..4)).is_none());
+        c.put("a", &(0..4), Bytes::from_static(b"wxyz"));
+        assert_eq!(c.get("a", &(0..4)).unwrap(), Bytes::from_static(b"wxyz"));
+        assert_eq!(c.bytes(), 4, "a range kept again replaces its weight");
     }
 
     #[test]
@@ -214,5 +238,18 @@ mod tests {
         // A range larger than a quarter of the cache is never kept.
         c.put("g", &(0..2000), Bytes::from(vec![0u8; 2000]));
         assert!(c.get("g", &(0..2000)).is_none());
+    }
+
+    #[test]
+    fn an_object_whose_every_range_was_evicted_is_forgotten() {
+        let c = PageCache::new(4000);
+        for (i, path) in ["a", "b", "c", "d"].iter().enumerate() {
+            c.put(path, &(0..900), Bytes::from(vec![i as u8; 900]));
+        }
+        assert_eq!(c.objects(), 4);
+        c.put("e", &(0..900), Bytes::from(vec![9; 900]));
+        assert!(c.get("a", &(0..900)).is_none() && c.get("b", &(0..900)).is_none());
+        assert_eq!(c.objects(), 3, "no empty map is left for an evicted object");
+        assert_eq!(c.bytes(), 2700);
     }
 }

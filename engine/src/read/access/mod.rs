@@ -293,6 +293,24 @@ impl AccessIndex {
         file: u32,
         range: Range<u64>,
     ) -> Result<Vec<SharedRow>> {
+        let parts = self.parts(store, file, range).await?;
+        let mut out = Vec::with_capacity(parts.iter().map(|p| p.len()).sum());
+        for part in parts {
+            out.extend((0..part.len()).map(|i| SharedRow::new(Arc::clone(&part), i)));
+        }
+        Ok(out)
+    }
+
+    /// [`Self::rows`] as the cached parts that hold them, in order: a caller that keeps only
+    /// some of the rows (a page's predicate) shares a part per row it keeps, not per row it
+    /// reads, where every `SharedRow` made is a count taken and given back on the part,
+    /// which the workers asking pages of the same busy filer share.
+    pub(crate) async fn parts(
+        &self,
+        store: &CorpusStore,
+        file: u32,
+        range: Range<u64>,
+    ) -> Result<Vec<Arc<RowBlock>>> {
         if range.is_empty() {
             return Ok(Vec::new());
         }
@@ -344,12 +362,7 @@ impl AccessIndex {
                 }
             }
         }
-        let mut out = Vec::with_capacity((range.end - range.start) as usize);
-        for part in held {
-            let part = part.expect("filled");
-            out.extend((0..part.len()).map(|i| SharedRow::new(Arc::clone(&part), i)));
-        }
-        Ok(out)
+        Ok(held.into_iter().map(|p| p.expect("filled")).collect())
     }
 
     /// Reads and decodes blocks `ks` of `f`. From a local directory, one positional read
@@ -430,7 +443,8 @@ impl AccessIndex {
         want: usize,
         keep: &(dyn Fn(&NewsRow) -> bool + Sync),
     ) -> Result<Vec<SharedRow>> {
-        let mut out = Vec::new();
+        // A busy filer's page fills `want`; a small filer's few rows waste little of it.
+        let mut out = Vec::with_capacity(want.min(BLOCK_ROWS));
         let slots = self.slots(source, lane, cik);
         // Runs with dated rows, in time order (by their first dated row).
         let mut dated: Vec<&Slot> = slots.iter().filter(|s| s.dated > 0).collect();
@@ -569,13 +583,15 @@ impl AccessIndex {
             let k_end = (k + blocks).min(k_hi);
             // Dated rows of blocks k..k_end of the run (which need not begin at a block of
             // the file: its rows are one range, read as the file's blocks holding it).
-            for r in self.rows(store, s.file, s.dated_rows(k..k_end)).await? {
-                if keep(&r) {
-                    // Shared with the cached block, not copied: a page of a hundred rows
-                    // would otherwise copy some two thousand strings.
-                    out.push(r);
-                    if out.len() >= want {
-                        return Ok(());
+            for part in self.parts(store, s.file, s.dated_rows(k..k_end)).await? {
+                for (i, r) in part.rows().iter().enumerate() {
+                    if keep(r) {
+                        // Shared with the cached block, not copied: a page of a hundred rows
+                        // would otherwise copy some two thousand strings.
+                        out.push(SharedRow::new(Arc::clone(&part), i));
+                        if out.len() >= want {
+                            return Ok(());
+                        }
                     }
                 }
             }

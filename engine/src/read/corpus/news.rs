@@ -210,10 +210,11 @@ impl Corpus {
         })
     }
 
-    /// Whether a row belongs to the answer of `q` (any CIK): the exact predicate the scan
-    /// expresses in DataFusion, for rows the index path reads.
-    fn keeps(&self, q: &NewsQuery, r: &NewsRow) -> bool {
-        if !q.cut().admits(r, &self.superseded) {
+    /// Whether a row belongs to the answer of `q` (any CIK), `cut` being `q.cut()` (made once
+    /// a page, not once a row): the exact predicate the scan expresses in DataFusion, for rows
+    /// the index path reads.
+    fn keeps(&self, q: &NewsQuery, cut: &Cut, r: &NewsRow) -> bool {
+        if !cut.admits(r, &self.superseded) {
             return false;
         }
         q.after.as_ref().is_none_or(|pos| pos.precedes(r))
@@ -249,7 +250,8 @@ impl Corpus {
                 })
             ),
         };
-        let keep = |r: &NewsRow| self.keeps(q, r);
+        let cut = q.cut();
+        let keep = |r: &NewsRow| self.keeps(q, &cut, r);
         let mut rows = Vec::new();
         for cik in ciks {
             rows.extend(
