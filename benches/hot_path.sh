@@ -14,8 +14,9 @@
 #      contract's bytes with no request path at all)
 #   1. wrk -t2 -c16 GET /health                                     (the floor)
 #   2. wrk -t2 -c16 keyed GET /v1/news?cik=&as_of=&limit=100, every drawn cut
-#   3. wrk -t1 -c1 (one keep-alive connection, sequential): big filers limit=100, big filers
-#      limit=1, small filers limit=100
+#   3. wrk -t1 -c1 (one keep-alive connection, sequential): GET /health (and the bare server's,
+#      the floor of the latencies), big filers limit=100, big filers limit=1, small filers
+#      limit=100
 #   4. the server's resident and peak resident memory after all of it
 # With ASOF_PERF_OUT=FILE, step 2 is also profiled (perf, from Debian's linux-perf), and the
 # bare server sending the same pages into FILE.bare. With
@@ -185,6 +186,25 @@ if [ -n "${ASOF_BARE:-}" ]; then
   done <"$work/all.txt"
   bare_run samepages all --answers "$work/answers"
 fi
+# The floor of the sequential latencies: one keep-alive connection asking /health, of ours and
+# of the bare server (the machine's round trip through two wake-ups, which differs between
+# machines by more than the targets' margins).
+run health 1 1 "$half"
+bare_seq() {
+  [ -n "${ASOF_BARE:-}" ] || return 0
+  local bport
+  bport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  "$ASOF_BARE" --listen "127.0.0.1:$bport" >"$work/bare.log" 2>&1 &
+  local bare=$!
+  for _ in $(seq 1 100); do
+    curl -fs "http://127.0.0.1:$bport/health" >/dev/null 2>&1 && break
+    sleep 0.05
+  done
+  PATHS="$work/health.txt" measured bare 1 "$bare" \
+    wrk -t1 -c1 -d"${half}s" -s "$work/load.lua" "http://127.0.0.1:$bport"
+  kill "$bare" && wait "$bare" 2>/dev/null || true
+}
+bare_seq
 run big 1 1 "$half"
 run big1 1 1 "$half"
 run small 1 1 "$half"
@@ -196,9 +216,9 @@ import json, sys
 w = sys.argv[1]
 hz = int(sys.argv[4])
 import os
-kinds = ["health-16", "all-16", "big-1", "big1-1", "small-1"]
+kinds = ["health-16", "all-16", "health-1", "big-1", "big1-1", "small-1"]
 if os.path.exists(f"{w}/bare-16.json"):
-    kinds = ["bare-16", "bare2-16", "samebytes-16", "samepages-16"] + kinds
+    kinds = ["bare-16", "bare2-16", "samebytes-16", "samepages-16", "bare-1"] + kinds
 r = {k: json.load(open(f"{w}/{k}.json")) for k in kinds}
 # The server's CPU per request in each run (user and system, all its threads), and requests per
 # second of that CPU: what a request costs the server, whatever share of the cores wrk took.
@@ -221,7 +241,9 @@ names = {"bare-16": "bare axum `GET /health`, 16 connections (before ours)",
          "samepages-16": "bare axum sending our answers to the drawn pages, 16 connections",
          "health-16": "`GET /health`, 16 connections", "all-16": "keyed first pages (limit 100), 16 connections",
          "big-1": "big filer, limit 100, sequential", "big1-1": "big filer, limit 1, sequential",
-         "small-1": "small filer, limit 100, sequential"}
+         "small-1": "small filer, limit 100, sequential",
+         "health-1": "`GET /health`, sequential (the latencies' floor)",
+         "bare-1": "bare axum `GET /health`, sequential (the machine's floor)"}
 for k, v in r.items():
     print(f"| {names[k]} | {v['requests_per_s']:,.0f} | {v['p50_ms']:.3f} ms | {v['p99_ms']:.3f} ms | {v['errors']} "
           f"| {v['cpu_us_per_request']:.1f} µs | {v['requests_per_cpu_s']:,.0f} | {v['faults_per_request']:.2f} |")
