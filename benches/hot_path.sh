@@ -129,10 +129,10 @@ PATHS="$work/all.txt" wrk -t2 -c16 -d5s -s "$work/load.lua" "http://127.0.0.1:$p
 half=$(( duration / 2 > 1 ? duration / 2 : 1 ))
 # The bare server's /health around ours (each run alone on the machine), so the comparison is
 # of one run; its port is another free one.
-bare_run() { # name paths [asof-bare-axum arguments]
+bare_run() { # name paths threads connections seconds [asof-bare-axum arguments]
   [ -n "${ASOF_BARE:-}" ] || return 0
-  local name=$1 paths=$2 bport
-  shift 2
+  local name=$1 paths=$2 threads=$3 conns=$4 seconds=$5 bport
+  shift 5
   bport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   "$ASOF_BARE" --listen "127.0.0.1:$bport" "$@" >"$work/bare.log" 2>&1 &
   local bare=$!
@@ -145,20 +145,20 @@ bare_run() { # name paths [asof-bare-axum arguments]
   local perf_bare=
   if [ -n "${ASOF_PERF_OUT:-}" ] && [ "$name" = samepages ]; then
     # shellcheck disable=SC2086 # the arguments are words
-    perf record -q ${ASOF_PERF_ARGS:--F 499} -p "$bare" -o "$ASOF_PERF_OUT.bare" -- sleep "$duration" 2>/dev/null &
+    perf record -q ${ASOF_PERF_ARGS:--F 499} -p "$bare" -o "$ASOF_PERF_OUT.bare" -- sleep "$seconds" 2>/dev/null &
     perf_bare=$!
   fi
-  PATHS="$work/$paths.txt" measured "$name" 16 "$bare" \
-    wrk -t2 -c16 -d"${duration}s" -s "$work/load.lua" "http://127.0.0.1:$bport"
+  PATHS="$work/$paths.txt" measured "$name" "$conns" "$bare" \
+    wrk -t"$threads" -c"$conns" -d"${seconds}s" -s "$work/load.lua" "http://127.0.0.1:$bport"
   [ -z "$perf_bare" ] || wait "$perf_bare"
   kill "$bare" && wait "$bare" 2>/dev/null || true
 }
 # The head and body of one of our /health answers, for the bare server to send as its own.
 curl -fs -D "$work/health.head" -o "$work/health.body" "http://127.0.0.1:$port/health"
-bare_run bare health
+bare_run bare health 2 16 "$duration"
 run health 2 16 "$duration"
-bare_run bare2 health
-bare_run samebytes health --headers "$work/health.head" --body "$work/health.body"
+bare_run bare2 health 2 16 "$duration"
+bare_run samebytes health 2 16 "$duration" --headers "$work/health.head" --body "$work/health.body"
 # ASOF_PERF_OUT=FILE: a flat CPU profile of the server (perf record, 499 Hz) during the keyed
 # run, for `perf report -i FILE --no-children`; ASOF_PERF_ARGS replaces its sampling arguments
 # (`-F 499 --call-graph dwarf` for where a symbol's time comes from).
@@ -184,27 +184,13 @@ if [ -n "${ASOF_BARE:-}" ]; then
       -o "$work/answers/$n.body" "http://127.0.0.1:$port$path"
     printf '%s\t%s\n' "$path" "$n" >>"$work/answers/index"
   done <"$work/all.txt"
-  bare_run samepages all --answers "$work/answers"
+  bare_run samepages all 2 16 "$duration" --answers "$work/answers"
 fi
 # The floor of the sequential latencies: one keep-alive connection asking /health, of ours and
 # of the bare server (the machine's round trip through two wake-ups, which differs between
 # machines by more than the targets' margins).
 run health 1 1 "$half"
-bare_seq() {
-  [ -n "${ASOF_BARE:-}" ] || return 0
-  local bport
-  bport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  "$ASOF_BARE" --listen "127.0.0.1:$bport" >"$work/bare.log" 2>&1 &
-  local bare=$!
-  for _ in $(seq 1 100); do
-    curl -fs "http://127.0.0.1:$bport/health" >/dev/null 2>&1 && break
-    sleep 0.05
-  done
-  PATHS="$work/health.txt" measured bare 1 "$bare" \
-    wrk -t1 -c1 -d"${half}s" -s "$work/load.lua" "http://127.0.0.1:$bport"
-  kill "$bare" && wait "$bare" 2>/dev/null || true
-}
-bare_seq
+bare_run bare health 1 1 "$half"
 run big 1 1 "$half"
 run big1 1 1 "$half"
 run small 1 1 "$half"
