@@ -272,12 +272,15 @@ impl Day {
     /// machinery: a page's coverage keys format one day per row on the hot path, where
     /// `format!` was a fifth of a request's instructions (BENCHMARKS.md).
     pub fn push_iso(self, out: &mut String) {
+        self.with_iso(|text| out.push_str(text));
+    }
+    /// Calls `f` with the day's text as `Display` writes it: [`Self::iso`]'s bytes for a
+    /// four-digit year (no allocation), else `Display`'s own. The one place that chooses, for
+    /// every writer of a day on the hot path.
+    pub fn with_iso<R>(self, f: impl FnOnce(&str) -> R) -> R {
         match self.iso() {
-            Some(text) => out.push_str(std::str::from_utf8(&text).expect("ASCII digits")),
-            None => {
-                use fmt::Write;
-                let _ = write!(out, "{self}");
-            }
+            Some(text) => f(std::str::from_utf8(&text).expect("ASCII digits")),
+            None => f(&self.to_string()),
         }
     }
     /// `YYYY-MM-DD` as `Display` writes it, for a day of the years 0000 to 9999 (`None`

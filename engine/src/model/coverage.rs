@@ -46,10 +46,7 @@ impl CoverageKey {
             CoverageKey::Day(source, day) => {
                 out.extend_from_slice(source.as_str().as_bytes());
                 out.push(b'/');
-                match day.iso() {
-                    Some(date) => out.extend_from_slice(&date),
-                    None => out.extend_from_slice(day.to_string().as_bytes()),
-                }
+                day.with_iso(|date| out.extend_from_slice(date.as_bytes()));
             }
             CoverageKey::Text(t) => out.extend_from_slice(t.as_bytes()),
         }
