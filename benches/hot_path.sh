@@ -18,6 +18,12 @@
 #      the floor of the latencies), big filers limit=100, big filers limit=1, small filers
 #      limit=100
 #   4. the server's resident and peak resident memory after all of it
+# With ASOF_PIN=1 every server runs on the first CPU and wrk on the others (taskset, so the
+# servers' runtimes start one worker each): the client no longer takes cores from, preempts,
+# or is preempted by the server it loads, and a server's CPU per request is its own work and
+# its own sends. Either way each run also reports the server's context switches per request
+# (all its threads, from /proc): voluntary ones are waits for work, involuntary ones
+# preemptions (by wrk, when the two share cores).
 # With ASOF_PERF_OUT=FILE, step 2 is also profiled (perf, from Debian's linux-perf), and the
 # bare server sending the same pages into FILE.bare. With
 # ASOF_METRICS=1 the server keeps metrics (--metrics-listen) and they are scraped every second
@@ -34,6 +40,15 @@ bin=${ASOF_BIN:-$target/release/asof}
 keys=${ASOF_BENCH_KEYS:-512}
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk >/dev/null; }
 
+# Where the servers and the client run: the whole machine for both, or with ASOF_PIN=1 the
+# first CPU for the servers and the rest for wrk.
+server_cpus=() client_cpus=()
+if [ "${ASOF_PIN:-0}" = 1 ]; then
+  cpus=$(nproc)
+  [ "$cpus" -ge 2 ] || { echo "ASOF_PIN=1 needs two CPUs or more" >&2; exit 2; }
+  server_cpus=(taskset -c 0)
+  client_cpus=(taskset -c "1-$((cpus - 1))")
+fi
 work=$(mktemp -d)
 trap 'kill "$server" 2>/dev/null || true; rm -rf "$work"' EXIT
 db="sqlite://$work/state.db"
@@ -48,7 +63,7 @@ if [ "${ASOF_METRICS:-0}" = 1 ]; then
   mport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
   metrics=(--metrics-listen "127.0.0.1:$mport")
 fi
-ASOF_LOG=warn "$bin" serve --corpus "$corpus" --listen "127.0.0.1:$port" --database-url "$db" \
+ASOF_LOG=warn "${server_cpus[@]}" "$bin" serve --corpus "$corpus" --listen "127.0.0.1:$port" --database-url "$db" \
   "${metrics[@]}" 2>"$work/serve.log" &
 server=$!
 for _ in $(seq 1 600); do
@@ -104,15 +119,24 @@ ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 # Minor page faults (field 10): memory the allocator gave back to the kernel and touches again
 # costs a fault a page, counted in the kernel's share of a request.
 faults() { awk '{ print $10 }' "/proc/$1/stat"; }
+# Context switches of all of a process's threads: "voluntary" (it waited for work: each a
+# wake-up someone paid for) and "nonvoluntary" (it was preempted), as two numbers.
+switches() {
+  cat /proc/"$1"/task/*/status 2>/dev/null |
+    awk '/^voluntary_ctxt_switches/ { v += $2 } /^nonvoluntary_ctxt_switches/ { n += $2 } END { print v + 0, n + 0 }'
+}
 hz=$(getconf CLK_TCK)
 measured() { # name connections pid, then the wrk command
-  local name=$1 conns=$2 pid=$3 before faulted
+  local name=$1 conns=$2 pid=$3 before faulted switched after
   shift 3
   before=$(ticks "$pid")
   faulted=$(faults "$pid")
-  "$@" | tail -1 >"$work/$name-$conns.json"
+  switched=$(switches "$pid")
+  "${client_cpus[@]}" "$@" | tail -1 >"$work/$name-$conns.json"
   echo "$(( $(ticks "$pid") - before ))" >"$work/$name-$conns.ticks"
   echo "$(( $(faults "$pid") - faulted ))" >"$work/$name-$conns.faults"
+  after=$(switches "$pid")
+  echo "$(( ${after% *} - ${switched% *} )) $(( ${after#* } - ${switched#* } ))" >"$work/$name-$conns.switches"
 }
 run() { # name threads connections seconds
   PATHS="$work/$1.txt" measured "$1" "$3" "$server" \
@@ -134,7 +158,7 @@ bare_run() { # name paths threads connections seconds [asof-bare-axum arguments]
   local name=$1 paths=$2 threads=$3 conns=$4 seconds=$5 bport
   shift 5
   bport=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  "$ASOF_BARE" --listen "127.0.0.1:$bport" "$@" >"$work/bare.log" 2>&1 &
+  "${server_cpus[@]}" "$ASOF_BARE" --listen "127.0.0.1:$bport" "$@" >"$work/bare.log" 2>&1 &
   local bare=$!
   for _ in $(seq 1 100); do
     curl -fs "http://127.0.0.1:$bport/health" >/dev/null 2>&1 && break
@@ -214,13 +238,17 @@ for k, v in r.items():
     v["cpu_us_per_request"] = 1e6 * cpu_s / v["requests"] if v["requests"] else None
     v["requests_per_cpu_s"] = v["requests"] / cpu_s if cpu_s else None
     v["faults_per_request"] = int(open(f"{w}/{k}.faults").read()) / v["requests"] if v["requests"] else None
+    waits, preempted = (int(x) for x in open(f"{w}/{k}.switches").read().split())
+    v["waits_per_request"] = waits / v["requests"] if v["requests"] else None
+    v["preempted_per_request"] = preempted / v["requests"] if v["requests"] else None
 h, a = r["health-16"], r["all-16"]
 ratio = a["requests_per_s"] / h["requests_per_s"]
 bare = None
 if "bare-16" in r:
     bare = (r["bare-16"]["requests_per_s"] + r["bare2-16"]["requests_per_s"]) / 2
-print("| what | requests/s | p50 | p99 | errors | server CPU per request | requests per server CPU-second | page faults per request |")
-print("|---|---|---|---|---|---|---|---|")
+print(f"servers {'on CPU 0, wrk on the others (ASOF_PIN=1)' if os.environ.get('ASOF_PIN') == '1' else 'and wrk sharing every CPU'}\n")
+print("| what | requests/s | p50 | p99 | errors | server CPU per request | requests per server CPU-second | page faults per request | server waits / preemptions per request |")
+print("|---|---|---|---|---|---|---|---|---|")
 names = {"bare-16": "bare axum `GET /health`, 16 connections (before ours)",
          "bare2-16": "bare axum `GET /health`, 16 connections (after ours)",
          "samebytes-16": "bare axum sending our `/health`'s head and body, 16 connections",
@@ -232,7 +260,8 @@ names = {"bare-16": "bare axum `GET /health`, 16 connections (before ours)",
          "bare-1": "bare axum `GET /health`, sequential (the machine's floor)"}
 for k, v in r.items():
     print(f"| {names[k]} | {v['requests_per_s']:,.0f} | {v['p50_ms']:.3f} ms | {v['p99_ms']:.3f} ms | {v['errors']} "
-          f"| {v['cpu_us_per_request']:.1f} µs | {v['requests_per_cpu_s']:,.0f} | {v['faults_per_request']:.2f} |")
+          f"| {v['cpu_us_per_request']:.1f} µs | {v['requests_per_cpu_s']:,.0f} | {v['faults_per_request']:.2f} "
+          f"| {v['waits_per_request']:.2f} / {v['preempted_per_request']:.2f} |")
 per_cpu = lambda k: r[k]["requests_per_cpu_s"]
 print(f"\nkeyed / health, per server CPU-second: {100 * per_cpu('all-16') / per_cpu('health-16'):.1f}%")
 print(f"keyed / health throughput: {100 * ratio:.1f}%; server RSS {int(sys.argv[2]) / 1024:.0f} MiB, peak {int(sys.argv[3]) / 1024:.0f} MiB")
