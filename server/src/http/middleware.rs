@@ -172,7 +172,7 @@ impl<X: Clone + Send + Sync + 'static> Service<Request> for Shared<X> {
                 }
                 None => match trailing_slash(&req) {
                     Some(res) => Answer::Routed(Routed::Redirect(res)),
-                    None => Answer::Routed(self.route(req, id)),
+                    None => Answer::Routed(self.route(req, id, started)),
                 },
             }
         };
@@ -192,10 +192,11 @@ impl<X: Clone + Send + Sync + 'static> Service<Request> for Shared<X> {
                         res
                     }
                 };
-                trace_response(&res, started.elapsed());
+                let elapsed = started.elapsed();
+                trace_response(&res, elapsed);
                 // Inside the span, so the access line carries the request id; around
                 // everything else, so the latency is the whole answer's.
-                crate::http::observe::record(started, method, &res);
+                crate::http::observe::record(elapsed, method, &res);
                 Ok(res)
             }
             .instrument(span),
@@ -205,8 +206,9 @@ impl<X: Clone + Send + Sync + 'static> Service<Request> for Shared<X> {
 
 impl<X: Clone + Send + Sync + 'static> Shared<X> {
     /// The context step on the way in (the request's context, the extension of its path),
-    /// then the size limits, then the router under the request timeout.
-    fn route(&mut self, mut req: Request, id: RequestId) -> Routed {
+    /// then the size limits, then the router under the request timeout, counted from
+    /// `started` (the instant the shared path read anyway: one clock read a request fewer).
+    fn route(&mut self, mut req: Request, id: RequestId, started: std::time::Instant) -> Routed {
         let ctx = Ctx {
             request_id: id,
             corpus: self.state.corpus(),
@@ -228,7 +230,14 @@ impl<X: Clone + Send + Sync + 'static> Shared<X> {
         // A head past the size limits never reaches a route (nor its credential check).
         let answer = match crate::http::limits::fault(&req) {
             Some(e) => Err(e.into_response()),
-            None => Ok(tokio::time::timeout(self.timeout, self.router.call(req))),
+            // A timeout too long to add to an instant (an operator's "never") is tokio's to
+            // cap, as `timeout` does.
+            None => Ok(
+                match tokio::time::Instant::from_std(started).checked_add(self.timeout) {
+                    Some(deadline) => tokio::time::timeout_at(deadline, self.router.call(req)),
+                    None => tokio::time::timeout(self.timeout, self.router.call(req)),
+                },
+            ),
         };
         Routed::Router { answer, ctx, asked }
     }

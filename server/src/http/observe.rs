@@ -10,7 +10,7 @@
 
 use std::cell::RefCell;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use metrics::{Counter, Histogram};
 
@@ -26,11 +26,11 @@ use crate::obs;
 /// Label of a request no route entry served (a 404, a wrong method, a plain `OPTIONS`).
 const UNMATCHED: &str = "unmatched";
 
-/// Counts and logs one answered request: `started` when it arrived, `method` its label
+/// Counts and logs one answered request: `elapsed` since it arrived, `method` its label
 /// (`crate::obs::method_label`), `res` the response as it leaves. Called by the shared path
-/// (`crate::http::middleware::Shared`) inside the request's span.
-pub fn record(started: Instant, method: &'static str, res: &Response) {
-    let elapsed = started.elapsed();
+/// (`crate::http::middleware::Shared`) inside the request's span, which reads the clock once
+/// for this and its trace line.
+pub fn record(elapsed: Duration, method: &'static str, res: &Response) {
     let route = res
         .extensions()
         .get::<RouteInfo>()
