@@ -274,6 +274,7 @@ impl Day {
     pub fn push_iso(self, out: &mut String) {
         self.with_iso(|text| out.push_str(text));
     }
+
     /// Calls `f` with the day's text as `Display` writes it: [`Self::iso`]'s bytes for a
     /// four-digit year (no allocation), else `Display`'s own. The one place that chooses, for
     /// every writer of a day on the hot path.
