@@ -208,7 +208,14 @@ pub async fn open(url: &str) -> Result<Arc<dyn StateStore>> {
         .create_if_missing(true)
         .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
         .synchronous(sqlx::sqlite::SqliteSynchronous::Normal)
-        .busy_timeout(std::time::Duration::from_secs(5));
+        .busy_timeout(std::time::Duration::from_secs(5))
+        // Room for every row a batched statement returns (`hit_many`'s counts): a connection's
+        // worker thread hands rows over through a channel of this size and waits whenever it
+        // is full. At sqlx's 50, a flush of 512 buckets' rate windows woke that thread once
+        // per row after the first 50, two context switches a row, four flushes a second:
+        // 0.2 a keyed request, preempting the serving thread (BENCHMARKS.md, "The state
+        // store's rows in one hand-over").
+        .row_buffer_size(BATCH_ROWS);
     let pool = sqlx::sqlite::SqlitePoolOptions::new()
         .max_connections(8)
         .connect_with(opts)
